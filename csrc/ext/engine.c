@@ -1,0 +1,242 @@
+/* engine.c: opskew._engine, the thin Python binding over the C engine.
+ *
+ * Everything of substance lives in the core library (include/opskew.h); this
+ * file converts arguments and results, and hosts the one piece that must
+ * speak CPython: the profile hook used as the busy-wait test instrument.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "opskew.h"
+
+#include <string.h>
+
+/* -------------------------------------------------------------- helpers */
+
+static PyObject *raise_osk(int rc, const char *what) {
+  PyErr_Format(rc == OSK_ENOMEM ? PyExc_MemoryError : PyExc_ValueError, "%s: %s (%s)", what,
+               osk_strerror(rc), osk_err_name(rc));
+  return NULL;
+}
+
+/* Copies a sequence of numbers into a new C array; NULL with an exception set. */
+static double *as_doubles(PyObject *seq, Py_ssize_t *n_out, const char *what) {
+  PyObject *fast = PySequence_Fast(seq, what);
+  if (!fast) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  double *x = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *x);
+  if (!x) {
+    Py_DECREF(fast);
+    PyErr_NoMemory();
+    return NULL;
+  }
+  PyObject **items = PySequence_Fast_ITEMS(fast);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    x[i] = PyFloat_AsDouble(items[i]);
+    if (x[i] == -1.0 && PyErr_Occurred()) {
+      PyMem_Free(x);
+      Py_DECREF(fast);
+      return NULL;
+    }
+  }
+  Py_DECREF(fast);
+  *n_out = n;
+  return x;
+}
+
+/* --------------------------------------------------------------- paired */
+
+static PyObject *engine_paired(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"baseline", "treated", "scale", "level", NULL};
+  PyObject *pb, *pt;
+  double scale = 1.0, level = 0.95;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|dd:paired", kwlist, &pb, &pt, &scale, &level))
+    return NULL;
+  Py_ssize_t nb, nt;
+  double *b = as_doubles(pb, &nb, "baseline must be a sequence of numbers");
+  if (!b) return NULL;
+  double *t = as_doubles(pt, &nt, "treated must be a sequence of numbers");
+  if (!t) {
+    PyMem_Free(b);
+    return NULL;
+  }
+  if (nb != nt) {
+    PyMem_Free(b);
+    PyMem_Free(t);
+    return PyErr_Format(PyExc_ValueError, "paired: %zd baseline vs %zd treated samples", nb, nt);
+  }
+  osk_paired_t r;
+  int rc = osk_paired_analyze(b, t, (size_t)nb, scale, level, &r);
+  PyMem_Free(b);
+  PyMem_Free(t);
+  if (rc && rc != OSK_ETOOFEW) return raise_osk(rc, "paired");
+  return Py_BuildValue(
+      "{s:n,s:d,s:d,s:d,s:(dd),s:d,s:n,s:n,s:d,s:d,s:O}", "n", (Py_ssize_t)r.n, "median",
+      r.median, "mean", r.mean, "stdev", r.stdev, "ci", r.ci_low, r.ci_high, "ci_coverage",
+      r.ci_coverage, "n_positive", (Py_ssize_t)r.n_positive, "n_negative",
+      (Py_ssize_t)r.n_negative, "sign_p", r.sign_p, "wilcoxon_p", r.wilcoxon_p,
+      "ci_reaches_level", rc == 0 ? Py_True : Py_False);
+}
+
+static PyObject *engine_quantile(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *px;
+  double q;
+  if (!PyArg_ParseTuple(args, "Od:quantile", &px, &q)) return NULL;
+  Py_ssize_t n;
+  double *x = as_doubles(px, &n, "x must be a sequence of numbers");
+  if (!x) return NULL;
+  double out;
+  int rc = osk_quantile(x, (size_t)n, q, &out);
+  PyMem_Free(x);
+  if (rc) return raise_osk(rc, "quantile");
+  return PyFloat_FromDouble(out);
+}
+
+/* ---------------------------------------------------------------- clock */
+
+static PyObject *engine_clock_info(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  const osk_clock_t *c = osk_clock_get();
+  return Py_BuildValue("{s:s,s:d,s:d}", "kind", c->kind == OSK_CLOCK_TSC ? "tsc" : "monotonic_raw",
+                       "ns_per_tick", c->ns_per_tick, "rel_uncertainty", c->rel_uncertainty);
+}
+
+static PyObject *engine_spin_ns(PyObject *self, PyObject *arg) {
+  (void)self;
+  unsigned long long ns = PyLong_AsUnsignedLongLong(arg);
+  if (ns == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  uint64_t spent;
+  Py_BEGIN_ALLOW_THREADS spent = osk_spin_ns(ns);
+  Py_END_ALLOW_THREADS return PyLong_FromUnsignedLongLong(spent);
+}
+
+/* ------------------------------------------------- busy-wait instrument */
+
+/* A known-cost instrument: a profile hook that, around every call of a
+ * builtin whose module name starts with "torch", spins half the configured
+ * time on entry and half on exit, and counts the calls as events. It is the
+ * test instrument of the known-answer tests: the method must recover the
+ * configured cost. The hook is per thread (PyEval_SetProfile); one at a time. */
+typedef struct {
+  uint64_t enter_ns, exit_ns;
+  unsigned long long events;
+  int depth; /* matched torch calls currently open */
+  int active;
+  /* Pointer-keyed decision cache: PyMethodDef* -> is a torch builtin. */
+  const void *keys[256];
+  signed char is_torch[256];
+} inject_state_t;
+
+static inject_state_t g_inject;
+
+static int inject_is_torch(PyObject *fn) {
+  if (!PyCFunction_Check(fn)) return 0;
+  PyCFunctionObject *cf = (PyCFunctionObject *)fn;
+  const void *key = cf->m_ml;
+  size_t h = ((uintptr_t)key >> 4) & 255u;
+  for (size_t probe = 0; probe < 256; probe++, h = (h + 1) & 255u) {
+    if (g_inject.keys[h] == key) return g_inject.is_torch[h];
+    if (g_inject.keys[h] == NULL) {
+      int yes = 0;
+      PyObject *mod = cf->m_module;
+      if (mod && PyUnicode_Check(mod)) {
+        const char *s = PyUnicode_AsUTF8(mod);
+        if (!s) PyErr_Clear();
+        else yes = strncmp(s, "torch", 5) == 0;
+      } else if (cf->m_self && PyModule_Check(cf->m_self)) {
+        const char *s = PyModule_GetName(cf->m_self);
+        if (!s) PyErr_Clear();
+        else yes = strncmp(s, "torch", 5) == 0;
+      }
+      g_inject.keys[h] = key;
+      g_inject.is_torch[h] = (signed char)yes;
+      return yes;
+    }
+  }
+  return 0; /* table full: do not instrument unknown functions */
+}
+
+static int inject_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
+  (void)obj;
+  (void)frame;
+  switch (what) {
+  case PyTrace_C_CALL:
+    if (inject_is_torch(arg)) {
+      g_inject.events++;
+      g_inject.depth++;
+      osk_spin_ns(g_inject.enter_ns);
+    }
+    break;
+  case PyTrace_C_RETURN:
+  case PyTrace_C_EXCEPTION:
+    if (g_inject.depth > 0 && inject_is_torch(arg)) {
+      g_inject.depth--;
+      osk_spin_ns(g_inject.exit_ns);
+    }
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static PyObject *engine_inject_start(PyObject *self, PyObject *arg) {
+  (void)self;
+  unsigned long long ns = PyLong_AsUnsignedLongLong(arg);
+  if (ns == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  if (g_inject.active) {
+    PyErr_SetString(PyExc_RuntimeError, "the busy-wait instrument is already active");
+    return NULL;
+  }
+  (void)osk_clock_get(); /* calibrate before the first event, not during it */
+  memset(&g_inject, 0, sizeof g_inject);
+  g_inject.enter_ns = ns / 2;
+  g_inject.exit_ns = ns - ns / 2;
+  g_inject.active = 1;
+  PyEval_SetProfile(inject_hook, NULL);
+  Py_RETURN_NONE;
+}
+
+static PyObject *engine_inject_stop(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  if (!g_inject.active) {
+    PyErr_SetString(PyExc_RuntimeError, "the busy-wait instrument is not active");
+    return NULL;
+  }
+  PyEval_SetProfile(NULL, NULL);
+  g_inject.active = 0;
+  return PyLong_FromUnsignedLongLong(g_inject.events);
+}
+
+/* --------------------------------------------------------------- module */
+
+static PyMethodDef engine_methods[] = {
+    {"paired", (PyCFunction)(void (*)(void))engine_paired, METH_VARARGS | METH_KEYWORDS,
+     "paired(baseline, treated, scale=1.0, level=0.95) -> dict\n\n"
+     "Median of (treated - baseline) * scale with the sign-test confidence\n"
+     "interval for the median, and exact sign and Wilcoxon signed-rank p-values."},
+    {"quantile", engine_quantile, METH_VARARGS, "quantile(x, q) -> float (type 7)"},
+    {"clock_info", engine_clock_info, METH_NOARGS, "clock_info() -> dict: the engine's clock"},
+    {"spin_ns", engine_spin_ns, METH_O, "spin_ns(ns) -> ns spent busy-waiting (GIL released)"},
+    {"inject_start", engine_inject_start, METH_O,
+     "inject_start(ns): start the busy-wait instrument on this thread"},
+    {"inject_stop", engine_inject_stop, METH_NOARGS,
+     "inject_stop() -> events: stop it and return the torch calls it saw"},
+    {NULL, NULL, 0, NULL}};
+
+static int engine_exec(PyObject *m) {
+  if (PyModule_AddStringConstant(m, "version", OSK_VERSION_STRING) < 0) return -1;
+  return 0;
+}
+
+static PyModuleDef_Slot engine_slots[] = {{Py_mod_exec, (void *)engine_exec}, {0, NULL}};
+
+static struct PyModuleDef engine_module = {
+    PyModuleDef_HEAD_INIT, "opskew._engine", "opskew's C engine (private; use the opskew package).",
+    0, engine_methods, engine_slots, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__engine(void) { return PyModuleDef_Init(&engine_module); }
