@@ -123,6 +123,7 @@ static PyObject *engine_spin_ns(PyObject *self, PyObject *arg) {
 typedef struct {
   uint64_t enter_ns, exit_ns;
   unsigned long long events;
+  unsigned long long spun_ns; /* busy-wait actually spent, by the engine's clock */
   int depth; /* matched torch calls currently open */
   int active;
   /* Pointer-keyed decision cache: PyMethodDef* -> is a torch builtin. */
@@ -167,14 +168,14 @@ static int inject_hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *
     if (inject_is_torch(arg)) {
       g_inject.events++;
       g_inject.depth++;
-      osk_spin_ns(g_inject.enter_ns);
+      g_inject.spun_ns += osk_spin_ns(g_inject.enter_ns);
     }
     break;
   case PyTrace_C_RETURN:
   case PyTrace_C_EXCEPTION:
     if (g_inject.depth > 0 && inject_is_torch(arg)) {
       g_inject.depth--;
-      osk_spin_ns(g_inject.exit_ns);
+      g_inject.spun_ns += osk_spin_ns(g_inject.exit_ns);
     }
     break;
   default:
@@ -209,7 +210,7 @@ static PyObject *engine_inject_stop(PyObject *self, PyObject *unused) {
   }
   PyEval_SetProfile(NULL, NULL);
   g_inject.active = 0;
-  return PyLong_FromUnsignedLongLong(g_inject.events);
+  return Py_BuildValue("(KK)", g_inject.events, g_inject.spun_ns);
 }
 
 /* --------------------------------------------------------------- module */
@@ -225,7 +226,8 @@ static PyMethodDef engine_methods[] = {
     {"inject_start", engine_inject_start, METH_O,
      "inject_start(ns): start the busy-wait instrument on this thread"},
     {"inject_stop", engine_inject_stop, METH_NOARGS,
-     "inject_stop() -> events: stop it and return the torch calls it saw"},
+     "inject_stop() -> (events, spun_ns): stop it; the torch calls it saw and\n"
+     "the busy-wait it actually spent, in ns"},
     {NULL, NULL, 0, NULL}};
 
 static int engine_exec(PyObject *m) {

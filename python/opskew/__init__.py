@@ -1,1 +1,7 @@
-"""opskew."""
+"""opskew: measure, minimize and correct profiler overhead on lightweight PyTorch operators.
+
+The engine is C (``opskew._engine``); this package drives torch and parses the
+command line. ``import opskew`` does not import torch.
+"""
+
+__version__ = "0.1.0"

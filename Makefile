@@ -1,0 +1,49 @@
+# opskew developer entry points. `make check` and `make test` work on a fresh
+# machine: each creates .venv, installs the pinned tools and torch, and builds
+# the package before doing its job.
+
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.deps-stamp
+ASAN_DIR := build-asan
+# UBSan findings fail the test instead of printing and carrying on.
+SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+
+.PHONY: all setup install check test ctest pytest bench clean
+
+all: test
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# torch==2.13.0 comes from the CPU wheel on this machine kind; it is installed
+# before the package and never appears in the build requirements.
+$(STAMP): requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+setup: $(STAMP)
+
+install: $(STAMP)
+	$(BIN)/pip install -q --no-build-isolation --no-deps .
+
+check: install
+	$(BIN)/opskew check
+
+# C unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+ctest: $(STAMP)
+	@test -d $(ASAN_DIR) || $(BIN)/meson setup $(ASAN_DIR) -Dpython=false \
+	    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+	$(SAN_ENV) $(BIN)/meson test -C $(ASAN_DIR) --print-errorlogs --no-suite tsan
+
+pytest: install
+	$(BIN)/python -m pytest
+
+test: ctest pytest
+
+bench: install
+	$(BIN)/python bench/bench_check.py
+
+clean:
+	rm -rf build-* .mesonpy-* $(VENV)

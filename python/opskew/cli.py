@@ -1,0 +1,81 @@
+"""The `opskew` command line: argument parsing and dispatch to subcommands.
+
+Each subcommand lives in `opskew.commands.<name>` and provides `HELP` (one
+line), `DESCRIPTION` (the --help text), `add_arguments(parser)` and
+`run(args) -> int`. Errors derived from `opskew.errors.OpskewError` become a
+one-line message on stderr and the documented exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError
+
+COMMANDS = ("check", "record")
+
+EPILOG = """\
+exit codes:
+  0    measured (or done)
+  2    bad input: one line on stderr says what is wrong
+  3    --fail-on-skew and the skew is significant
+  4    the workload raised: what was measured so far is reported, then the error
+  130  interrupted (Ctrl-C); what was measured so far is reported
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # exit 2 with one line, not the usage dump
+        self.exit(EXIT_USAGE, f"opskew: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="opskew",
+        description="Measure, minimize and correct the overhead profilers add to "
+        "high-frequency, lightweight PyTorch operators.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"opskew {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"opskew.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"opskew.commands.{name}":
+                continue  # a command not built yet in this checkout
+            raise
+        p = sub.add_parser(
+            name,
+            help=mod.HELP,
+            description=mod.DESCRIPTION,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args._run(args) or 0)
+    except OpskewError as exc:
+        print(f"opskew {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"opskew {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

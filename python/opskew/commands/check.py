@@ -1,0 +1,291 @@
+"""`opskew check`: is this workload's profiler trace skewed, and by how much?"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SKEW, UsageError
+from ..instruments import PROFILER_OPTIONS, parse_instrument
+from ..report import fmt_ci, fmt_ns, fmt_p, fmt_time, table, write_json
+
+SCHEMA = "opskew.check/1"
+
+HELP = "time a workload with and without the profiler; report the added cost per event"
+DESCRIPTION = """\
+Runs TARGET (default: the built-in torch.add loop) in interleaved baseline and
+profiled trials (AB, BA, ...), after a warm-up, and reports with statistics how
+much the instrument adds per recorded event (W), what it costs outside the
+timed window (stop, post-processing, export), how inflated the operator times in
+the trace are, and whether the skew is significant.
+
+TARGET is `file.py:function` or `package.module:function`: a callable that runs
+one iteration of your workload. With --setup NAME, NAME() from the same module
+runs once first and its result is passed to the callable.
+
+The added cost per event is the median over trial pairs of
+(profiled window - baseline window) / events, with a distribution-free 95%
+confidence interval for the median (sign-test inversion; its exact coverage is
+printed). The verdict is "skewed" when that interval excludes zero and the
+in-window slowdown is at least --threshold.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", nargs="?", metavar="TARGET",
+                   help="file.py:function or package.module:function (default: built-in torch.add loop)")
+    p.add_argument("--setup", metavar="NAME", help="setup callable in TARGET's module; its result is passed to TARGET")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
+                   help="device of the built-in workload and of profiling (default: cpu)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch intra-op threads, pinned for the run (default: 1)")
+    g = p.add_argument_group("profiler options (torch.profiler.profile arguments; default all off)")
+    for opt in PROFILER_OPTIONS:
+        g.add_argument("--" + opt.replace("_", "-"), dest=opt, action="store_true")
+    g.add_argument("--export", action="store_true",
+                   help="also time export_chrome_trace per trial and report bytes per event")
+    p.add_argument("--instrument", default="torch", metavar="SPEC",
+                   help="torch (default) or busy-wait:NS, a test instrument that busy-waits NS "
+                   "ns around each torch call (used to validate the method)")
+    p.add_argument("--against", metavar="SPEC",
+                   help="run the baseline trials under this instrument instead of none, so W is "
+                   "the marginal cost of --instrument over it (same SPEC forms as --instrument)")
+    p.add_argument("--trials", type=int, default=9, metavar="N",
+                   help="pairs of baseline/profiled trials (default: 9, at least 2; 6+ for a 95%% CI)")
+    p.add_argument("--iters", type=int, default=20, metavar="N",
+                   help="workload iterations per trial (default: 20)")
+    p.add_argument("--calls", type=int, default=1000, metavar="N",
+                   help="built-in workload: torch.add calls per iteration (default: 1000)")
+    p.add_argument("--numel", type=int, default=4, metavar="N",
+                   help="built-in workload: elements per tensor (default: 4)")
+    p.add_argument("--warmup", type=float, default=0.3, metavar="SECONDS",
+                   help="warm-up time before the trials (default: 0.3)")
+    p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
+                   help="smallest in-window slowdown called skew (default: 0.05 = 5%%)")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.check/1) to PATH, or - for stdout")
+    p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when the skew is significant")
+
+
+def _validate(args) -> None:
+    if args.trials < 2:
+        raise UsageError("--trials must be at least 2")
+    for name in ("iters", "calls", "numel", "threads"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.warmup < 0 or not (0 <= args.threshold):
+        raise UsageError("--warmup and --threshold must be >= 0")
+    if args.json and args.json != "-":
+        d = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(d):
+            raise UsageError(f"--json: directory does not exist: {d}")
+
+
+def _estimate(samples: list[float]) -> dict:
+    """Median and sign-test CI of one-sample values (CI of the median)."""
+    from .. import _engine
+
+    if not samples:
+        return {"median": None, "ci95": None}
+    if len(samples) == 1:
+        return {"median": samples[0], "ci95": None}
+    r = _engine.paired([0.0] * len(samples), samples)
+    return {"median": r["median"], "ci95": list(r["ci"]) if r["ci_reaches_level"] else None,
+            "ci_coverage": r["ci_coverage"]}
+
+
+def analyze(pairs, *, iters: int, threshold: float, instrument) -> dict:
+    """Turns the per-trial numbers into the check result (schema opskew.check/1)."""
+    from .. import _engine
+
+    n = pairs.n
+    res: dict = {"pairs": n}
+    if n == 0:
+        return res
+    base = [w.wall_s for w in pairs.baseline]
+    prof = [t.window.wall_s for t in pairs.treated]
+    ev_trial = [t.op_events for t in pairs.treated]
+    res["baseline"] = {"per_iter_s": _engine.quantile(base, 0.5) / iters,
+                       "trials_s": base}
+    res["profiled"] = {"per_iter_s": _engine.quantile(prof, 0.5) / iters,
+                       "trials_s": prof,
+                       "enter_s": _estimate([t.enter_s for t in pairs.treated])}
+    if pairs.baseline[0].gpu_s is not None:
+        res["baseline"]["gpu_per_iter_s"] = _engine.quantile([w.gpu_s for w in pairs.baseline], 0.5) / iters
+        res["profiled"]["gpu_per_iter_s"] = _engine.quantile([t.window.gpu_s for t in pairs.treated], 0.5) / iters
+    if any(e is None or e <= 0 for e in ev_trial):
+        res["events_per_iter"] = 0
+        res["note"] = "the instrument recorded no operator events; per-event figures are undefined"
+        return res
+    res["events_per_iter"] = _engine.quantile(ev_trial, 0.5) / iters
+    res["events_per_trial_range"] = [min(ev_trial), max(ev_trial)]
+    res["python_events_per_iter"] = _engine.quantile([t.python_events for t in pairs.treated], 0.5) / iters
+    # Per-event normalization trial by trial: the event count may differ a
+    # little between trials of a workload whose operators vary.
+    b_ns = [b * 1e9 / e for b, e in zip(base, ev_trial)]
+    p_ns = [p * 1e9 / e for p, e in zip(prof, ev_trial)]
+    w = _engine.paired(b_ns, p_ns)
+    res["added_per_event_ns"] = {
+        "median": w["median"], "ci95": list(w["ci"]), "ci_coverage": w["ci_coverage"],
+        "ci_reaches_95": w["ci_reaches_level"], "mean": w["mean"], "stdev": w["stdev"],
+    }
+    per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, ev_trial)]  # noqa: E731
+    stop = _estimate(per_ev([t.stop_s for t in pairs.treated]))
+    res["stop_per_event_ns"] = stop["median"]
+    res["stop_per_event_ns_ci95"] = stop.get("ci95")
+    posts = [t.post_s for t in pairs.treated]
+    if any(posts):
+        post = _estimate(per_ev(posts))
+        res["postprocess_per_event_ns"] = post["median"]
+        res["postprocess_per_event_ns_ci95"] = post.get("ci95")
+    exports = [t.export_s for t in pairs.treated if t.export_s is not None]
+    if exports:
+        exp = _estimate(per_ev(exports))
+        res["export_per_event_ns"] = exp["median"]
+        res["export_per_event_ns_ci95"] = exp.get("ci95")
+        res["export_bytes_per_event"] = _engine.quantile(
+            [t.export_bytes / e for t, e in zip(pairs.treated, ev_trial)], 0.5)
+    ratio = [p / b for p, b in zip(prof, base)]
+    res["inflation"] = _engine.quantile(ratio, 0.5)
+    spun = [t.extra["spun_ns"] / e for t, e in zip(pairs.treated, ev_trial) if "spun_ns" in t.extra]
+    if spun:
+        # The busy-wait instrument's known cost, as its own clock measured it.
+        res["busy_wait_spun_per_event_ns"] = _engine.quantile(spun, 0.5)
+    reported = [t.reported_op_self_s for t in pairs.treated if t.reported_op_self_s is not None]
+    if reported:
+        rep_iter = _engine.quantile(reported, 0.5) / iters
+        res["reported_ops"] = {
+            "self_per_iter_s": rep_iter,
+            "self_per_event_s": rep_iter / res["events_per_iter"],
+            "true_per_event_upper_s": res["baseline"]["per_iter_s"] / res["events_per_iter"],
+            "share_of_baseline_iter": rep_iter / res["baseline"]["per_iter_s"],
+        }
+    significant = bool(w["ci_reaches_level"] and w["ci"][0] > 0)
+    skewed = significant and (res["inflation"] - 1.0) >= threshold
+    cov = 100 * w["ci_coverage"]
+    test = (f"sign test over {n} paired trials (exact, two-sided): {w['n_positive']} of {n} "
+            f"profiled trials slower, p = {fmt_p(w['sign_p'])}; the {cov:.1f}% CI of W "
+            f"{'excludes' if significant else 'does not exclude'} 0; Wilcoxon signed-rank "
+            f"p = {fmt_p(w['wilcoxon_p'])}; in-window slowdown {100 * (res['inflation'] - 1):+.1f}% "
+            f"vs threshold {100 * threshold:.0f}%")
+    if not w["ci_reaches_level"]:
+        test += f"; {n} pairs cannot give a 95% CI (need 6), so no verdict of skew"
+    res["verdict"] = {"skewed": skewed, "significant": significant, "test": test,
+                      "sign_p": w["sign_p"], "wilcoxon_p": w["wilcoxon_p"], "threshold": threshold}
+    return res
+
+
+def _print_human(result: dict, out=sys.stdout) -> None:
+    c = result["conditions"]
+    title = f"opskew check: {c['workload']['description']}"
+    rows = [
+        ("conditions", f"torch {c['torch']}, {c['device']}"
+         + (f" ({c['gpu']})" if c.get("gpu") else f" ({c['cpu']})")
+         + f", {c['threads']} thread(s), Python {c['python']}"),
+        ("instrument", c["instrument_label"] + ("" if c["baseline_instrument"] == "none"
+                                                else f", over {c['baseline_instrument']}")),
+        ("method", f"{result.get('pairs', 0)} interleaved pairs x {c['iters']} iterations, "
+         f"warm-up {c.get('warmup_s', 0):.1f}s"),
+    ]
+    if result.get("status") != "complete":
+        rows.append(("status", f"PARTIAL ({result.get('status')}): figures use the trials completed"))
+    if "baseline" not in result:
+        rows.append(("result", "no complete pair of trials: nothing to report"))
+        table(rows, title, out)
+        return
+    b, p = result["baseline"], result["profiled"]
+    rows += [
+        ("", ""),
+        ("baseline / iteration", fmt_time(b["per_iter_s"])),
+        ("profiled / iteration", f"{fmt_time(p['per_iter_s'])}  (in-window, as the seed's snippet times it)"),
+    ]
+    if "gpu_per_iter_s" in b:
+        rows.append(("GPU time / iteration", f"baseline {fmt_time(b['gpu_per_iter_s'])}, "
+                     f"profiled {fmt_time(p['gpu_per_iter_s'])} (CUDA events)"))
+    if result.get("events_per_iter"):
+        lo, hi = result["events_per_trial_range"]
+        ev = f"{result['events_per_iter']:.6g} operator events"
+        if result.get("python_events_per_iter"):
+            ev += f" + {result['python_events_per_iter']:.6g} Python-function events"
+        if lo != hi:
+            ev += f" (trials recorded {lo}..{hi})"
+        rows.append(("events / iteration", ev))
+        w = result["added_per_event_ns"]
+        rows.append(("added per event (W)", f"{fmt_ns(w['median'])}  "
+                     f"{100 * w['ci_coverage']:.1f}% CI {fmt_ci(*w['ci95'])}"))
+        rows.append(("inflation", f"x{result['inflation']:.2f} in-window time per iteration"))
+        if "reported_ops" in result:
+            r = result["reported_ops"]
+            rows.append(("trace op time", f"{fmt_time(r['self_per_event_s'])} per op (self, key_averages()); "
+                         f"the uninstrumented loop takes {fmt_time(r['true_per_event_upper_s'])} per op, "
+                         "Python and dispatch included"))
+            rows.append(("W vs trace op time", f"the instrument adds {100 * w['median'] * 1e-9 / r['self_per_event_s']:.0f}% "
+                         "of what the trace reports per op"))
+        rows.append(("", ""))
+        rows.append(("enter (start)", fmt_time(p["enter_s"]["median"])))
+        rows.append(("stop / event", f"{fmt_ns(result['stop_per_event_ns'])}  (outside the window)"))
+        if "postprocess_per_event_ns" in result:
+            rows.append(("post-process / event", f"{fmt_ns(result['postprocess_per_event_ns'])}  (key_averages())"))
+        if "export_per_event_ns" in result:
+            rows.append(("export / event", f"{fmt_ns(result['export_per_event_ns'])}, "
+                         f"{result['export_bytes_per_event']:.0f} bytes/event"))
+        v = result["verdict"]
+        rows.append(("", ""))
+        rows.append(("verdict", "SKEWED: operator times in this trace are inflated by the instrument"
+                     if v["skewed"] else ("significant but below threshold" if v["significant"]
+                                          else "no significant skew detected")))
+        rows.append(("test", v["test"]))
+    elif result.get("note"):
+        rows.append(("note", result["note"]))
+    if result.get("error"):
+        rows.append(("error", result["error"]))
+    table(rows, title, out)
+
+
+def run(args) -> int:
+    _validate(args)
+    from ..measure import conditions, progress_printer, resolve_device, run_pairs, workload_error
+    from ..workload import load_target
+
+    options = {k: getattr(args, k) for k in PROFILER_OPTIONS}
+    import torch  # after argument checks: a typo should not wait for torch to load
+
+    device = resolve_device(args.device)
+    torch.set_num_threads(args.threads)
+    instrument = parse_instrument(args.instrument, device=device, export=args.export, options=options)
+    reference = parse_instrument(args.against, device=device) if args.against else None
+    try:
+        workload = load_target(args.target, device=device, setup=args.setup, calls=args.calls,
+                               numel=args.numel)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"loading TARGET {args.target} failed: {type(exc).__name__}: {exc}") from exc
+    pairs = run_pairs(workload.iteration, instrument, trials=args.trials, iters=args.iters,
+                      device=device, warmup_s=args.warmup, progress=progress_printer("opskew check"),
+                      reference=reference)
+    result = {"schema": SCHEMA}
+    result["conditions"] = conditions(device, args.threads, instrument, {
+        "workload": {"target": workload.name, "description": workload.description, **workload.params},
+        "trials": args.trials, "iters": args.iters, "warmup_s": round(pairs.warmup_s, 3),
+        "pair_order": "alternating AB/BA",
+        "baseline_instrument": reference.label() if reference else "none",
+    })
+    result.update(analyze(pairs, iters=args.iters, threshold=args.threshold, instrument=instrument))
+    result["status"] = ("interrupted" if pairs.interrupted else
+                        "workload-error" if pairs.error else "complete")
+    err = None
+    if pairs.error is not None:
+        err = workload_error(pairs, result)
+        result["error"] = str(err)
+    if args.json != "-":
+        _print_human(result)
+    if args.json:
+        write_json(result, args.json)
+    if err is not None:
+        raise err
+    if pairs.interrupted:
+        return EXIT_INTERRUPTED
+    if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
+        return EXIT_SKEW
+    return EXIT_OK

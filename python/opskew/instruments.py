@@ -1,0 +1,189 @@
+"""Instruments: the things whose overhead opskew measures.
+
+An instrument wraps a measurement window. `Instrument.trial(window)` opens the
+instrument, runs `window()` (which times the workload's iterations and returns
+what it measured), closes it, and times each phase separately:
+
+* enter:  opening the instrument (profiler start);
+* window: the timed iterations, as the seed's verification snippet times them;
+* stop:   closing it (``__exit__``: profiler stop, trace collection);
+* post:   post-processing the user would do next (``key_averages()``);
+* export: writing the trace (only when asked).
+
+It also counts the events the instrument recorded, from the instrument's own
+records, so the added cost is per event and not per assumed operator.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import UsageError
+
+# Names of the Python tracer's events (with_stack): "<built-in method add ...>"
+# and "file.py(123): function". key_averages() does not keep is_python_function.
+_PY_FUNCTION = re.compile(r"^<built-in |\(\d+\): ")
+
+PROFILER_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
+
+
+@dataclass
+class Trial:
+    """Timings of one instrumented trial, in seconds, and what it recorded."""
+
+    window: Any
+    enter_s: float = 0.0
+    stop_s: float = 0.0
+    post_s: float = 0.0
+    export_s: float | None = None
+    export_bytes: int | None = None
+    op_events: int | None = None         # operator (RecordFunction) events
+    python_events: int = 0               # Python-function events (with_stack)
+    reported_op_self_s: float | None = None  # sum of self CPU time of operators
+    extra: dict = field(default_factory=dict)
+
+
+class Instrument:
+    name = "instrument"
+    counts_events = False  # whether trial() returns op_events
+
+    def describe(self) -> dict:
+        return {"instrument": self.name}
+
+    def label(self) -> str:
+        return self.name
+
+    def trial(self, window: Callable[[], Any]) -> Trial:  # pragma: no cover
+        raise NotImplementedError
+
+
+class TorchProfiler(Instrument):
+    """`torch.profiler.profile` with the chosen options."""
+
+    name = "torch.profiler"
+    counts_events = True
+
+    def __init__(self, device: str = "cpu", export: bool = False, **options):
+        unknown = set(options) - set(PROFILER_OPTIONS)
+        if unknown:
+            raise UsageError(f"unknown profiler option(s): {', '.join(sorted(unknown))}")
+        self.options = {k: bool(options.get(k, False)) for k in PROFILER_OPTIONS}
+        self.device = device
+        self.export = export
+
+    def describe(self) -> dict:
+        import torch
+
+        acts = ["CPU"] + (["CUDA"] if self.device == "cuda" else [])
+        return {"instrument": self.name, "activities": acts, **self.options,
+                "export": self.export, "torch": torch.__version__}
+
+    def label(self) -> str:
+        on = [k for k, v in self.options.items() if v]
+        return f"torch.profiler({', '.join(f'{k}=True' for k in on) or 'minimal'})"
+
+    def _activities(self):
+        import torch
+
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if self.device == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        return acts
+
+    def trial(self, window):
+        import torch
+
+        prof = torch.profiler.profile(activities=self._activities(), **self.options)
+        t0 = time.perf_counter()
+        prof.__enter__()
+        t1 = time.perf_counter()
+        try:
+            result = window()
+        except BaseException as exc:
+            prof.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        t2 = time.perf_counter()
+        prof.__exit__(None, None, None)
+        t3 = time.perf_counter()
+        averages = prof.key_averages()
+        t4 = time.perf_counter()
+        tr = Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2, post_s=t4 - t3)
+        ops = py = 0
+        self_us = 0.0
+        # One entry per distinct name: a short loop, not one over events.
+        for avg in averages:
+            if _PY_FUNCTION.search(str(avg.key)):
+                py += avg.count
+                continue
+            ops += avg.count
+            self_us += avg.self_cpu_time_total
+        tr.op_events, tr.python_events = ops, py
+        tr.reported_op_self_s = self_us * 1e-6
+        if self.export:
+            fd, path = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
+            os.close(fd)
+            try:
+                t5 = time.perf_counter()
+                prof.export_chrome_trace(path)
+                tr.export_s = time.perf_counter() - t5
+                tr.export_bytes = os.path.getsize(path)
+            finally:
+                os.unlink(path)
+        return tr
+
+
+class BusyWait(Instrument):
+    """Test instrument of known cost: a C profile hook that busy-waits `ns`
+    nanoseconds around each call of a torch builtin (half on entry, half on
+    exit) and counts those calls as events. Used by the known-answer tests."""
+
+    name = "busy-wait"
+    counts_events = True
+
+    def __init__(self, ns: int):
+        if ns < 0:
+            raise UsageError("busy-wait cost must be >= 0 ns")
+        self.ns = int(ns)
+
+    def describe(self):
+        return {"instrument": self.name, "ns_per_event": self.ns}
+
+    def label(self):
+        return f"busy-wait({self.ns} ns/event)"
+
+    def trial(self, window):
+        from . import _engine
+
+        t0 = time.perf_counter()
+        _engine.inject_start(self.ns)
+        t1 = time.perf_counter()
+        try:
+            result = window()
+        finally:
+            t2 = time.perf_counter()
+            events, spun_ns = _engine.inject_stop()
+            t3 = time.perf_counter()
+        return Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2, op_events=events,
+                     extra={"spun_ns": spun_ns})
+
+
+def parse_instrument(spec: str, *, device: str, export: bool = False,
+                     options: dict | None = None) -> Instrument:
+    """`torch` (default) or `busy-wait:NS` (the known-cost test instrument)."""
+    options = options or {}
+    if spec in ("torch", "torch.profiler"):
+        return TorchProfiler(device=device, export=export, **options)
+    if spec.startswith("busy-wait:"):
+        if any(options.values()) or export:
+            raise UsageError("profiler options apply to --instrument torch only")
+        raw = spec.split(":", 1)[1]
+        try:
+            return BusyWait(int(raw))
+        except ValueError:
+            raise UsageError(f"bad busy-wait cost {raw!r}: expected whole nanoseconds") from None
+    raise UsageError(f"unknown instrument {spec!r}: expected torch or busy-wait:NS")

@@ -1,0 +1,112 @@
+"""Workloads: the built-in one from the seed, and TARGETs given by the user.
+
+A TARGET names a callable that runs ONE iteration of the user's workload:
+
+* ``path/to/file.py:function``
+* ``package.module:function``
+
+An optional setup callable (``--setup NAME``, looked up in the same module)
+runs once before measuring; when given, its return value is passed to the
+iteration callable as its only argument.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import UsageError
+
+BUILTIN = "builtin:add"
+
+
+@dataclass
+class Workload:
+    name: str
+    iteration: Callable[[], Any]
+    description: str
+    params: dict = field(default_factory=dict)
+
+
+def _builtin_add(device: str, calls: int, numel: int) -> Workload:
+    import torch
+
+    a = torch.ones(numel, device=device)
+    b = torch.ones(numel, device=device)
+    add = torch.add
+
+    def iteration():
+        for _ in range(calls):
+            add(a, b)
+
+    return Workload(
+        name=BUILTIN,
+        iteration=iteration,
+        description=f"torch.add(a, b) x {calls} per iteration, a and b of {numel} "
+        f"float32 element(s) on {device}",
+        params={"op": "add", "calls_per_iter": calls, "numel": numel},
+    )
+
+
+def _load_module(modspec: str):
+    if modspec.endswith(".py") or os.sep in modspec or "/" in modspec:
+        path = os.path.abspath(modspec)
+        if not os.path.isfile(path):
+            raise UsageError(f"TARGET file not found: {modspec}")
+        name = "_opskew_target_" + os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"cannot load {modspec} as Python source")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        # The target's own directory is importable, as when running the file.
+        sys.path.insert(0, os.path.dirname(path))
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(modspec)
+    except ModuleNotFoundError as exc:
+        if exc.name and modspec.startswith(exc.name):
+            raise UsageError(f"TARGET module not found: {modspec}") from None
+        raise
+
+
+def load_target(target: str | None, *, device: str, setup: str | None = None,
+                calls: int = 1000, numel: int = 4) -> Workload:
+    """Returns the workload TARGET names. Raises UsageError on a bad TARGET.
+
+    Errors raised while importing the user's module propagate as they are:
+    the caller reports them as a workload failure."""
+    if target in (None, "", BUILTIN):
+        if setup:
+            raise UsageError("--setup applies to a user TARGET, not the built-in workload")
+        return _builtin_add(device, calls, numel)
+    if ":" not in target:
+        raise UsageError(
+            f"bad TARGET {target!r}: expected file.py:function or package.module:function"
+        )
+    modspec, _, funcname = target.rpartition(":")
+    if not modspec or not funcname.isidentifier():
+        raise UsageError(
+            f"bad TARGET {target!r}: expected file.py:function or package.module:function"
+        )
+    module = _load_module(modspec)
+    fn = getattr(module, funcname, None)
+    if fn is None or not callable(fn):
+        raise UsageError(f"{modspec} has no callable named {funcname!r}")
+    it = fn
+    if setup:
+        setup_fn = getattr(module, setup, None)
+        if setup_fn is None or not callable(setup_fn):
+            raise UsageError(f"{modspec} has no setup callable named {setup!r}")
+        state = setup_fn()
+
+        def it():
+            return fn(state)
+
+    return Workload(name=target, iteration=it, description=f"{target} (one call per iteration)",
+                    params={"setup": setup})

@@ -1,0 +1,132 @@
+"""End-to-end `opskew check` against real torch and the compiled engine."""
+
+import os
+
+import pytest
+
+WL = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
+
+REQUIRED = ("schema", "conditions", "baseline.per_iter_s", "profiled.per_iter_s", "events_per_iter",
+            "added_per_event_ns.median", "added_per_event_ns.ci95", "stop_per_event_ns",
+            "verdict.skewed", "verdict.test")
+
+
+def get(d, dotted):
+    for part in dotted.split("."):
+        d = d[part]
+    return d
+
+
+def significant_w(check_json, *args, attempts=2):
+    """Runs check until W's CI excludes zero (a statistical claim: one retry
+    absorbs a rare unlucky run on a shared machine); returns the last result."""
+    for _ in range(attempts):
+        _, r = check_json(*args)
+        if r["added_per_event_ns"]["ci95"][0] > 0:
+            break
+    return r
+
+
+def test_default_check_schema_and_significant_positive_w(check_json):
+    r = significant_w(check_json, "--trials", "9", "--iters", "10")
+    for key in REQUIRED:
+        get(r, key)  # raises KeyError if absent
+    assert r["schema"] == "opskew.check/1"
+    assert r["status"] == "complete"
+    c = r["conditions"]
+    assert c["torch"].startswith("2.") and c["device"] == "cpu" and c["threads"] == 1
+    assert c["instrument"]["with_stack"] is False and c["instrument"]["record_shapes"] is False
+    # Events are counted from the profiler's own records: 1000 aten::add per iteration.
+    assert r["events_per_iter"] == 1000
+    w = r["added_per_event_ns"]
+    assert w["median"] > 0 and w["ci95"][0] > 0, w
+    assert w["ci95"][0] <= w["median"] <= w["ci95"][1]
+    assert r["stop_per_event_ns"] > 0
+    assert r["verdict"]["skewed"] is True
+    assert "sign test" in r["verdict"]["test"]
+    assert r["profiled"]["per_iter_s"] > r["baseline"]["per_iter_s"]
+
+
+def test_stack_and_shapes_cost_more_than_minimal(check_json):
+    args = ("--trials", "7", "--iters", "5")
+    _, minimal = check_json(*args)
+    _, heavy = check_json(*args, "--with-stack", "--record-shapes")
+    assert heavy["conditions"]["instrument"]["with_stack"] is True
+    assert heavy["events_per_iter"] == minimal["events_per_iter"] == 1000
+    assert heavy["python_events_per_iter"] > 0  # the Python tracer's events, counted apart
+    assert heavy["added_per_event_ns"]["median"] > minimal["added_per_event_ns"]["median"]
+
+
+def test_export_reports_bytes_and_cost(check_json):
+    _, r = check_json("--trials", "3", "--iters", "2", "--calls", "200", "--export")
+    assert r["export_per_event_ns"] > 0
+    assert 20 < r["export_bytes_per_event"] < 5000
+
+
+def test_user_target_with_setup(check_json):
+    _, r = check_json(f"{WL}:step", "--setup", "setup", "--trials", "3", "--iters", "5")
+    assert r["conditions"]["workload"]["target"].endswith("wl.py:step")
+    assert r["events_per_iter"] == 200  # aten::mul per iteration
+
+
+def test_module_target(check_json):
+    import sys
+
+    os.environ["PYTHONPATH"] = os.path.dirname(WL) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    try:
+        _, r = check_json("wl:plain", "--trials", "2", "--iters", "3")
+    finally:
+        os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"].split(os.pathsep, 1)[1]
+    assert r["events_per_iter"] == 103  # aten::ones, empty, fill_, then 100 x aten::add
+    assert sys.executable  # ran under this interpreter via conftest
+
+
+def test_workload_error_reports_partial_results(check_json):
+    os.environ["OPSKEW_TEST_FAIL_AFTER"] = "30"
+    try:
+        p, r = check_json(f"{WL}:fails_later", "--trials", "50", "--iters", "2", "--warmup", "0",
+                          expect_rc=4)
+    finally:
+        del os.environ["OPSKEW_TEST_FAIL_AFTER"]
+    assert "Traceback" not in p.stderr
+    assert "ValueError: synthetic failure in the workload" in p.stderr
+    assert "wl.py:" in p.stderr  # where it raised
+    assert r["status"] == "workload-error"
+    assert r["pairs"] >= 2 and r["baseline"]["per_iter_s"] > 0
+    assert "PARTIAL" in p.stdout
+
+
+def test_interrupt_keeps_what_was_measured(check_json):
+    os.environ["OPSKEW_TEST_FAIL_AFTER"] = "30"
+    try:
+        p, r = check_json(f"{WL}:interrupted", "--trials", "50", "--iters", "2", "--warmup", "0",
+                          expect_rc=130)
+    finally:
+        del os.environ["OPSKEW_TEST_FAIL_AFTER"]
+    assert r["status"] == "interrupted" and r["pairs"] >= 2
+
+
+def test_fail_on_skew_exits_3(check_json):
+    p, r = check_json("--instrument", "busy-wait:5000", "--trials", "7", "--iters", "2",
+                      "--calls", "100", "--fail-on-skew", expect_rc=3)
+    assert r["verdict"]["skewed"] is True
+
+
+def test_json_to_stdout_is_pure_json(opskew):
+    import json
+
+    p = opskew("check", "--trials", "2", "--iters", "1", "--calls", "50", "--json", "-")
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout)
+    assert r["pairs"] == 2
+    # Two pairs cannot give a 95% interval: no verdict of skew, and it says so.
+    assert r["verdict"]["skewed"] is False and "cannot give a 95% CI" in r["verdict"]["test"]
+
+
+@pytest.mark.gpu
+def test_cuda_check_times_gpu(check_json, has_cuda):
+    if not has_cuda:
+        pytest.skip("no CUDA device")
+    _, r = check_json("--device", "cuda", "--trials", "7", "--iters", "5")
+    assert r["conditions"]["device"] == "cuda" and r["conditions"]["gpu"]
+    assert r["baseline"]["gpu_per_iter_s"] > 0 and r["profiled"]["gpu_per_iter_s"] > 0

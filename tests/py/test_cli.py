@@ -1,0 +1,86 @@
+"""Command-line behaviour: help, and every bad-input exit path (exit 2, one line)."""
+
+import os
+
+import pytest
+
+WL = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
+FAST = ("--trials", "2", "--iters", "1", "--calls", "10", "--warmup", "0")
+
+
+def one_line_error(p, fragment):
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_help_explains_exit_codes(opskew):
+    p = opskew("--help")
+    assert p.returncode == 0
+    assert "check" in p.stdout and "exit codes" in p.stdout
+    p = opskew("check", "--help")
+    assert p.returncode == 0
+    for word in ("TARGET", "--with-stack", "--record-shapes", "--fail-on-skew", "--json", "confidence"):
+        assert word in p.stdout
+
+
+def test_no_command_prints_help_and_exits_2(opskew):
+    p = opskew()
+    assert p.returncode == 2
+    assert "usage" in p.stderr
+
+
+def test_unknown_option(opskew):
+    one_line_error(opskew("check", "--no-such-option"), "unrecognized arguments")
+
+
+def test_missing_file(opskew, tmp_path):
+    one_line_error(opskew("check", str(tmp_path / "nope.py") + ":f"), "TARGET file not found")
+
+
+def test_bad_target_syntax(opskew):
+    one_line_error(opskew("check", "just_a_name"), "bad TARGET")
+    one_line_error(opskew("check", "mod:not-an-identifier"), "bad TARGET")
+
+
+def test_missing_module(opskew):
+    one_line_error(opskew("check", "no_such_module_xyz:f"), "TARGET module not found")
+
+
+def test_missing_function_and_not_callable(opskew):
+    one_line_error(opskew("check", f"{WL}:nope", *FAST), "no callable named 'nope'")
+    one_line_error(opskew("check", f"{WL}:not_callable", *FAST), "no callable named")
+    one_line_error(opskew("check", f"{WL}:step", "--setup", "nope", *FAST), "no setup callable")
+
+
+def test_bad_numbers(opskew):
+    one_line_error(opskew("check", "--trials", "1"), "--trials must be at least 2")
+    one_line_error(opskew("check", "--iters", "0"), "--iters must be at least 1")
+    one_line_error(opskew("check", "--trials", "x"), "invalid int value")
+    one_line_error(opskew("check", "--json", "/no/such/dir/out.json"), "directory does not exist")
+
+
+def test_bad_instrument(opskew):
+    one_line_error(opskew("check", "--instrument", "perf"), "unknown instrument")
+    one_line_error(opskew("check", "--instrument", "busy-wait:abc"), "bad busy-wait cost")
+    one_line_error(opskew("check", "--instrument", "busy-wait:100", "--with-stack"),
+                   "profiler options apply to --instrument torch only")
+
+
+def test_cuda_absent(opskew, has_cuda):
+    if has_cuda:
+        pytest.skip("a CUDA device is present")
+    one_line_error(opskew("check", "--device", "cuda"), "--device cuda was asked for")
+
+
+def test_python_dash_m_and_console_script_agree(opskew):
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("opskew", path=os.path.dirname(sys.executable))
+    assert exe, "console script `opskew` not installed next to the interpreter"
+    p = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("opskew ")

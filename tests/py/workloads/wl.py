@@ -1,0 +1,45 @@
+"""Workloads used by the tests as user TARGETs."""
+
+import os
+
+import torch
+
+_calls = {"n": 0}
+
+
+def setup():
+    return torch.ones(8), torch.ones(8)
+
+
+def step(state):
+    a, b = state
+    for _ in range(200):
+        torch.mul(a, b)
+
+
+def plain():
+    a = torch.ones(4)
+    for _ in range(100):
+        torch.add(a, a)
+
+
+def fails_later():
+    """Succeeds for a while, then raises: check must report what it measured."""
+    _calls["n"] += 1
+    if _calls["n"] > int(os.environ.get("OPSKEW_TEST_FAIL_AFTER", "40")):
+        raise ValueError("synthetic failure in the workload")
+    a = torch.ones(4)
+    for _ in range(50):
+        torch.add(a, a)
+
+
+def interrupted():
+    _calls["n"] += 1
+    if _calls["n"] > int(os.environ.get("OPSKEW_TEST_FAIL_AFTER", "40")):
+        raise KeyboardInterrupt
+    a = torch.ones(4)
+    for _ in range(50):
+        torch.add(a, a)
+
+
+not_callable = 42
