@@ -15,7 +15,7 @@ import sys
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError
 
-COMMANDS = ("check", "record")
+COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct")
 
 EPILOG = """\
 exit codes:
