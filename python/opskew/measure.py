@@ -31,20 +31,24 @@ class Window:
 
 
 @dataclass
-class Pairs:
-    """Everything measured so far; valid at any point, so that an interrupted
-    or failed run still reports what it measured."""
+class Rounds:
+    """Everything measured so far, one list of trials per arm; valid at any
+    point, so that an interrupted or failed run still reports what it measured.
+    A bare arm (no instrument) has trials with only `window` set."""
 
-    baseline: list = field(default_factory=list)   # Window per baseline trial
-    treated: list = field(default_factory=list)    # Trial per instrumented trial
-    order: list = field(default_factory=list)      # "AB" or "BA" per pair
+    arms: list                                     # arm names, in definition order
+    trials: dict = field(default_factory=dict)     # arm name -> list of Trial
+    orders: list = field(default_factory=list)     # the arm order of each round
     warmup_s: float = 0.0
     error: BaseException | None = None
     interrupted: bool = False
 
     @property
     def n(self) -> int:
-        return min(len(self.baseline), len(self.treated))
+        return min((len(v) for v in self.trials.values()), default=0)
+
+    def windows(self, arm: str) -> list:
+        return [t.window for t in self.trials[arm]]
 
 
 def resolve_device(device: str) -> str:
@@ -131,19 +135,21 @@ def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -
     return cond
 
 
-def run_pairs(iteration, instrument: Instrument, *, trials: int, iters: int, device: str,
-              warmup_s: float = 0.3, progress: Callable[[int, int], None] | None = None,
-              reference: Instrument | None = None) -> Pairs:
-    """Runs the paired trials. Baseline trials run the workload bare, or under
-    `reference` when given (then the difference is the instrument's cost over
-    the reference's: an option's marginal cost). Never raises for the workload:
-    an exception from it, or Ctrl-C, ends the run and is kept in the result
-    with what was measured before it."""
-    pairs = Pairs()
+def run_rounds(iteration, arms: dict, *, trials: int, iters: int, device: str,
+               warmup_s: float = 0.3, progress: Callable[[int, int], None] | None = None) -> Rounds:
+    """Runs `trials` rounds; each round runs every arm once, in an order that
+    rotates from round to round (two arms: AB, BA, AB, ...), so that a slow
+    drift of the machine reaches every arm alike and any two arms can be
+    compared pair by pair. `arms` maps a name to an Instrument, or to None for
+    the bare workload. Never raises for the workload: an exception from it, or
+    Ctrl-C, ends the run and is kept in the result with what was measured
+    before it; an incomplete last round is dropped."""
+    names = list(arms)
+    rounds = Rounds(arms=names, trials={k: [] for k in names})
     window = make_window(iteration, iters, device)
     try:
         # Warm up the workload (caches, allocator, lazy init) for warmup_s,
-        # then open and close the instrument once: the first torch.profiler
+        # then open and close each instrument once: the first torch.profiler
         # session initializes Kineto, which takes seconds and is not overhead
         # of the steady state.
         t0 = time.perf_counter()
@@ -152,32 +158,32 @@ def run_pairs(iteration, instrument: Instrument, *, trials: int, iters: int, dev
             if time.perf_counter() - t0 >= warmup_s:
                 break
         short = make_window(iteration, max(1, iters // 4), device)
-        instrument.trial(short)
-        if reference is not None:
-            reference.trial(short)
-        pairs.warmup_s = time.perf_counter() - t0
+        for inst in arms.values():
+            if inst is not None:
+                inst.trial(short)
+        rounds.warmup_s = time.perf_counter() - t0
+        k = len(names)
         for i in range(trials):
-            order = "AB" if i % 2 == 0 else "BA"
-            for which in order:
-                if which == "A":
-                    pairs.baseline.append(reference.trial(window).window if reference else window())
-                else:
-                    pairs.treated.append(instrument.trial(window))
-            pairs.order.append(order)
+            order = names[i % k:] + names[:i % k]
+            for name in order:
+                inst = arms[name]
+                rounds.trials[name].append(Trial(window=window()) if inst is None
+                                           else inst.trial(window))
+            rounds.orders.append(order)
             if progress:
                 progress(i + 1, trials)
     except KeyboardInterrupt:
-        pairs.interrupted = True
+        rounds.interrupted = True
     except Exception as exc:  # the workload's own failure, kept with the data
-        pairs.error = exc
-    # Drop an incomplete last pair.
-    n = pairs.n
-    del pairs.baseline[n:], pairs.treated[n:]
-    return pairs
+        rounds.error = exc
+    n = rounds.n
+    for v in rounds.trials.values():
+        del v[n:]
+    return rounds
 
 
-def workload_error(pairs: Pairs, partial) -> WorkloadError:
-    exc = pairs.error
+def workload_error(rounds: Rounds, partial) -> WorkloadError:
+    exc = rounds.error
     where = ""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
@@ -185,7 +191,7 @@ def workload_error(pairs: Pairs, partial) -> WorkloadError:
     if tb is not None:
         where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
     return WorkloadError(f"the workload raised {type(exc).__name__}: {exc}{where} "
-                         f"(after {pairs.n} complete pair(s) of trials)", partial=partial, cause=exc)
+                         f"(after {rounds.n} complete round(s) of trials)", partial=partial, cause=exc)
 
 
 def progress_printer(label: str):
@@ -198,7 +204,7 @@ def progress_printer(label: str):
         el = time.perf_counter() - start
         eta = el / done * (total - done)
         end = "\n" if done == total else ""
-        sys.stderr.write(f"\r{label}: pair {done}/{total}, {el:.0f}s elapsed, ~{eta:.0f}s left  {end}")
+        sys.stderr.write(f"\r{label}: round {done}/{total}, {el:.0f}s elapsed, ~{eta:.0f}s left  {end}")
         sys.stderr.flush()
 
     return show

@@ -8,7 +8,8 @@ import sys
 
 from ..errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SKEW, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
-from ..report import fmt_ci, fmt_ns, fmt_p, fmt_time, table, write_json
+from ..analysis import analyze_check
+from ..report import fmt_ci, fmt_ns, fmt_time, table, write_json
 
 SCHEMA = "opskew.check/1"
 
@@ -81,100 +82,6 @@ def _validate(args) -> None:
             raise UsageError(f"--json: directory does not exist: {d}")
 
 
-def _estimate(samples: list[float]) -> dict:
-    """Median and sign-test CI of one-sample values (CI of the median)."""
-    from .. import _engine
-
-    if not samples:
-        return {"median": None, "ci95": None}
-    if len(samples) == 1:
-        return {"median": samples[0], "ci95": None}
-    r = _engine.paired([0.0] * len(samples), samples)
-    return {"median": r["median"], "ci95": list(r["ci"]) if r["ci_reaches_level"] else None,
-            "ci_coverage": r["ci_coverage"]}
-
-
-def analyze(pairs, *, iters: int, threshold: float, instrument) -> dict:
-    """Turns the per-trial numbers into the check result (schema opskew.check/1)."""
-    from .. import _engine
-
-    n = pairs.n
-    res: dict = {"pairs": n}
-    if n == 0:
-        return res
-    base = [w.wall_s for w in pairs.baseline]
-    prof = [t.window.wall_s for t in pairs.treated]
-    ev_trial = [t.op_events for t in pairs.treated]
-    res["baseline"] = {"per_iter_s": _engine.quantile(base, 0.5) / iters,
-                       "trials_s": base}
-    res["profiled"] = {"per_iter_s": _engine.quantile(prof, 0.5) / iters,
-                       "trials_s": prof,
-                       "enter_s": _estimate([t.enter_s for t in pairs.treated])}
-    if pairs.baseline[0].gpu_s is not None:
-        res["baseline"]["gpu_per_iter_s"] = _engine.quantile([w.gpu_s for w in pairs.baseline], 0.5) / iters
-        res["profiled"]["gpu_per_iter_s"] = _engine.quantile([t.window.gpu_s for t in pairs.treated], 0.5) / iters
-    if any(e is None or e <= 0 for e in ev_trial):
-        res["events_per_iter"] = 0
-        res["note"] = "the instrument recorded no operator events; per-event figures are undefined"
-        return res
-    res["events_per_iter"] = _engine.quantile(ev_trial, 0.5) / iters
-    res["events_per_trial_range"] = [min(ev_trial), max(ev_trial)]
-    res["python_events_per_iter"] = _engine.quantile([t.python_events for t in pairs.treated], 0.5) / iters
-    # Per-event normalization trial by trial: the event count may differ a
-    # little between trials of a workload whose operators vary.
-    b_ns = [b * 1e9 / e for b, e in zip(base, ev_trial)]
-    p_ns = [p * 1e9 / e for p, e in zip(prof, ev_trial)]
-    w = _engine.paired(b_ns, p_ns)
-    res["added_per_event_ns"] = {
-        "median": w["median"], "ci95": list(w["ci"]), "ci_coverage": w["ci_coverage"],
-        "ci_reaches_95": w["ci_reaches_level"], "mean": w["mean"], "stdev": w["stdev"],
-    }
-    per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, ev_trial)]  # noqa: E731
-    stop = _estimate(per_ev([t.stop_s for t in pairs.treated]))
-    res["stop_per_event_ns"] = stop["median"]
-    res["stop_per_event_ns_ci95"] = stop.get("ci95")
-    posts = [t.post_s for t in pairs.treated]
-    if any(posts):
-        post = _estimate(per_ev(posts))
-        res["postprocess_per_event_ns"] = post["median"]
-        res["postprocess_per_event_ns_ci95"] = post.get("ci95")
-    exports = [t.export_s for t in pairs.treated if t.export_s is not None]
-    if exports:
-        exp = _estimate(per_ev(exports))
-        res["export_per_event_ns"] = exp["median"]
-        res["export_per_event_ns_ci95"] = exp.get("ci95")
-        res["export_bytes_per_event"] = _engine.quantile(
-            [t.export_bytes / e for t, e in zip(pairs.treated, ev_trial)], 0.5)
-    ratio = [p / b for p, b in zip(prof, base)]
-    res["inflation"] = _engine.quantile(ratio, 0.5)
-    spun = [t.extra["spun_ns"] / e for t, e in zip(pairs.treated, ev_trial) if "spun_ns" in t.extra]
-    if spun:
-        # The busy-wait instrument's known cost, as its own clock measured it.
-        res["busy_wait_spun_per_event_ns"] = _engine.quantile(spun, 0.5)
-    reported = [t.reported_op_self_s for t in pairs.treated if t.reported_op_self_s is not None]
-    if reported:
-        rep_iter = _engine.quantile(reported, 0.5) / iters
-        res["reported_ops"] = {
-            "self_per_iter_s": rep_iter,
-            "self_per_event_s": rep_iter / res["events_per_iter"],
-            "true_per_event_upper_s": res["baseline"]["per_iter_s"] / res["events_per_iter"],
-            "share_of_baseline_iter": rep_iter / res["baseline"]["per_iter_s"],
-        }
-    significant = bool(w["ci_reaches_level"] and w["ci"][0] > 0)
-    skewed = significant and (res["inflation"] - 1.0) >= threshold
-    cov = 100 * w["ci_coverage"]
-    test = (f"sign test over {n} paired trials (exact, two-sided): {w['n_positive']} of {n} "
-            f"profiled trials slower, p = {fmt_p(w['sign_p'])}; the {cov:.1f}% CI of W "
-            f"{'excludes' if significant else 'does not exclude'} 0; Wilcoxon signed-rank "
-            f"p = {fmt_p(w['wilcoxon_p'])}; in-window slowdown {100 * (res['inflation'] - 1):+.1f}% "
-            f"vs threshold {100 * threshold:.0f}%")
-    if not w["ci_reaches_level"]:
-        test += f"; {n} pairs cannot give a 95% CI (need 6), so no verdict of skew"
-    res["verdict"] = {"skewed": skewed, "significant": significant, "test": test,
-                      "sign_p": w["sign_p"], "wilcoxon_p": w["wilcoxon_p"], "threshold": threshold}
-    return res
-
-
 def _print_human(result: dict, out=sys.stdout) -> None:
     c = result["conditions"]
     title = f"opskew check: {c['workload']['description']}"
@@ -244,7 +151,7 @@ def _print_human(result: dict, out=sys.stdout) -> None:
 
 def run(args) -> int:
     _validate(args)
-    from ..measure import conditions, progress_printer, resolve_device, run_pairs, workload_error
+    from ..measure import conditions, progress_printer, resolve_device, run_rounds, workload_error
     from ..workload import load_target
 
     options = {k: getattr(args, k) for k in PROFILER_OPTIONS}
@@ -261,22 +168,23 @@ def run(args) -> int:
         raise
     except Exception as exc:
         raise UsageError(f"loading TARGET {args.target} failed: {type(exc).__name__}: {exc}") from exc
-    pairs = run_pairs(workload.iteration, instrument, trials=args.trials, iters=args.iters,
-                      device=device, warmup_s=args.warmup, progress=progress_printer("opskew check"),
-                      reference=reference)
+    rounds = run_rounds(workload.iteration, {"baseline": reference, "instrument": instrument},
+                        trials=args.trials, iters=args.iters, device=device, warmup_s=args.warmup,
+                        progress=progress_printer("opskew check"))
     result = {"schema": SCHEMA}
     result["conditions"] = conditions(device, args.threads, instrument, {
         "workload": {"target": workload.name, "description": workload.description, **workload.params},
-        "trials": args.trials, "iters": args.iters, "warmup_s": round(pairs.warmup_s, 3),
+        "trials": args.trials, "iters": args.iters, "warmup_s": round(rounds.warmup_s, 3),
         "pair_order": "alternating AB/BA",
         "baseline_instrument": reference.label() if reference else "none",
     })
-    result.update(analyze(pairs, iters=args.iters, threshold=args.threshold, instrument=instrument))
-    result["status"] = ("interrupted" if pairs.interrupted else
-                        "workload-error" if pairs.error else "complete")
+    result.update(analyze_check(rounds.windows("baseline"), rounds.trials["instrument"],
+                                iters=args.iters, threshold=args.threshold))
+    result["status"] = ("interrupted" if rounds.interrupted else
+                        "workload-error" if rounds.error else "complete")
     err = None
-    if pairs.error is not None:
-        err = workload_error(pairs, result)
+    if rounds.error is not None:
+        err = workload_error(rounds, result)
         result["error"] = str(err)
     if args.json != "-":
         _print_human(result)
@@ -284,7 +192,7 @@ def run(args) -> int:
         write_json(result, args.json)
     if err is not None:
         raise err
-    if pairs.interrupted:
+    if rounds.interrupted:
         return EXIT_INTERRUPTED
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW

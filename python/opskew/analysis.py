@@ -1,0 +1,110 @@
+"""Analyses shared by the commands: per-event costs with confidence intervals.
+
+The statistics themselves run in the C engine (`opskew._engine.paired`); this
+module only arranges per-trial numbers (one per trial, never one per event).
+"""
+
+from __future__ import annotations
+
+from . import _engine
+from .report import fmt_p
+
+
+def estimate(samples: list[float]) -> dict:
+    """Median and sign-test CI of one-sample values (CI of the median)."""
+    if not samples:
+        return {"median": None, "ci95": None}
+    if len(samples) == 1:
+        return {"median": samples[0], "ci95": None}
+    r = _engine.paired([0.0] * len(samples), samples)
+    return {"median": r["median"], "ci95": list(r["ci"]) if r["ci_reaches_level"] else None,
+            "ci_coverage": r["ci_coverage"]}
+
+
+def per_event_diff(base_s: list, treated_s: list, events: list) -> dict:
+    """W: the median over rounds of (treated - base) / events, in ns, with the
+    sign-test CI for the median and the exact tests (see docs/check.md).
+    Normalized round by round, since the event count may vary a little."""
+    b = [x * 1e9 / e for x, e in zip(base_s, events)]
+    t = [x * 1e9 / e for x, e in zip(treated_s, events)]
+    r = _engine.paired(b, t)
+    return {"median": r["median"], "ci95": list(r["ci"]), "ci_coverage": r["ci_coverage"],
+            "ci_reaches_95": r["ci_reaches_level"], "mean": r["mean"], "stdev": r["stdev"],
+            "n": r["n"], "n_positive": r["n_positive"], "sign_p": r["sign_p"],
+            "wilcoxon_p": r["wilcoxon_p"]}
+
+
+def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: float) -> dict:
+    """Turns per-trial numbers into the check result (schema opskew.check/1):
+    `base_windows[i]` and `treated[i]` (a Trial) are round i's two arms."""
+    n = min(len(base_windows), len(treated))
+    res: dict = {"pairs": n}
+    if n == 0:
+        return res
+    base = [w.wall_s for w in base_windows[:n]]
+    prof = [t.window.wall_s for t in treated[:n]]
+    ev_trial = [t.op_events for t in treated[:n]]
+    res["baseline"] = {"per_iter_s": _engine.quantile(base, 0.5) / iters,
+                       "trials_s": base}
+    res["profiled"] = {"per_iter_s": _engine.quantile(prof, 0.5) / iters,
+                       "trials_s": prof,
+                       "enter_s": estimate([t.enter_s for t in treated])}
+    if base_windows[0].gpu_s is not None:
+        res["baseline"]["gpu_per_iter_s"] = _engine.quantile([w.gpu_s for w in base_windows], 0.5) / iters
+        res["profiled"]["gpu_per_iter_s"] = _engine.quantile([t.window.gpu_s for t in treated], 0.5) / iters
+    if any(e is None or e <= 0 for e in ev_trial):
+        res["events_per_iter"] = 0
+        res["note"] = "the instrument recorded no operator events; per-event figures are undefined"
+        return res
+    res["events_per_iter"] = _engine.quantile(ev_trial, 0.5) / iters
+    res["events_per_trial_range"] = [min(ev_trial), max(ev_trial)]
+    res["python_events_per_iter"] = _engine.quantile([t.python_events for t in treated], 0.5) / iters
+    w = per_event_diff(base, prof, ev_trial)
+    res["added_per_event_ns"] = {k: w[k] for k in ("median", "ci95", "ci_coverage", "ci_reaches_95",
+                                                   "mean", "stdev")}
+    per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, ev_trial)]  # noqa: E731
+    stop = estimate(per_ev([t.stop_s for t in treated]))
+    res["stop_per_event_ns"] = stop["median"]
+    res["stop_per_event_ns_ci95"] = stop.get("ci95")
+    posts = [t.post_s for t in treated]
+    if any(posts):
+        post = estimate(per_ev(posts))
+        res["postprocess_per_event_ns"] = post["median"]
+        res["postprocess_per_event_ns_ci95"] = post.get("ci95")
+    exports = [t.export_s for t in treated if t.export_s is not None]
+    if exports:
+        exp = estimate(per_ev(exports))
+        res["export_per_event_ns"] = exp["median"]
+        res["export_per_event_ns_ci95"] = exp.get("ci95")
+        res["export_bytes_per_event"] = _engine.quantile(
+            [t.export_bytes / e for t, e in zip(treated, ev_trial)], 0.5)
+    ratio = [p / b for p, b in zip(prof, base)]
+    res["inflation"] = _engine.quantile(ratio, 0.5)
+    spun = [t.extra["spun_ns"] / e for t, e in zip(treated, ev_trial) if "spun_ns" in t.extra]
+    if spun:
+        # The busy-wait instrument's known cost, as its own clock measured it.
+        res["busy_wait_spun_per_event_ns"] = _engine.quantile(spun, 0.5)
+    reported = [t.reported_op_self_s for t in treated if t.reported_op_self_s is not None]
+    if reported:
+        rep_iter = _engine.quantile(reported, 0.5) / iters
+        res["reported_ops"] = {
+            "self_per_iter_s": rep_iter,
+            "self_per_event_s": rep_iter / res["events_per_iter"],
+            "true_per_event_upper_s": res["baseline"]["per_iter_s"] / res["events_per_iter"],
+            "share_of_baseline_iter": rep_iter / res["baseline"]["per_iter_s"],
+        }
+    significant = bool(w["ci_reaches_95"] and w["ci95"][0] > 0)
+    skewed = significant and (res["inflation"] - 1.0) >= threshold
+    cov = 100 * w["ci_coverage"]
+    test = (f"sign test over {n} paired trials (exact, two-sided): {w['n_positive']} of {n} "
+            f"profiled trials slower, p = {fmt_p(w['sign_p'])}; the {cov:.1f}% CI of W "
+            f"{'excludes' if significant else 'does not exclude'} 0; Wilcoxon signed-rank "
+            f"p = {fmt_p(w['wilcoxon_p'])}; in-window slowdown {100 * (res['inflation'] - 1):+.1f}% "
+            f"vs threshold {100 * threshold:.0f}%")
+    if not w["ci_reaches_95"]:
+        test += f"; {n} pairs cannot give a 95% CI (need 6), so no verdict of skew"
+    res["verdict"] = {"skewed": skewed, "significant": significant, "test": test,
+                      "sign_p": w["sign_p"], "wilcoxon_p": w["wilcoxon_p"], "threshold": threshold}
+    return res
+
+
