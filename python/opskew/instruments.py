@@ -68,30 +68,35 @@ class TorchProfiler(Instrument):
     name = "torch.profiler"
     counts_events = True
 
-    def __init__(self, device: str = "cpu", export: bool = False, **options):
+    def __init__(self, device: str = "cpu", export: bool = False, cuda_activity: bool | None = None,
+                 **options):
         unknown = set(options) - set(PROFILER_OPTIONS)
         if unknown:
             raise UsageError(f"unknown profiler option(s): {', '.join(sorted(unknown))}")
         self.options = {k: bool(options.get(k, False)) for k in PROFILER_OPTIONS}
         self.device = device
         self.export = export
+        # On CUDA both activities by default; CPU-only is a matrix row of its own.
+        self.cuda_activity = (device == "cuda") if cuda_activity is None else cuda_activity
 
     def describe(self) -> dict:
         import torch
 
-        acts = ["CPU"] + (["CUDA"] if self.device == "cuda" else [])
+        acts = ["CPU"] + (["CUDA"] if self.cuda_activity else [])
         return {"instrument": self.name, "activities": acts, **self.options,
                 "export": self.export, "torch": torch.__version__}
 
     def label(self) -> str:
         on = [k for k, v in self.options.items() if v]
-        return f"torch.profiler({', '.join(f'{k}=True' for k in on) or 'minimal'})"
+        acts = "" if self.cuda_activity == (self.device == "cuda") else (
+            ", CPU+CUDA" if self.cuda_activity else ", CPU only")
+        return f"torch.profiler({', '.join(f'{k}=True' for k in on) or 'minimal'}{acts})"
 
     def _activities(self):
         import torch
 
         acts = [torch.profiler.ProfilerActivity.CPU]
-        if self.device == "cuda":
+        if self.cuda_activity:
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         return acts
 
@@ -170,6 +175,84 @@ class BusyWait(Instrument):
             t3 = time.perf_counter()
         return Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2, op_events=events,
                      extra={"spun_ns": spun_ns})
+
+
+class _Timed(Instrument):
+    """An instrument opened and closed by two callables; it counts nothing,
+    so per-event figures use the event count of a profiler arm of the same
+    round (the same operators pass through RecordFunction either way)."""
+
+    def _open(self):  # pragma: no cover
+        raise NotImplementedError
+
+    def _close(self):  # pragma: no cover
+        raise NotImplementedError
+
+    def trial(self, window):
+        t0 = time.perf_counter()
+        self._open()
+        t1 = time.perf_counter()
+        try:
+            result = window()
+        finally:
+            t2 = time.perf_counter()
+            self._close()
+            t3 = time.perf_counter()
+        return Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2)
+
+
+class IttFloor(_Timed):
+    """`torch.autograd.profiler.emit_itt()` with no ITT collector loaded:
+    RecordFunction runs PyTorch's ITT callback, whose ITT calls return at once
+    (the domain is NULL). The floor of any instrument fed through ITT."""
+
+    name = "emit_itt"
+
+    @staticmethod
+    def available() -> str | None:
+        """None when usable here, else why not."""
+        import torch
+
+        if not torch.profiler.itt.is_available():
+            return "this torch build has no ITT (USE_ITT off, e.g. aarch64)"
+        if os.environ.get("INTEL_LIBITTNOTIFY64"):
+            return "INTEL_LIBITTNOTIFY64 is set: a collector is loaded, so this is no floor"
+        return None
+
+    def label(self):
+        return "emit_itt, no collector (ITT floor)"
+
+    def _open(self):
+        import torch
+
+        self._ctx = torch.autograd.profiler.emit_itt()
+        self._ctx.__enter__()
+
+    def _close(self):
+        self._ctx.__exit__(None, None, None)
+
+
+class EmptyObserver(_Timed):
+    """RecordFunction with an empty global callback that asks for inputs, so
+    every operator's arguments are boxed: the floor of any instrument that
+    records shapes (`torch._C._autograd._set_empty_test_observer`)."""
+
+    name = "empty-observer"
+
+    def label(self):
+        return "RecordFunction empty observer (+boxing)"
+
+    def _open(self):
+        import torch
+
+        torch._C._autograd._set_empty_test_observer(True, 1.0)
+
+    def _close(self):
+        import torch
+
+        # Removes every RecordFunction callback; none other is active here,
+        # since arms run one at a time.
+        torch._C._autograd._clear_callbacks()
 
 
 def parse_instrument(spec: str, *, device: str, export: bool = False,

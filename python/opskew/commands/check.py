@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from ..errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_SKEW, UsageError
+from ..errors import EXIT_OK, EXIT_SKEW, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
+from ._common import add_workload_arguments, finish, load_workload, prepare
 from ..report import fmt_ci, fmt_ns, fmt_time, table, write_json
 
 SCHEMA = "opskew.check/1"
@@ -34,13 +34,7 @@ in-window slowdown is at least --threshold.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", nargs="?", metavar="TARGET",
-                   help="file.py:function or package.module:function (default: built-in torch.add loop)")
-    p.add_argument("--setup", metavar="NAME", help="setup callable in TARGET's module; its result is passed to TARGET")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
-                   help="device of the built-in workload and of profiling (default: cpu)")
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="torch intra-op threads, pinned for the run (default: 1)")
+    add_workload_arguments(p, trials=9, iters=20)
     g = p.add_argument_group("profiler options (torch.profiler.profile arguments; default all off)")
     for opt in PROFILER_OPTIONS:
         g.add_argument("--" + opt.replace("_", "-"), dest=opt, action="store_true")
@@ -52,34 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", metavar="SPEC",
                    help="run the baseline trials under this instrument instead of none, so W is "
                    "the marginal cost of --instrument over it (same SPEC forms as --instrument)")
-    p.add_argument("--trials", type=int, default=9, metavar="N",
-                   help="pairs of baseline/profiled trials (default: 9, at least 2; 6+ for a 95%% CI)")
-    p.add_argument("--iters", type=int, default=20, metavar="N",
-                   help="workload iterations per trial (default: 20)")
-    p.add_argument("--calls", type=int, default=1000, metavar="N",
-                   help="built-in workload: torch.add calls per iteration (default: 1000)")
-    p.add_argument("--numel", type=int, default=4, metavar="N",
-                   help="built-in workload: elements per tensor (default: 4)")
-    p.add_argument("--warmup", type=float, default=0.3, metavar="SECONDS",
-                   help="warm-up time before the trials (default: 0.3)")
     p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
                    help="smallest in-window slowdown called skew (default: 0.05 = 5%%)")
-    p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.check/1) to PATH, or - for stdout")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the result as JSON (schema opskew.check/1) to PATH, or - for stdout")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when the skew is significant")
-
-
-def _validate(args) -> None:
-    if args.trials < 2:
-        raise UsageError("--trials must be at least 2")
-    for name in ("iters", "calls", "numel", "threads"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be at least 1")
-    if args.warmup < 0 or not (0 <= args.threshold):
-        raise UsageError("--warmup and --threshold must be >= 0")
-    if args.json and args.json != "-":
-        d = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(d):
-            raise UsageError(f"--json: directory does not exist: {d}")
 
 
 def _print_human(result: dict, out=sys.stdout) -> None:
@@ -150,24 +121,15 @@ def _print_human(result: dict, out=sys.stdout) -> None:
 
 
 def run(args) -> int:
-    _validate(args)
-    from ..measure import conditions, progress_printer, resolve_device, run_rounds, workload_error
-    from ..workload import load_target
+    if args.threshold < 0:
+        raise UsageError("--threshold must be >= 0")
+    device = prepare(args)
+    from ..measure import conditions, progress_printer, run_rounds
 
     options = {k: getattr(args, k) for k in PROFILER_OPTIONS}
-    import torch  # after argument checks: a typo should not wait for torch to load
-
-    device = resolve_device(args.device)
-    torch.set_num_threads(args.threads)
     instrument = parse_instrument(args.instrument, device=device, export=args.export, options=options)
     reference = parse_instrument(args.against, device=device) if args.against else None
-    try:
-        workload = load_target(args.target, device=device, setup=args.setup, calls=args.calls,
-                               numel=args.numel)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"loading TARGET {args.target} failed: {type(exc).__name__}: {exc}") from exc
+    workload = load_workload(args, device)
     rounds = run_rounds(workload.iteration, {"baseline": reference, "instrument": instrument},
                         trials=args.trials, iters=args.iters, device=device, warmup_s=args.warmup,
                         progress=progress_printer("opskew check"))
@@ -180,20 +142,9 @@ def run(args) -> int:
     })
     result.update(analyze_check(rounds.windows("baseline"), rounds.trials["instrument"],
                                 iters=args.iters, threshold=args.threshold))
-    result["status"] = ("interrupted" if rounds.interrupted else
-                        "workload-error" if rounds.error else "complete")
-    err = None
-    if rounds.error is not None:
-        err = workload_error(rounds, result)
-        result["error"] = str(err)
-    if args.json != "-":
-        _print_human(result)
-    if args.json:
-        write_json(result, args.json)
-    if err is not None:
-        raise err
-    if rounds.interrupted:
-        return EXIT_INTERRUPTED
+    rc = finish(rounds, result, _print_human, args.json, write_json)
+    if rc is not None:
+        return rc
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW
     return EXIT_OK

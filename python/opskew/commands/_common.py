@@ -1,0 +1,99 @@
+"""Arguments and steps shared by the commands that run a workload
+(check, matrix, sweep, advise)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..errors import EXIT_INTERRUPTED, UsageError
+
+
+def add_workload_arguments(p: argparse.ArgumentParser, *, trials: int, iters: int,
+                           target: bool = True) -> None:
+    if target:
+        p.add_argument("target", nargs="?", metavar="TARGET",
+                       help="file.py:function or package.module:function (default: built-in torch.add loop)")
+        p.add_argument("--setup", metavar="NAME",
+                       help="setup callable in TARGET's module; its result is passed to TARGET")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
+                   help="device of the built-in workload and of profiling (default: cpu)")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch intra-op threads, pinned for the run (default: 1)")
+    p.add_argument("--trials", type=int, default=trials, metavar="N",
+                   help=f"rounds of interleaved trials (default: {trials}, at least 2; 6+ for a 95%% CI)")
+    p.add_argument("--iters", type=int, default=iters, metavar="N",
+                   help=f"workload iterations per trial (default: {iters})")
+    if target:
+        p.add_argument("--calls", type=int, default=1000, metavar="N",
+                       help="built-in workload: torch.add calls per iteration (default: 1000)")
+        p.add_argument("--numel", type=int, default=4, metavar="N",
+                       help="built-in workload: elements per tensor (default: 4)")
+    p.add_argument("--warmup", type=float, default=0.3, metavar="SECONDS",
+                   help="warm-up time before the trials (default: 0.3)")
+
+
+def validate(args) -> None:
+    if args.trials < 2:
+        raise UsageError("--trials must be at least 2")
+    for name in ("iters", "calls", "numel", "threads"):
+        if getattr(args, name, 1) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.warmup < 0:
+        raise UsageError("--warmup must be >= 0")
+    for name in ("json", "out"):
+        path = getattr(args, name, None)
+        if path and path != "-":
+            d = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(d):
+                raise UsageError(f"--{name}: directory does not exist: {d}")
+
+
+def prepare(args) -> str:
+    """Validates, imports torch, pins threads; returns the resolved device."""
+    validate(args)
+    import torch  # after argument checks: a typo should not wait for torch to load
+
+    from ..measure import resolve_device
+
+    device = resolve_device(args.device)
+    torch.set_num_threads(args.threads)
+    return device
+
+
+def load_workload(args, device: str):
+    from ..workload import load_target
+
+    try:
+        return load_target(getattr(args, "target", None), device=device,
+                           setup=getattr(args, "setup", None), calls=getattr(args, "calls", 1000),
+                           numel=getattr(args, "numel", 4))
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"loading TARGET {args.target} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def status_of(rounds) -> str:
+    return "interrupted" if rounds.interrupted else "workload-error" if rounds.error else "complete"
+
+
+def finish(rounds, result: dict, print_human, json_path: str | None, write_json) -> int | None:
+    """Prints and writes what was measured, then raises the workload's error
+    or returns the interrupt exit code; None when the run completed."""
+    from ..measure import workload_error
+
+    result["status"] = status_of(rounds)
+    err = None
+    if rounds.error is not None:
+        err = workload_error(rounds, result)
+        result["error"] = str(err)
+    if json_path != "-":
+        print_human(result)
+    if json_path:
+        write_json(result, json_path)
+    if err is not None:
+        raise err
+    if rounds.interrupted:
+        return EXIT_INTERRUPTED
+    return None
