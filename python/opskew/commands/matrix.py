@@ -1,0 +1,228 @@
+"""`opskew matrix`: the price of every profiler option, per event, in one run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import _engine
+from ..analysis import estimate, per_event_diff
+from ..errors import EXIT_OK, UsageError
+from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, TorchProfiler
+from ..report import fmt_ns, write_json
+from ._common import add_workload_arguments, finish, load_workload, prepare
+
+SCHEMA = "opskew.matrix/1"
+
+HELP = "measure every instrument and profiler option on one workload, with marginal costs"
+DESCRIPTION = """\
+Runs TARGET (default: the built-in torch.add loop) under every instrument and
+torch.profiler option in one run of interleaved rounds: each round runs the
+bare workload and every row once, in a rotating order, so every row is compared
+with the baseline, and each option with the minimal profiler, round by round.
+
+Rows: baseline; emit_itt with no collector (the floor of the ITT route);
+RecordFunction's empty observer (the floor of anything that records shapes);
+torch.profiler minimal; minimal plus each of record_shapes, with_stack,
+profile_memory, with_flops, with_modules; everything on; on CUDA, CPU-only vs
+CPU+CUDA activities.
+
+For each row: the in-window added cost per event with a 95% CI, stop and
+post-processing (key_averages) per event, export time and bytes per event, and
+the marginal cost over the minimal profiler with a 95% CI. A second table maps
+the results to the seed's sources of overhead.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_arguments(p, trials=9, iters=10)
+    p.add_argument("--no-export", action="store_true", help="skip timing export_chrome_trace")
+    p.add_argument("--inject", type=int, metavar="NS",
+                   help="add two test rows, busy-wait:0 and busy-wait:NS (a C hook that busy-waits "
+                   "NS ns around each torch call): the method must attribute NS to the second")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the result as JSON (schema opskew.matrix/1) to PATH, or - for stdout")
+
+
+def build_arms(device: str, export: bool, inject: int | None):
+    """The rows of the matrix: name -> (instrument or None, reference row for
+    the marginal cost or None). Rows that cannot run here are returned apart
+    with the reason."""
+    arms: dict = {"baseline": (None, None)}
+    skipped: dict = {}
+    why = IttFloor.available()
+    if why is None:
+        arms["itt-floor"] = (IttFloor(), None)
+    else:
+        skipped["itt-floor"] = why
+    arms["empty-observer"] = (EmptyObserver(), None)
+    arms["minimal"] = (TorchProfiler(device, export=export), "itt-floor" if why is None else None)
+    for opt in PROFILER_OPTIONS:
+        arms[f"+{opt}"] = (TorchProfiler(device, export=export, **{opt: True}), "minimal")
+    arms["all"] = (TorchProfiler(device, export=export, **{o: True for o in PROFILER_OPTIONS}), "minimal")
+    if device == "cuda":
+        arms["minimal-cpu-only"] = (TorchProfiler(device, export=export, cuda_activity=False), None)
+        arms["minimal"] = (arms["minimal"][0], "minimal-cpu-only")
+    if inject is not None:
+        arms["busy-wait:0"] = (BusyWait(0), None)
+        arms[f"busy-wait:{inject}"] = (BusyWait(inject), "busy-wait:0")
+    return arms, skipped
+
+
+def analyze(rounds, arms: dict, iters: int) -> dict:
+    n = rounds.n
+    res: dict = {"rounds": n, "rows": []}
+    if n == 0:
+        return res
+    base = [w.wall_s for w in rounds.windows("baseline")]
+    ref_events = [t.op_events for t in rounds.trials["minimal"]]
+    res["baseline_per_iter_s"] = _engine.quantile(base, 0.5) / iters
+    res["events_per_iter"] = _engine.quantile(ref_events, 0.5) / iters
+    walls = {name: [t.window.wall_s for t in rounds.trials[name]] for name in arms}
+    for name, (inst, ref) in arms.items():
+        trials = rounds.trials[name]
+        row: dict = {"row": name, "label": "no instrument" if inst is None else inst.label()}
+        if inst is None:
+            row["per_iter_s"] = res["baseline_per_iter_s"]
+            res["rows"].append(row)
+            continue
+        events = [t.op_events for t in trials] if inst.counts_events else ref_events
+        if any(not e for e in events):
+            row["note"] = "recorded no events"
+            res["rows"].append(row)
+            continue
+        row["per_iter_s"] = _engine.quantile(walls[name], 0.5) / iters
+        row["events_per_iter"] = _engine.quantile(events, 0.5) / iters
+        row["events_from"] = "own records" if inst.counts_events else "the minimal profiler's records"
+        row["in_window_per_event_ns"] = per_event_diff(base, walls[name], events)
+        per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, events)]  # noqa: E731
+        row["enter_s"] = estimate([t.enter_s for t in trials])["median"]
+        row["stop_per_event_ns"] = estimate(per_ev([t.stop_s for t in trials]))
+        if any(t.post_s for t in trials):
+            row["postprocess_per_event_ns"] = estimate(per_ev([t.post_s for t in trials]))
+        if all(t.export_s is not None for t in trials):
+            row["export_per_event_ns"] = estimate(per_ev([t.export_s for t in trials]))
+            row["export_bytes_per_event"] = _engine.quantile(
+                [t.export_bytes / e for t, e in zip(trials, events)], 0.5)
+        if ref and ref in walls:
+            row["marginal_over"] = ref
+            row["marginal_in_window_ns"] = per_event_diff(walls[ref], walls[name], events)
+            out_ref = [t.stop_s + t.post_s for t in rounds.trials[ref]]
+            out_row = [t.stop_s + t.post_s for t in trials]
+            if any(out_ref) or any(out_row):
+                row["marginal_stop_post_ns"] = per_event_diff(out_ref, out_row, events)
+        res["rows"].append(row)
+    return res
+
+
+def _row(res, name):
+    return next((r for r in res["rows"] if r["row"] == name), None)
+
+
+def sources(res: dict, device: str) -> list:
+    """Maps measured rows to the seed's sources of profiler latency."""
+    out = []
+
+    def add(source, row, key, how):
+        r = _row(res, row)
+        v = r.get(key) if r else None
+        out.append({"source": source, "row": row, "measure": how,
+                    "per_event_ns": v.get("median") if isinstance(v, dict) else v,
+                    "ci95": v.get("ci95") if isinstance(v, dict) else None})
+
+    add("operator interception (RecordFunction + ITT stubs)", "itt-floor", "in_window_per_event_ns",
+        "emit_itt with no collector, over baseline")
+    add("argument boxing (RecordFunction needsInputs)", "empty-observer", "in_window_per_event_ns",
+        "empty observer over baseline")
+    add("event logging (Kineto records)", "minimal", "marginal_in_window_ns",
+        "minimal profiler over " + (_row(res, "minimal") or {}).get("marginal_over", "?"))
+    add("stack walking (with_stack)", "+with_stack", "marginal_in_window_ns", "over minimal")
+    add("metadata: shapes (record_shapes)", "+record_shapes", "marginal_in_window_ns", "over minimal")
+    add("metadata: flops (with_flops, implies shapes)", "+with_flops", "marginal_in_window_ns", "over minimal")
+    add("memory events (profile_memory)", "+profile_memory", "marginal_in_window_ns", "over minimal")
+    if device == "cuda":
+        add("synchronization and CUPTI (CUDA activity)", "minimal", "marginal_in_window_ns",
+            "CPU+CUDA over CPU-only activities")
+    else:
+        out.append({"source": "synchronization (CPU/GPU)", "row": None, "measure":
+                    "not applicable on CPU: no device to synchronize (use --device cuda)",
+                    "per_event_ns": None, "ci95": None})
+    add("post-processing (stop + key_averages)", "minimal", "postprocess_per_event_ns",
+        "key_averages() after stop, outside the window")
+    out[-1]["stop_per_event_ns"] = ((_row(res, "minimal") or {}).get("stop_per_event_ns") or {}).get("median")
+    add("export (export_chrome_trace)", "minimal", "export_per_event_ns", "outside the window")
+    return out
+
+
+def _ci_text(d: dict | None) -> str:
+    if not d or d.get("median") is None:
+        return "n/a"
+    ci = d.get("ci95")
+    if not ci:
+        return fmt_ns(d["median"])
+    return f"{fmt_ns(d['median'])} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]"
+
+
+def print_human(result: dict, out=sys.stdout) -> None:
+    c = result["conditions"]
+    out.write(f"opskew matrix: {c['workload']['description']}\n")
+    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s); "
+              f"{result.get('rounds', 0)} rounds x {c['iters']} iterations; "
+              f"{result.get('events_per_iter', 0):.6g} operator events/iteration; "
+              f"baseline {1e6 * result.get('baseline_per_iter_s', 0):.1f} us/iteration\n")
+    if result.get("status") != "complete":
+        out.write(f"  PARTIAL ({result.get('status')}): figures use the rounds completed\n")
+    out.write("  medians per event; [95% CI] (sign-test interval for the median)\n\n")
+    hdr = (f"{'row':18s} {'in-window W':>28s} {'marginal (over)':>40s} {'stop':>9s} {'post':>9s} "
+           f"{'export':>9s} {'B/ev':>6s}")
+    out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+    for r in result.get("rows", []):
+        if r["row"] == "baseline":
+            continue
+        marg = ""
+        if "marginal_in_window_ns" in r:
+            marg = f"{_ci_text(r['marginal_in_window_ns'])} ({r['marginal_over']})"
+        g = lambda k: fmt_ns((r.get(k) or {}).get("median"))  # noqa: E731
+        b = r.get("export_bytes_per_event")
+        out.write(f"{r['row']:18s} {_ci_text(r.get('in_window_per_event_ns')):>28s} {marg:>40s} "
+                  f"{g('stop_per_event_ns'):>9s} {g('postprocess_per_event_ns'):>9s} "
+                  f"{g('export_per_event_ns'):>9s} {('%.0f' % b) if b else '':>6s}\n")
+    for name, why in result.get("skipped", {}).items():
+        out.write(f"{name:18s} not measured: {why}\n")
+    out.write("\nrows: " + "; ".join(f"{r['row']} = {r['label']}" for r in result.get("rows", [])
+                                     if r["row"] != "baseline") + "\n")
+    out.write("\nWhere the time goes (the seed's sources of profiler latency), per event:\n")
+    for s in result.get("sources", []):
+        val = "n/a" if s["per_event_ns"] is None else _ci_text({"median": s["per_event_ns"], "ci95": s["ci95"]})
+        extra = ""
+        if s.get("stop_per_event_ns") is not None:
+            extra = f" (+ stop {fmt_ns(s['stop_per_event_ns'])})"
+        out.write(f"  {s['source']:52s} {val:>28s}{extra}  {s['measure']}\n")
+    if result.get("error"):
+        out.write(f"\nerror: {result['error']}\n")
+
+
+def run(args) -> int:
+    if args.inject is not None and args.inject < 0:
+        raise UsageError("--inject must be >= 0 ns")
+    device = prepare(args)
+    from ..measure import conditions, progress_printer, run_rounds
+
+    workload = load_workload(args, device)
+    arms, skipped = build_arms(device, not args.no_export, args.inject)
+    rounds = run_rounds(workload.iteration, {k: v[0] for k, v in arms.items()}, trials=args.trials,
+                        iters=args.iters, device=device, warmup_s=args.warmup,
+                        progress=progress_printer("opskew matrix"))
+    minimal = arms["minimal"][0]
+    result = {"schema": SCHEMA}
+    result["conditions"] = conditions(device, args.threads, minimal, {
+        "workload": {"target": workload.name, "description": workload.description, **workload.params},
+        "trials": args.trials, "iters": args.iters, "warmup_s": round(rounds.warmup_s, 3),
+        "round_order": "rotating",
+    })
+    result.update(analyze(rounds, arms, args.iters))
+    result["skipped"] = skipped
+    if result.get("rounds"):
+        result["sources"] = sources(result, device)
+    rc = finish(rounds, result, print_human, args.json, write_json)
+    return EXIT_OK if rc is None else rc
