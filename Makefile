@@ -7,6 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.deps-stamp
 ASAN_DIR := build-asan
+TSAN_DIR := build-tsan
 # UBSan findings fail the test instead of printing and carrying on.
 SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 
@@ -31,11 +32,14 @@ install: $(STAMP)
 check: install
 	$(BIN)/opskew check
 
-# C unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
+# C unit tests under AddressSanitizer and UndefinedBehaviorSanitizer, and the
+# tracer's multi-producer stress test under ThreadSanitizer.
 ctest: $(STAMP)
 	@test -d $(ASAN_DIR) || $(BIN)/meson setup $(ASAN_DIR) -Dpython=false \
 	    -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
-	$(SAN_ENV) $(BIN)/meson test -C $(ASAN_DIR) --print-errorlogs --no-suite tsan
+	$(SAN_ENV) $(BIN)/meson test -C $(ASAN_DIR) --print-errorlogs
+	@test -d $(TSAN_DIR) || $(BIN)/meson setup $(TSAN_DIR) -Dpython=false -Db_sanitize=thread -Dbuildtype=debug
+	TSAN_OPTIONS=halt_on_error=1 $(BIN)/meson test -C $(TSAN_DIR) --print-errorlogs --suite tsan
 
 pytest: install
 	$(BIN)/python -m pytest

@@ -5,3 +5,4 @@ command line. ``import opskew`` does not import torch.
 """
 
 __version__ = "0.1.0"
+from .tracing import trace  # noqa: E402,F401  (the C operator tracer; does not import torch)

@@ -2,7 +2,8 @@
 
 Each subcommand lives in `opskew.commands.<name>` and provides `HELP` (one
 line), `DESCRIPTION` (the --help text), `add_arguments(parser)` and
-`run(args) -> int`. Errors derived from `opskew.errors.OpskewError` become a
+`run(args) -> int` (the argparse dest `command` is taken by
+the dispatcher). Errors derived from `opskew.errors.OpskewError` become a
 one-line message on stderr and the documented exit code.
 """
 
@@ -23,7 +24,7 @@ exit codes:
   2    bad input: one line on stderr says what is wrong
   3    --fail-on-skew and the skew is significant
   4    the workload raised: what was measured so far is reported, then the error
-  130  interrupted (Ctrl-C); what was measured so far is reported
+  130  interrupted (Ctrl-C, or SIGTERM under record); what was measured so far is kept
 """
 
 

@@ -1,0 +1,193 @@
+"""What each instrument adds per operator: opskew's tracer against the floors
+and against torch.profiler, in the window and at stop/export.
+
+    .venv/bin/python bench/bench_tracer.py [--ops 20000] [--trials 7] [--rounds 3]
+
+Instruments (each needs its own environment before `import torch`, so each runs
+in its own worker process; workers of all instruments are interleaved over
+rounds):
+  itt-floor       emit_itt() with no collector loaded: RecordFunction active, ITT
+                  calls return at once (the floor of the ITT route)
+  empty-observer  torch._C._autograd._set_empty_test_observer(True, 1.0):
+                  RecordFunction active with an empty callback that boxes inputs
+  opskew          opskew.trace(): emit_itt + opskew's ITT collector
+  torch.profiler  torch.profiler.profile(activities=[CPU]), minimal config
+
+Inside each worker, trials alternate baseline (no instrument) and instrumented
+loops of `--ops` torch.add(a, a) calls on a 1-element tensor (ABAB, after a
+warm-up), timed inside the window; the added cost per op is the paired
+difference. Then stop (opskew: stop + flush into a snapshot; torch.profiler:
+__exit__, which includes its post-processing) and export (opskew: write the
+Chrome trace in C; torch.profiler: export_chrome_trace) are timed per event.
+One thread (torch.set_num_threads(1)). Medians; 95% CI of the paired median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "torch.profiler"]
+
+WORKER = r"""
+import json, os, sys, time, tempfile
+inst, ops, trials = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if inst == "opskew":
+    import opskew
+    opskew.tracing.arrange()          # before torch: the collector must be arranged
+import torch
+torch.set_num_threads(1)
+a = torch.ones(1)
+add = torch.add
+rng = range(ops)
+tmp = tempfile.mkdtemp()
+
+def loop():
+    t0 = time.perf_counter_ns()
+    for _ in rng:
+        add(a, a)
+    return time.perf_counter_ns() - t0
+
+def window():
+    # returns (in-window ns, stop ns, export ns, events)
+    if inst == "itt-floor":
+        with torch.autograd.profiler.emit_itt():
+            t = loop()
+        return t, None, None, ops
+    if inst == "empty-observer":
+        torch._C._autograd._set_empty_test_observer(True, 1.0)
+        try:
+            t = loop()
+        finally:
+            torch._C._autograd._clear_callbacks()
+        return t, None, None, ops
+    if inst == "opskew":
+        ctx = opskew.trace()
+        tr = ctx.__enter__()
+        t = loop()
+        s0 = time.perf_counter_ns()
+        ctx.__exit__(None, None, None)
+        s1 = time.perf_counter_ns()
+        tr.write(os.path.join(tmp, "o.json"))
+        s2 = time.perf_counter_ns()
+        return t, s1 - s0, s2 - s1, tr.n_events
+    if inst == "torch.profiler":
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        prof.__enter__()
+        t = loop()
+        s0 = time.perf_counter_ns()
+        prof.__exit__(None, None, None)
+        s1 = time.perf_counter_ns()
+        prof.export_chrome_trace(os.path.join(tmp, "p.json"))
+        s2 = time.perf_counter_ns()
+        n = sum(1 for e in prof.events() if e.name == "aten::add")
+        return t, s1 - s0, s2 - s1, n
+    raise SystemExit("unknown instrument " + inst)
+
+for _ in range(2):                     # warm up both paths
+    loop(); window()
+out = []
+for i in range(trials):
+    b = loop()
+    w, stop, exp, n = window()
+    out.append({"base": b, "inst": w, "stop": stop, "export": exp, "events": n})
+print(json.dumps({"instrument": inst, "torch": torch.__version__, "trials": out}))
+"""
+
+
+def run_worker(inst, ops, trials):
+    env = dict(os.environ)
+    env.pop("INTEL_LIBITTNOTIFY64", None)  # only opskew's worker arranges it
+    env.setdefault("OMP_NUM_THREADS", "1")
+    p = subprocess.run([sys.executable, "-c", WORKER, inst, str(ops), str(trials)],
+                       capture_output=True, text=True, env=env, timeout=900)
+    if p.returncode != 0:
+        sys.exit(f"worker {inst} failed ({p.returncode}):\n{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ops", type=int, default=20000)
+    ap.add_argument("--trials", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    try:
+        from opskew import _engine
+    except ImportError:
+        _engine = None
+
+    data = {i: [] for i in INSTRUMENTS}
+    torch_version = "?"
+    for r in range(args.rounds):
+        order = INSTRUMENTS[r % len(INSTRUMENTS):] + INSTRUMENTS[:r % len(INSTRUMENTS)]
+        for inst in order:
+            res = run_worker(inst, args.ops, args.trials)
+            torch_version = res["torch"]
+            data[inst].extend(res["trials"])
+            print(f"  round {r + 1}/{args.rounds}: {inst} done", file=sys.stderr)
+
+    rows = {}
+    base_all = []
+    for inst, trials in data.items():
+        ev = statistics.median(t["events"] for t in trials)
+        base = [t["base"] / args.ops for t in trials]
+        inst_ns = [t["inst"] / args.ops for t in trials]
+        base_all += base
+        if _engine is not None:
+            pr = _engine.paired(base, inst_ns)
+            added, ci = pr["median"], pr["ci"]
+        else:
+            d = sorted(i - b for i, b in zip(inst_ns, base))
+            added, ci = statistics.median(d), (d[0], d[-1])
+        stop = [t["stop"] / t["events"] for t in trials if t["stop"] is not None and t["events"]]
+        exp = [t["export"] / t["events"] for t in trials if t["export"] is not None and t["events"]]
+        rows[inst] = {
+            "added": added, "ci": ci, "events_per_op": ev / args.ops,
+            "stop": statistics.median(stop) if stop else None,
+            "export": statistics.median(exp) if exp else None,
+        }
+
+    tp = rows["torch.profiler"]
+    print()
+    print(f"torch {torch_version}, 1 thread, torch.add on a 1-element CPU tensor, {args.ops} ops per window, "
+          f"{args.trials} trials x {args.rounds} rounds per instrument (paired, interleaved)")
+    print(f"baseline loop (no instrument): {statistics.median(base_all):.1f} ns/op (median over all workers)")
+    print()
+    hdr = (f"{'instrument':<16} {'in-window ns/op':>16} {'95% CI':>17} {'x prof':>7} {'ev/op':>6} "
+           f"{'stop ns/ev':>11} {'export ns/ev':>13} {'stop+exp ns/ev':>15} {'x prof':>8}")
+    print(hdr)
+    print("-" * len(hdr))
+    tp_out = (tp["stop"] or 0) + (tp["export"] or 0)
+    for inst in INSTRUMENTS:
+        r = rows[inst]
+        out = None if r["stop"] is None else r["stop"] + (r["export"] or 0)
+
+        def f(v, w, p=1):
+            return f"{v:>{w}.{p}f}" if v is not None else f"{'-':>{w}}"
+
+        ci = "[%.1f, %.1f]" % tuple(r["ci"])
+        print(f"{inst:<16} {r['added']:>16.1f} {ci:>17} "
+              f"{r['added'] / tp['added']:>7.2f} {r['events_per_op']:>6.2f} {f(r['stop'], 11)} {f(r['export'], 13)} "
+              f"{f(out, 15)} {f(out / tp_out if out is not None and tp_out else None, 8, 4)}")
+    o, fl = rows["opskew"], rows["itt-floor"]
+    print()
+    gap = o["added"] - fl["added"]
+    print(f"goal 1: opskew in-window within 40 ns/op of the ITT floor: {gap:+.1f} ns/op -> "
+          f"{'met' if gap <= 40 else 'NOT met'}")
+    ratio = o["added"] / tp["added"]
+    print(f"goal 2: opskew in-window <= 0.5x torch.profiler minimal: {ratio:.2f}x -> "
+          f"{'met' if ratio <= 0.5 else 'NOT met'}")
+    o_out = o["stop"] + o["export"]
+    print(f"goal 3: opskew flush+write per event <= 1/100 of torch.profiler stop+export: "
+          f"{o_out:.1f} vs {tp_out:.1f} ns/event = 1/{tp_out / o_out:.0f} -> {'met' if o_out * 100 <= tp_out else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

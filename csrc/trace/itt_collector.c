@@ -1,0 +1,375 @@
+/* itt_collector.c: libopskew_itt.so, an ITT collector that PyTorch's
+ * statically linked ittnotify loads, feeding the opskew tracer runtime.
+ *
+ * Route (intel/ittapi src/ittnotify/ittnotify_static.c): the first ITT call
+ * that is not domain or string-handle creation runs __itt_init_ittlib, which
+ * dlopen()s the library named by INTEL_LIBITTNOTIFY64. If that library
+ * exports __itt_api_init ("version 2"), the static part calls it with its
+ * __itt_global, holding the global's (recursive) mutex; the collector then
+ * binds its own functions into the global's api list. We bind
+ * domain_create, string_handle_create, task_begin and task_end (all that
+ * torch/csrc/itt_wrapper.cpp uses) and set every other entry to its
+ * null_func, as the static part itself does when no collector loads.
+ *
+ * PyTorch creates its domain when libtorch loads, and ittapi creates it only
+ * if INTEL_LIBITTNOTIFY64 was set then; so that domain, and the first
+ * string handle, were allocated by the static part before we loaded. We
+ * tell our handles apart by a self-pointer in a reserved field, and look
+ * foreign ones up by their string.
+ *
+ * Two ways to drive it:
+ *  - OPSKEW_TRACE_OUT=path (set by `opskew record`): a session starts when
+ *    ITT binds us, and the trace (and summaries named by OPSKEW_SUMMARY_TXT /
+ *    OPSKEW_SUMMARY_JSON) is written by osk_itt_finish(), which Python's
+ *    atexit and our own atexit handler call (whichever runs first).
+ *  - otherwise (opskew.trace()): Python calls osk_itt_start/osk_itt_stop
+ *    through ctypes; dlopen() of the same path returns the same handle.
+ */
+#include "trace_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ the ITT ABI */
+
+/* Our declarations of ittapi's structures (ittnotify.h and
+ * ittnotify_config.h, #pragma pack(push, 8), non-Unicode Linux build).
+ * Only the prefix of the global that we use is declared: later fields
+ * differ between ittapi versions, and we only ever access it by pointer. */
+typedef struct osk__itt_domain {
+  volatile int flags; /* non-zero: enabled */
+  const char *nameA;
+  void *nameW;
+  int extra1;
+  void *extra2;
+  struct osk__itt_domain *next;
+} osk__itt_domain_t;
+
+typedef struct osk__itt_string_handle {
+  const char *strA;
+  void *strW;
+  int extra1;
+  void *extra2; /* ours: points to the handle itself */
+  struct osk__itt_string_handle *next;
+} osk__itt_string_handle_t;
+
+typedef struct {
+  unsigned long long d1, d2, d3;
+} osk__itt_id_t;
+
+typedef int osk__itt_group_id_t; /* an enum in ittapi: int-sized */
+
+typedef struct {
+  const char *name; /* "__itt_" + name in the collector; NULL ends the list */
+  void **func_ptr;
+  void *init_func;
+  void *null_func;
+  osk__itt_group_id_t group;
+} osk__itt_api_info_t;
+
+typedef struct osk__itt_global {
+  unsigned char magic[8];
+  unsigned long version_major;
+  unsigned long version_minor;
+  unsigned long version_build;
+  volatile long api_initialized;
+  volatile long mutex_initialized;
+  volatile long atomic_counter;
+  pthread_mutex_t mutex;
+  void *lib;
+  void *error_handler;
+  const char **dll_path_ptr;
+  osk__itt_api_info_t *api_list_ptr;
+  struct osk__itt_global *next;
+  void *thread_list;
+  osk__itt_domain_t *domain_list;
+  osk__itt_string_handle_t *string_list;
+} osk__itt_global_t;
+
+#if defined(__x86_64__) && defined(__GLIBC__)
+/* Offsets read from libtorch_cpu.so's __itt__ittapi_global (torch 2.13,
+ * ittapi build 20250807) and from ittnotify_config.h. */
+_Static_assert(offsetof(osk__itt_global_t, mutex) == 56, "ITT global layout");
+_Static_assert(offsetof(osk__itt_global_t, api_list_ptr) == 120, "ITT global layout");
+_Static_assert(offsetof(osk__itt_global_t, domain_list) == 144, "ITT global layout");
+_Static_assert(sizeof(osk__itt_api_info_t) == 40, "ITT api_info layout");
+_Static_assert(sizeof(osk__itt_string_handle_t) == 40, "ITT string handle layout");
+#endif
+
+static const unsigned char k_itt_magic[8] = {0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30};
+
+/* ---------------------------------------------------------------- handles */
+
+typedef struct {
+  osk__itt_string_handle_t itt; /* first: the pointer ITT passes around */
+  osk_trace_name_t *name;
+} osk__itt_handle_t;
+
+static pthread_mutex_t g_itt_lock = PTHREAD_MUTEX_INITIALIZER;
+static osk__itt_handle_t **g_handles; /* every handle we made (kept reachable) */
+static size_t g_handles_n, g_handles_cap;
+static osk__itt_domain_t *g_domains;  /* domains we made, under g_itt_lock */
+
+/* Domain pointer -> event category, append-only, read without a lock. */
+#define OSK__DOMAIN_CACHE 16
+static _Atomic(const void *) g_dom_ptr[OSK__DOMAIN_CACHE];
+static uint16_t g_dom_cat[OSK__DOMAIN_CACHE];
+static _Atomic uint32_t g_dom_n;
+
+static osk__itt_handle_t *handle_make(osk_trace_name_t *n) {
+  pthread_mutex_lock(&g_itt_lock);
+  osk__itt_handle_t *h = osk_trace_name_slot_get(n);
+  if (h) goto out;
+  if (g_handles_n == g_handles_cap) {
+    size_t cap = g_handles_cap ? g_handles_cap * 2 : 256;
+    osk__itt_handle_t **p = realloc(g_handles, cap * sizeof *p);
+    if (!p) goto out;
+    g_handles = p;
+    g_handles_cap = cap;
+  }
+  h = calloc(1, sizeof *h);
+  if (!h) goto out;
+  h->itt.strA = osk_trace_name_str(n);
+  h->itt.extra2 = h;
+  h->name = n;
+  g_handles[g_handles_n++] = h;
+  osk_trace_name_slot_set(n, h);
+out:
+  pthread_mutex_unlock(&g_itt_lock);
+  return h;
+}
+
+static osk__itt_string_handle_t *itt_string_handle_create(const char *name) {
+  osk_trace_name_t *n = osk_trace_name(name);
+  if (OSK__UNLIKELY(!n)) return NULL;
+  osk__itt_handle_t *h = osk_trace_name_slot_get(n);
+  if (OSK__UNLIKELY(!h)) h = handle_make(n);
+  return h ? &h->itt : NULL;
+}
+
+static osk__itt_domain_t *itt_domain_create(const char *name) {
+  if (!name) return NULL;
+  pthread_mutex_lock(&g_itt_lock);
+  osk__itt_domain_t *d = g_domains;
+  for (; d; d = d->next)
+    if (strcmp(d->nameA, name) == 0) break;
+  if (!d) {
+    d = calloc(1, sizeof *d);
+    char *copy = d ? strdup(name) : NULL;
+    if (d && copy) {
+      d->flags = 1;
+      d->nameA = copy;
+      d->next = g_domains;
+      g_domains = d;
+    } else {
+      free(d);
+      d = NULL;
+    }
+  }
+  pthread_mutex_unlock(&g_itt_lock);
+  return d;
+}
+
+static uint16_t domain_category_slow(const osk__itt_domain_t *d) {
+  /* PyTorch's operators are Kineto's "cpu_op"; other domains keep their
+   * name as the category. */
+  const char *name = d && d->nameA ? d->nameA : "PyTorch";
+  uint16_t cat = strcmp(name, "PyTorch") == 0 ? osk_trace_category("cpu_op") : osk_trace_category(name);
+  pthread_mutex_lock(&g_itt_lock);
+  uint32_t n = atomic_load_explicit(&g_dom_n, memory_order_relaxed);
+  if (n < OSK__DOMAIN_CACHE) {
+    g_dom_cat[n] = cat;
+    atomic_store_explicit(&g_dom_ptr[n], (const void *)d, memory_order_relaxed);
+    atomic_store_explicit(&g_dom_n, n + 1, memory_order_release); /* G, matches H */
+  }
+  pthread_mutex_unlock(&g_itt_lock);
+  return cat;
+}
+
+static inline uint16_t domain_category(const osk__itt_domain_t *d) {
+  uint32_t n = atomic_load_explicit(&g_dom_n, memory_order_acquire); /* H */
+  for (uint32_t i = 0; i < n; i++)
+    if (atomic_load_explicit(&g_dom_ptr[i], memory_order_relaxed) == (const void *)d) return g_dom_cat[i];
+  return domain_category_slow(d);
+}
+
+static void itt_task_begin(const osk__itt_domain_t *domain, osk__itt_id_t id, osk__itt_id_t parent,
+                           osk__itt_string_handle_t *handle) {
+  (void)id;
+  (void)parent;
+  const osk_trace_name_t *n = NULL;
+  if (OSK__LIKELY(handle && handle->extra2 == (void *)handle)) {
+    n = ((osk__itt_handle_t *)handle)->name;
+  } else if (handle && handle->strA) {
+    /* Allocated by the static part before we were loaded. */
+    n = osk_trace_name(handle->strA);
+  }
+  osk_trace_begin(n, domain_category(domain));
+}
+
+static void itt_task_end(const osk__itt_domain_t *domain) {
+  (void)domain;
+  osk_trace_end();
+}
+
+/* ------------------------------------------------------------- binding */
+
+static _Atomic int g_bound;    /* ITT globals bound to us */
+static int g_bind_error;       /* a global we did not recognize */
+
+static int g_autostart_done;
+static int g_atexit_done;
+static int g_owner_pid;
+static _Atomic int g_finished;
+static osk_trace_calib_t g_calib;
+static pthread_once_t g_calib_once = PTHREAD_ONCE_INIT;
+
+static void *fn_ptr(void (*f)(void)) {
+  void *p;
+  memcpy(&p, &f, sizeof p); /* function to object pointer, without UB warnings */
+  return p;
+}
+
+static void calib_pair(void *ctx) {
+  (void)ctx;
+  static const char name[] = "opskew::calibration";
+  osk__itt_string_handle_t *h = itt_string_handle_create(name);
+  itt_task_begin(NULL, (osk__itt_id_t){0, 0, 0}, (osk__itt_id_t){0, 0, 0}, h);
+  itt_task_end(NULL);
+}
+
+static void calib_once(void) {
+  /* osk_trace_calibrate swaps in a scratch thread state, so the pairs run
+   * the full path but never reach the trace. */
+  if (osk_trace_calibrate(calib_pair, NULL, &g_calib) != 0) memset(&g_calib, 0, sizeof g_calib);
+}
+
+static void at_exit(void);
+
+/* Starts the session whose trace osk_itt_finish() writes at exit. */
+static int record_begin(void) {
+  if (g_owner_pid == (int)getpid()) return OSK_EINVAL; /* already recording */
+  const char *pid = getenv("OPSKEW_TRACE_PID");
+  /* Child processes inherit the environment; only the process the launcher
+   * meant writes the trace (others would overwrite it). */
+  if (pid && *pid && atoi(pid) != (int)getpid()) return OSK_EINVAL;
+  pthread_once(&g_calib_once, calib_once);
+  int rc = osk_trace_start(&g_calib);
+  if (rc != 0) return rc;
+  g_owner_pid = (int)getpid();
+  if (!g_atexit_done) {
+    g_atexit_done = 1;
+    atexit(at_exit);
+  }
+  return 0;
+}
+
+/* With OPSKEW_TRACE_OUT set, recording starts as soon as ITT binds us,
+ * unless OPSKEW_TRACE_AUTOSTART=0 (the record bootstrap starts it itself,
+ * after a probe operator, so that the probe is not in the trace). */
+static void autostart(void) {
+  if (g_autostart_done) return;
+  g_autostart_done = 1;
+  const char *out = getenv("OPSKEW_TRACE_OUT");
+  const char *aut = getenv("OPSKEW_TRACE_AUTOSTART");
+  if (!out || !*out || (aut && strcmp(aut, "0") == 0)) return;
+  (void)record_begin();
+}
+
+OSK_TRACE_API void __itt_api_init(osk__itt_global_t *g, osk__itt_group_id_t init_groups);
+
+/* Called by each static ittnotify copy in the process, under its mutex. */
+void __itt_api_init(osk__itt_global_t *g, osk__itt_group_id_t init_groups) {
+  (void)init_groups;
+  if (!g || memcmp(g->magic, k_itt_magic, sizeof k_itt_magic) != 0 || g->version_major != 3 ||
+      !g->api_list_ptr) {
+    /* Unknown layout: touch nothing. The static part then keeps its init
+     * stubs, which do nothing once initialized. */
+    g_bind_error = 1;
+    return;
+  }
+  for (osk__itt_api_info_t *a = g->api_list_ptr; a->name; a++) {
+    void *f = a->null_func;
+    if (strcmp(a->name, "__itt_domain_create") == 0) f = fn_ptr((void (*)(void))itt_domain_create);
+    else if (strcmp(a->name, "__itt_string_handle_create") == 0)
+      f = fn_ptr((void (*)(void))itt_string_handle_create);
+    else if (strcmp(a->name, "__itt_task_begin") == 0) f = fn_ptr((void (*)(void))itt_task_begin);
+    else if (strcmp(a->name, "__itt_task_end") == 0) f = fn_ptr((void (*)(void))itt_task_end);
+    if (a->func_ptr) *a->func_ptr = f;
+  }
+  atomic_fetch_add(&g_bound, 1);
+  autostart();
+}
+
+/* ------------------------------------------------ control (Python, ctypes) */
+
+/* Number of ITT globals bound to this collector; 0 means PyTorch never
+ * loaded it (INTEL_LIBITTNOTIFY64 unset at `import torch`, or no ITT op
+ * yet); -1 means a global had a layout we do not know. */
+OSK_TRACE_API int osk_itt_bound(void);
+int osk_itt_bound(void) { return g_bind_error ? -1 : atomic_load(&g_bound); }
+
+/* Measures the calibration once per process and starts a session. */
+OSK_TRACE_API int osk_itt_start(void);
+int osk_itt_start(void) {
+  pthread_once(&g_calib_once, calib_once);
+  return osk_trace_start(&g_calib);
+}
+
+/* Starts the `opskew record` session (see record_begin). */
+OSK_TRACE_API int osk_itt_record_begin(void);
+int osk_itt_record_begin(void) { return record_begin(); }
+
+OSK_TRACE_API osk_trace_snapshot_t *osk_itt_stop(int *err);
+osk_trace_snapshot_t *osk_itt_stop(int *err) { return osk_trace_stop("itt", err); }
+
+OSK_TRACE_API const osk_trace_calib_t *osk_itt_calibration(void);
+const osk_trace_calib_t *osk_itt_calibration(void) { return &g_calib; }
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return OSK_EIO;
+  size_t n = strlen(text);
+  int ok = fwrite(text, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  return ok ? 0 : OSK_EIO;
+}
+
+/* Ends the `opskew record` session and writes the trace and summaries named
+ * by the environment. Idempotent; returns 0 if there was nothing to do. */
+OSK_TRACE_API int osk_itt_finish(void);
+int osk_itt_finish(void) {
+  int expected = 0;
+  if (!g_owner_pid || g_owner_pid != (int)getpid()) return 0; /* not ours (fork) */
+  if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return 0;
+  const char *out = getenv("OPSKEW_TRACE_OUT");
+  int err = 0;
+  osk_trace_snapshot_t *s = osk_trace_stop("itt", &err);
+  if (!s) {
+    fprintf(stderr, "opskew: no trace written: %s\n", osk_strerror(err));
+    return err ? err : OSK_EINVAL;
+  }
+  int rc = out && *out ? osk_trace_write_chrome(s, out) : 0;
+  if (rc) fprintf(stderr, "opskew: could not write the trace to %s: %s\n", out, osk_strerror(rc));
+  const char *txt = getenv("OPSKEW_SUMMARY_TXT");
+  const char *js = getenv("OPSKEW_SUMMARY_JSON");
+  if ((txt && *txt) || (js && *js)) {
+    osk_trace_summary_t *sum = osk_trace_summarize(s, NULL, &err);
+    const char *rows = getenv("OPSKEW_SUMMARY_ROWS");
+    size_t max_rows = rows && *rows ? (size_t)strtoul(rows, NULL, 10) : 0;
+    char *t = sum && txt && *txt ? osk_trace_summary_table(sum, max_rows) : NULL;
+    char *j = sum && js && *js ? osk_trace_summary_json(sum) : NULL;
+    if (txt && *txt && (!t || write_text(txt, t) != 0)) rc = rc ? rc : OSK_EIO;
+    if (js && *js && (!j || write_text(js, j) != 0)) rc = rc ? rc : OSK_EIO;
+    free(t);
+    free(j);
+    osk_trace_summary_free(sum);
+  }
+  osk_trace_snapshot_free(s);
+  return rc;
+}
+
+static void at_exit(void) { (void)osk_itt_finish(); }

@@ -1,0 +1,137 @@
+/* trace_internal.h: structures shared by the tracer runtime, its writer and
+ * its summary. Not installed; collectors use include/opskew_trace.h. */
+#ifndef OPSKEW_TRACE_INTERNAL_H
+#define OPSKEW_TRACE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opskew.h"
+#include "opskew_trace.h"
+
+#if defined(__GNUC__)
+#define OSK__LIKELY(x) __builtin_expect(!!(x), 1)
+#define OSK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define OSK__HIDDEN __attribute__((visibility("hidden")))
+#else
+#define OSK__LIKELY(x) (x)
+#define OSK__UNLIKELY(x) (x)
+#define OSK__HIDDEN
+#endif
+
+/* Events per chunk: 4096 * 24 bytes = 96 KiB, so a spill (one mutex section)
+ * happens once every 4096 operators of a thread. */
+#define OSK__CHUNK_EVENTS 4096u
+/* Open operators tracked per thread; deeper ones are counted as lost. */
+#define OSK__STACK_DEPTH 256u
+/* Direct-mapped per-thread cache of name pointers. */
+#define OSK__NAME_CACHE 256u
+#define OSK__MAX_CATEGORIES 256u
+
+/* One complete operator, as the owning thread stores it: raw ticks. */
+typedef struct {
+  uint64_t t0;
+  uint64_t t1;
+  uint32_t name; /* global name id; 0 = unnamed */
+  uint16_t depth;
+  uint16_t cat;
+} osk__event_t;
+
+/* A block of events written by one thread. `count` is the only field the
+ * owner changes after publication: it stores the event, then publishes the
+ * new count with a release store (A, matches the acquire B in collect).
+ * `consumed` belongs to the collector and is only touched under g_lock. */
+typedef struct osk__chunk {
+  struct osk__chunk *next;
+  uint64_t seq;     /* global allocation order: orders a thread's chunks */
+  uint32_t tid;
+  uint32_t cap;
+  uint32_t consumed;
+  _Atomic uint32_t count;
+  osk__event_t ev[];
+} osk__chunk_t;
+
+struct osk_trace_name {
+  _Atomic(void *) slot;
+  uint64_t hash;
+  uint32_t id;
+  uint32_t len;
+  char str[];
+};
+
+typedef struct {
+  uint32_t tid;
+  char name[20];
+} osk__thread_info_t;
+
+/* A range [begin, end) of one chunk that a snapshot owns. */
+typedef struct {
+  osk__chunk_t *chunk;
+  uint32_t begin;
+  uint32_t end;
+} osk__seg_t;
+
+struct osk_trace_snapshot {
+  osk__seg_t *segs; /* sorted by (tid, seq): per thread, in end order */
+  size_t nsegs;
+  size_t n_events;
+  osk__chunk_t **owned; /* chunks to free with the snapshot */
+  size_t nowned;
+  const osk_trace_name_t **names; /* by global name id; [0] = NULL */
+  uint32_t n_names;
+  const char **cats;
+  uint32_t n_cats;
+  osk__thread_info_t *threads;
+  size_t n_threads;
+  uint64_t lost[OSK_TRACE_LOSS_COUNT];
+  uint64_t unmatched_ends;
+  uint64_t open_at_stop;
+  osk_clock_t clock;
+  osk_trace_calib_t calib;
+  int64_t realtime_minus_mono_ns; /* to place events on the Unix time line */
+  uint64_t start_tick;
+  uint64_t stop_tick;
+  int pid;
+  char instrument[32];
+};
+
+/* Tick to ns on CLOCK_MONOTONIC_RAW's line, rounded. */
+static inline int64_t osk__ticks_ns(const osk_clock_t *clk, uint64_t t) {
+  double ns = osk_clock_ticks_to_ns(clk, t);
+  return (int64_t)(ns + (ns >= 0 ? 0.5 : -0.5));
+}
+
+/* Duration as the difference of the rounded ends, so that a child's
+ * ts + dur never exceeds its parent's in the output. */
+static inline int64_t osk__dur_ns(const osk_clock_t *clk, uint64_t t0, uint64_t t1) {
+  if (t1 <= t0) return 0;
+  return osk__ticks_ns(clk, t1) - osk__ticks_ns(clk, t0);
+}
+
+/* A growable string, for the table and JSON outputs. */
+typedef struct {
+  char *buf;
+  size_t len;
+  size_t cap;
+  int failed;
+} osk__sb_t;
+
+OSK__HIDDEN void osk__sb_put(osk__sb_t *sb, const char *s, size_t n);
+OSK__HIDDEN void osk__sb_puts(osk__sb_t *sb, const char *s);
+OSK__HIDDEN void osk__sb_printf(osk__sb_t *sb, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+OSK__HIDDEN void osk__sb_json_str(osk__sb_t *sb, const char *s);
+/* JSON numbers: non-finite values become null (JSON has no NaN). */
+OSK__HIDDEN void osk__sb_json_num(osk__sb_t *sb, double v);
+/* Returns the string (caller frees) or NULL if any append failed. */
+OSK__HIDDEN char *osk__sb_finish(osk__sb_t *sb);
+
+/* Writes v as decimal into out (at least 21 bytes); returns the length. */
+OSK__HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
+
+#endif

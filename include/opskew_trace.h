@@ -1,0 +1,251 @@
+/*
+ * opskew_trace.h: the operator tracer runtime (C11, no Python.h).
+ *
+ * Sections: recording (called by collectors on the hot path), sessions and
+ * snapshots, calibration, Chrome trace writer, summary.
+ *
+ * Model. A collector (the ITT collector in csrc/trace/itt_collector.c, or a
+ * test) calls osk_trace_begin()/osk_trace_end() from whatever thread runs an
+ * operator. Each thread appends complete events (begin tick, end tick, name,
+ * nesting depth) to its own chunk of memory without locks; a full chunk is
+ * handed to a global list and the thread takes a fresh one, so nothing is
+ * dropped while memory lasts. Timestamps are raw osk_clock_ticks(); they are
+ * converted to nanoseconds only when a snapshot is read. Anything that could
+ * not be recorded is counted by cause and reported with the snapshot.
+ *
+ * A session is the interval between osk_trace_start() and osk_trace_stop();
+ * stop returns a snapshot that owns every event recorded in the session.
+ * Snapshots are immutable and may be read from any thread.
+ *
+ * Thread safety: every function may be called from any thread unless its
+ * comment says otherwise. Recording functions never block except when a
+ * chunk fills (one short mutex section per 4096 events).
+ */
+#ifndef OPSKEW_TRACE_H
+#define OPSKEW_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opskew.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Symbols that a shared collector exports to Python (ctypes) and to tests. */
+#if defined(__GNUC__)
+#define OSK_TRACE_API __attribute__((visibility("default")))
+#else
+#define OSK_TRACE_API
+#endif
+
+/* -------------------------------------------------------------- recording */
+
+/* An interned operator name. Entries are never freed or moved, so a pointer
+ * stays valid for the life of the process. */
+typedef struct osk_trace_name osk_trace_name_t;
+
+/* Returns the interned entry for the NUL-terminated string `s`. The fast path
+ * is a per-thread cache keyed by the pointer `s`, verified against the stored
+ * copy (a caller may reuse the same buffer for another string); a miss falls
+ * back to a lock-free content hash lookup, and a new name is inserted under a
+ * mutex. Returns NULL if `s` is NULL or memory ran out (counted as a loss of
+ * cause OSK_TRACE_LOSS_NAME when the event is then recorded without name). */
+OSK_TRACE_API osk_trace_name_t *osk_trace_name(const char *s);
+
+/* Dense id of a name (1, 2, ...; 0 is reserved for "no name"). */
+OSK_TRACE_API uint32_t osk_trace_name_id(const osk_trace_name_t *name);
+/* The stored copy of the name; never NULL for a non-NULL entry. */
+OSK_TRACE_API const char *osk_trace_name_str(const osk_trace_name_t *name);
+/* One pointer-sized slot per name that a collector may use to attach its own
+ * handle. Read with acquire, write with release semantics (it is _Atomic). */
+OSK_TRACE_API void *osk_trace_name_slot_get(const osk_trace_name_t *name);
+OSK_TRACE_API void osk_trace_name_slot_set(osk_trace_name_t *name, void *value);
+
+/* Interns an event category ("cpu_op" is always id 0). At most 255
+ * categories; beyond that, and on allocation failure, returns 0. */
+OSK_TRACE_API uint16_t osk_trace_category(const char *s);
+
+/* Opens an operator on the calling thread: takes the begin timestamp and
+ * pushes it on the thread's stack of open operators. `name` may be NULL
+ * (recorded as "<unnamed>"). Recorded only if a session is active at begin. */
+OSK_TRACE_API void osk_trace_begin(const osk_trace_name_t *name, uint16_t category);
+/* Closes the innermost open operator of the calling thread and appends the
+ * complete event. An end without a matching begin is counted, not recorded. */
+OSK_TRACE_API void osk_trace_end(void);
+
+/* Nesting guard: while a thread is inside the tracer's own code (flush,
+ * write, calibration) its begin/end calls are ignored, so the tracer never
+ * records itself. Returns the previous state. */
+OSK_TRACE_API int osk_trace_guard_enter(void);
+OSK_TRACE_API void osk_trace_guard_leave(int previous);
+
+/* ------------------------------------------------------- losses, counters */
+
+/* Why an event was not recorded. Written into every trace. */
+#define OSK_TRACE_LOSS_MAP(X)                                                 \
+  X(NOMEM_CHUNK, "nomem_chunk", "no memory for a new event chunk")            \
+  X(NOMEM_THREAD, "nomem_thread", "no memory for a thread's tracer state")    \
+  X(DEPTH, "depth", "operator nested deeper than the tracer's stack")          \
+  X(NAME, "name", "recorded without a name: no memory to intern it")
+
+typedef enum {
+#define OSK__LOSS_ENUM(id, key, msg) OSK_TRACE_LOSS_##id,
+  OSK_TRACE_LOSS_MAP(OSK__LOSS_ENUM)
+#undef OSK__LOSS_ENUM
+  OSK_TRACE_LOSS_COUNT
+} osk_trace_loss_t;
+
+/* Short JSON key ("nomem_chunk") and message of a loss cause; never NULL. */
+OSK_TRACE_API const char *osk_trace_loss_key(int cause);
+OSK_TRACE_API const char *osk_trace_loss_message(int cause);
+
+/* ------------------------------------------------------------ calibration */
+
+/* The tracer's own cost, measured on this machine at session start.
+ * `delta_ns`: the part of one begin+end pair that falls inside the recorded
+ * interval (the recorded duration of an empty operator). `w_ns`: the wall
+ * time one begin+end pair adds. Both are medians over `rounds` rounds of
+ * `pairs` pairs. Scope: the collector's entry points only; the cost of
+ * PyTorch's RecordFunction dispatch is not included (the bench measures
+ * that). The summary subtracts them: see osk_trace_summarize(). */
+typedef struct {
+  double w_ns;
+  double delta_ns;
+  double w_spread_ns;     /* (max - min) of the per-round W medians */
+  uint32_t pairs;
+  uint32_t rounds;
+  int valid;              /* 0 until measured */
+} osk_trace_calib_t;
+
+/* One begin+end pair through a collector's entry points, for calibration. */
+typedef void (*osk_trace_pair_fn)(void *ctx);
+
+/* Measures the calibration with `pair` (NULL: osk_trace_begin/end directly),
+ * on the calling thread, into a private buffer that never reaches a trace.
+ * Takes about 10 ms. Returns 0 or OSK_ENOMEM. */
+OSK_TRACE_API int osk_trace_calibrate(osk_trace_pair_fn pair, void *ctx,
+                                      osk_trace_calib_t *out);
+
+/* ------------------------------------------------- sessions and snapshots */
+
+typedef struct osk_trace_snapshot osk_trace_snapshot_t;
+
+/* Starts recording. `calib` (may be NULL) is stored with the session and
+ * copied into its snapshot. Returns 0, or OSK_EINVAL if a session is already
+ * active. */
+OSK_TRACE_API int osk_trace_start(const osk_trace_calib_t *calib);
+/* 1 while a session is active. */
+OSK_TRACE_API int osk_trace_active(void);
+
+/* Stops recording and returns a snapshot owning every event recorded since
+ * osk_trace_start(), or NULL with *err set (OSK_EINVAL: no active session;
+ * OSK_ENOMEM). `instrument` names what produced the events ("itt"); it is
+ * copied. Events still open at stop are not in the snapshot; their number is
+ * reported (open_at_stop). Free with osk_trace_snapshot_free(). */
+OSK_TRACE_API osk_trace_snapshot_t *osk_trace_stop(const char *instrument, int *err);
+
+/* Takes events recorded so far without ending the session (used by tests
+ * and by a flush at exit while threads may still run). Same ownership. */
+OSK_TRACE_API osk_trace_snapshot_t *osk_trace_collect(const char *instrument, int *err);
+
+OSK_TRACE_API void osk_trace_snapshot_free(osk_trace_snapshot_t *snap);
+
+/* Counts. */
+OSK_TRACE_API size_t osk_trace_snapshot_events(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API uint64_t osk_trace_snapshot_lost(const osk_trace_snapshot_t *snap, int cause);
+OSK_TRACE_API uint64_t osk_trace_snapshot_lost_total(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API uint64_t osk_trace_snapshot_unmatched_ends(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API uint64_t osk_trace_snapshot_open_at_stop(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API const osk_trace_calib_t *osk_trace_snapshot_calib(const osk_trace_snapshot_t *snap);
+
+/* Names referenced by the snapshot: ids 0..osk_trace_snapshot_names()-1,
+ * id 0 is "<unnamed>". Strings are owned by the tracer (never freed). */
+OSK_TRACE_API uint32_t osk_trace_snapshot_names(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API const char *osk_trace_snapshot_name(const osk_trace_snapshot_t *snap, uint32_t id);
+OSK_TRACE_API uint32_t osk_trace_snapshot_categories(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API const char *osk_trace_snapshot_category(const osk_trace_snapshot_t *snap, uint32_t id);
+
+/* One complete event, in nanoseconds on CLOCK_MONOTONIC_RAW's time line. */
+typedef struct {
+  int64_t ts_ns;
+  int64_t dur_ns;
+  uint32_t name;     /* snapshot name id */
+  uint32_t tid;      /* kernel thread id */
+  uint16_t depth;    /* 0 for a top-level operator of its thread */
+  uint16_t category; /* snapshot category id */
+  uint32_t reserved;
+} osk_trace_event_t;
+
+/* Copies up to `cap` events starting at event `first` into `out` (grouped by
+ * thread; within a thread in the order operators ended). Returns the number
+ * copied. Columns instead of structs for bindings: any pointer may be NULL. */
+OSK_TRACE_API size_t osk_trace_snapshot_copy(const osk_trace_snapshot_t *snap, size_t first,
+                                             size_t cap, osk_trace_event_t *out);
+OSK_TRACE_API size_t osk_trace_snapshot_columns(const osk_trace_snapshot_t *snap,
+                                                int64_t *ts_ns, int64_t *dur_ns,
+                                                uint32_t *name, uint32_t *tid,
+                                                uint16_t *depth);
+
+/* -------------------------------------------------------- Chrome trace */
+
+/* Writes the snapshot as Chrome trace JSON with Kineto's conventions
+ * (ph "X", cat "cpu_op", ts/dur in microseconds with nanosecond fractions,
+ * process and thread metadata events) and an "opskew" object with the
+ * clock, the calibration and the losses. Writes to `path` + ".tmp" and
+ * renames, so a reader never sees half a file. Returns 0, OSK_EIO or
+ * OSK_EINVAL. */
+OSK_TRACE_API int osk_trace_write_chrome(const osk_trace_snapshot_t *snap, const char *path);
+
+/* Escapes `s` for a JSON string body (without quotes) into `out` (capacity
+ * `cap`, NUL-terminated when cap > 0). Returns the length needed, excluding
+ * the NUL: if it is >= cap the output was truncated. */
+OSK_TRACE_API size_t osk_trace_json_escape(const char *s, char *out, size_t cap);
+
+/* ----------------------------------------------------------------- summary */
+
+/* Per operator name, over all threads. Durations in ns. `self` excludes
+ * the time of nested operators. The corrected figures remove the tracer's
+ * own cost with the calibration (DESIGN.md's model):
+ *   total_corrected = total - calls*delta - W*descendants
+ *   self_corrected  = self  - calls*delta - (W - delta)*children
+ * clamped at 0 per event; the clamped amount is reported as residual. */
+typedef struct {
+  uint32_t name;
+  uint64_t calls;
+  int64_t total_ns;
+  int64_t self_ns;
+  int64_t total_corrected_ns;
+  int64_t self_corrected_ns;
+  double mean_ns;   /* total / calls */
+  double p50_ns;    /* quantiles of one call's inclusive duration (type 7) */
+  double p99_ns;
+  int64_t max_ns;
+  uint64_t children;    /* direct children of all calls */
+  uint64_t descendants; /* all nested events of all calls */
+} osk_trace_op_t;
+
+typedef struct osk_trace_summary osk_trace_summary_t;
+
+/* Builds the summary; `calib` NULL uses the snapshot's own. The summary
+ * keeps a pointer to `snap` for names: free it first. NULL on OSK_ENOMEM. */
+OSK_TRACE_API osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *snap,
+                                                       const osk_trace_calib_t *calib,
+                                                       int *err);
+OSK_TRACE_API void osk_trace_summary_free(osk_trace_summary_t *sum);
+/* Rows sorted by self time, descending. */
+OSK_TRACE_API size_t osk_trace_summary_rows(const osk_trace_summary_t *sum);
+OSK_TRACE_API const osk_trace_op_t *osk_trace_summary_row(const osk_trace_summary_t *sum, size_t i);
+
+/* A key_averages()-like table (`max_rows` 0: all) or JSON (schema
+ * "opskew.trace.summary/1"), as a malloc'ed NUL-terminated string the caller
+ * frees with osk_trace_free(). NULL on OSK_ENOMEM. */
+OSK_TRACE_API char *osk_trace_summary_table(const osk_trace_summary_t *sum, size_t max_rows);
+OSK_TRACE_API char *osk_trace_summary_json(const osk_trace_summary_t *sum);
+OSK_TRACE_API void osk_trace_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPSKEW_TRACE_H */

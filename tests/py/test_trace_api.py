@@ -1,0 +1,111 @@
+"""opskew.trace(): the in-process tracer. Each case runs in a fresh
+interpreter, because whether torch was imported first is the point."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.profiler.itt.is_available(), reason="torch built without ITT")
+
+
+def py(code, tmp_path, timeout=180):
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=timeout)
+    return p
+
+
+def test_import_opskew_does_not_import_torch(tmp_path):
+    p = py("import sys, opskew; assert 'torch' not in sys.modules; print(opskew.trace)", tmp_path)
+    assert p.returncode == 0, p.stderr
+
+
+def test_trace_in_process(tmp_path):
+    p = py("""
+        import json, threading, opskew
+        with opskew.trace("t.json") as t:
+            import torch
+            a = torch.ones(1)
+            for _ in range(1000):
+                torch.add(a, a)
+            def work():
+                for _ in range(300):
+                    torch.mul(a, a)
+            th = threading.Thread(target=work); th.start(); th.join()
+        ev = t.events
+        names = [e.name for e in ev]
+        assert names.count("aten::add") == 1000, names.count("aten::add")
+        assert names.count("aten::mul") == 300
+        assert len({e.tid for e in ev if e.name == "aten::mul"}) == 1
+        assert {e.tid for e in ev if e.name == "aten::mul"} != {e.tid for e in ev if e.name == "aten::add"}
+        assert t.lost["total"] == 0 and t.calibration["w_ns"] > 0
+        rows = {r["name"]: r for r in t.summary.rows}
+        assert rows["aten::add"]["calls"] == 1000
+        assert "aten::add" in str(t.summary)
+        doc = json.load(open("t.json"))
+        assert sum(e["name"] == "aten::add" for e in doc["traceEvents"]) == 1000
+        # Nothing is recorded between sessions; a second session is clean.
+        torch.add(a, a)
+        with opskew.trace() as t2:
+            torch.sub(a, a)
+        assert [e.name for e in t2.events] == ["aten::sub"], list(t2.events)
+        t2.write("t2.json")
+        assert json.load(open("t2.json"))["opskew"]["events"] == 1
+        print("ok")
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ok" in p.stdout
+
+
+def test_trace_after_torch_import_says_what_to_do(tmp_path):
+    p = py("""
+        import torch, opskew
+        try:
+            with opskew.trace():
+                pass
+        except opskew.tracing.TracerSetupError as e:
+            print("ERR", e)
+        else:
+            raise SystemExit("no error raised")
+    """, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "ERR torch was imported before opskew" in p.stdout
+    assert "before `import torch`" in p.stdout and "INTEL_LIBITTNOTIFY64=" in p.stdout
+    assert "opskew record" in p.stdout
+
+
+def test_trace_with_env_set_after_torch_import_is_detected(tmp_path):
+    # The variable is set, but only after torch created (or not) its domain.
+    p = py("""
+        import os, torch, opskew
+        os.environ["INTEL_LIBITTNOTIFY64"] = opskew.tracing.collector_path()
+        try:
+            with opskew.trace():
+                pass
+        except opskew.tracing.TracerSetupError as e:
+            print("ERR", e)
+    """, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "ERR torch was imported before opskew" in p.stdout
+
+
+def test_trace_records_even_if_block_raises(tmp_path):
+    p = py("""
+        import opskew
+        t = None
+        try:
+            with opskew.trace("t.json") as t:
+                import torch
+                torch.add(torch.ones(1), 1)
+                raise KeyError("x")
+        except KeyError:
+            pass
+        import json
+        assert any(e["name"] == "aten::add" for e in json.load(open("t.json"))["traceEvents"])
+        assert any(e.name == "aten::add" for e in t.events)
+        print("ok")
+    """, tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
