@@ -255,6 +255,55 @@ class EmptyObserver(_Timed):
         torch._C._autograd._clear_callbacks()
 
 
+class OpskewTracer(Instrument):
+    """opskew's own C tracer (`opskew.trace()`, fed by PyTorch's ITT hooks).
+    The process must have arranged the collector before importing torch
+    (`opskew.tracing.arrange()`); `stop` is the snapshot, `export` the C
+    Chrome writer."""
+
+    name = "opskew"
+    counts_events = True
+
+    def __init__(self, export: bool = True):
+        self.export = export
+
+    def label(self):
+        return "opskew tracer (ITT collector)"
+
+    def trial(self, window):
+        from .tracing import trace
+
+        session = trace(None)
+        t0 = time.perf_counter()
+        rec = session.__enter__()
+        t1 = time.perf_counter()
+        try:
+            result = window()
+        except BaseException as exc:
+            session.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        t2 = time.perf_counter()
+        session.__exit__(None, None, None)
+        t3 = time.perf_counter()
+        rows = rec.summary.rows  # computed in C
+        t4 = time.perf_counter()
+        tr = Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2, post_s=t4 - t3,
+                   op_events=rec.n_events)
+        tr.reported_op_self_s = sum(r.get("self_ns", 0) for r in rows) * 1e-9 if rows else None
+        tr.extra["lost"] = rec.lost["total"]
+        if self.export:
+            fd, path = tempfile.mkstemp(prefix="opskew-trace-", suffix=".json")
+            os.close(fd)
+            try:
+                t5 = time.perf_counter()
+                rec.write(path)
+                tr.export_s = time.perf_counter() - t5
+                tr.export_bytes = os.path.getsize(path)
+            finally:
+                os.unlink(path)
+        return tr
+
+
 def parse_instrument(spec: str, *, device: str, export: bool = False,
                      options: dict | None = None) -> Instrument:
     """`torch` (default) or `busy-wait:NS` (the known-cost test instrument)."""

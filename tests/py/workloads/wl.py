@@ -43,3 +43,9 @@ def interrupted():
 
 
 not_callable = 42
+
+
+def sized_relu(n):
+    """A user operator for `opskew sweep --op wl.py:sized_relu`: one call at size n."""
+    x = torch.ones(n)
+    return lambda: torch.relu(x)
