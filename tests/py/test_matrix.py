@@ -42,6 +42,13 @@ def test_every_cpu_row_filled_with_ci(matrix_run):
     assert got["minimal"]["marginal_over"] == "itt-floor"
     # Shapes make the exported trace bigger per event.
     assert got["+record_shapes"]["export_bytes_per_event"] > got["minimal"]["export_bytes_per_event"]
+    # opskew's tracer, measured in its own process: it recorded every operator,
+    # and its post-processing (a C summary) is far cheaper than key_averages().
+    tr = got["opskew"]
+    assert tr["events_per_iter"] == 300 and tr["lost_events"] == 0
+    assert tr["in_window_per_event_ns"]["ci_reaches_95"]
+    assert tr["postprocess_per_event_ns"]["median"] < got["minimal"]["postprocess_per_event_ns"]["median"]
+    assert tr["export_bytes_per_event"] > 50
     srcs = {s["source"]: s for s in r["sources"]}
     assert any(k.startswith("stack walking") for k in srcs)
     assert "Where the time goes" in p.stdout

@@ -23,7 +23,8 @@ with the baseline, and each option with the minimal profiler, round by round.
 
 Rows: baseline; emit_itt with no collector (the floor of the ITT route);
 RecordFunction's empty observer (the floor of anything that records shapes);
-torch.profiler minimal; minimal plus each of record_shapes, with_stack,
+opskew's own tracer (in a second process, since its collector must load
+before torch); torch.profiler minimal; minimal plus each of record_shapes, with_stack,
 profile_memory, with_flops, with_modules; everything on; on CUDA, CPU-only vs
 CPU+CUDA activities.
 
@@ -37,6 +38,8 @@ the results to the seed's sources of overhead.
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_arguments(p, trials=9, iters=10)
     p.add_argument("--no-export", action="store_true", help="skip timing export_chrome_trace")
+    p.add_argument("--no-tracer", action="store_true",
+                   help="skip opskew's tracer row (measured in a second process)")
     p.add_argument("--inject", type=int, metavar="NS",
                    help="add two test rows, busy-wait:0 and busy-wait:NS (a C hook that busy-waits "
                    "NS ns around each torch call): the method must attribute NS to the second")
@@ -115,6 +118,54 @@ def analyze(rounds, arms: dict, iters: int) -> dict:
     return res
 
 
+def tracer_row(args, device: str, export: bool, events_per_iter: float | None) -> dict:
+    """The opskew tracer's row, measured by opskew._arm_worker in a process
+    of its own (its collector must load before torch; the ITT floor needs a
+    process without it), against that process's own baseline."""
+    import json
+    import subprocess
+
+    from ..instruments import OpskewTracer
+
+    row = {"row": "opskew", "label": OpskewTracer().label(),
+           "note": "measured in a separate process (the collector must be configured before torch "
+                   "loads), against that process's own baseline"}
+    cfg = {"target": getattr(args, "target", None), "setup": getattr(args, "setup", None),
+           "device": device, "threads": args.threads, "calls": args.calls, "numel": args.numel,
+           "trials": args.trials, "iters": args.iters, "warmup": args.warmup, "export": export}
+    p = subprocess.run([sys.executable, "-m", "opskew._arm_worker", json.dumps(cfg)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        row["note"] = f"not measured: the worker failed ({tail})"
+        return row
+    data = json.loads(p.stdout)
+    trials = data["opskew"]
+    if data["error"] or not trials:
+        row["note"] = f"not measured: {data['error'] or 'no complete round'}"
+        return row
+    events = [t["events"] for t in trials]
+    base = data["baseline"][: len(trials)]
+    walls = [t["wall_s"] for t in trials]
+    per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, events)]  # noqa: E731
+    row.update({
+        "per_iter_s": _engine.quantile(walls, 0.5) / args.iters,
+        "baseline_per_iter_s": _engine.quantile(base, 0.5) / args.iters,
+        "events_per_iter": _engine.quantile(events, 0.5) / args.iters,
+        "events_from": "own records",
+        "lost_events": sum(t["lost"] for t in trials),
+        "in_window_per_event_ns": per_event_diff(base, walls, events),
+        "enter_s": estimate([t["enter_s"] for t in trials])["median"],
+        "stop_per_event_ns": estimate(per_ev([t["stop_s"] for t in trials])),
+        "postprocess_per_event_ns": estimate(per_ev([t["post_s"] for t in trials])),
+    })
+    if export:
+        row["export_per_event_ns"] = estimate(per_ev([t["export_s"] for t in trials]))
+        row["export_bytes_per_event"] = _engine.quantile(
+            [t["export_bytes"] / e for t, e in zip(trials, events)], 0.5)
+    return row
+
+
 def _row(res, name):
     return next((r for r in res["rows"] if r["row"] == name), None)
 
@@ -132,6 +183,12 @@ def sources(res: dict, device: str) -> list:
 
     add("operator interception (RecordFunction + ITT stubs)", "itt-floor", "in_window_per_event_ns",
         "emit_itt with no collector, over baseline")
+    tr, fl = _row(res, "opskew"), _row(res, "itt-floor")
+    if tr and fl and "in_window_per_event_ns" in tr and "in_window_per_event_ns" in fl:
+        out.append({"source": "opskew's collector (tracer over the ITT floor)", "row": "opskew",
+                    "measure": "difference of medians across two processes (no paired CI)",
+                    "per_event_ns": tr["in_window_per_event_ns"]["median"]
+                    - fl["in_window_per_event_ns"]["median"], "ci95": None})
     add("argument boxing (RecordFunction needsInputs)", "empty-observer", "in_window_per_event_ns",
         "empty observer over baseline")
     add("event logging (Kineto records)", "minimal", "marginal_in_window_ns",
@@ -222,6 +279,14 @@ def run(args) -> int:
     })
     result.update(analyze(rounds, arms, args.iters))
     result["skipped"] = skipped
+    if result.get("rounds") and not args.no_tracer and not rounds.interrupted and rounds.error is None:
+        import torch
+
+        if torch.profiler.itt.is_available():
+            result["rows"].append(tracer_row(args, device, not args.no_export,
+                                             result.get("events_per_iter")))
+        else:
+            skipped["opskew"] = "this torch build has no ITT, which the tracer needs"
     if result.get("rounds"):
         result["sources"] = sources(result, device)
     rc = finish(rounds, result, print_human, args.json, write_json)
