@@ -100,12 +100,16 @@ class TorchProfiler(Instrument):
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         return acts
 
-    def trial(self, window):
+    def trial(self, window, on_open=None):
+        """`on_open(prof)`, if given, runs right after the profiler starts
+        (scoped profiling toggles collection off there)."""
         import torch
 
         prof = torch.profiler.profile(activities=self._activities(), **self.options)
         t0 = time.perf_counter()
         prof.__enter__()
+        if on_open is not None:
+            on_open(prof)
         t1 = time.perf_counter()
         try:
             result = window()

@@ -30,6 +30,9 @@ class Workload:
     iteration: Callable[[], Any]
     description: str
     params: dict = field(default_factory=dict)
+    # Names a --scope path may start from: the TARGET module's globals, and
+    # the setup result's attributes (or keys, for a dict) under their names.
+    namespace: dict = field(default_factory=dict)
 
 
 def _builtin_add(device: str, calls: int, numel: int) -> Workload:
@@ -99,14 +102,20 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
     if fn is None or not callable(fn):
         raise UsageError(f"{modspec} has no callable named {funcname!r}")
     it = fn
+    namespace = dict(vars(module))
     if setup:
         setup_fn = getattr(module, setup, None)
         if setup_fn is None or not callable(setup_fn):
             raise UsageError(f"{modspec} has no setup callable named {setup!r}")
         state = setup_fn()
+        namespace["state"] = state
+        if isinstance(state, dict):
+            namespace.update({k: v for k, v in state.items() if isinstance(k, str)})
+        elif hasattr(state, "__dict__"):
+            namespace.update(vars(state))
 
         def it():
             return fn(state)
 
     return Workload(name=target, iteration=it, description=f"{target} (one call per iteration)",
-                    params={"setup": setup})
+                    params={"setup": setup}, namespace=namespace)

@@ -49,3 +49,28 @@ def sized_relu(n):
     """A user operator for `opskew sweep --op wl.py:sized_relu`: one call at size n."""
     x = torch.ones(n)
     return lambda: torch.relu(x)
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16))
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def mlp_setup():
+    torch.manual_seed(0)
+    model = _Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    return {"model": model, "opt": opt, "x": torch.randn(8, 16), "y": torch.randn(8, 4)}
+
+
+def mlp_step(s):
+    """One training step: forward, backward, optimizer step."""
+    s["opt"].zero_grad()
+    loss = torch.nn.functional.mse_loss(s["model"](s["x"]), s["y"])
+    loss.backward()
+    s["opt"].step()

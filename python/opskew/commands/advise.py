@@ -1,0 +1,355 @@
+"""`opskew advise`: the cheapest profiler configuration for what you need, a
+schedule sized to the measured event rate, and a snippet to paste."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+from .. import _engine
+from ..analysis import estimate, per_event_diff
+from ..errors import EXIT_OK, UsageError
+from ..report import fmt_ns, fmt_time, write_json
+from ._common import add_workload_arguments, finish, load_workload, prepare
+
+SCHEMA = "opskew.advise/1"
+NEEDS = {"shapes": "record_shapes", "stacks": "with_stack", "memory": "profile_memory",
+         "flops": "with_flops", "modules": "with_modules"}
+
+HELP = "recommend the cheapest profiler config and a schedule for your workload; print a snippet"
+DESCRIPTION = """\
+Measures TARGET (default: the built-in torch.add loop) and recommends how to
+profile it with operator-level granularity at the least cost:
+
+* the cheapest torch.profiler configuration that gives what you --need
+  (shapes, stacks, memory, flops, modules; default: operator timings only),
+  chosen among the candidates by their measured added cost per event;
+* a torch.profiler.schedule: `wait` skips the iterations before the iteration
+  time stabilizes (measured from a cold start), `warmup` absorbs the profiler's
+  start, `active` keeps the trace to a bounded number of events (--max-events);
+* the estimated trace size and the time the profiler will add;
+* a ready-to-paste snippet (--snippet-out writes it to a file).
+
+With --scope PATH (an nn.Module reached from TARGET's module globals or from
+the setup result, e.g. `model.encoder`), it also measures profiling only that
+submodule's forward (collection toggled on around it) against profiling the
+whole step, and reports the difference.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_arguments(p, trials=7, iters=10)
+    p.add_argument("--need", action="append", choices=sorted(NEEDS), default=[],
+                   help="what the trace must contain besides operator timings (repeatable)")
+    p.add_argument("--scope", metavar="PATH", help="a submodule to profile alone, e.g. model.encoder")
+    p.add_argument("--max-events", type=int, default=50_000, metavar="N",
+                   help="events per active window the schedule aims to stay under (default: 50000)")
+    p.add_argument("--cold-iters", type=int, default=30, metavar="N",
+                   help="iterations timed one by one from a cold start to find where time stabilizes")
+    p.add_argument("--trace-file", default="opskew-advised-trace.json", metavar="PATH",
+                   help="trace path the snippet writes (default: opskew-advised-trace.json)")
+    p.add_argument("--snippet-out", metavar="PATH", help="also write the snippet to PATH")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.advise/1), - for stdout")
+
+
+def stabilization(times: list) -> dict:
+    """The first iteration from which the running median of three stays within
+    20% of the steady-state time (the median of the last third). A median of
+    three ignores a single preempted iteration on a busy machine."""
+    n = len(times)
+    steady = _engine.quantile(times[-max(3, n // 3):], 0.5)
+    limit = 1.2 * steady
+    idx = n
+    for i in range(n - 1, -1, -1):
+        if _engine.quantile(times[i:i + 3], 0.5) > limit:
+            break
+        idx = i
+    return {"steady_per_iter_s": steady, "stable_from_iter": min(idx, n - 1), "first_iter_s": times[0],
+            "cold_iters_timed": n, "rule": "running median of 3 within 20% of the last third's median"}
+
+
+def candidates(needs: list, device: str) -> dict:
+    """Configurations that give what is needed, cheapest in principle first."""
+    from ..instruments import TorchProfiler
+
+    base = {NEEDS[n]: True for n in needs}
+    out = {"+".join(sorted(base)) or "minimal": TorchProfiler(device, export=True, **base)}
+    if "shapes" in needs and "flops" not in needs:
+        # with_flops records shapes too; measured, in case it is ever cheaper.
+        alt = dict(base, with_flops=True)
+        alt.pop("record_shapes", None)
+        out["+".join(sorted(alt))] = TorchProfiler(device, export=True, **alt)
+    return out
+
+
+class ScopedProfiler:
+    """torch.profiler with collection toggled on only inside one submodule's
+    forward (forward pre-hook and hook). Backward of that submodule is not
+    included: autograd runs it outside the forward call."""
+
+    counts_events = True
+    name = "scoped"
+
+    def __init__(self, inner, module, path):
+        self.inner, self.module, self.path = inner, module, path
+
+    def label(self):
+        return self.inner.label() + f" scoped to {self.path}.forward"
+
+    def describe(self):
+        return dict(self.inner.describe(), scope=self.path)
+
+    def trial(self, window):
+        acts = self.inner._activities()
+        holder = {}
+
+        def on(mod, inp):
+            holder["prof"].toggle_collection_dynamic(True, acts)
+
+        def off(mod, inp, out):
+            holder["prof"].toggle_collection_dynamic(False, acts)
+
+        def opened(prof):
+            holder["prof"] = prof
+            prof.toggle_collection_dynamic(False, acts)
+
+        h1 = self.module.register_forward_pre_hook(on)
+        h2 = self.module.register_forward_hook(off)
+        try:
+            return self.inner.trial(window, on_open=opened)
+        finally:
+            h1.remove()
+            h2.remove()
+
+
+def resolve_scope(path: str, workload):
+    import torch
+
+    root_name, _, rest = path.partition(".")
+    roots = workload.namespace
+    if root_name not in roots:
+        raise UsageError(f"--scope {path}: {root_name!r} is not a global of TARGET's module "
+                         "nor an attribute of its setup result")
+    obj = roots[root_name]
+    for part in rest.split(".") if rest else []:
+        if not hasattr(obj, part):
+            raise UsageError(f"--scope {path}: no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not isinstance(obj, torch.nn.Module):
+        raise UsageError(f"--scope {path} is a {type(obj).__name__}, not a torch.nn.Module")
+    if not hasattr(torch.profiler.profile, "toggle_collection_dynamic"):
+        raise UsageError(f"--scope needs torch.profiler's toggle_collection_dynamic (torch >= 2.3); "
+                         f"this is torch {torch.__version__}")
+    return obj
+
+
+def schedule_for(events_per_iter: float, stable_from: int, max_events: int) -> dict:
+    active = max(1, min(5, math.floor(max_events / max(events_per_iter, 1))))
+    return {"wait": max(1, stable_from), "warmup": 1, "active": active, "repeat": 1}
+
+
+def snippet(result: dict, args) -> str:
+    cfg = result["recommended"]["options"]
+    sch = result["recommended"]["schedule"]
+    device = result["conditions"]["device"]
+    acts = "ProfilerActivity.CPU" + (", ProfilerActivity.CUDA" if device == "cuda" else "")
+    opts = "".join(f"    {k}={v},\n" for k, v in cfg.items())
+    target = getattr(args, "target", None)
+    lines = ["# Generated by `opskew advise`: " + result["recommended"]["why"],
+             "import torch",
+             "from torch.profiler import ProfilerActivity, profile, schedule", ""]
+    if not target or target == "builtin:add":
+        n, calls = args.numel, args.calls
+        lines += [f"torch.set_num_threads({args.threads})",
+                  f"a = torch.ones({n}, device={device!r})",
+                  f"b = torch.ones({n}, device={device!r})", "",
+                  "def step():",
+                  f"    for _ in range({calls}):",
+                  "        torch.add(a, b)", ""]
+        call = "step()"
+    else:
+        modspec, _, fn = target.rpartition(":")
+        if modspec.endswith(".py") or "/" in modspec:
+            path = os.path.abspath(modspec)
+            lines += ["import importlib.util", "",
+                      f"_spec = importlib.util.spec_from_file_location('workload', {path!r})",
+                      "workload = importlib.util.module_from_spec(_spec)",
+                      "_spec.loader.exec_module(workload)"]
+        else:
+            lines += ["import importlib", "", f"workload = importlib.import_module({modspec!r})"]
+        lines += [f"torch.set_num_threads({args.threads})"]
+        if args.setup:
+            lines += [f"state = workload.{args.setup}()", ""]
+            call = f"workload.{fn}(state)"
+        else:
+            lines += [""]
+            call = f"workload.{fn}()"
+    total = sch["wait"] + sch["warmup"] + sch["active"]
+    lines += [
+        "with profile(",
+        f"    activities=[{acts}],",
+        opts.rstrip("\n") + ("\n" if opts else "") +
+        f"    schedule=schedule(wait={sch['wait']}, warmup={sch['warmup']}, active={sch['active']}, "
+        f"repeat={sch['repeat']}),",
+        f"    on_trace_ready=lambda p: p.export_chrome_trace({args.trace_file!r}),",
+        ") as prof:",
+        f"    for _ in range({total}):",
+        f"        {call}",
+        "        prof.step()",
+        "",
+    ]
+    return "\n".join(line for line in lines if line is not None)
+
+
+def print_human(result, out=sys.stdout):
+    c = result["conditions"]
+    out.write(f"opskew advise: {c['workload']['description']}\n")
+    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s)\n")
+    if result.get("status") != "complete":
+        out.write(f"  PARTIAL ({result.get('status')})\n")
+    st = result.get("stabilization")
+    if st:
+        out.write(f"\n  cold start: first iteration {fmt_time(st['first_iter_s'])}, steady "
+                  f"{fmt_time(st['steady_per_iter_s'])}; stable (within 15%) from iteration "
+                  f"{st['stable_from_iter']} of {st['cold_iters_timed']} (running median of 3 within 20%)\n")
+    out.write(f"  baseline {fmt_time(result.get('baseline_per_iter_s'))}/iteration, "
+              f"{result.get('events_per_iter', 0):.6g} events/iteration\n\n")
+    out.write("  candidates (added cost per event, in the window [95% CI]; outside it):\n")
+    for name, cand in result.get("candidates", {}).items():
+        w = cand["in_window_per_event_ns"]
+        mark = "*" if name == result.get("recommended", {}).get("name") else " "
+        out.write(f"  {mark} {cand['label']:50s} {fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, "
+                  f"{fmt_ns(w['ci95'][1])}]; stop+post {fmt_ns(cand['stop_post_per_event_ns'])}, "
+                  f"export {fmt_ns(cand['export_per_event_ns'])}, {cand['export_bytes_per_event']:.0f} B/event\n")
+    rec = result.get("recommended")
+    if rec:
+        sch = rec["schedule"]
+        est = rec["estimate"]
+        out.write(f"\n  recommended: {rec['label']}\n    {rec['why']}\n")
+        out.write(f"  schedule: wait={sch['wait']}, warmup={sch['warmup']}, active={sch['active']}, "
+                  f"repeat={sch['repeat']}\n")
+        out.write(f"  estimate: {est['events']:.6g} events, trace {est['trace_mb']:.3g} MB; each active "
+                  f"iteration runs {100 * est['active_slowdown']:.0f}% slower; stop+export "
+                  f"{fmt_time(est['stop_export_s'])}\n")
+    sc = result.get("scope")
+    if sc:
+        out.write(f"\n  scope {sc['path']}: whole step adds {fmt_time(sc['whole_added_per_iter_s'])}/iteration "
+                  f"({sc['whole_events_per_iter']:.6g} events); scoped adds "
+                  f"{fmt_time(sc['scoped_added_per_iter_s'])}/iteration ({sc['scoped_events_per_iter']:.6g} events); "
+                  f"difference {fmt_time(sc['difference_per_iter_s'])}/iteration [95% CI "
+                  f"{fmt_time(sc['difference_ci95_s'][0])}, {fmt_time(sc['difference_ci95_s'][1])}]\n"
+                  f"  note: {sc['note']}\n")
+    if result.get("snippet"):
+        out.write("\n# ---- snippet ----\n" + result["snippet"] + "# ---- end ----\n")
+    if result.get("error"):
+        out.write(f"\nerror: {result['error']}\n")
+
+
+def run(args) -> int:
+    if args.max_events < 1 or args.cold_iters < 4:
+        raise UsageError("--max-events must be >= 1 and --cold-iters >= 4")
+    for name in ("snippet_out",):
+        path = getattr(args, name)
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"--snippet-out: directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    if args.scope:
+        # torch warns on every collection toggle (a C++ log line); quiet it
+        # unless the user asked for a log level.
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    device = prepare(args)
+    from ..measure import conditions, make_window, progress_printer, run_rounds
+
+    workload = load_workload(args, device)
+    scope_mod = resolve_scope(args.scope, workload) if args.scope else None
+    # Cold start, before anything else warms the workload: one iteration at a time.
+    one = make_window(workload.iteration, 1, device)
+    cold = []
+    t0 = time.perf_counter()
+    try:
+        for _ in range(args.cold_iters):
+            cold.append(one().wall_s)
+            if time.perf_counter() - t0 > 10 and len(cold) >= 4:
+                break
+    except Exception as exc:
+        raise UsageError(f"the workload raised on its first iterations: {type(exc).__name__}: {exc}") from exc
+    cands = candidates(args.need, device)
+    arms = {"baseline": None, **cands}
+    if scope_mod is not None:
+        first = next(iter(cands.values()))
+        arms["scoped"] = ScopedProfiler(first, scope_mod, args.scope)
+    rounds = run_rounds(workload.iteration, arms, trials=args.trials, iters=args.iters, device=device,
+                        warmup_s=args.warmup, progress=progress_printer("opskew advise"))
+    first = next(iter(cands.values()))
+    result = {"schema": SCHEMA, "needs": args.need}
+    result["conditions"] = conditions(device, args.threads, first, {
+        "workload": {"target": workload.name, "description": workload.description},
+        "trials": args.trials, "iters": args.iters})
+    result["stabilization"] = stabilization(cold)
+    if rounds.n:
+        base = [w.wall_s for w in rounds.windows("baseline")]
+        result["baseline_per_iter_s"] = _engine.quantile(base, 0.5) / args.iters
+        result["candidates"] = {}
+        for name, inst in cands.items():
+            trials = rounds.trials[name]
+            ev = [t.op_events for t in trials]
+            walls = [t.window.wall_s for t in trials]
+            per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, ev)]  # noqa: E731
+            result["candidates"][name] = {
+                "label": inst.label(), "options": {k: v for k, v in inst.options.items() if v},
+                "events_per_iter": _engine.quantile(ev, 0.5) / args.iters,
+                "in_window_per_event_ns": per_event_diff(base, walls, ev),
+                "stop_post_per_event_ns": estimate(per_ev([t.stop_s + t.post_s for t in trials]))["median"],
+                "export_per_event_ns": estimate(per_ev([t.export_s for t in trials]))["median"],
+                "export_bytes_per_event": _engine.quantile([t.export_bytes / e for t, e in zip(trials, ev)], 0.5),
+            }
+        best_name = min(result["candidates"],
+                        key=lambda k: result["candidates"][k]["in_window_per_event_ns"]["median"])
+        best = result["candidates"][best_name]
+        epi = best["events_per_iter"]
+        result["events_per_iter"] = epi
+        sch = schedule_for(epi, result["stabilization"]["stable_from_iter"], args.max_events)
+        events = epi * sch["active"] * sch["repeat"]
+        need_txt = ", ".join(args.need) or "operator timings only"
+        others = [k for k in result["candidates"] if k != best_name]
+        why = (f"cheapest configuration that records {need_txt}"
+               + (f" (measured against {', '.join(others)})" if others else "")
+               + f"; no stacks or shapes unless needed; wait skips the {sch['wait']} iteration(s) before "
+               f"the time stabilizes; active={sch['active']} keeps the trace near "
+               f"{events:.3g} events (<= {args.max_events})")
+        result["recommended"] = {
+            "name": best_name, "label": best["label"], "options": best["options"],
+            "schedule": sch, "why": why,
+            "estimate": {
+                "events": events,
+                "trace_mb": events * best["export_bytes_per_event"] / 1e6,
+                "active_slowdown": best["in_window_per_event_ns"]["median"] * 1e-9 * epi
+                / result["baseline_per_iter_s"],
+                "stop_export_s": events * (best["stop_post_per_event_ns"] + best["export_per_event_ns"]) * 1e-9,
+            },
+        }
+        if scope_mod is not None:
+            s_trials = rounds.trials["scoped"]
+            whole = [t.window.wall_s for t in rounds.trials[next(iter(cands))]]
+            scoped = [t.window.wall_s for t in s_trials]
+            ones = [args.iters] * len(base)
+            d = per_event_diff(scoped, whole, ones)  # whole - scoped, per iteration
+            result["scope"] = {
+                "path": args.scope,
+                "whole_added_per_iter_s": (_engine.quantile(whole, 0.5) - _engine.quantile(base, 0.5)) / args.iters,
+                "scoped_added_per_iter_s": (_engine.quantile(scoped, 0.5) - _engine.quantile(base, 0.5)) / args.iters,
+                "whole_events_per_iter": _engine.quantile([t.op_events for t in rounds.trials[next(iter(cands))]], 0.5) / args.iters,
+                "scoped_events_per_iter": _engine.quantile([t.op_events for t in s_trials], 0.5) / args.iters,
+                "difference_per_iter_s": d["median"] * 1e-9,
+                "difference_ci95_s": [x * 1e-9 for x in d["ci95"]],
+                "note": "scoped collection covers the submodule's forward only; RecordFunction still "
+                        "runs for every operator while the profiler is open",
+            }
+        result["snippet"] = snippet(result, args)
+        if args.snippet_out:
+            with open(args.snippet_out, "w") as f:
+                f.write(result["snippet"])
+    rc = finish(rounds, result, print_human, args.json, write_json)
+    return EXIT_OK if rc is None else rc
