@@ -34,6 +34,36 @@ def per_event_diff(base_s: list, treated_s: list, events: list) -> dict:
             "wilcoxon_p": r["wilcoxon_p"]}
 
 
+def gpu_side(base_windows: list, treated: list, iters: int) -> dict:
+    """CUDA: GPU time per iteration from CUDA events, CPU time to issue the
+    work, and what the instrument adds to each. The kernels are the same in
+    both arms, so extra GPU time between the window's events is GPU idle time
+    the instrument caused (a slower CPU leaves the GPU waiting for launches)."""
+    n = len(treated)
+    events = [t.op_events or 1 for t in treated]
+    ones = [iters] * n
+    g_b = [w.gpu_s for w in base_windows]
+    g_p = [t.window.gpu_s for t in treated]
+    i_b = [w.issue_s for w in base_windows]
+    i_p = [t.window.issue_s for t in treated]
+    out = {
+        "baseline_gpu_per_iter_s": _engine.quantile(g_b, 0.5) / iters,
+        "profiled_gpu_per_iter_s": _engine.quantile(g_p, 0.5) / iters,
+        "baseline_issue_per_iter_s": _engine.quantile(i_b, 0.5) / iters,
+        "profiled_issue_per_iter_s": _engine.quantile(i_p, 0.5) / iters,
+        # ns per iteration, CI of the paired difference
+        "gpu_idle_added_per_iter_ns": per_event_diff(g_b, g_p, ones),
+        "launch_added_per_event_ns": per_event_diff(i_b, i_p, events),
+        "launch_per_event_baseline_ns": _engine.quantile([b * 1e9 / e for b, e in zip(i_b, events)], 0.5),
+    }
+    dev = [t.reported_device_s for t in treated if t.reported_device_s is not None]
+    if dev:
+        rep = _engine.quantile(dev, 0.5) / iters
+        out["trace_kernel_per_iter_s"] = rep
+        out["trace_kernel_over_cuda_events"] = rep / out["baseline_gpu_per_iter_s"]
+    return out
+
+
 def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: float) -> dict:
     """Turns per-trial numbers into the check result (schema opskew.check/1):
     `base_windows[i]` and `treated[i]` (a Trial) are round i's two arms."""
@@ -50,8 +80,9 @@ def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: f
                        "trials_s": prof,
                        "enter_s": estimate([t.enter_s for t in treated])}
     if base_windows[0].gpu_s is not None:
-        res["baseline"]["gpu_per_iter_s"] = _engine.quantile([w.gpu_s for w in base_windows], 0.5) / iters
-        res["profiled"]["gpu_per_iter_s"] = _engine.quantile([t.window.gpu_s for t in treated], 0.5) / iters
+        res["gpu"] = gpu_side(base_windows[:n], treated[:n], iters)
+        res["baseline"]["gpu_per_iter_s"] = res["gpu"]["baseline_gpu_per_iter_s"]
+        res["profiled"]["gpu_per_iter_s"] = res["gpu"]["profiled_gpu_per_iter_s"]
     if any(e is None or e <= 0 for e in ev_trial):
         res["events_per_iter"] = 0
         res["note"] = "the instrument recorded no operator events; per-event figures are undefined"

@@ -45,6 +45,7 @@ class Trial:
     op_events: int | None = None         # operator (RecordFunction) events
     python_events: int = 0               # Python-function events (with_stack)
     reported_op_self_s: float | None = None  # sum of self CPU time of operators
+    reported_device_s: float | None = None   # CUDA: sum of self device (kernel) time
     extra: dict = field(default_factory=dict)
 
 
@@ -123,7 +124,7 @@ class TorchProfiler(Instrument):
         t4 = time.perf_counter()
         tr = Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2, post_s=t4 - t3)
         ops = py = 0
-        self_us = 0.0
+        self_us = dev_us = 0.0
         # One entry per distinct name: a short loop, not one over events.
         for avg in averages:
             if _PY_FUNCTION.search(str(avg.key)):
@@ -131,8 +132,11 @@ class TorchProfiler(Instrument):
                 continue
             ops += avg.count
             self_us += avg.self_cpu_time_total
+            dev_us += getattr(avg, "self_device_time_total", 0.0) or 0.0
         tr.op_events, tr.python_events = ops, py
         tr.reported_op_self_s = self_us * 1e-6
+        if self.cuda_activity:
+            tr.reported_device_s = dev_us * 1e-6
         if self.export:
             fd, path = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
             os.close(fd)

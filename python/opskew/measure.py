@@ -26,8 +26,9 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 @dataclass
 class Window:
-    wall_s: float
-    gpu_s: float | None = None
+    wall_s: float               # the whole window, synchronized on CUDA
+    gpu_s: float | None = None  # CUDA only: GPU time between the window's CUDA events
+    issue_s: float | None = None  # CUDA only: CPU time to issue the work (before the final sync)
 
 
 @dataclass
@@ -83,9 +84,10 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
             for _ in range(iters):
                 iteration()
             end.record()
+            t_issue = perf()
             sync()
             t1 = perf()
-            return Window(t1 - t0, start.elapsed_time(end) * 1e-3)
+            return Window(t1 - t0, start.elapsed_time(end) * 1e-3, t_issue - t0)
 
         return window
 
@@ -96,6 +98,21 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
         return Window(perf() - t0)
 
     return window
+
+
+def sync_cost_s(repeats: int = 50) -> float:
+    """Median time of torch.cuda.synchronize() with nothing queued: the cost
+    every synchronized window pays once, reported rather than hidden."""
+    import torch
+
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
 
 
 def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -> dict:
@@ -131,6 +148,7 @@ def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -
     if device == "cuda":
         cond["gpu"] = torch.cuda.get_device_name()
         cond["cuda"] = torch.version.cuda
+        cond["sync_s"] = sync_cost_s()
     cond.update(extra)
     return cond
 

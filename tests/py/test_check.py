@@ -130,3 +130,27 @@ def test_cuda_check_times_gpu(check_json, has_cuda):
     _, r = check_json("--device", "cuda", "--trials", "7", "--iters", "5")
     assert r["conditions"]["device"] == "cuda" and r["conditions"]["gpu"]
     assert r["baseline"]["gpu_per_iter_s"] > 0 and r["profiled"]["gpu_per_iter_s"] > 0
+    g = r["gpu"]
+    for key in ("gpu_idle_added_per_iter_ns", "launch_added_per_event_ns"):
+        assert len(g[key]["ci95"]) == 2
+    assert g["launch_per_event_baseline_ns"] > 0 and r["conditions"]["sync_s"] > 0
+
+
+def test_gpu_side_analysis_without_a_gpu():
+    """The CUDA arithmetic, on synthetic windows: 10 iterations, 100 events per
+    trial; the instrument adds 2 us of issue time per event and leaves the GPU
+    idle 150 us more per iteration."""
+    from opskew.analysis import gpu_side
+    from opskew.instruments import Trial
+    from opskew.measure import Window
+
+    base = [Window(wall_s=0.01 + i * 1e-5, gpu_s=0.008 + i * 1e-5, issue_s=0.002 + i * 1e-6)
+            for i in range(7)]
+    prof = [Trial(window=Window(wall_s=w.wall_s + 0.0015, gpu_s=w.gpu_s + 0.0015,
+                                issue_s=w.issue_s + 100 * 2e-6), op_events=100,
+                  reported_device_s=0.004) for w in base]
+    g = gpu_side(base, prof, iters=10)
+    assert abs(g["gpu_idle_added_per_iter_ns"]["median"] - 150_000) < 1
+    assert abs(g["launch_added_per_event_ns"]["median"] - 2000) < 1e-3
+    assert abs(g["trace_kernel_per_iter_s"] - 0.0004) < 1e-12
+    assert 0 < g["trace_kernel_over_cuda_events"] < 1

@@ -77,9 +77,19 @@ def _print_human(result: dict, out=sys.stdout) -> None:
         ("baseline / iteration", fmt_time(b["per_iter_s"])),
         ("profiled / iteration", f"{fmt_time(p['per_iter_s'])}  (in-window, as the seed's snippet times it)"),
     ]
-    if "gpu_per_iter_s" in b:
-        rows.append(("GPU time / iteration", f"baseline {fmt_time(b['gpu_per_iter_s'])}, "
-                     f"profiled {fmt_time(p['gpu_per_iter_s'])} (CUDA events)"))
+    if "gpu" in result:
+        g = result["gpu"]
+        rows.append(("GPU time / iteration", f"baseline {fmt_time(g['baseline_gpu_per_iter_s'])}, "
+                     f"profiled {fmt_time(g['profiled_gpu_per_iter_s'])} (CUDA events)"))
+        idle = g["gpu_idle_added_per_iter_ns"]
+        rows.append(("GPU idle added", f"{fmt_ns(idle['median'])} / iteration  CI {fmt_ci(*idle['ci95'])}"))
+        la = g["launch_added_per_event_ns"]
+        rows.append(("launch (CPU issue)", f"{fmt_ns(g['launch_per_event_baseline_ns'])} / op baseline; "
+                     f"+{fmt_ns(la['median'])} / op profiled  CI {fmt_ci(*la['ci95'])}"))
+        if "trace_kernel_per_iter_s" in g:
+            rows.append(("kernels in trace", f"{fmt_time(g['trace_kernel_per_iter_s'])} / iteration = "
+                         f"{100 * g['trace_kernel_over_cuda_events']:.0f}% of the CUDA-event GPU time"))
+        rows.append(("sync cost", f"{fmt_time(c['sync_s'])} per synchronize, paid once per window in both arms"))
     if result.get("events_per_iter"):
         lo, hi = result["events_per_trial_range"]
         ev = f"{result['events_per_iter']:.6g} operator events"
