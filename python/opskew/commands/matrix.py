@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .. import _engine
-from ..analysis import estimate, per_event_diff
+from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, TorchProfiler
 from ..report import fmt_ns, write_json
@@ -98,6 +98,11 @@ def analyze(rounds, arms: dict, iters: int) -> dict:
         row["events_per_iter"] = _engine.quantile(events, 0.5) / iters
         row["events_from"] = "own records" if inst.counts_events else "the minimal profiler's records"
         row["in_window_per_event_ns"] = per_event_diff(base, walls[name], events)
+        base_windows = rounds.windows("baseline")
+        if base_windows[0].gpu_s is not None:
+            for t, e in zip(trials, events):
+                t.op_events = t.op_events or e  # gpu_side normalizes launch cost per event
+            row["gpu"] = gpu_side(base_windows, trials, iters)
         per_ev = lambda xs: [x * 1e9 / e for x, e in zip(xs, events)]  # noqa: E731
         row["enter_s"] = estimate([t.enter_s for t in trials])["median"]
         row["stop_per_event_ns"] = estimate(per_ev([t.stop_s for t in trials]))
