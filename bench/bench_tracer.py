@@ -11,6 +11,8 @@ rounds):
   empty-observer  torch._C._autograd._set_empty_test_observer(True, 1.0):
                   RecordFunction active with an empty callback that boxes inputs
   opskew          opskew.trace(): emit_itt + opskew's ITT collector
+  opskew-pyhook   opskew.trace(instrument="pyhook"): the fallback, a C profile
+                  hook on torch builtins (one event per torch.add call here too)
   torch.profiler  torch.profiler.profile(activities=[CPU]), minimal config
 
 Inside each worker, trials alternate baseline (no instrument) and instrumented
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import time
 
-INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "torch.profiler"]
+INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "opskew-pyhook", "torch.profiler"]
 
 WORKER = r"""
 import json, os, sys, time, tempfile
@@ -41,6 +43,8 @@ inst, ops, trials = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if inst == "opskew":
     import opskew
     opskew.tracing.arrange()          # before torch: the collector must be arranged
+elif inst == "opskew-pyhook":
+    import opskew
 import torch
 torch.set_num_threads(1)
 a = torch.ones(1)
@@ -67,8 +71,8 @@ def window():
         finally:
             torch._C._autograd._clear_callbacks()
         return t, None, None, ops
-    if inst == "opskew":
-        ctx = opskew.trace()
+    if inst in ("opskew", "opskew-pyhook"):
+        ctx = opskew.trace(instrument="pyhook" if inst == "opskew-pyhook" else "itt")
         tr = ctx.__enter__()
         t = loop()
         s0 = time.perf_counter_ns()

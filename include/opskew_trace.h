@@ -141,7 +141,8 @@ OSK_TRACE_API int osk_trace_active(void);
 
 /* Stops recording and returns a snapshot owning every event recorded since
  * osk_trace_start(), or NULL with *err set (OSK_EINVAL: no active session;
- * OSK_ENOMEM). `instrument` names what produced the events ("itt"); it is
+ * OSK_ENOMEM). `instrument` names what produced the events ("itt",
+ * "pyhook", "nvtx"; at most 31 bytes); it is
  * copied. Events still open at stop are not in the snapshot; their number is
  * reported (open_at_stop). Free with osk_trace_snapshot_free(). */
 OSK_TRACE_API osk_trace_snapshot_t *osk_trace_stop(const char *instrument, int *err);
@@ -244,6 +245,20 @@ OSK_TRACE_API const osk_trace_op_t *osk_trace_summary_row(const osk_trace_summar
 OSK_TRACE_API char *osk_trace_summary_table(const osk_trace_summary_t *sum, size_t max_rows);
 OSK_TRACE_API char *osk_trace_summary_json(const osk_trace_summary_t *sum);
 OSK_TRACE_API void osk_trace_free(void *p);
+
+/* ------------------------------------------------------ session outputs */
+
+/* Writes what `opskew record` asks for at the end of a session: the Chrome
+ * trace to `trace_path` and the summary as a table (`max_rows` 0: all) to
+ * `summary_txt` and as JSON to `summary_json`. Any path may be NULL or ""
+ * (not written). Failures are reported on stderr; returns 0 or the first
+ * error (OSK_EIO, OSK_EINVAL). */
+OSK_TRACE_API int osk_trace_write_outputs(const osk_trace_snapshot_t *snap, const char *trace_path,
+                                          const char *summary_txt, const char *summary_json,
+                                          size_t max_rows);
+/* The same, with the paths from the environment that `opskew record` sets:
+ * OPSKEW_TRACE_OUT, OPSKEW_SUMMARY_TXT, OPSKEW_SUMMARY_JSON, OPSKEW_SUMMARY_ROWS. */
+OSK_TRACE_API int osk_trace_write_outputs_env(const osk_trace_snapshot_t *snap);
 
 #ifdef __cplusplus
 }

@@ -329,15 +329,6 @@ osk_trace_snapshot_t *osk_itt_stop(int *err) { return osk_trace_stop("itt", err)
 OSK_TRACE_API const osk_trace_calib_t *osk_itt_calibration(void);
 const osk_trace_calib_t *osk_itt_calibration(void) { return &g_calib; }
 
-static int write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f) return OSK_EIO;
-  size_t n = strlen(text);
-  int ok = fwrite(text, 1, n, f) == n;
-  ok &= fclose(f) == 0;
-  return ok ? 0 : OSK_EIO;
-}
-
 /* Ends the `opskew record` session and writes the trace and summaries named
  * by the environment. Idempotent; returns 0 if there was nothing to do. */
 OSK_TRACE_API int osk_itt_finish(void);
@@ -345,29 +336,13 @@ int osk_itt_finish(void) {
   int expected = 0;
   if (!g_owner_pid || g_owner_pid != (int)getpid()) return 0; /* not ours (fork) */
   if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return 0;
-  const char *out = getenv("OPSKEW_TRACE_OUT");
   int err = 0;
   osk_trace_snapshot_t *s = osk_trace_stop("itt", &err);
   if (!s) {
     fprintf(stderr, "opskew: no trace written: %s\n", osk_strerror(err));
     return err ? err : OSK_EINVAL;
   }
-  int rc = out && *out ? osk_trace_write_chrome(s, out) : 0;
-  if (rc) fprintf(stderr, "opskew: could not write the trace to %s: %s\n", out, osk_strerror(rc));
-  const char *txt = getenv("OPSKEW_SUMMARY_TXT");
-  const char *js = getenv("OPSKEW_SUMMARY_JSON");
-  if ((txt && *txt) || (js && *js)) {
-    osk_trace_summary_t *sum = osk_trace_summarize(s, NULL, &err);
-    const char *rows = getenv("OPSKEW_SUMMARY_ROWS");
-    size_t max_rows = rows && *rows ? (size_t)strtoul(rows, NULL, 10) : 0;
-    char *t = sum && txt && *txt ? osk_trace_summary_table(sum, max_rows) : NULL;
-    char *j = sum && js && *js ? osk_trace_summary_json(sum) : NULL;
-    if (txt && *txt && (!t || write_text(txt, t) != 0)) rc = rc ? rc : OSK_EIO;
-    if (js && *js && (!j || write_text(js, j) != 0)) rc = rc ? rc : OSK_EIO;
-    free(t);
-    free(j);
-    osk_trace_summary_free(sum);
-  }
+  int rc = osk_trace_write_outputs_env(s);
   osk_trace_snapshot_free(s);
   return rc;
 }

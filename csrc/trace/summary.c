@@ -199,9 +199,10 @@ char *osk_trace_summary_table(const osk_trace_summary_t *sum, size_t max_rows) {
                  (unsigned long long)osk_trace_snapshot_lost_total(s));
   if (sum->calib.valid)
     osk__sb_printf(&sb,
-                   "tracer cost (self-calibrated, collector only): W %.1f ns/event, delta %.1f ns; "
+                   "tracer cost (self-calibrated, %s only): W %.1f ns/event, delta %.1f ns; "
                    "'corr' columns subtract it\n",
-                   sum->calib.w_ns, sum->calib.delta_ns);
+                   strcmp(s->instrument, "pyhook") == 0 ? "profile hook" : "collector", sum->calib.w_ns,
+                   sum->calib.delta_ns);
   osk__sb_printf(&sb, "%-*s %10s %12s %12s %7s %12s %10s %10s %10s\n", w, "Name", "Calls",
                  "Total us", "Self us", "Self %", "Self corr us", "Mean us", "p50 us", "p99 us");
   for (size_t i = 0; i < (size_t)w + 98; i++) osk__sb_put(&sb, "-", 1);

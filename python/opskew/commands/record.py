@@ -19,20 +19,34 @@ HELP = "run a Python command under opskew's operator tracer and write a Chrome t
 
 DESCRIPTION = """\
 Runs COMMAND (a Python interpreter with a script, -c CODE or -m MODULE) with
-opskew's ITT collector loaded into PyTorch, records every operator of every
-thread (begin, end, thread, nesting) and writes a Chrome trace that Perfetto,
+opskew's C tracer fed by PyTorch, records every operator of every thread
+(begin, end, thread, nesting) and writes a Chrome trace that Perfetto,
 chrome://tracing and HolisticTraceAnalysis open (Kineto's conventions).
 
-The environment is set before the command imports torch (INTEL_LIBITTNOTIFY64,
-which PyTorch reads at import), and emit_itt() is turned on for the script, so
-the script needs no change. The trace is written when the script ends, raises,
-or receives SIGINT/SIGTERM (SIGTERM sent to opskew is forwarded). The trace's
-"opskew" object holds the tracer's calibration (its own cost per event) and
-the count of events lost, by cause.
+Instruments (--instrument; the line printed at the end says which was used):
+  itt     CPU, the default where torch has ITT (x86-64 builds): emit_itt() and
+          opskew's ITT collector; every aten operator, backward included
+  nvtx    the default for --device cuda (chosen over ITT there): emit_nvtx()
+          and opskew's NVTX injection library; CPU-side operator ranges
+  pyhook  the fallback where torch has no ITT: a C profile hook that records
+          torch *builtin calls* ("torch.add"), not aten operators; `a + b`,
+          ops inside other ops and backward ops are not seen
+  auto    itt if available, else pyhook (nvtx with --device cuda)
+OPSKEW_INSTRUMENT sets the default.
+
+The environment is set before the command imports torch (INTEL_LIBITTNOTIFY64
+or NVTX_INJECTION64_PATH, which PyTorch reads at import), and the instrument is
+turned on for the script, so the script needs no change. The trace is written
+when the script ends, raises, or receives SIGINT/SIGTERM (SIGTERM sent to
+opskew is forwarded). The trace's "opskew" object names the instrument and
+holds the tracer's calibration (its own cost per event) and the count of
+events lost, by cause.
 
 examples:
   opskew record -o t.json -- python train.py --epochs 1
   opskew record --summary -- python -c "import torch; a=torch.ones(1); [a+a for _ in range(1000)]"
+  opskew record --device cuda -o t.json -- python train.py
+  opskew record --instrument pyhook -- python script.py
 """
 
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_record_boot.py")
@@ -51,6 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the summary as JSON (schema opskew.trace.summary/1) instead")
     p.add_argument("--top", type=int, default=30, metavar="N",
                    help="rows of the summary table (0: all; default %(default)s)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cuda: record CPU-side operator ranges of a CUDA run through NVTX "
+                        "(needs a CUDA build of torch and a device; default: %(default)s)")
+    p.add_argument("--instrument", default=None, choices=("auto", "itt", "nvtx", "pyhook"),
+                   help="what feeds the tracer (default: $OPSKEW_INSTRUMENT or auto: itt, else "
+                        "pyhook; nvtx with --device cuda)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS]")
 
@@ -126,7 +146,8 @@ def _header(path: str) -> dict:
 
 
 def run(args) -> int:
-    from ..tracing import COLLECTOR_ENV, collector_path
+    from ..tracing import (COLLECTOR_ENV, NVTX_ENV, collector_path, nvtx_collector_path,
+                           resolve_instrument)
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -141,17 +162,32 @@ def run(args) -> int:
         raise UsageError(f"the directory of {out} does not exist")
     if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
         raise UsageError(f"script not found: {rest[0]}")
-    collector = collector_path()
-    if os.environ.get(COLLECTOR_ENV) and os.path.realpath(os.environ[COLLECTOR_ENV]) != os.path.realpath(collector):
-        raise UsageError(f"{COLLECTOR_ENV} is set to another ITT collector ({os.environ[COLLECTOR_ENV]}); unset it")
+    inst = resolve_instrument(args.instrument, args.device)
+    env = dict(os.environ)
+    env["OPSKEW_INSTRUMENT"] = inst
+    if inst == "nvtx":
+        collector = nvtx_collector_path()
+        if os.environ.get(NVTX_ENV) and os.path.realpath(os.environ[NVTX_ENV]) != os.path.realpath(collector):
+            raise UsageError(f"{NVTX_ENV} is set to another NVTX tool ({os.environ[NVTX_ENV]}); unset it")
+        env[NVTX_ENV] = collector
+        # Only NVTX: on a CUDA build with ITT, loading both would record twice.
+        env.pop(COLLECTOR_ENV, None)
+    elif inst in ("itt", "auto"):
+        collector = collector_path()
+        if os.environ.get(COLLECTOR_ENV) and os.path.realpath(os.environ[COLLECTOR_ENV]) != os.path.realpath(collector):
+            raise UsageError(f"{COLLECTOR_ENV} is set to another ITT collector ({os.environ[COLLECTOR_ENV]}); unset it")
+        env[COLLECTOR_ENV] = collector
+    if inst in ("pyhook", "auto"):
+        from .. import _pyhook
+
+        env["OPSKEW_PYHOOK_PATH"] = os.path.abspath(_pyhook.__file__)
 
     # A stale file must never pass for this run's trace.
     if os.path.exists(out):
         os.unlink(out)
     tmpdir = tempfile.mkdtemp(prefix="opskew-record-")
-    env = dict(os.environ)
-    env[COLLECTOR_ENV] = collector
     env["OPSKEW_TRACE_OUT"] = out
+    env["OPSKEW_BOOT_ERROR"] = os.path.join(tmpdir, "boot-error.txt")
     want_summary = args.summary or args.json
     if want_summary:
         env["OPSKEW_SUMMARY_TXT"] = os.path.join(tmpdir, "summary.txt")
@@ -164,12 +200,24 @@ def run(args) -> int:
             raise UsageError(f"cannot run {cmd[0]!r}: {exc.strerror}") from None
         rc = _wait_forwarding(proc)
         if rc == BOOT_EXIT_SETUP:
-            raise UsageError("the tracer could not start in the command (see the message above)")
+            try:
+                with open(env["OPSKEW_BOOT_ERROR"], encoding="utf-8") as f:
+                    why = f.read().strip()
+            except OSError:
+                why = ""
+            raise UsageError(why or "the tracer could not start in the command (see the message above)")
         if not os.path.exists(out):
             raise OpskewError(f"the command exited with status {rc} and no trace was written to {out}")
         meta = _header(out)
         lost = (meta.get("lost") or {}).get("total", "?")
-        print(f"opskew record: {meta.get('events', '?')} events (instrument {meta.get('instrument', 'itt')}, "
+        used = meta.get("instrument", "?")
+        note = {
+            "pyhook": ": torch builtin calls, not aten operators"
+                      + (", because this torch has no ITT" if inst == "auto" else ""),
+            "nvtx": ": CPU-side operator ranges via emit_nvtx" + (", chosen for --device cuda"
+                                                                  if args.device == "cuda" else ""),
+        }.get(used, "")
+        print(f"opskew record: {meta.get('events', '?')} events (instrument {used}{note}; "
               f"lost {lost}) written to {out}", file=sys.stderr)
         if want_summary:
             key = "summary.json" if args.json else "summary.txt"

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# bench/gpu_check.sh OUTDIR: every GPU check and benchmark of opskew in one run
+# (under 8 minutes on one modern GPU), with results written into OUTDIR:
+#   log.txt                    everything printed, with timings per step
+#   summary.txt                one line per step: ok / FAILED / skipped, and why
+#   check-cuda.json            opskew check --device cuda --json
+#   matrix-cuda.json           opskew matrix --device cuda --json
+#   sweep/sweep.{png,svg,json} opskew sweep --device cuda --op add (if sweep exists)
+#   record-cuda.json           opskew record --device cuda on a small CUDA loop
+#   pytest-gpu.txt             pytest -m gpu
+# Step time limits (GPU part, worst case about 9.5 minutes, typically far less):
+# check 90 s, matrix 120 s, sweep 120 s, record 90 + 30 s, pytest 120 s.
+# On a machine without a GPU it runs the CPU-side parts (build, a quick
+# `opskew check --device cpu`, the CUDA-absent error path) and ends with
+# "no GPU: GPU checks skipped", exit 0.
+#
+# Environment:
+#   PYTHON          interpreter to use (default: python3); torch must already
+#                   be installed there (a CUDA build for the GPU part)
+#   OPSKEW_WHEELS   a directory of wheels (opskew's, or meson-python and
+#                   friends) for `pip install --no-index --find-links`, for
+#                   machines that cannot reach a package index
+#   OPSKEW_SKIP_INSTALL=1  use the opskew already installed in PYTHON
+# Exit status: 0 if every step that ran passed, 1 otherwise, 2 on bad usage.
+set -u -o pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+OUT=$1
+mkdir -p "$OUT" || exit 2
+OUT=$(cd "$OUT" && pwd)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+LOG=$OUT/log.txt
+SUMMARY=$OUT/summary.txt
+: >"$LOG"
+: >"$SUMMARY"
+FAILED=0
+T_START=$(date +%s)
+
+say() { echo "[gpu_check $(($(date +%s) - T_START))s] $*" | tee -a "$LOG" >&2; }
+result() { echo "$1: $2" >>"$SUMMARY"; say "$1: $2"; }
+
+# step NAME TIMEOUT_S CMD...: runs CMD with output in the log, records ok/FAILED.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  say "== $name: $*"
+  local t0=$(date +%s)
+  timeout --signal=TERM --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
+  local rc=$?
+  local dt=$(($(date +%s) - t0))
+  if [ $rc -eq 0 ]; then
+    result "$name" "ok (${dt}s)"
+  else
+    [ $rc -eq 124 ] && rc="timeout after ${limit}s"
+    result "$name" "FAILED (rc $rc, ${dt}s; see log.txt)"
+    FAILED=1
+  fi
+  return 0
+}
+
+# ------------------------------------------------------------------ build
+say "python: $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])' 2>&1)"
+if ! "$PY" -c "import torch" >>"$LOG" 2>&1; then
+  result build "FAILED: torch is not importable in $PY (install torch there first)"
+  exit 1
+fi
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())" 2>&1 | tee -a "$LOG" >&2
+
+if [ "${OPSKEW_SKIP_INSTALL:-0}" = 1 ]; then
+  result build "skipped (OPSKEW_SKIP_INSTALL=1; using the installed opskew)"
+elif [ -n "${OPSKEW_WHEELS:-}" ]; then
+  # Offline. Build from this checkout when the build tools are there or in
+  # the folder (meson-python, meson, ninja, pyproject-metadata, packaging);
+  # otherwise install an opskew wheel built for this Python from the folder.
+  if ! "$PY" -c "import mesonpy" >>"$LOG" 2>&1; then
+    "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" meson-python meson ninja >>"$LOG" 2>&1
+  fi
+  if "$PY" -c "import mesonpy" >>"$LOG" 2>&1; then
+    step build 300 "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" \
+      --no-build-isolation --no-deps "$ROOT"
+  else
+    step build-from-wheel 120 "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" \
+      --no-deps --force-reinstall opskew
+  fi
+else
+  step build 300 "$PY" -m pip install -q --no-build-isolation --no-deps "$ROOT"
+fi
+if ! "$PY" -c "import opskew, opskew._engine" >>"$LOG" 2>&1; then
+  result opskew "FAILED: opskew is not importable after the build; see log.txt"
+  exit 1
+fi
+
+OPSKEW=("$PY" -m opskew)
+HAS_GPU=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/null || echo 0)
+cd "$OUT" || exit 1
+
+# --------------------------------------------------------- CPU-side parts
+step check-cpu-quick 120 "${OPSKEW[@]}" check --device cpu --trials 3 --iters 5 --calls 200 \
+  --warmup 0.1 --json "$OUT/check-cpu.json"
+
+if [ "$HAS_GPU" != 1 ]; then
+  # The CUDA-absent path: one line, exit 2.
+  say "== record-cuda-absent"
+  "${OPSKEW[@]}" record -o "$OUT/record-cuda.json" --device cuda -- "$PY" -c "import torch" \
+    >"$OUT/record-cuda-absent.txt" 2>&1
+  rc=$?
+  cat "$OUT/record-cuda-absent.txt" >>"$LOG"
+  lines=$(grep -c . "$OUT/record-cuda-absent.txt")
+  if [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && grep -q CUDA "$OUT/record-cuda-absent.txt"; then
+    result record-cuda-absent "ok (exit 2, one line: $(cat "$OUT/record-cuda-absent.txt"))"
+  else
+    result record-cuda-absent "FAILED (rc $rc, $lines lines)"
+    FAILED=1
+  fi
+  step check-cuda-absent-exit2 60 bash -c "'$PY' -m opskew check --device cuda --trials 2 --iters 2 >/dev/null 2>&1; test \$? -eq 2"
+  result gpu "no GPU: GPU checks skipped"
+  say "no GPU: GPU checks skipped (CPU-side parts: $( [ $FAILED = 0 ] && echo passed || echo FAILED))"
+  cat "$SUMMARY" >&2
+  exit $FAILED
+fi
+
+# ------------------------------------------------------------- GPU parts
+"$PY" -c "import torch; p=torch.cuda.get_device_properties(0); print('gpu', p.name, p.total_memory >> 30, 'GiB')" \
+  2>&1 | tee -a "$LOG" >&2
+nvidia-smi >>"$LOG" 2>&1 || true
+
+step check-cuda 90 "${OPSKEW[@]}" check --device cuda --json "$OUT/check-cuda.json"
+step matrix-cuda 120 "${OPSKEW[@]}" matrix --device cuda --trials 7 --json "$OUT/matrix-cuda.json"
+
+if "${OPSKEW[@]}" sweep --help >/dev/null 2>&1; then
+  mkdir -p "$OUT/sweep"
+  step sweep-cuda 120 "${OPSKEW[@]}" sweep --device cuda --op add --out "$OUT/sweep/sweep" \
+    --json "$OUT/sweep/sweep.json"
+else
+  result sweep-cuda "skipped: this opskew has no sweep command yet"
+fi
+
+# record on a small CUDA loop: every operator must be in the trace.
+cat >"$OUT/cuda_loop.py" <<'EOF'
+import torch
+a = torch.ones(64, device="cuda")
+for _ in range(5000):
+    torch.add(a, a)
+m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).cuda()
+x = torch.randn(32, 64, device="cuda")
+for _ in range(10):
+    m(x).sum().backward()
+torch.cuda.synchronize()
+EOF
+step record-cuda 90 "${OPSKEW[@]}" record --device cuda --summary -o "$OUT/record-cuda.json" -- "$PY" "$OUT/cuda_loop.py"
+step record-cuda-verify 30 "$PY" - "$OUT/record-cuda.json" <<'EOF'
+import collections, json, sys
+t = json.load(open(sys.argv[1]))
+names = collections.Counter(e["name"] for e in t["traceEvents"] if e["ph"] == "X")
+o = t["opskew"]
+print("instrument", o["instrument"], "events", o["events"], "lost", o["lost"])
+print(names.most_common(12))
+assert o["instrument"] == "nvtx", o["instrument"]
+assert o["lost"]["total"] == 0, o["lost"]
+assert names["aten::add"] == 5000, names["aten::add"]
+assert names["aten::linear"] == 20 and names["aten::relu"] == 10, names
+assert any(n.startswith("autograd::engine::evaluate_function") for n in names)
+print("every operator present")
+EOF
+step pytest-gpu 120 bash -c "cd '$ROOT' && '$PY' -m pytest -q -m gpu -rs tests/py >'$OUT/pytest-gpu.txt' 2>&1; rc=\$?; cat '$OUT/pytest-gpu.txt'; exit \$rc"
+
+say "done in $(($(date +%s) - T_START))s"
+cat "$SUMMARY" >&2
+exit $FAILED
