@@ -49,6 +49,18 @@ class Trial:
     extra: dict = field(default_factory=dict)
 
 
+def timed_export(write) -> tuple:
+    """Times `write(path)` into a temporary file; returns (seconds, bytes)."""
+    fd, path = tempfile.mkstemp(prefix="opskew-export-", suffix=".json")
+    os.close(fd)
+    try:
+        t0 = time.perf_counter()
+        write(path)
+        return time.perf_counter() - t0, os.path.getsize(path)
+    finally:
+        os.unlink(path)
+
+
 class Instrument:
     name = "instrument"
     counts_events = False  # whether trial() returns op_events
@@ -138,15 +150,7 @@ class TorchProfiler(Instrument):
         if self.cuda_activity:
             tr.reported_device_s = dev_us * 1e-6
         if self.export:
-            fd, path = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
-            os.close(fd)
-            try:
-                t5 = time.perf_counter()
-                prof.export_chrome_trace(path)
-                tr.export_s = time.perf_counter() - t5
-                tr.export_bytes = os.path.getsize(path)
-            finally:
-                os.unlink(path)
+            tr.export_s, tr.export_bytes = timed_export(prof.export_chrome_trace)
         return tr
 
 
@@ -281,7 +285,7 @@ class OpskewTracer(Instrument):
     def trial(self, window):
         from .tracing import trace
 
-        session = trace(None)
+        session = trace(None, instrument="itt")  # aten operators; never the pyhook fallback
         t0 = time.perf_counter()
         rec = session.__enter__()
         t1 = time.perf_counter()
@@ -299,16 +303,12 @@ class OpskewTracer(Instrument):
                    op_events=rec.n_events)
         tr.reported_op_self_s = sum(r.get("self_ns", 0) for r in rows) * 1e-9 if rows else None
         tr.extra["lost"] = rec.lost["total"]
+        cal = rec.calibration
+        if cal:
+            tr.extra["delta_ns"] = cal["delta_ns"]
+            tr.extra["collector_w_ns"] = cal["w_ns"]
         if self.export:
-            fd, path = tempfile.mkstemp(prefix="opskew-trace-", suffix=".json")
-            os.close(fd)
-            try:
-                t5 = time.perf_counter()
-                rec.write(path)
-                tr.export_s = time.perf_counter() - t5
-                tr.export_bytes = os.path.getsize(path)
-            finally:
-                os.unlink(path)
+            tr.export_s, tr.export_bytes = timed_export(rec.write)
         return tr
 
 

@@ -100,6 +100,18 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
     return window
 
 
+def cpu_model() -> str:
+    """The processor's model name (Linux), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def sync_cost_s(repeats: int = 50) -> float:
     """Median time of torch.cuda.synchronize() with nothing queued: the cost
     every synchronized window pays once, reported rather than hidden."""
@@ -120,21 +132,12 @@ def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -
 
     from . import __version__, _engine
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     cond = {
         "opskew": __version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "device": device,
         "threads": torch.get_num_threads(),
