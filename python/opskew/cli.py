@@ -24,6 +24,7 @@ exit codes:
   2    bad input: one line on stderr says what is wrong
   3    --fail-on-skew and the skew is significant
   4    the workload raised: what was measured so far is reported, then the error
+  5    the trace ended early (a profiler killed mid-write): what was read is reported
   130  interrupted (Ctrl-C, or SIGTERM under record); what was measured so far is kept
 """
 

@@ -5,6 +5,7 @@ EXIT_OK = 0          # measured (or done)
 EXIT_USAGE = 2       # bad input: one line on stderr says why
 EXIT_SKEW = 3        # --fail-on-skew and a significant skew was found
 EXIT_WORKLOAD = 4    # the user's workload raised; what was measured is still reported
+EXIT_TRUNCATED = 5   # the trace ended early (a profiler killed mid-write): what was read is used
 EXIT_INTERRUPTED = 130
 
 
