@@ -20,9 +20,9 @@ import tempfile
 import time
 
 SETTINGS = {
-    "default (9 pairs x 20 iters)": [],
-    "15 pairs x 10 iters": ["--trials", "15", "--iters", "10"],
-    "7 pairs x 20 iters": ["--trials", "7"],
+    "default (15 pairs x 10 iters)": [],
+    "9 pairs x 20 iters": ["--trials", "9", "--iters", "20"],
+    "7 pairs x 20 iters": ["--trials", "7", "--iters", "20"],
     "default + --with-stack --record-shapes": ["--with-stack", "--record-shapes"],
 }
 

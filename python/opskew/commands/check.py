@@ -34,7 +34,7 @@ in-window slowdown is at least --threshold.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_workload_arguments(p, trials=9, iters=20)
+    add_workload_arguments(p, trials=15, iters=10)
     g = p.add_argument_group("profiler options (torch.profiler.profile arguments; default all off)")
     for opt in PROFILER_OPTIONS:
         g.add_argument("--" + opt.replace("_", "-"), dest=opt, action="store_true")
