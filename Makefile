@@ -11,7 +11,7 @@ TSAN_DIR := build-tsan
 # UBSan findings fail the test instead of printing and carrying on.
 SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 
-.PHONY: all setup install check test ctest pytest bench clean
+.PHONY: all setup install check test ctest pytest fuzz bench bench-reader clean
 
 all: test
 
@@ -44,10 +44,19 @@ ctest: $(STAMP)
 pytest: install
 	$(BIN)/python -m pytest
 
-test: ctest pytest
+# A short libFuzzer pass over the trace reader (fuzz/run.sh installs clang
+# with apt-get when missing and running as root, as CI does).
+FUZZ_SECONDS ?= 30
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+test: ctest pytest fuzz
 
 bench: install
 	$(BIN)/python bench/bench_check.py
+
+bench-reader: install
+	$(BIN)/python bench/bench_reader.py
 
 clean:
 	rm -rf build-* .mesonpy-* $(VENV)

@@ -1,0 +1,306 @@
+/* reader.c: opskew._reader, the thin Python binding over the trace reader
+ * and analyzer (include/opskew_reader.h).
+ *
+ * One call, summarize(), reads a whole trace in C with the GIL released and
+ * returns plain Python containers; the per-event work never touches Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "opskew_reader.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Py_NewRef is 3.10+; the package supports 3.9. */
+static PyObject *new_ref(PyObject *o) {
+  Py_INCREF(o);
+  return o;
+}
+
+/* Strings from a trace are UTF-8 when the trace is; anything else is shown
+ * with U+FFFD rather than failing the whole summary. */
+static PyObject *str_obj(osk_str_t s) {
+  return PyUnicode_DecodeUTF8(s.ptr ? s.ptr : "", (Py_ssize_t)s.len, "replace");
+}
+
+static PyObject *id_obj(const osk_trace_id_t *id) {
+  if (id->kind == OSK_ID_INT) return PyLong_FromLongLong(id->num);
+  if (id->kind == OSK_ID_STR) return str_obj(id->str);
+  Py_RETURN_NONE;
+}
+
+/* Adds key -> value to dict, stealing the value reference. */
+static int put(PyObject *d, const char *key, PyObject *v) {
+  if (!v) return -1;
+  int rc = PyDict_SetItemString(d, key, v);
+  Py_DECREF(v);
+  return rc;
+}
+
+static PyObject *ops_list(const osk_summary_t *s) {
+  PyObject *list = PyList_New(0);
+  if (!list) return NULL;
+  for (size_t i = 0; i < osk_summary_op_count(s); i++) {
+    const osk_op_stats_t *o = osk_summary_op(s, i);
+    if (o->calls == 0) continue; /* a "B" that never ended */
+    double p50 = 0, p99 = 0;
+    osk_summary_op_quantile(s, i, 0.5, &p50);
+    osk_summary_op_quantile(s, i, 0.99, &p99);
+    PyObject *d = PyDict_New();
+    if (!d || put(d, "name", str_obj(o->name)) || put(d, "cat", str_obj(o->cat)) ||
+        put(d, "calls", PyLong_FromUnsignedLongLong(o->calls)) ||
+        put(d, "total_ns", PyLong_FromLongLong(o->total_ns)) ||
+        put(d, "self_ns", PyLong_FromLongLong(o->self_ns)) ||
+        put(d, "mean_ns", PyFloat_FromDouble((double)o->total_ns / (double)o->calls)) ||
+        put(d, "min_ns", PyLong_FromLongLong(o->min_ns)) ||
+        put(d, "max_ns", PyLong_FromLongLong(o->max_ns)) ||
+        put(d, "p50_ns", PyFloat_FromDouble(p50)) || put(d, "p99_ns", PyFloat_FromDouble(p99)) ||
+        put(d, "descendants", PyLong_FromUnsignedLongLong(o->descendants)) ||
+        put(d, "only_child_same_name", PyLong_FromUnsignedLongLong(o->only_child_same_name)) ||
+        PyList_Append(list, d)) {
+      Py_XDECREF(d);
+      Py_DECREF(list);
+      return NULL;
+    }
+    Py_DECREF(d);
+  }
+  return list;
+}
+
+static PyObject *threads_list(const osk_summary_t *s) {
+  PyObject *list = PyList_New(0);
+  if (!list) return NULL;
+  for (size_t i = 0; i < osk_summary_thread_count(s); i++) {
+    const osk_thread_info_t *t = osk_summary_thread(s, i);
+    PyObject *d = PyDict_New();
+    if (!d || put(d, "pid", id_obj(&t->pid)) || put(d, "tid", id_obj(&t->tid)) ||
+        put(d, "name", t->name.ptr ? str_obj(t->name) : new_ref(Py_None)) ||
+        put(d, "complete_events", PyLong_FromUnsignedLongLong(t->complete_events)) ||
+        put(d, "max_depth", PyLong_FromUnsignedLong(t->max_depth)) ||
+        put(d, "overlaps", PyLong_FromUnsignedLongLong(t->overlaps)) ||
+        put(d, "resorted", PyBool_FromLong(t->resorted)) || PyList_Append(list, d)) {
+      Py_XDECREF(d);
+      Py_DECREF(list);
+      return NULL;
+    }
+    Py_DECREF(d);
+  }
+  return list;
+}
+
+static PyObject *processes_list(const osk_summary_t *s) {
+  PyObject *list = PyList_New(0);
+  if (!list) return NULL;
+  for (size_t i = 0; i < osk_summary_process_count(s); i++) {
+    const osk_process_info_t *p = osk_summary_process(s, i);
+    PyObject *d = PyDict_New();
+    if (!d || put(d, "pid", id_obj(&p->pid)) || put(d, "name", str_obj(p->name)) ||
+        PyList_Append(list, d)) {
+      Py_XDECREF(d);
+      Py_DECREF(list);
+      return NULL;
+    }
+    Py_DECREF(d);
+  }
+  return list;
+}
+
+/* Top-level scalars: strings as str, numbers and literals parsed by json's
+ * rules would need the json module; int and float cover what traces hold,
+ * and anything else stays as its JSON text. */
+static PyObject *meta_dict(const osk_summary_t *s) {
+  PyObject *d = PyDict_New();
+  if (!d) return NULL;
+  for (size_t i = 0; i < osk_summary_meta_count(s); i++) {
+    osk_str_t k, v;
+    int is_str;
+    osk_summary_meta_get(s, i, &k, &v, &is_str);
+    PyObject *key = str_obj(k), *val;
+    if (!key) goto fail;
+    if (is_str) {
+      val = str_obj(v);
+    } else if (v.len == 4 && memcmp(v.ptr, "true", 4) == 0) {
+      val = new_ref(Py_True);
+    } else if (v.len == 5 && memcmp(v.ptr, "false", 5) == 0) {
+      val = new_ref(Py_False);
+    } else if (v.len == 4 && memcmp(v.ptr, "null", 4) == 0) {
+      val = new_ref(Py_None);
+    } else {
+      if (strpbrk(v.ptr, ".eE")) {
+        PyObject *text = str_obj(v);
+        val = text ? PyFloat_FromString(text) : NULL;
+        Py_XDECREF(text);
+      } else {
+        val = PyLong_FromString(v.ptr, NULL, 10);
+      }
+      if (!val) {
+        PyErr_Clear();
+        val = str_obj(v);
+      }
+    }
+    int rc = val ? PyDict_SetItem(d, key, val) : -1;
+    Py_DECREF(key);
+    Py_XDECREF(val);
+    if (rc) goto fail;
+  }
+  return d;
+fail:
+  Py_DECREF(d);
+  return NULL;
+}
+
+static PyObject *stats_dict(const osk_summary_stats_t *st, const osk_reader_stats_t *rs) {
+  PyObject *d = PyDict_New();
+  if (!d || put(d, "events", PyLong_FromUnsignedLongLong(st->events)) ||
+      put(d, "complete_events", PyLong_FromUnsignedLongLong(st->complete_events)) ||
+      put(d, "filtered_events", PyLong_FromUnsignedLongLong(st->filtered_events)) ||
+      put(d, "unusable_events", PyLong_FromUnsignedLongLong(st->unusable_events)) ||
+      put(d, "overlaps", PyLong_FromUnsignedLongLong(st->overlaps)) ||
+      put(d, "unmatched_end", PyLong_FromUnsignedLongLong(st->unmatched_end)) ||
+      put(d, "unclosed_begin", PyLong_FromUnsignedLongLong(st->unclosed_begin)) ||
+      put(d, "resorted_events", PyLong_FromUnsignedLongLong(st->resorted_events)) ||
+      put(d, "passes", PyLong_FromLong(st->passes)) ||
+      put(d, "first_ts_ns", PyLong_FromLongLong(st->first_ts_ns)) ||
+      put(d, "last_end_ns", PyLong_FromLongLong(st->last_end_ns)) ||
+      put(d, "bytes", PyLong_FromUnsignedLongLong(rs->bytes)) ||
+      put(d, "compressed_bytes", PyLong_FromUnsignedLongLong(rs->compressed_bytes)) ||
+      put(d, "gzip", PyBool_FromLong(rs->gzip)) ||
+      put(d, "gzip_unterminated", PyBool_FromLong(rs->gzip_unterminated)) ||
+      put(d, "array_format", PyBool_FromLong(rs->array_format)) ||
+      put(d, "bad_fields", PyLong_FromUnsignedLongLong(rs->bad_fields)) ||
+      put(d, "lone_surrogates", PyLong_FromUnsignedLongLong(rs->lone_surrogates)) ||
+      put(d, "peak_buffer_bytes", PyLong_FromSize_t(rs->peak_buffer))) {
+    Py_XDECREF(d);
+    return NULL;
+  }
+  return d;
+}
+
+/* A sequence of str as C strings; the UTF-8 buffers belong to the str
+ * objects, which `fast` keeps alive. None gives items == NULL. */
+typedef struct {
+  PyObject *fast;
+  const char **items;
+  size_t n;
+} str_list_t;
+
+static void str_list_free(str_list_t *l) {
+  PyMem_Free(l->items);
+  Py_XDECREF(l->fast);
+}
+
+static int str_list(str_list_t *l, PyObject *seq, const char *what) {
+  if (seq == Py_None) return 0;
+  l->fast = PySequence_Fast(seq, what);
+  if (!l->fast) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(l->fast);
+  l->items = PyMem_Calloc((size_t)(n ? n : 1), sizeof *l->items);
+  if (!l->items) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(l->fast, i);
+    if (!PyUnicode_Check(item)) {
+      PyErr_SetString(PyExc_TypeError, what);
+      return -1;
+    }
+    l->items[i] = PyUnicode_AsUTF8(item);
+    if (!l->items[i]) return -1;
+  }
+  l->n = (size_t)n;
+  return 0;
+}
+
+static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"path", "categories", "exclude_categories", "chunk_bytes", NULL};
+  PyObject *path_obj, *cats_obj = Py_None, *ex_obj = Py_None;
+  Py_ssize_t chunk = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OOn:summarize", kwlist, PyUnicode_FSConverter,
+                                   &path_obj, &cats_obj, &ex_obj, &chunk))
+    return NULL;
+  const char *path = PyBytes_AS_STRING(path_obj);
+  str_list_t cats = {0}, ex = {0};
+  PyObject *result = NULL;
+  osk_summary_t *s = NULL;
+  if (str_list(&cats, cats_obj, "categories must be a sequence of str") ||
+      str_list(&ex, ex_obj, "exclude_categories must be a sequence of str"))
+    goto done;
+  osk_summary_opts_t opts = {cats.items, cats.n, ex.items, ex.n};
+  osk_reader_opts_t ropts = {chunk > 0 ? (size_t)chunk : 0, 0};
+  osk_reader_stats_t rstats = {0};
+  osk_read_error_t err = {0, "", 0, 0};
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = osk_summarize_path(path, &opts, &ropts, &s, &rstats, &err);
+  Py_END_ALLOW_THREADS
+
+  if (rc == OSK_EIO) {
+    errno = err.sys_errno;
+    PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
+    goto done;
+  }
+  if (rc == OSK_ENOMEM) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  const char *status = rc == 0 ? "ok" : rc == OSK_ETRUNCATED ? "truncated" : "invalid";
+  result = PyDict_New();
+  if (!result) goto done;
+  PyObject *error = Py_None;
+  Py_INCREF(error);
+  if (rc) {
+    Py_DECREF(error);
+    error = Py_BuildValue("{s:s,s:s,s:K}", "code", osk_err_name(rc), "message", err.message,
+                          "offset", (unsigned long long)err.offset);
+  }
+  if (put(result, "status", PyUnicode_FromString(status)) || put(result, "error", error) ||
+      (s && (put(result, "ops", ops_list(s)) || put(result, "threads", threads_list(s)) ||
+             put(result, "processes", processes_list(s)) ||
+             put(result, "metadata", meta_dict(s)) ||
+             put(result, "stats", stats_dict(osk_summary_stats(s), &rstats))))) {
+    Py_CLEAR(result);
+    goto done;
+  }
+  if (!s) { /* OSK_ERANGE and the like: nothing was summarized */
+    if (put(result, "ops", PyList_New(0)) || put(result, "threads", PyList_New(0)) ||
+        put(result, "processes", PyList_New(0)) || put(result, "metadata", PyDict_New()) ||
+        put(result, "stats", PyDict_New()))
+      Py_CLEAR(result);
+  }
+done:
+  osk_summary_free(s);
+  str_list_free(&cats);
+  str_list_free(&ex);
+  Py_DECREF(path_obj);
+  return result;
+}
+
+static PyMethodDef reader_methods[] = {
+    {"summarize", (PyCFunction)(void (*)(void))reader_summarize, METH_VARARGS | METH_KEYWORDS,
+     "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
+     "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"
+     "of its complete events ('ops'), 'threads', 'processes', the document's\n"
+     "top-level 'metadata', 'stats', 'status' ('ok', 'truncated' or 'invalid')\n"
+     "and 'error' (None, or {'code', 'message', 'offset'}: offset is a byte\n"
+     "offset in the JSON text). Times are integer ns (float for mean and\n"
+     "quantiles). Raises OSError when the file cannot be read. With\n"
+     "categories, only events whose 'cat' is listed are analyzed; events whose\n"
+     "'cat' is in exclude_categories are not."},
+    {NULL, NULL, 0, NULL}};
+
+static int reader_exec(PyObject *m) {
+  if (PyModule_AddStringConstant(m, "version", OSK_VERSION_STRING) < 0) return -1;
+  return 0;
+}
+
+static PyModuleDef_Slot reader_slots[] = {{Py_mod_exec, (void *)reader_exec}, {0, NULL}};
+
+static struct PyModuleDef reader_module = {
+    PyModuleDef_HEAD_INIT, "opskew._reader",
+    "opskew's trace reader (private; use `opskew summary` or opskew.tracefile).", 0,
+    reader_methods, reader_slots, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__reader(void) { return PyModuleDef_Init(&reader_module); }

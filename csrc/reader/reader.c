@@ -1,0 +1,1192 @@
+/* reader.c: the streaming Chrome-trace JSON reader (see opskew_reader.h).
+ *
+ * Design. The input is read in chunks into one buffer that always ends in a
+ * NUL sentinel. The document is walked by a small state machine whose steps
+ * are "units": a structural character, a top-level key, a top-level scalar,
+ * one element of a top-level container, or one whole trace event. A unit is
+ * parsed by plain recursive descent over the buffer; if it runs into the end
+ * of the buffered data it reports "need more", the unparsed tail is moved to
+ * the front of the buffer, more input is appended and the unit is parsed again
+ * from its start. So memory is one chunk plus the largest unit (the buffer
+ * grows only for an event larger than a chunk), never the document, and the
+ * hot loops need no resumable state. The sentinel lets the byte loops (white
+ * space, string bodies, digits) run without a bounds check: NUL stops each of
+ * them, and the caller then tells "end of data" from a real NUL by position.
+ *
+ * Why not a library: see docs/reader.md and bench/bench_reader.py. In short,
+ * the only packaged streaming parser (yajl 2.1, unmaintained upstream since
+ * 2014) would become a system dependency of the wheel, delivers every value
+ * of the args objects through callbacks we would ignore, and cannot tell us
+ * which byte a truncated event started at; this scanner skips args without
+ * building anything and converts Kineto's "1234.567" times to integer ns
+ * exactly.
+ */
+#include "opskew_reader.h"
+#include "reader_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ------------------------------------------------------------ constants */
+
+enum { P_OK = 0, P_MORE = 1, P_ERR = 2 };
+
+#define DEFAULT_CHUNK ((size_t)1 << 20)
+#define DEFAULT_MAX_UNIT ((size_t)256 << 20)
+#define MAX_DEPTH 1024
+#define META_MAX 64
+#define META_VALUE_MAX 4096
+#define KEY_MAX 4096
+#define ZIN_BYTES ((size_t)256 << 10)
+
+/* Document states; see the file comment. */
+enum {
+  S_START,
+  S_OBJ_FIRST, /* after '{': a key or '}' */
+  S_OBJ_KEY,   /* after ',': a key */
+  S_OBJ_COLON,
+  S_OBJ_VALUE,
+  S_OBJ_AFTER, /* after a member: ',' or '}' */
+  S_EV_FIRST,  /* after '[' of traceEvents: an event or ']' */
+  S_EV_NEXT,   /* after ',': an event */
+  S_EV_AFTER,  /* after an event: ',' or ']' */
+  S_C_FIRST,   /* inside another top-level container (streamed, skipped) */
+  S_C_NEXT,
+  S_C_AFTER,
+  S_END,
+};
+
+typedef struct {
+  char *key;
+  size_t key_len;
+  char *value;
+  size_t value_len;
+  int is_string;
+} meta_entry_t;
+
+struct osk_reader {
+  osk_reader_opts_t opts;
+
+  /* Source: a file descriptor or a memory block, optionally through zlib. */
+  int fd;
+  const unsigned char *mem;
+  size_t mem_len, mem_pos, piece;
+  int src_eof;
+  unsigned char *zin; /* raw bytes not yet consumed (gzip input, or the sniffed head) */
+  size_t zin_cap, zin_len, zin_pos;
+  z_stream zs;
+  int zs_live;    /* inflateInit2 succeeded */
+  int z_ended;    /* the current gzip member ended */
+
+  /* The parse buffer: buf[0..len) holds bytes from stream offset `base`;
+   * buf[len] is always NUL. */
+  char *buf;
+  size_t cap, len, pos;
+  uint64_t base;
+  int eof;
+  /* Decoded strings of the current unit; never smaller than cap, because a
+   * decoded string is never longer than its JSON text. */
+  char *scratch;
+  size_t scap, slen;
+
+  int state, ev_return, c_is_obj, used;
+  char key[KEY_MAX];
+  size_t key_len;
+  int key_truncated;
+
+  meta_entry_t meta[META_MAX];
+  size_t n_meta;
+
+  osk_reader_stats_t stats;
+
+  const char *err_at;
+  const char *err_msg;
+};
+
+/* Byte classes. STOP ends the fast scan of a string body: the quote, the
+ * backslash and every control character (NUL included, which is also the
+ * buffer's sentinel). */
+enum { C_WS = 1, C_STOP = 2, C_DIGIT = 4, C_HEX = 8 };
+static unsigned char cls[256];
+static pthread_once_t cls_once = PTHREAD_ONCE_INIT;
+
+static void init_classes_once(void) {
+  for (int c = 0; c < 0x20; c++) cls[c] |= C_STOP;
+  cls['"'] |= C_STOP;
+  cls['\\'] |= C_STOP;
+  cls[' '] |= C_WS;
+  cls['\t'] |= C_WS;
+  cls['\n'] |= C_WS;
+  cls['\r'] |= C_WS;
+  for (int c = '0'; c <= '9'; c++) cls[c] |= C_DIGIT | C_HEX;
+  for (int c = 'a'; c <= 'f'; c++) cls[c] |= C_HEX;
+  for (int c = 'A'; c <= 'F'; c++) cls[c] |= C_HEX;
+}
+
+/* Readers may be created from several threads (the Python binding releases
+ * the GIL), so the table is filled exactly once. */
+static void init_classes(void) { pthread_once(&cls_once, init_classes_once); }
+
+#define U8(p) ((unsigned char)*(p))
+#define IS_WS(p) (cls[U8(p)] & C_WS)
+#define IS_DIGIT(p) (cls[U8(p)] & C_DIGIT)
+
+#define FAIL(r, at, msg)   \
+  do {                     \
+    (r)->err_at = (at);    \
+    (r)->err_msg = (msg);  \
+    return P_ERR;          \
+  } while (0)
+
+static const char *skip_ws(const char *p) {
+  while (IS_WS(p)) p++;
+  return p;
+}
+
+static void set_err(osk_read_error_t *err, int code, const char *msg, uint64_t off, int sys) {
+  if (!err) return;
+  err->code = code;
+  err->message = msg;
+  err->offset = off;
+  err->sys_errno = sys;
+}
+
+/* --------------------------------------------------------------- source */
+
+static ssize_t raw_read(osk_reader_t *r, unsigned char *dst, size_t n) {
+  if (r->mem) {
+    size_t left = r->mem_len - r->mem_pos;
+    if (r->piece && n > r->piece) n = r->piece;
+    if (n > left) n = left;
+    memcpy(dst, r->mem + r->mem_pos, n);
+    r->mem_pos += n;
+    return (ssize_t)n;
+  }
+  for (;;) {
+    ssize_t got = read(r->fd, dst, n);
+    if (got >= 0 || errno != EINTR) return got;
+  }
+}
+
+/* Refills zin when it is empty. Returns 0 or OSK_EIO. */
+static int zin_fill(osk_reader_t *r) {
+  if (r->zin_pos < r->zin_len || r->src_eof) return 0;
+  ssize_t got = raw_read(r, r->zin, r->zin_cap);
+  if (got < 0) return OSK_EIO;
+  if (got == 0) r->src_eof = 1;
+  r->zin_pos = 0;
+  r->zin_len = (size_t)got;
+  if (r->stats.gzip) r->stats.compressed_bytes += (uint64_t)got;
+  return 0;
+}
+
+/* Reads up to n decompressed (or plain) bytes; *got == 0 means end of input.
+ * Returns 0, OSK_EIO, OSK_EFORMAT (corrupt gzip: r->err_msg is set). */
+static int src_read(osk_reader_t *r, char *dst, size_t n, size_t *got) {
+  *got = 0;
+  if (!r->stats.gzip) {
+    if (r->zin_pos < r->zin_len) { /* the sniffed head comes first */
+      size_t k = r->zin_len - r->zin_pos;
+      if (k > n) k = n;
+      memcpy(dst, r->zin + r->zin_pos, k);
+      r->zin_pos += k;
+      *got = k;
+      return 0;
+    }
+    if (r->src_eof) return 0;
+    ssize_t k = raw_read(r, (unsigned char *)dst, n);
+    if (k < 0) return OSK_EIO;
+    if (k == 0) r->src_eof = 1;
+    *got = (size_t)k;
+    return 0;
+  }
+  r->zs.next_out = (Bytef *)dst;
+  r->zs.avail_out = (uInt)(n > UINT_MAX ? UINT_MAX : n);
+  uInt want = r->zs.avail_out;
+  for (;;) {
+    int rc = zin_fill(r);
+    if (rc) return rc;
+    r->zs.next_in = r->zin + r->zin_pos;
+    r->zs.avail_in = (uInt)(r->zin_len - r->zin_pos);
+    if (r->z_ended) {
+      if (r->zs.avail_in == 0) return 0; /* clean end after the last member */
+      /* Concatenated gzip members (as `cat a.gz b.gz` makes) form one stream. */
+      if (inflateReset(&r->zs) != Z_OK) return OSK_EFORMAT;
+      r->z_ended = 0;
+    }
+    int zr = inflate(&r->zs, Z_NO_FLUSH);
+    r->zin_pos = r->zin_len - r->zs.avail_in;
+    *got = want - r->zs.avail_out;
+    if (zr == Z_STREAM_END) {
+      r->z_ended = 1;
+    } else if (zr == Z_BUF_ERROR || (zr == Z_OK && *got == 0 && r->zs.avail_in == 0)) {
+      if (r->src_eof && r->zin_pos >= r->zin_len) {
+        r->stats.gzip_unterminated = 1; /* the compressed file itself was cut */
+        return 0;
+      }
+    } else if (zr != Z_OK) {
+      r->err_msg = "gzip data is corrupt";
+      return OSK_EFORMAT;
+    }
+    if (*got > 0) return 0;
+  }
+}
+
+static int reader_alloc(osk_reader_t **out, const osk_reader_opts_t *opts) {
+  init_classes();
+  osk_reader_t *r = calloc(1, sizeof *r);
+  if (!r) return OSK_ENOMEM;
+  r->fd = -1;
+  if (opts) r->opts = *opts;
+  if (!r->opts.chunk_bytes) r->opts.chunk_bytes = DEFAULT_CHUNK;
+  if (!r->opts.max_unit_bytes) r->opts.max_unit_bytes = DEFAULT_MAX_UNIT;
+  if (r->opts.chunk_bytes > r->opts.max_unit_bytes) r->opts.chunk_bytes = r->opts.max_unit_bytes;
+  r->cap = r->opts.chunk_bytes;
+  r->buf = malloc(r->cap + 1);
+  r->scap = r->cap;
+  r->scratch = malloc(r->scap + 1);
+  /* Compressed input is read in pieces of at most 256 KiB (zlib's output,
+   * not its input, fills the parse buffer). */
+  r->zin_cap = r->cap < ZIN_BYTES ? (r->cap < 4096 ? 4096 : r->cap) : ZIN_BYTES;
+  r->zin = malloc(r->zin_cap);
+  if (!r->buf || !r->scratch || !r->zin) {
+    osk_reader_free(r);
+    return OSK_ENOMEM;
+  }
+  r->buf[0] = 0;
+  r->stats.peak_buffer = r->cap;
+  *out = r;
+  return 0;
+}
+
+/* Reads the first bytes and switches to zlib on the gzip magic. */
+static int sniff(osk_reader_t *r, osk_read_error_t *err) {
+  while (r->zin_len < 2 && !r->src_eof) {
+    ssize_t got = raw_read(r, r->zin + r->zin_len, r->zin_cap - r->zin_len);
+    if (got < 0) {
+      set_err(err, OSK_EIO, "cannot read the trace", 0, errno);
+      return OSK_EIO;
+    }
+    if (got == 0) r->src_eof = 1;
+    r->zin_len += (size_t)got;
+  }
+  if (r->zin_len >= 2 && r->zin[0] == 0x1f && r->zin[1] == 0x8b) {
+    r->stats.gzip = 1;
+    r->stats.compressed_bytes = r->zin_len;
+    if (inflateInit2(&r->zs, 16 + MAX_WBITS) != Z_OK) {
+      set_err(err, OSK_ENOMEM, "zlib initialization failed", 0, 0);
+      return OSK_ENOMEM;
+    }
+    r->zs_live = 1;
+  }
+  return 0;
+}
+
+int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
+                    osk_read_error_t *err) {
+  set_err(err, 0, "", 0, 0);
+  if (!out || !path) {
+    set_err(err, OSK_EINVAL, "no path given", 0, 0);
+    return OSK_EINVAL;
+  }
+  *out = NULL;
+  osk_reader_t *r;
+  int rc = reader_alloc(&r, opts);
+  if (rc) {
+    set_err(err, rc, "out of memory", 0, 0);
+    return rc;
+  }
+  r->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (r->fd < 0) {
+    int e = errno;
+    osk_reader_free(r);
+    set_err(err, OSK_EIO, "cannot open the trace", 0, e);
+    return OSK_EIO;
+  }
+  rc = sniff(r, err);
+  if (rc) {
+    osk_reader_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
+                        const osk_reader_opts_t *opts, osk_read_error_t *err) {
+  set_err(err, 0, "", 0, 0);
+  if (!out || (!data && len)) {
+    set_err(err, OSK_EINVAL, "no data given", 0, 0);
+    return OSK_EINVAL;
+  }
+  *out = NULL;
+  osk_reader_t *r;
+  int rc = reader_alloc(&r, opts);
+  if (rc) {
+    set_err(err, rc, "out of memory", 0, 0);
+    return rc;
+  }
+  static const unsigned char empty[1] = {0};
+  r->mem = len ? data : empty;
+  r->mem_len = len;
+  r->piece = piece;
+  rc = sniff(r, err);
+  if (rc) {
+    osk_reader_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+void osk_reader_free(osk_reader_t *r) {
+  if (!r) return;
+  if (r->fd >= 0) close(r->fd);
+  if (r->zs_live) inflateEnd(&r->zs);
+  for (size_t i = 0; i < r->n_meta; i++) {
+    free(r->meta[i].key);
+    free(r->meta[i].value);
+  }
+  free(r->zin);
+  free(r->buf);
+  free(r->scratch);
+  free(r);
+}
+
+const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r) { return &r->stats; }
+
+size_t osk_reader_meta_count(const osk_reader_t *r) { return r ? r->n_meta : 0; }
+
+int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *value,
+                        int *is_string) {
+  if (!r || i >= r->n_meta) return OSK_ERANGE;
+  const meta_entry_t *m = &r->meta[i];
+  if (key) *key = (osk_str_t){m->key, m->key_len};
+  if (value) *value = (osk_str_t){m->value, m->value_len};
+  if (is_string) *is_string = m->is_string;
+  return 0;
+}
+
+/* ------------------------------------------------------------- scanning */
+
+static int hex4(osk_reader_t *r, const char *s, const char *end, unsigned *cp) {
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    if (s + i >= end) return P_MORE;
+    unsigned char c = (unsigned char)s[i];
+    if (!(cls[c] & C_HEX)) FAIL(r, s + i, "invalid \\u escape: expected 4 hex digits");
+    v = v * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+  }
+  *cp = v;
+  return P_OK;
+}
+
+static char *put_utf8(char *d, unsigned cp) {
+  if (cp < 0x80) {
+    *d++ = (char)cp;
+  } else if (cp < 0x800) {
+    *d++ = (char)(0xC0 | (cp >> 6));
+    *d++ = (char)(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    *d++ = (char)(0xE0 | (cp >> 12));
+    *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+    *d++ = (char)(0x80 | (cp & 0x3F));
+  } else {
+    *d++ = (char)(0xF0 | (cp >> 18));
+    *d++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+    *d++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+    *d++ = (char)(0x80 | (cp & 0x3F));
+  }
+  return d;
+}
+
+/* The slow path of a string body, from the first backslash at s. `d` is the
+ * output (NULL to validate only). */
+static int string_escaped(osk_reader_t *r, const char *s, const char *end, char *d, char **dend,
+                          const char **next) {
+  for (;;) {
+    while (!(cls[U8(s)] & C_STOP)) {
+      if (d) *d++ = *s;
+      s++;
+    }
+    if (s >= end) return P_MORE;
+    unsigned char c = (unsigned char)*s;
+    if (c == '"') break;
+    if (c != '\\') FAIL(r, s, "control character in a string (must be escaped)");
+    if (s + 1 >= end) return P_MORE;
+    char out;
+    switch (s[1]) {
+    case '"': out = '"'; break;
+    case '\\': out = '\\'; break;
+    case '/': out = '/'; break;
+    case 'b': out = '\b'; break;
+    case 'f': out = '\f'; break;
+    case 'n': out = '\n'; break;
+    case 'r': out = '\r'; break;
+    case 't': out = '\t'; break;
+    case 'u': {
+      unsigned cp;
+      int rc = hex4(r, s + 2, end, &cp);
+      if (rc) return rc;
+      s += 6;
+      if (cp >= 0xD800 && cp <= 0xDBFF) {
+        /* A high surrogate pairs with an immediately following \uDC00-\uDFFF;
+         * to know whether it does, those 6 bytes must be in the buffer. */
+        if (s >= end || (s[0] == '\\' && s + 1 >= end)) return P_MORE;
+        unsigned lo = 0;
+        if (s[0] == '\\' && s[1] == 'u') {
+          rc = hex4(r, s + 2, end, &lo);
+          if (rc) return rc;
+        }
+        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          s += 6;
+        } else {
+          cp = 0xFFFD; /* a lone high surrogate has no UTF-8 form */
+          r->stats.lone_surrogates++;
+        }
+      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+        cp = 0xFFFD;
+        r->stats.lone_surrogates++;
+      }
+      if (d) d = put_utf8(d, cp);
+      continue;
+    }
+    default:
+      FAIL(r, s, "invalid escape in a string");
+    }
+    if (d) *d++ = out;
+    s += 2;
+  }
+  if (dend) *dend = d;
+  *next = s + 1;
+  return P_OK;
+}
+
+/* A string at p (which is the opening quote). With `out`, the decoded string
+ * points into the buffer when it has no escapes, else into the scratch area. */
+static int scan_string(osk_reader_t *r, const char *p, const char *end, osk_str_t *out,
+                       const char **next) {
+  const char *s = p + 1;
+  while (!(cls[U8(s)] & C_STOP)) s++;
+  if (*s == '"' && s < end) {
+    if (out) *out = (osk_str_t){p + 1, (size_t)(s - p - 1)};
+    *next = s + 1;
+    return P_OK;
+  }
+  if (s >= end) return P_MORE;
+  if (*s != '\\') FAIL(r, s, "control character in a string (must be escaped)");
+  if (!out) return string_escaped(r, s, end, NULL, NULL, next);
+  char *d0 = r->scratch + r->slen, *d = d0;
+  size_t plain = (size_t)(s - p - 1);
+  memcpy(d, p + 1, plain);
+  d += plain;
+  char *dend;
+  int rc = string_escaped(r, s, end, d, &dend, next);
+  if (rc) return rc;
+  out->ptr = d0;
+  out->len = (size_t)(dend - d0);
+  r->slen += out->len;
+  return P_OK;
+}
+
+/* A number at p, validated against the JSON grammar. */
+static int scan_number(osk_reader_t *r, const char *p, const char *end, const char **next,
+                       int *is_integer) {
+  const char *s = p;
+  if (*s == '-') s++;
+  if (s >= end) return P_MORE;
+  if (*s == '0') {
+    s++;
+    if (IS_DIGIT(s)) FAIL(r, s, "leading zero in a number");
+  } else if (IS_DIGIT(s)) {
+    while (IS_DIGIT(s)) s++;
+  } else {
+    FAIL(r, s, "invalid number");
+  }
+  int integer = 1;
+  if (*s == '.') {
+    integer = 0;
+    s++;
+    if (s >= end) return P_MORE;
+    if (!IS_DIGIT(s)) FAIL(r, s, "invalid number: expected a digit after '.'");
+    while (IS_DIGIT(s)) s++;
+  }
+  if (*s == 'e' || *s == 'E') {
+    integer = 0;
+    s++;
+    if (s >= end) return P_MORE;
+    if (*s == '+' || *s == '-') s++;
+    if (s >= end) return P_MORE;
+    if (!IS_DIGIT(s)) FAIL(r, s, "invalid number: expected a digit in the exponent");
+    while (IS_DIGIT(s)) s++;
+  }
+  /* A number touching the end of the data may go on in the next chunk. */
+  if (s >= end) return P_MORE;
+  if (is_integer) *is_integer = integer;
+  *next = s;
+  return P_OK;
+}
+
+static const uint64_t pow10_u64[20] = {1ull,
+                                       10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
+
+/* Declared in reader_internal.h. Integer arithmetic rather than strtod:
+ * Kineto's "1212076812889.310" must become exactly 1212076812889310 ns so that
+ * equal timestamps compare equal, which a double near 1e15 does not promise
+ * after the multiplication by 1000. */
+int osk__us_text_to_ns(const char *s, const char *e, int64_t *out) {
+  int neg = 0;
+  if (s < e && *s == '-') {
+    neg = 1;
+    s++;
+  }
+  uint64_t mant = 0;
+  int nd = 0;       /* significant digits kept in mant */
+  long exp10 = 3;   /* microseconds to nanoseconds */
+  int seen_dot = 0;
+  int round_up_tail = 0; /* first dropped digit >= 5 */
+  int dropped = 0;
+  for (; s < e; s++) {
+    char c = *s;
+    if (c == '.') {
+      seen_dot = 1;
+      continue;
+    }
+    if (c == 'e' || c == 'E') break;
+    int dig = c - '0';
+    if (mant == 0 && dig == 0) {
+      if (seen_dot) exp10--;
+      continue;
+    }
+    if (nd < 19) {
+      mant = mant * 10 + (uint64_t)dig;
+      nd++;
+      if (seen_dot) exp10--;
+    } else {
+      if (!dropped) round_up_tail = dig >= 5;
+      dropped = 1;
+      if (!seen_dot) exp10++;
+    }
+  }
+  if (s < e) { /* exponent */
+    s++;
+    int eneg = 0;
+    if (*s == '+' || *s == '-') eneg = *s++ == '-';
+    long ev = 0;
+    for (; s < e; s++)
+      if (ev < 100000) ev = ev * 10 + (*s - '0');
+    exp10 += eneg ? -ev : ev;
+  }
+  if (round_up_tail && mant < UINT64_MAX) mant++; /* digits beyond 19 */
+  uint64_t v;
+  if (mant == 0) {
+    v = 0;
+  } else if (exp10 >= 0) {
+    if (exp10 > 19) return -1;
+    uint64_t p = pow10_u64[exp10];
+    if (mant > UINT64_MAX / p) return -1;
+    v = mant * p;
+  } else {
+    long k = -exp10;
+    if (k > 19) {
+      v = 0; /* below half a nanosecond: mant < 10^19 < 0.5 * 10^k for k >= 20 */
+    } else {
+      uint64_t p = pow10_u64[k];
+      v = mant / p;
+      uint64_t rem = mant % p;
+      if (rem >= p - rem) v++;
+    }
+  }
+  if (v > (uint64_t)INT64_MAX) return -1;
+  *out = neg ? -(int64_t)v : (int64_t)v;
+  return 0;
+}
+
+static int skip_value(osk_reader_t *r, const char *p, const char *end, const char **next,
+                      int depth);
+
+static int scan_literal(osk_reader_t *r, const char *p, const char *end, const char *lit,
+                        size_t n, const char **next) {
+  for (size_t i = 0; i < n; i++) {
+    if (p + i >= end) return P_MORE;
+    if (p[i] != lit[i]) FAIL(r, p + i, "invalid literal (expected true, false or null)");
+  }
+  *next = p + n;
+  return P_OK;
+}
+
+/* Skips an object or array body after its opening bracket. */
+static int skip_container(osk_reader_t *r, const char *p, const char *end, const char **next,
+                          int depth, int is_obj) {
+  if (depth > MAX_DEPTH) FAIL(r, p - 1, "nesting deeper than 1024 levels");
+  char close = is_obj ? '}' : ']';
+  p = skip_ws(p);
+  if (p >= end) return P_MORE;
+  if (*p == close) {
+    *next = p + 1;
+    return P_OK;
+  }
+  for (;;) {
+    int rc;
+    if (is_obj) {
+      if (*p != '"') FAIL(r, p, "expected a string key");
+      rc = scan_string(r, p, end, NULL, &p);
+      if (rc) return rc;
+      p = skip_ws(p);
+      if (p >= end) return P_MORE;
+      if (*p != ':') FAIL(r, p, "expected ':' after a key");
+      p = skip_ws(p + 1);
+      if (p >= end) return P_MORE;
+    }
+    rc = skip_value(r, p, end, &p, depth + 1);
+    if (rc) return rc;
+    p = skip_ws(p);
+    if (p >= end) return P_MORE;
+    if (*p == ',') {
+      p = skip_ws(p + 1);
+      if (p >= end) return P_MORE;
+      continue;
+    }
+    if (*p == close) {
+      *next = p + 1;
+      return P_OK;
+    }
+    FAIL(r, p, is_obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
+  }
+}
+
+static int skip_value(osk_reader_t *r, const char *p, const char *end, const char **next,
+                      int depth) {
+  if (p >= end) return P_MORE;
+  switch (*p) {
+  case '"':
+    return scan_string(r, p, end, NULL, next);
+  case '{':
+    return skip_container(r, p + 1, end, next, depth, 1);
+  case '[':
+    return skip_container(r, p + 1, end, next, depth, 0);
+  case 't':
+    return scan_literal(r, p, end, "true", 4, next);
+  case 'f':
+    return scan_literal(r, p, end, "false", 5, next);
+  case 'n':
+    return scan_literal(r, p, end, "null", 4, next);
+  default:
+    if (*p == '-' || IS_DIGIT(p)) return scan_number(r, p, end, next, NULL);
+    FAIL(r, p, "expected a value");
+  }
+}
+
+/* ---------------------------------------------------------------- events */
+
+/* A time field: a number of microseconds; anything else marks the event bad. */
+static int parse_time(osk_reader_t *r, const char *p, const char *end, const char **next,
+                      int64_t *out, unsigned *has, unsigned bit) {
+  if (*p == '-' || IS_DIGIT(p)) {
+    int rc = scan_number(r, p, end, next, NULL);
+    if (rc) return rc;
+    if (osk__us_text_to_ns(p, *next, out) == 0)
+      *has |= bit;
+    else
+      *has |= OSK_EV_BAD;
+    return P_OK;
+  }
+  *has |= OSK_EV_BAD;
+  return skip_value(r, p, end, next, 2);
+}
+
+static int parse_id(osk_reader_t *r, const char *p, const char *end, const char **next,
+                    osk_trace_id_t *id, unsigned *has) {
+  if (*p == '"') {
+    id->kind = OSK_ID_STR;
+    id->num = 0;
+    return scan_string(r, p, end, &id->str, next);
+  }
+  if (*p == '-' || IS_DIGIT(p)) {
+    int integer;
+    int rc = scan_number(r, p, end, next, &integer);
+    if (rc) return rc;
+    /* Integers that fit int64 compare as numbers; any other number keeps its
+     * text, so 1.5 and "1.5" name the same thread, as they print the same. */
+    if (integer && (size_t)(*next - p) - (*p == '-') <= 18) {
+      int64_t v = 0;
+      const char *s = p + (*p == '-');
+      for (; s < *next; s++) v = v * 10 + (*s - '0');
+      id->kind = OSK_ID_INT;
+      id->num = *p == '-' ? -v : v;
+      id->str = (osk_str_t){NULL, 0};
+    } else {
+      id->kind = OSK_ID_STR;
+      id->str = (osk_str_t){p, (size_t)(*next - p)};
+    }
+    return P_OK;
+  }
+  *has |= OSK_EV_BAD;
+  return skip_value(r, p, end, next, 2);
+}
+
+/* args: only args.name is kept (metadata events name threads with it). */
+static int parse_args(osk_reader_t *r, const char *p, const char *end, const char **next,
+                      osk_trace_event_t *ev) {
+  const char *s = skip_ws(p + 1);
+  if (s >= end) return P_MORE;
+  if (*s == '}') {
+    *next = s + 1;
+    return P_OK;
+  }
+  for (;;) {
+    if (*s != '"') FAIL(r, s, "expected a string key");
+    osk_str_t key;
+    int rc = scan_string(r, s, end, &key, &s);
+    if (rc) return rc;
+    s = skip_ws(s);
+    if (s >= end) return P_MORE;
+    if (*s != ':') FAIL(r, s, "expected ':' after a key");
+    s = skip_ws(s + 1);
+    if (s >= end) return P_MORE;
+    if (key.len == 4 && memcmp(key.ptr, "name", 4) == 0 && *s == '"')
+      rc = scan_string(r, s, end, &ev->arg_name, &s);
+    else
+      rc = skip_value(r, s, end, &s, 3);
+    if (rc) return rc;
+    s = skip_ws(s);
+    if (s >= end) return P_MORE;
+    if (*s == ',') {
+      s = skip_ws(s + 1);
+      if (s >= end) return P_MORE;
+      continue;
+    }
+    if (*s == '}') {
+      *next = s + 1;
+      return P_OK;
+    }
+    FAIL(r, s, "expected ',' or '}' in an object");
+  }
+}
+
+static int key_is(osk_str_t k, const char *lit, size_t n) {
+  return k.len == n && memcmp(k.ptr, lit, n) == 0;
+}
+
+/* One element of traceEvents. Elements that are not objects are valid JSON
+ * but not events: they are skipped and counted as bad. *is_event says which. */
+static int parse_event(osk_reader_t *r, const char *p, const char *end, const char **next,
+                       osk_trace_event_t *ev, int *is_event) {
+  r->slen = 0;
+  if (*p != '{') {
+    *is_event = 0;
+    return skip_value(r, p, end, next, 1);
+  }
+  *is_event = 1;
+  memset(ev, 0, sizeof *ev);
+  ev->offset = r->base + (uint64_t)(p - r->buf);
+  const char *s = skip_ws(p + 1);
+  if (s >= end) return P_MORE;
+  if (*s == '}') {
+    *next = s + 1;
+    return P_OK;
+  }
+  for (;;) {
+    if (*s != '"') FAIL(r, s, "expected a string key");
+    osk_str_t key;
+    int rc = scan_string(r, s, end, &key, &s);
+    if (rc) return rc;
+    s = skip_ws(s);
+    if (s >= end) return P_MORE;
+    if (*s != ':') FAIL(r, s, "expected ':' after a key");
+    s = skip_ws(s + 1);
+    if (s >= end) return P_MORE;
+    /* Dispatch on the keys the analysis uses; the rest are skipped. A
+     * repeated key overrides the earlier one, as in most JSON readers. */
+    osk_str_t *str_field = NULL;
+    unsigned str_bit = 0;
+    switch (key.len) {
+    case 2:
+      if (key_is(key, "ph", 2)) str_field = &ev->ph;
+      else if (key_is(key, "ts", 2)) {
+        rc = parse_time(r, s, end, &s, &ev->ts_ns, &ev->has, OSK_EV_TS);
+        goto value_done;
+      }
+      break;
+    case 3:
+      if (key_is(key, "cat", 3)) str_field = &ev->cat;
+      else if (key_is(key, "dur", 3)) {
+        rc = parse_time(r, s, end, &s, &ev->dur_ns, &ev->has, OSK_EV_DUR);
+        goto value_done;
+      } else if (key_is(key, "pid", 3)) {
+        rc = parse_id(r, s, end, &s, &ev->pid, &ev->has);
+        goto value_done;
+      } else if (key_is(key, "tid", 3)) {
+        rc = parse_id(r, s, end, &s, &ev->tid, &ev->has);
+        goto value_done;
+      }
+      break;
+    case 4:
+      if (key_is(key, "name", 4)) {
+        str_field = &ev->name;
+        str_bit = OSK_EV_NAME;
+      } else if (key_is(key, "args", 4) && *s == '{') {
+        rc = parse_args(r, s, end, &s, ev);
+        goto value_done;
+      }
+      break;
+    default:
+      break;
+    }
+    if (str_field) {
+      if (*s == '"') {
+        rc = scan_string(r, s, end, str_field, &s);
+        ev->has |= str_bit;
+      } else {
+        *str_field = (osk_str_t){NULL, 0};
+        if (str_bit) ev->has &= ~str_bit;
+        ev->has |= OSK_EV_BAD;
+        rc = skip_value(r, s, end, &s, 2);
+      }
+    } else {
+      rc = skip_value(r, s, end, &s, 2);
+    }
+  value_done:
+    if (rc) return rc;
+    s = skip_ws(s);
+    if (s >= end) return P_MORE;
+    if (*s == ',') {
+      s = skip_ws(s + 1);
+      if (s >= end) return P_MORE;
+      continue;
+    }
+    if (*s == '}') {
+      *next = s + 1;
+      return P_OK;
+    }
+    FAIL(r, s, "expected ',' or '}' in an event");
+  }
+}
+
+/* ------------------------------------------------------------- document */
+
+static void add_meta(osk_reader_t *r, const char *v, size_t n, int is_string) {
+  if (r->n_meta >= META_MAX || r->key_truncated || n > META_VALUE_MAX) return;
+  meta_entry_t *m = &r->meta[r->n_meta];
+  m->key = malloc(r->key_len + 1);
+  m->value = malloc(n + 1);
+  if (!m->key || !m->value) { /* metadata is best effort; the read goes on */
+    free(m->key);
+    free(m->value);
+    m->key = m->value = NULL;
+    return;
+  }
+  memcpy(m->key, r->key, r->key_len);
+  m->key[r->key_len] = 0;
+  memcpy(m->value, v, n);
+  m->value[n] = 0;
+  m->key_len = r->key_len;
+  m->value_len = n;
+  m->is_string = is_string;
+  r->n_meta++;
+}
+
+/* Runs the state machine over the buffered data. Returns P_MORE with r->pos
+ * at the start of the unfinished unit, P_ERR, P_OK at the end of the
+ * document, or a negative code from the callback. */
+static int walk(osk_reader_t *r, osk_event_fn fn, void *ctx) {
+  const char *buf = r->buf;
+  const char *end = buf + r->len;
+  const char *p = buf + r->pos;
+  int rc;
+  for (;;) {
+    p = skip_ws(p);
+    const char *unit = p;
+    if (p >= end) {
+      r->pos = (size_t)(p - buf);
+      return r->state == S_END ? P_OK : P_MORE;
+    }
+    switch (r->state) {
+    case S_START:
+      if (r->base == 0 && p == buf && U8(p) == 0xEF) { /* UTF-8 byte order mark */
+        if (p + 3 > end) goto more;
+        if (U8(p + 1) != 0xBB || U8(p + 2) != 0xBF) FAIL(r, p, "expected '{' or '[' at the start");
+        p += 3;
+        continue;
+      }
+      if (*p == '{') {
+        r->state = S_OBJ_FIRST;
+      } else if (*p == '[') {
+        r->stats.array_format = 1;
+        r->ev_return = S_END;
+        r->state = S_EV_FIRST;
+      } else {
+        FAIL(r, p, "expected '{' or '[' at the start of a trace");
+      }
+      p++;
+      break;
+    case S_OBJ_FIRST:
+    case S_OBJ_KEY: {
+      if (*p == '}' && r->state == S_OBJ_FIRST) {
+        r->state = S_END;
+        p++;
+        break;
+      }
+      if (*p != '"') FAIL(r, p, "expected a string key");
+      osk_str_t key;
+      r->slen = 0;
+      rc = scan_string(r, p, end, &key, &p);
+      if (rc == P_MORE) goto more;
+      if (rc) return rc;
+      r->key_truncated = key.len > KEY_MAX;
+      r->key_len = key.len > KEY_MAX ? KEY_MAX : key.len;
+      memcpy(r->key, key.ptr, r->key_len);
+      r->state = S_OBJ_COLON;
+      break;
+    }
+    case S_OBJ_COLON:
+      if (*p != ':') FAIL(r, p, "expected ':' after a key");
+      p++;
+      r->state = S_OBJ_VALUE;
+      break;
+    case S_OBJ_VALUE: {
+      int is_events = !r->key_truncated && r->key_len == 11 && memcmp(r->key, "traceEvents", 11) == 0;
+      if (*p == '[' && is_events) {
+        r->ev_return = S_OBJ_AFTER;
+        r->state = S_EV_FIRST;
+        p++;
+        break;
+      }
+      if (is_events) FAIL(r, p, "traceEvents is not an array");
+      if (*p == '[' || *p == '{') {
+        r->c_is_obj = *p == '{';
+        r->state = S_C_FIRST;
+        p++;
+        break;
+      }
+      r->slen = 0;
+      if (*p == '"') {
+        osk_str_t v;
+        rc = scan_string(r, p, end, &v, &p);
+        if (rc == P_MORE) goto more;
+        if (rc) return rc;
+        add_meta(r, v.ptr, v.len, 1);
+      } else {
+        rc = skip_value(r, p, end, &p, 1);
+        if (rc == P_MORE) goto more;
+        if (rc) return rc;
+        add_meta(r, unit, (size_t)(p - unit), 0);
+      }
+      r->state = S_OBJ_AFTER;
+      break;
+    }
+    case S_OBJ_AFTER:
+      if (*p == ',') {
+        r->state = S_OBJ_KEY;
+      } else if (*p == '}') {
+        r->state = S_END;
+      } else {
+        FAIL(r, p, "expected ',' or '}' after a top-level member");
+      }
+      p++;
+      break;
+    case S_EV_FIRST:
+    case S_EV_NEXT: {
+      if (*p == ']' && r->state == S_EV_FIRST) {
+        r->state = r->ev_return;
+        p++;
+        break;
+      }
+      osk_trace_event_t ev;
+      int is_event;
+      rc = parse_event(r, p, end, &p, &ev, &is_event);
+      if (rc == P_MORE) goto more;
+      if (rc) return rc;
+      r->stats.events++;
+      if (!is_event || (ev.has & OSK_EV_BAD)) r->stats.bad_fields++;
+      if (is_event && fn) {
+        r->pos = (size_t)(p - buf); /* so a stop leaves a consistent position */
+        int cb = fn(ctx, &ev);
+        if (cb) return cb < 0 ? cb : OSK_EINVAL;
+      }
+      r->state = S_EV_AFTER;
+      break;
+    }
+    case S_EV_AFTER:
+      if (*p == ',') {
+        r->state = S_EV_NEXT;
+      } else if (*p == ']') {
+        r->state = r->ev_return;
+      } else {
+        FAIL(r, p, "expected ',' or ']' after an event");
+      }
+      p++;
+      break;
+    case S_C_FIRST:
+    case S_C_NEXT: {
+      char close = r->c_is_obj ? '}' : ']';
+      if (*p == close && r->state == S_C_FIRST) {
+        r->state = S_OBJ_AFTER;
+        p++;
+        break;
+      }
+      r->slen = 0;
+      if (r->c_is_obj) {
+        if (*p != '"') FAIL(r, p, "expected a string key");
+        rc = scan_string(r, p, end, NULL, &p);
+        if (rc == P_MORE) goto more;
+        if (rc) return rc;
+        p = skip_ws(p);
+        if (p >= end) goto more;
+        if (*p != ':') FAIL(r, p, "expected ':' after a key");
+        p = skip_ws(p + 1);
+      }
+      rc = skip_value(r, p, end, &p, 2);
+      if (rc == P_MORE) goto more;
+      if (rc) return rc;
+      r->state = S_C_AFTER;
+      break;
+    }
+    case S_C_AFTER: {
+      char close = r->c_is_obj ? '}' : ']';
+      if (*p == ',') {
+        r->state = S_C_NEXT;
+      } else if (*p == close) {
+        r->state = S_OBJ_AFTER;
+      } else {
+        FAIL(r, p, r->c_is_obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
+      }
+      p++;
+      break;
+    }
+    case S_END:
+    default:
+      FAIL(r, p, "unexpected data after the end of the trace");
+    }
+    continue;
+  more:
+    r->pos = (size_t)(unit - buf);
+    return P_MORE;
+  }
+}
+
+/* Moves the unfinished unit to the front and appends input. Returns 0, or
+ * a negative code with err filled. */
+static int refill(osk_reader_t *r, osk_read_error_t *err) {
+  size_t keep = r->len - r->pos;
+  if (r->pos) {
+    memmove(r->buf, r->buf + r->pos, keep);
+    r->base += r->pos;
+    r->len = keep;
+    r->pos = 0;
+  }
+  if (r->len == r->cap) {
+    if (r->cap >= r->opts.max_unit_bytes) {
+      set_err(err, OSK_ERANGE, "a single event is larger than the reader's limit", r->base, 0);
+      return OSK_ERANGE;
+    }
+    size_t ncap = r->cap * 2;
+    if (ncap > r->opts.max_unit_bytes) ncap = r->opts.max_unit_bytes;
+    char *nb = realloc(r->buf, ncap + 1);
+    if (!nb) goto nomem;
+    r->buf = nb;
+    char *ns = realloc(r->scratch, ncap + 1);
+    if (!ns) goto nomem;
+    r->scratch = ns;
+    r->cap = r->scap = ncap;
+    if (ncap > r->stats.peak_buffer) r->stats.peak_buffer = ncap;
+  }
+  size_t want = r->cap - r->len;
+  if (want > r->opts.chunk_bytes) want = r->opts.chunk_bytes;
+  size_t got = 0;
+  int rc = src_read(r, r->buf + r->len, want, &got);
+  if (rc == OSK_EIO) {
+    set_err(err, rc, "cannot read the trace", r->base + r->len, errno);
+    return rc;
+  }
+  if (rc) {
+    set_err(err, rc, r->err_msg ? r->err_msg : "gzip data is corrupt", r->base + r->len, 0);
+    return rc;
+  }
+  if (got == 0) r->eof = 1;
+  r->len += got;
+  r->buf[r->len] = 0;
+  r->stats.bytes = r->base + r->len;
+  return 0;
+nomem:
+  set_err(err, OSK_ENOMEM, "out of memory", r->base, 0);
+  return OSK_ENOMEM;
+}
+
+static const char *truncation_message(int state) {
+  switch (state) {
+  case S_START:
+    return "the trace is empty";
+  case S_EV_FIRST:
+  case S_EV_NEXT:
+  case S_EV_AFTER:
+    return "the trace ends inside traceEvents (truncated: a profiler stopped mid-write?)";
+  default:
+    return "the trace ends before the end of its JSON document (truncated)";
+  }
+}
+
+int osk_reader_run(osk_reader_t *r, osk_event_fn fn, void *ctx, osk_read_error_t *err) {
+  set_err(err, 0, "", 0, 0);
+  if (!r || r->used) {
+    set_err(err, OSK_EINVAL, "a reader runs once", 0, 0);
+    return OSK_EINVAL;
+  }
+  r->used = 1;
+  for (;;) {
+    int rc = walk(r, fn, ctx);
+    if (rc == P_OK) {
+      if (!r->eof) { /* data may follow the document: it must be white space */
+        rc = refill(r, err);
+        if (rc) return rc;
+        if (r->len > r->pos) continue;
+        if (!r->eof) continue;
+      }
+      r->stats.bytes = r->base + r->len;
+      return 0;
+    }
+    if (rc == P_ERR) {
+      uint64_t off = r->base + (uint64_t)(r->err_at - r->buf);
+      /* A NUL at the end of the data is the sentinel, not input. */
+      set_err(err, OSK_EFORMAT, r->err_msg, off, 0);
+      r->stats.bytes = off;
+      return OSK_EFORMAT;
+    }
+    if (rc != P_MORE) {
+      set_err(err, rc, "stopped by the event callback", r->base + r->pos, 0);
+      return rc;
+    }
+    if (r->eof) {
+      set_err(err, OSK_ETRUNCATED, truncation_message(r->state), r->base + r->len, 0);
+      r->stats.bytes = r->base + r->len;
+      return OSK_ETRUNCATED;
+    }
+    rc = refill(r, err);
+    if (rc) return rc;
+  }
+}

@@ -1,0 +1,967 @@
+/* summary.c: per-thread nesting and per-name aggregates of trace events
+ * (see osk_summary_t in opskew_reader.h for the model).
+ *
+ * Memory. Per distinct name: the aggregate, an exact buffer of up to 64
+ * durations (for exact quantiles of rare names), then a histogram that
+ * covers only the range of buckets that name used. Per thread: the open
+ * stack (the nesting depth), a small map from name to that thread's self
+ * time, and, only for threads whose events are out of order, the held events
+ * of the second pass. Nothing grows with the number of in-order events.
+ */
+#include "opskew_reader.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ histogram */
+
+/* Log-linear buckets: values below 128 have their own bucket; above, every
+ * power of two [2^e, 2^(e+1)) is split into 64 equal buckets, so a bucket's
+ * width is at most 1/64 of its lower bound and its midpoint is within 1/128
+ * (0.8%) of any value in it. */
+#define HIST_SUB 64
+#define HIST_EXACT 64
+#define HIST_MAX_INDEX (57 * HIST_SUB + 2 * HIST_SUB) /* covers every uint64 */
+
+static int hist_index(uint64_t v) {
+  if (v < 2 * HIST_SUB) return (int)v;
+  int e = 63 - __builtin_clzll(v);
+  int shift = e - 6;
+  return shift * HIST_SUB + (int)(v >> shift);
+}
+
+static void hist_bucket(int idx, double *lower, double *width) {
+  if (idx < 2 * HIST_SUB) {
+    *lower = idx;
+    *width = 1;
+    return;
+  }
+  int shift = idx / HIST_SUB - 1;
+  uint64_t m = (uint64_t)(idx - shift * HIST_SUB);
+  *lower = (double)(m << shift);
+  *width = (double)(1ull << shift);
+}
+
+typedef struct {
+  int64_t *exact;   /* the first HIST_EXACT values, while counts == NULL */
+  uint32_t n_exact;
+  uint64_t *counts; /* counts[i - lo] for buckets lo <= i < hi */
+  int lo, hi;
+} hist_t;
+
+static int hist_bump(hist_t *h, int idx) {
+  if (!h->counts || idx < h->lo || idx >= h->hi) {
+    int nlo = h->counts ? (idx < h->lo ? idx : h->lo) : idx;
+    int nhi = h->counts ? (idx >= h->hi ? idx + 1 : h->hi) : idx + 1;
+    /* Grow by a margin so a drifting name does not realloc on every call. */
+    nlo = nlo - 16 < 0 ? 0 : nlo - 16;
+    nhi = nhi + 16 > HIST_MAX_INDEX ? HIST_MAX_INDEX : nhi + 16;
+    uint64_t *nc = calloc((size_t)(nhi - nlo), sizeof *nc);
+    if (!nc) return OSK_ENOMEM;
+    if (h->counts) {
+      memcpy(nc + (h->lo - nlo), h->counts, (size_t)(h->hi - h->lo) * sizeof *nc);
+      free(h->counts);
+    }
+    h->counts = nc;
+    h->lo = nlo;
+    h->hi = nhi;
+  }
+  h->counts[idx - h->lo]++;
+  return 0;
+}
+
+static int hist_add(hist_t *h, int64_t v) {
+  if (!h->counts) {
+    if (!h->exact) {
+      h->exact = malloc(HIST_EXACT * sizeof *h->exact);
+      if (!h->exact) return OSK_ENOMEM;
+    }
+    if (h->n_exact < HIST_EXACT) {
+      h->exact[h->n_exact++] = v;
+      return 0;
+    }
+    for (uint32_t i = 0; i < h->n_exact; i++) {
+      int rc = hist_bump(h, hist_index((uint64_t)h->exact[i]));
+      if (rc) return rc;
+    }
+    free(h->exact);
+    h->exact = NULL;
+  }
+  return hist_bump(h, hist_index((uint64_t)v));
+}
+
+static void hist_free(hist_t *h) {
+  free(h->exact);
+  free(h->counts);
+}
+
+/* ----------------------------------------------------------- structures */
+
+typedef struct {
+  osk_op_stats_t pub;
+  uint64_t hash;
+  hist_t hist;
+} op_t;
+
+typedef struct {
+  int64_t start, end, dur, child;
+  uint64_t desc;
+  uint32_t name, n_children, last_child;
+} frame_t;
+
+typedef struct {
+  int64_t start, child;
+  uint32_t name;
+} be_frame_t;
+
+typedef struct {
+  int64_t start, dur;
+  uint64_t seq;
+  uint32_t name;
+} held_t;
+
+typedef struct {
+  int64_t self_ns;
+  uint64_t desc, dup;
+} self_t;
+
+typedef struct {
+  osk_thread_info_t pub;
+  uint64_t hash;
+  frame_t *stack;
+  uint32_t depth, scap;
+  be_frame_t *be;
+  uint32_t be_depth, be_cap;
+  int64_t last_start;
+  int have_last, unsorted;
+  /* name id + 1 -> self figures of this thread (open addressing). */
+  uint32_t *sm_keys;
+  self_t *sm_vals;
+  size_t sm_cap, sm_n;
+  held_t *held;
+  size_t n_held, held_cap;
+} thread_t;
+
+typedef struct {
+  char *name;
+  size_t len;
+  int selected;
+} cat_t;
+
+struct osk_summary {
+  op_t *ops;
+  size_t n_ops, ops_cap;
+  uint32_t *op_slots; /* op index + 1; 0 empty */
+  size_t op_slots_cap;
+
+  thread_t *threads;
+  size_t n_threads, threads_cap;
+  uint32_t *th_slots;
+  size_t th_slots_cap;
+  size_t last_thread; /* index + 1 of the last thread looked up */
+
+  osk_process_info_t *procs;
+  size_t n_procs, procs_cap;
+
+  int filter;
+  int unlisted_selected; /* what a category absent from `cats` gets */
+  cat_t *cats;
+  size_t n_cats, cats_cap;
+  size_t last_cat; /* index + 1 */
+
+  /* Top-level scalars of the document, copied from the reader. */
+  char **meta_kv; /* key, value, key, value, ... */
+  size_t *meta_len;
+  int *meta_str;
+  size_t n_meta;
+
+  uint64_t seq;
+  int finished;
+  osk_summary_stats_t stats;
+};
+
+/* --------------------------------------------------------------- helpers */
+
+/* Sums of durations saturate instead of overflowing: a hostile trace can
+ * hold durations near INT64_MAX ns, and an overflowing signed sum would be
+ * undefined behaviour. Real traces are many orders of magnitude below. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+  return a + b;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *s = p;
+  for (size_t i = 0; i < n; i++) {
+    h ^= s[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+#define HASH_SEED 0xcbf29ce484222325ull
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  size_t ncap = *cap ? *cap : 8;
+  while (ncap < need) ncap *= 2;
+  void *np = realloc(*p, ncap * elem);
+  if (!np) return OSK_ENOMEM;
+  *p = np;
+  *cap = ncap;
+  return 0;
+}
+
+static char *dup_bytes(const char *p, size_t n) {
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  if (n) memcpy(d, p, n);
+  d[n] = 0;
+  return d;
+}
+
+static int str_eq(osk_str_t a, const char *b, size_t n) {
+  return a.len == n && (n == 0 || memcmp(a.ptr, b, n) == 0);
+}
+
+/* Rebuilds an open-addressing index of `n` items with hashes from hashof. */
+static int rehash(uint32_t **slots, size_t *cap, size_t n, uint64_t (*hashof)(void *, size_t),
+                  void *ctx) {
+  size_t ncap = *cap ? *cap * 2 : 64;
+  while (ncap < n * 2 + 2) ncap *= 2;
+  uint32_t *ns = calloc(ncap, sizeof *ns);
+  if (!ns) return OSK_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    size_t j = (size_t)hashof(ctx, i) & (ncap - 1);
+    while (ns[j]) j = (j + 1) & (ncap - 1);
+    ns[j] = (uint32_t)(i + 1);
+  }
+  free(*slots);
+  *slots = ns;
+  *cap = ncap;
+  return 0;
+}
+
+/* ------------------------------------------------------------------- ops */
+
+static uint64_t op_hash_of(void *ctx, size_t i) { return ((osk_summary_t *)ctx)->ops[i].hash; }
+
+/* Finds or adds the op named `name`; returns its index or a negative code. */
+static int64_t op_intern(osk_summary_t *s, osk_str_t name, osk_str_t cat) {
+  uint64_t h = hash_bytes(HASH_SEED, name.ptr, name.len);
+  if (s->op_slots_cap) {
+    size_t j = (size_t)h & (s->op_slots_cap - 1);
+    for (uint32_t k; (k = s->op_slots[j]) != 0; j = (j + 1) & (s->op_slots_cap - 1)) {
+      op_t *o = &s->ops[k - 1];
+      if (o->hash == h && str_eq(name, o->pub.name.ptr, o->pub.name.len)) return k - 1;
+    }
+  }
+  if (s->n_ops >= UINT32_MAX - 1) return OSK_ERANGE;
+  if (grow((void **)&s->ops, &s->ops_cap, s->n_ops + 1, sizeof *s->ops)) return OSK_ENOMEM;
+  op_t *o = &s->ops[s->n_ops];
+  memset(o, 0, sizeof *o);
+  char *nm = dup_bytes(name.ptr, name.len);
+  char *ct = dup_bytes(cat.ptr, cat.len);
+  if (!nm || !ct) {
+    free(nm);
+    free(ct);
+    return OSK_ENOMEM;
+  }
+  o->pub.name = (osk_str_t){nm, name.len};
+  o->pub.cat = (osk_str_t){ct, cat.len};
+  o->hash = h;
+  s->n_ops++;
+  if (s->n_ops * 2 > s->op_slots_cap) {
+    if (rehash(&s->op_slots, &s->op_slots_cap, s->n_ops, op_hash_of, s)) {
+      s->n_ops--;
+      free(nm);
+      free(ct);
+      return OSK_ENOMEM;
+    }
+  } else {
+    size_t j = (size_t)h & (s->op_slots_cap - 1);
+    while (s->op_slots[j]) j = (j + 1) & (s->op_slots_cap - 1);
+    s->op_slots[j] = (uint32_t)s->n_ops;
+  }
+  return (int64_t)(s->n_ops - 1);
+}
+
+static int op_add_call(osk_summary_t *s, uint32_t id, int64_t dur) {
+  op_t *o = &s->ops[id];
+  if (o->pub.calls == 0 || dur < o->pub.min_ns) o->pub.min_ns = dur;
+  if (o->pub.calls == 0 || dur > o->pub.max_ns) o->pub.max_ns = dur;
+  o->pub.calls++;
+  o->pub.total_ns = sat_add(o->pub.total_ns, dur);
+  return hist_add(&o->hist, dur);
+}
+
+/* --------------------------------------------------------------- threads */
+
+static uint64_t id_hash(uint64_t h, const osk_trace_id_t *id) {
+  h = hash_bytes(h, &id->kind, sizeof id->kind);
+  if (id->kind == OSK_ID_INT) return hash_bytes(h, &id->num, sizeof id->num);
+  if (id->kind == OSK_ID_STR) return hash_bytes(h, id->str.ptr, id->str.len);
+  return h;
+}
+
+static int id_eq(const osk_trace_id_t *a, const osk_trace_id_t *b) {
+  if (a->kind != b->kind) return 0;
+  if (a->kind == OSK_ID_INT) return a->num == b->num;
+  if (a->kind == OSK_ID_STR) return str_eq(a->str, b->str.ptr, b->str.len);
+  return 1;
+}
+
+static int id_copy(osk_trace_id_t *dst, const osk_trace_id_t *src) {
+  *dst = *src;
+  if (src->kind == OSK_ID_STR) {
+    char *p = dup_bytes(src->str.ptr, src->str.len);
+    if (!p) return OSK_ENOMEM;
+    dst->str.ptr = p;
+  } else {
+    dst->str = (osk_str_t){NULL, 0};
+  }
+  return 0;
+}
+
+static uint64_t th_hash_of(void *ctx, size_t i) {
+  return ((osk_summary_t *)ctx)->threads[i].hash;
+}
+
+static thread_t *thread_get(osk_summary_t *s, const osk_trace_id_t *pid, const osk_trace_id_t *tid) {
+  if (s->last_thread) {
+    thread_t *t = &s->threads[s->last_thread - 1];
+    if (id_eq(&t->pub.tid, tid) && id_eq(&t->pub.pid, pid)) return t;
+  }
+  uint64_t h = id_hash(id_hash(HASH_SEED, pid), tid);
+  if (s->th_slots_cap) {
+    size_t j = (size_t)h & (s->th_slots_cap - 1);
+    for (uint32_t k; (k = s->th_slots[j]) != 0; j = (j + 1) & (s->th_slots_cap - 1)) {
+      thread_t *t = &s->threads[k - 1];
+      if (t->hash == h && id_eq(&t->pub.tid, tid) && id_eq(&t->pub.pid, pid)) {
+        s->last_thread = k;
+        return t;
+      }
+    }
+  }
+  if (grow((void **)&s->threads, &s->threads_cap, s->n_threads + 1, sizeof *s->threads))
+    return NULL;
+  thread_t *t = &s->threads[s->n_threads];
+  memset(t, 0, sizeof *t);
+  if (id_copy(&t->pub.pid, pid)) return NULL;
+  if (id_copy(&t->pub.tid, tid)) {
+    if (t->pub.pid.kind == OSK_ID_STR) free((void *)t->pub.pid.str.ptr);
+    return NULL;
+  }
+  t->hash = h;
+  s->n_threads++;
+  if (s->n_threads * 2 > s->th_slots_cap) {
+    if (rehash(&s->th_slots, &s->th_slots_cap, s->n_threads, th_hash_of, s)) {
+      s->n_threads--;
+      return NULL;
+    }
+  } else {
+    size_t j = (size_t)h & (s->th_slots_cap - 1);
+    while (s->th_slots[j]) j = (j + 1) & (s->th_slots_cap - 1);
+    s->th_slots[j] = (uint32_t)s->n_threads;
+  }
+  s->last_thread = s->n_threads;
+  return &s->threads[s->n_threads - 1];
+}
+
+static self_t *self_slot(thread_t *t, uint32_t name) {
+  if (t->sm_n * 2 >= t->sm_cap) {
+    size_t ncap = t->sm_cap ? t->sm_cap * 2 : 16;
+    uint32_t *nk = calloc(ncap, sizeof *nk);
+    self_t *nv = calloc(ncap, sizeof *nv);
+    if (!nk || !nv) {
+      free(nk);
+      free(nv);
+      return NULL;
+    }
+    for (size_t i = 0; i < t->sm_cap; i++) {
+      if (!t->sm_keys[i]) continue;
+      size_t j = (t->sm_keys[i] * 0x9E3779B1u) & (ncap - 1);
+      while (nk[j]) j = (j + 1) & (ncap - 1);
+      nk[j] = t->sm_keys[i];
+      nv[j] = t->sm_vals[i];
+    }
+    free(t->sm_keys);
+    free(t->sm_vals);
+    t->sm_keys = nk;
+    t->sm_vals = nv;
+    t->sm_cap = ncap;
+  }
+  uint32_t key = name + 1;
+  size_t j = (key * 0x9E3779B1u) & (t->sm_cap - 1);
+  while (t->sm_keys[j] && t->sm_keys[j] != key) j = (j + 1) & (t->sm_cap - 1);
+  if (!t->sm_keys[j]) {
+    t->sm_keys[j] = key;
+    t->sm_n++;
+  }
+  return &t->sm_vals[j];
+}
+
+static void self_clear(thread_t *t) {
+  if (t->sm_cap) {
+    memset(t->sm_keys, 0, t->sm_cap * sizeof *t->sm_keys);
+    memset(t->sm_vals, 0, t->sm_cap * sizeof *t->sm_vals);
+  }
+  t->sm_n = 0;
+}
+
+/* --------------------------------------------------------------- nesting */
+
+/* Closes the innermost open event: its self time is its duration minus the
+ * (clipped) spans of its children, and its span counts for its parent. */
+static int pop_frame(thread_t *t) {
+  frame_t f = t->stack[--t->depth];
+  self_t *sf = self_slot(t, f.name);
+  if (!sf) return OSK_ENOMEM;
+  int64_t self = f.dur - f.child;
+  sf->self_ns = sat_add(sf->self_ns, self > 0 ? self : 0);
+  sf->desc += f.desc;
+  if (f.n_children == 1 && f.last_child == f.name) sf->dup++;
+  if (t->depth) {
+    frame_t *p = &t->stack[t->depth - 1];
+    p->child = sat_add(p->child, f.end - f.start);
+    p->desc += 1 + f.desc;
+    p->n_children++;
+    p->last_child = f.name;
+  }
+  return 0;
+}
+
+static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name) {
+  int64_t end = start + dur;
+  while (t->depth && t->stack[t->depth - 1].end <= start) {
+    int rc = pop_frame(t);
+    if (rc) return rc;
+  }
+  /* Events that start together nest the longer one outside, whichever
+   * came first in the file; equal intervals nest in file order. */
+  uint32_t pos = t->depth;
+  while (pos && t->stack[pos - 1].start == start && t->stack[pos - 1].end < end) pos--;
+  int64_t nest_end = end;
+  if (pos && end > t->stack[pos - 1].end) {
+    t->pub.overlaps++;
+    nest_end = t->stack[pos - 1].end;
+  }
+  if (t->depth == t->scap) {
+    uint32_t ncap = t->scap ? t->scap * 2 : 16;
+    frame_t *ns = realloc(t->stack, ncap * sizeof *ns);
+    if (!ns) return OSK_ENOMEM;
+    t->stack = ns;
+    t->scap = ncap;
+  }
+  memmove(&t->stack[pos + 1], &t->stack[pos], (t->depth - pos) * sizeof *t->stack);
+  t->stack[pos] = (frame_t){start, nest_end, dur, 0, 0, name, 0, 0};
+  t->depth++;
+  if (t->depth > t->pub.max_depth) t->pub.max_depth = t->depth;
+  return 0;
+}
+
+static int close_all(thread_t *t) {
+  while (t->depth) {
+    int rc = pop_frame(t);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ categories */
+
+static int cat_selected(osk_summary_t *s, osk_str_t cat) {
+  if (s->last_cat) {
+    cat_t *c = &s->cats[s->last_cat - 1];
+    if (str_eq(cat, c->name, c->len)) return c->selected;
+  }
+  for (size_t i = 0; i < s->n_cats; i++) {
+    if (str_eq(cat, s->cats[i].name, s->cats[i].len)) {
+      s->last_cat = i + 1;
+      return s->cats[i].selected;
+    }
+  }
+  return s->unlisted_selected;
+}
+
+static int add_cat(osk_summary_t *s, const char *c, int selected) {
+  size_t n = strlen(c);
+  for (size_t i = 0; i < s->n_cats; i++) {
+    if (s->cats[i].len == n && memcmp(s->cats[i].name, c, n) == 0) {
+      s->cats[i].selected = s->cats[i].selected && selected;
+      return 0;
+    }
+  }
+  if (grow((void **)&s->cats, &s->cats_cap, s->n_cats + 1, sizeof *s->cats)) return OSK_ENOMEM;
+  if (!(s->cats[s->n_cats].name = dup_bytes(c, n))) return OSK_ENOMEM;
+  s->cats[s->n_cats].len = n;
+  s->cats[s->n_cats].selected = selected;
+  s->n_cats++;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ API */
+
+int osk_summary_new(osk_summary_t **out, const osk_summary_opts_t *opts) {
+  if (!out) return OSK_EINVAL;
+  *out = NULL;
+  osk_summary_t *s = calloc(1, sizeof *s);
+  if (!s) return OSK_ENOMEM;
+  s->stats.passes = 1;
+  s->unlisted_selected = 1;
+  if (opts && opts->categories) {
+    s->filter = 1;
+    s->unlisted_selected = 0;
+    for (size_t i = 0; i < opts->n_categories; i++) {
+      if (opts->categories[i] && add_cat(s, opts->categories[i], 1)) {
+        osk_summary_free(s);
+        return OSK_ENOMEM;
+      }
+    }
+  }
+  if (opts && opts->exclude_categories) {
+    for (size_t i = 0; i < opts->n_exclude_categories; i++) {
+      if (!opts->exclude_categories[i]) continue;
+      s->filter = 1;
+      if (add_cat(s, opts->exclude_categories[i], 0)) {
+        osk_summary_free(s);
+        return OSK_ENOMEM;
+      }
+    }
+  }
+  *out = s;
+  return 0;
+}
+
+/* Checks what every analyzed event needs; counts the ones that fail. */
+static int usable(osk_summary_t *s, const osk_trace_event_t *ev, unsigned need, int check_cat) {
+  if (check_cat && s->filter && !cat_selected(s, ev->cat)) {
+    s->stats.filtered_events++;
+    return 0;
+  }
+  if ((ev->has & need) != need || (ev->has & OSK_EV_BAD) ||
+      ((need & OSK_EV_DUR) && (ev->dur_ns < 0 || ev->ts_ns > INT64_MAX - ev->dur_ns))) {
+    s->stats.unusable_events++;
+    return 0;
+  }
+  return 1;
+}
+
+static int on_metadata(osk_summary_t *s, const osk_trace_event_t *ev) {
+  if (!ev->arg_name.ptr && ev->arg_name.len == 0) return 0;
+  if (str_eq(ev->name, "thread_name", 11)) {
+    thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+    if (!t) return OSK_ENOMEM;
+    char *n = dup_bytes(ev->arg_name.ptr, ev->arg_name.len);
+    if (!n) return OSK_ENOMEM;
+    free((void *)t->pub.name.ptr);
+    t->pub.name = (osk_str_t){n, ev->arg_name.len};
+  } else if (str_eq(ev->name, "process_name", 12)) {
+    osk_process_info_t *p = NULL;
+    for (size_t i = 0; i < s->n_procs; i++)
+      if (id_eq(&s->procs[i].pid, &ev->pid)) p = &s->procs[i];
+    if (!p) {
+      if (grow((void **)&s->procs, &s->procs_cap, s->n_procs + 1, sizeof *s->procs))
+        return OSK_ENOMEM;
+      p = &s->procs[s->n_procs];
+      memset(p, 0, sizeof *p);
+      if (id_copy(&p->pid, &ev->pid)) return OSK_ENOMEM;
+      s->n_procs++;
+    }
+    char *n = dup_bytes(ev->arg_name.ptr, ev->arg_name.len);
+    if (!n) return OSK_ENOMEM;
+    free((void *)p->name.ptr);
+    p->name = (osk_str_t){n, ev->arg_name.len};
+  }
+  return 0;
+}
+
+static void span(osk_summary_t *s, int64_t start, int64_t end) {
+  if (s->stats.complete_events == 0 || start < s->stats.first_ts_ns) s->stats.first_ts_ns = start;
+  if (s->stats.complete_events == 0 || end > s->stats.last_end_ns) s->stats.last_end_ns = end;
+  s->stats.complete_events++;
+}
+
+#define BE_IGNORED UINT32_MAX
+
+static int on_begin_end(osk_summary_t *s, thread_t *t, const osk_trace_event_t *ev, int begin,
+                        int keep) {
+  if (begin) {
+    int64_t id = BE_IGNORED;
+    if (keep) {
+      id = op_intern(s, ev->name, ev->cat);
+      if (id < 0) return (int)id;
+    }
+    if (t->be_depth == t->be_cap) {
+      uint32_t ncap = t->be_cap ? t->be_cap * 2 : 16;
+      be_frame_t *nb = realloc(t->be, ncap * sizeof *nb);
+      if (!nb) return OSK_ENOMEM;
+      t->be = nb;
+      t->be_cap = ncap;
+    }
+    t->be[t->be_depth++] = (be_frame_t){ev->ts_ns, 0, (uint32_t)id};
+    return 0;
+  }
+  if (!t->be_depth) {
+    s->stats.unmatched_end++;
+    return 0;
+  }
+  be_frame_t f = t->be[--t->be_depth];
+  if (f.name == BE_IGNORED) return 0;
+  /* The end must not precede the start, and the duration must fit int64. */
+  if (ev->ts_ns < f.start || (f.start < 0 && ev->ts_ns > INT64_MAX + f.start)) {
+    s->stats.unusable_events++;
+    return 0;
+  }
+  int64_t dur = ev->ts_ns - f.start;
+  int rc = op_add_call(s, f.name, dur);
+  if (rc) return rc;
+  span(s, f.start, ev->ts_ns);
+  t->pub.complete_events++;
+  int64_t self = dur - f.child;
+  s->ops[f.name].pub.self_ns = sat_add(s->ops[f.name].pub.self_ns, self > 0 ? self : 0);
+  if (t->be_depth) t->be[t->be_depth - 1].child = sat_add(t->be[t->be_depth - 1].child, dur);
+  return 0;
+}
+
+int osk_summary_add(void *summary, const osk_trace_event_t *ev) {
+  osk_summary_t *s = summary;
+  if (!s || !ev) return OSK_EINVAL;
+  s->stats.events++;
+  if (ev->ph.len != 1) return 0;
+  switch (ev->ph.ptr[0]) {
+  case 'X': {
+    if (!usable(s, ev, OSK_EV_NAME | OSK_EV_TS | OSK_EV_DUR, 1)) return 0;
+    thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+    if (!t) return OSK_ENOMEM;
+    int64_t id = op_intern(s, ev->name, ev->cat);
+    if (id < 0) return (int)id;
+    int rc = op_add_call(s, (uint32_t)id, ev->dur_ns);
+    if (rc) return rc;
+    span(s, ev->ts_ns, ev->ts_ns + ev->dur_ns);
+    t->pub.complete_events++;
+    if (t->unsorted) return 0;
+    if (t->have_last && ev->ts_ns < t->last_start) {
+      /* Out of order: drop this thread's nesting; the second pass redoes it
+       * from its events sorted. */
+      t->unsorted = 1;
+      t->depth = 0;
+      t->pub.max_depth = 0;
+      t->pub.overlaps = 0;
+      self_clear(t);
+      return 0;
+    }
+    t->have_last = 1;
+    t->last_start = ev->ts_ns;
+    return nest(t, ev->ts_ns, ev->dur_ns, (uint32_t)id);
+  }
+  case 'B':
+  case 'E': {
+    /* "E" events usually carry no name or category: the "B" decides, and a
+     * "B" the filter drops still opens a frame, so that its "E" closes it. */
+    int begin = ev->ph.ptr[0] == 'B';
+    int keep = !begin || !s->filter || cat_selected(s, ev->cat);
+    if (!keep) s->stats.filtered_events++;
+    if (!usable(s, ev, begin ? OSK_EV_NAME | OSK_EV_TS : OSK_EV_TS, 0)) return 0;
+    thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+    if (!t) return OSK_ENOMEM;
+    return on_begin_end(s, t, ev, begin, keep);
+  }
+  case 'M':
+    return on_metadata(s, ev);
+  default:
+    return 0;
+  }
+}
+
+size_t osk_summary_unsorted_threads(const osk_summary_t *s) {
+  size_t n = 0;
+  for (size_t i = 0; s && i < s->n_threads; i++) n += s->threads[i].unsorted != 0;
+  return n;
+}
+
+int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev) {
+  osk_summary_t *s = summary;
+  if (!s || !ev) return OSK_EINVAL;
+  if (ev->ph.len != 1 || ev->ph.ptr[0] != 'X') return 0;
+  if (s->filter && !cat_selected(s, ev->cat)) return 0;
+  unsigned need = OSK_EV_NAME | OSK_EV_TS | OSK_EV_DUR;
+  if ((ev->has & need) != need || (ev->has & OSK_EV_BAD) || ev->dur_ns < 0 ||
+      ev->ts_ns > INT64_MAX - ev->dur_ns)
+    return 0;
+  thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+  if (!t) return OSK_ENOMEM;
+  if (!t->unsorted) return 0;
+  int64_t id = op_intern(s, ev->name, ev->cat);
+  if (id < 0) return (int)id;
+  if (grow((void **)&t->held, &t->held_cap, t->n_held + 1, sizeof *t->held)) return OSK_ENOMEM;
+  t->held[t->n_held++] = (held_t){ev->ts_ns, ev->dur_ns, s->seq++, (uint32_t)id};
+  s->stats.resorted_events++;
+  s->stats.passes = 2;
+  return 0;
+}
+
+static int held_cmp(const void *a, const void *b) {
+  const held_t *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  if (x->dur != y->dur) return x->dur > y->dur ? -1 : 1; /* longer first: it is the parent */
+  return x->seq < y->seq ? -1 : (x->seq > y->seq);
+}
+
+int osk_summary_finish(osk_summary_t *s) {
+  if (!s) return OSK_EINVAL;
+  if (s->finished) return 0;
+  for (size_t i = 0; i < s->n_threads; i++) {
+    thread_t *t = &s->threads[i];
+    int rc = close_all(t);
+    if (rc) return rc;
+    if (t->unsorted && t->n_held) {
+      qsort(t->held, t->n_held, sizeof *t->held, held_cmp);
+      for (size_t k = 0; k < t->n_held; k++) {
+        rc = nest(t, t->held[k].start, t->held[k].dur, t->held[k].name);
+        if (rc) return rc;
+      }
+      rc = close_all(t);
+      if (rc) return rc;
+      t->pub.resorted = 1;
+      free(t->held);
+      t->held = NULL;
+      t->n_held = t->held_cap = 0;
+    }
+    s->stats.overlaps += t->pub.overlaps;
+    s->stats.unclosed_begin += t->be_depth;
+    for (size_t j = 0; j < t->sm_cap; j++) {
+      if (!t->sm_keys[j]) continue;
+      osk_op_stats_t *o = &s->ops[t->sm_keys[j] - 1].pub;
+      o->self_ns = sat_add(o->self_ns, t->sm_vals[j].self_ns);
+      o->descendants += t->sm_vals[j].desc;
+      o->only_child_same_name += t->sm_vals[j].dup;
+    }
+  }
+  s->finished = 1;
+  return 0;
+}
+
+size_t osk_summary_op_count(const osk_summary_t *s) { return s ? s->n_ops : 0; }
+
+const osk_op_stats_t *osk_summary_op(const osk_summary_t *s, size_t i) {
+  return s && i < s->n_ops ? &s->ops[i].pub : NULL;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* The value of rank k (0-based) from the histogram: its bucket's midpoint. */
+static double hist_rank(const hist_t *h, uint64_t k) {
+  uint64_t cum = 0;
+  for (int i = h->lo; i < h->hi; i++) {
+    cum += h->counts[i - h->lo];
+    if (cum > k) {
+      double lower, width;
+      hist_bucket(i, &lower, &width);
+      return lower + (width - 1) / 2;
+    }
+  }
+  return 0;
+}
+
+int osk_summary_op_quantile(const osk_summary_t *s, size_t i, double q, double *out_ns) {
+  if (!s || i >= s->n_ops || !out_ns || !(q >= 0 && q <= 1)) return OSK_ERANGE;
+  const op_t *o = &s->ops[i];
+  uint64_t n = o->pub.calls;
+  if (n == 0) return OSK_ETOOFEW;
+  /* Type 7 (linear interpolation between order statistics), as numpy and
+   * osk_quantile define it. */
+  double h = (double)(n - 1) * q;
+  uint64_t k = (uint64_t)h;
+  double frac = h - (double)k;
+  double v0, v1;
+  if (!o->hist.counts) {
+    int64_t tmp[HIST_EXACT];
+    memcpy(tmp, o->hist.exact, o->hist.n_exact * sizeof *tmp);
+    qsort(tmp, o->hist.n_exact, sizeof *tmp, cmp_i64);
+    v0 = (double)tmp[k];
+    v1 = (double)tmp[k + 1 < n ? k + 1 : k];
+  } else {
+    /* The extreme order statistics are known exactly. */
+    double lo = (double)o->pub.min_ns, hi = (double)o->pub.max_ns;
+    v0 = k == 0 ? lo : k + 1 == n ? hi : hist_rank(&o->hist, k);
+    v1 = k + 1 >= n ? v0 : k + 2 == n ? hi : hist_rank(&o->hist, k + 1);
+  }
+  double v = v0 + frac * (v1 - v0);
+  if (v < (double)o->pub.min_ns) v = (double)o->pub.min_ns;
+  if (v > (double)o->pub.max_ns) v = (double)o->pub.max_ns;
+  *out_ns = v;
+  return 0;
+}
+
+size_t osk_summary_thread_count(const osk_summary_t *s) { return s ? s->n_threads : 0; }
+
+const osk_thread_info_t *osk_summary_thread(const osk_summary_t *s, size_t i) {
+  return s && i < s->n_threads ? &s->threads[i].pub : NULL;
+}
+
+size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->n_procs : 0; }
+
+const osk_process_info_t *osk_summary_process(const osk_summary_t *s, size_t i) {
+  return s && i < s->n_procs ? &s->procs[i] : NULL;
+}
+
+const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s) {
+  return s ? &s->stats : NULL;
+}
+
+void osk_summary_free(osk_summary_t *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n_ops; i++) {
+    free((void *)s->ops[i].pub.name.ptr);
+    free((void *)s->ops[i].pub.cat.ptr);
+    hist_free(&s->ops[i].hist);
+  }
+  for (size_t i = 0; i < s->n_threads; i++) {
+    thread_t *t = &s->threads[i];
+    if (t->pub.pid.kind == OSK_ID_STR) free((void *)t->pub.pid.str.ptr);
+    if (t->pub.tid.kind == OSK_ID_STR) free((void *)t->pub.tid.str.ptr);
+    free((void *)t->pub.name.ptr);
+    free(t->stack);
+    free(t->be);
+    free(t->sm_keys);
+    free(t->sm_vals);
+    free(t->held);
+  }
+  for (size_t i = 0; i < s->n_procs; i++) {
+    if (s->procs[i].pid.kind == OSK_ID_STR) free((void *)s->procs[i].pid.str.ptr);
+    free((void *)s->procs[i].name.ptr);
+  }
+  for (size_t i = 0; i < 2 * s->n_meta; i++) free(s->meta_kv[i]);
+  free(s->meta_kv);
+  free(s->meta_len);
+  free(s->meta_str);
+  for (size_t i = 0; i < s->n_cats; i++) free(s->cats[i].name);
+  free(s->cats);
+  free(s->procs);
+  free(s->ops);
+  free(s->op_slots);
+  free(s->threads);
+  free(s->th_slots);
+  free(s);
+}
+
+size_t osk_summary_meta_count(const osk_summary_t *s) { return s ? s->n_meta : 0; }
+
+int osk_summary_meta_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *value,
+                         int *is_string) {
+  if (!s || i >= s->n_meta) return OSK_ERANGE;
+  if (key) *key = (osk_str_t){s->meta_kv[2 * i], s->meta_len[2 * i]};
+  if (value) *value = (osk_str_t){s->meta_kv[2 * i + 1], s->meta_len[2 * i + 1]};
+  if (is_string) *is_string = s->meta_str[i];
+  return 0;
+}
+
+static int copy_meta(osk_summary_t *s, const osk_reader_t *r) {
+  size_t n = osk_reader_meta_count(r);
+  if (!n) return 0;
+  s->meta_kv = calloc(2 * n, sizeof *s->meta_kv);
+  s->meta_len = calloc(2 * n, sizeof *s->meta_len);
+  s->meta_str = calloc(n, sizeof *s->meta_str);
+  if (!s->meta_kv || !s->meta_len || !s->meta_str) return OSK_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    osk_str_t k, v;
+    osk_reader_meta_get(r, i, &k, &v, &s->meta_str[i]);
+    s->meta_kv[2 * i] = dup_bytes(k.ptr, k.len);
+    s->meta_kv[2 * i + 1] = dup_bytes(v.ptr, v.len);
+    s->n_meta = i + 1; /* so that free releases what was copied */
+    if (!s->meta_kv[2 * i] || !s->meta_kv[2 * i + 1]) return OSK_ENOMEM;
+    s->meta_len[2 * i] = k.len;
+    s->meta_len[2 * i + 1] = v.len;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------ one-call summaries */
+
+typedef struct {
+  const char *path;
+  const void *data;
+  size_t len, piece;
+} source_t;
+
+static int open_source(const source_t *src, const osk_reader_opts_t *ropts, osk_reader_t **r,
+                       osk_read_error_t *err) {
+  if (src->path) return osk_reader_open(r, src->path, ropts, err);
+  return osk_reader_open_mem(r, src->data, src->len, src->piece, ropts, err);
+}
+
+static int summarize(const source_t *src, const osk_summary_opts_t *opts,
+                     const osk_reader_opts_t *ropts, osk_summary_t **out,
+                     osk_reader_stats_t *rstats, osk_read_error_t *err) {
+  osk_read_error_t local;
+  if (!err) err = &local;
+  if (!out) return OSK_EINVAL;
+  *out = NULL;
+  osk_summary_t *s;
+  int rc = osk_summary_new(&s, opts);
+  if (rc) {
+    *err = (osk_read_error_t){rc, osk_strerror(rc), 0, 0};
+    return rc;
+  }
+  osk_reader_t *r;
+  rc = open_source(src, ropts, &r, err);
+  if (rc) {
+    osk_summary_free(s);
+    return rc;
+  }
+  rc = osk_reader_run(r, osk_summary_add, s, err);
+  if (rstats) *rstats = *osk_reader_stats(r);
+  int mrc = copy_meta(s, r);
+  osk_reader_free(r);
+  if (mrc) {
+    osk_summary_free(s);
+    *err = (osk_read_error_t){mrc, osk_strerror(mrc), 0, 0};
+    return mrc;
+  }
+  if (rc && rc != OSK_ETRUNCATED && rc != OSK_EFORMAT) {
+    osk_summary_free(s);
+    return rc;
+  }
+  if (osk_summary_unsorted_threads(s)) {
+    osk_read_error_t err2;
+    int rc2 = open_source(src, ropts, &r, &err2);
+    if (!rc2) {
+      rc2 = osk_reader_run(r, osk_summary_add_resort, s, &err2);
+      osk_reader_free(r);
+    }
+    /* The second pass stops where the first did; anything else is new. */
+    if (rc2 && rc2 != rc) {
+      *err = err2;
+      osk_summary_free(s);
+      return rc2;
+    }
+  }
+  int frc = osk_summary_finish(s);
+  if (frc) {
+    osk_summary_free(s);
+    *err = (osk_read_error_t){frc, osk_strerror(frc), 0, 0};
+    return frc;
+  }
+  *out = s;
+  return rc;
+}
+
+int osk_summarize_path(const char *path, const osk_summary_opts_t *opts,
+                       const osk_reader_opts_t *ropts, osk_summary_t **out,
+                       osk_reader_stats_t *rstats, osk_read_error_t *err) {
+  source_t src = {path, NULL, 0, 0};
+  if (!path) return OSK_EINVAL;
+  return summarize(&src, opts, ropts, out, rstats, err);
+}
+
+int osk_summarize_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
+                      const osk_reader_opts_t *ropts, osk_summary_t **out,
+                      osk_reader_stats_t *rstats, osk_read_error_t *err) {
+  source_t src = {NULL, data, len, piece};
+  return summarize(&src, opts, ropts, out, rstats, err);
+}

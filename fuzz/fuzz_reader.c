@@ -1,0 +1,77 @@
+/* fuzz_reader.c: libFuzzer target for the trace reader and the analyzer.
+ *
+ * Besides "no crash, no sanitizer report", it checks a differential oracle:
+ * the same bytes read whole and read in small pieces through a tiny buffer
+ * must give the same status, error offset and number of events, because the
+ * chunk boundary is the reader's hardest part. The first input byte picks the
+ * piece size; the rest is the trace. Built and run by fuzz/run.sh. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opskew_reader.h"
+
+typedef struct {
+  uint64_t n;
+  uint64_t sum; /* a digest of what the events carried */
+} tally_t;
+
+static int tally(void *ctx, const osk_trace_event_t *ev) {
+  tally_t *t = ctx;
+  t->n++;
+  t->sum = t->sum * 31 + (uint64_t)ev->ts_ns + 7 * (uint64_t)ev->dur_ns + ev->name.len +
+           ev->has + ev->arg_name.len + ev->ph.len + ev->pid.str.len + (uint64_t)ev->tid.num;
+  return 0;
+}
+
+static int read_once(const uint8_t *d, size_t n, size_t piece, size_t chunk, tally_t *t,
+                     osk_read_error_t *err) {
+  osk_reader_t *r;
+  osk_reader_opts_t o = {chunk, 1 << 20};
+  if (osk_reader_open_mem(&r, d, n, piece, &o, err)) abort();
+  memset(t, 0, sizeof *t);
+  int rc = osk_reader_run(r, tally, t, err);
+  osk_reader_free(r);
+  return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  size_t piece = 1 + data[0] % 13, chunk = 1 + (data[0] >> 4);
+  data++;
+  size--;
+  tally_t a, b;
+  osk_read_error_t ea, eb;
+  /* "Whole": no piece limit and a buffer larger than any input (max_len). */
+  int ra = read_once(data, size, 0, 8192, &a, &ea);
+  int rb = read_once(data, size, piece, chunk, &b, &eb);
+  /* Corrupt gzip is noticed by zlib after a chunk-dependent amount of output,
+   * so for gzip input only the status must agree. */
+  int gz = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+  if (ra != rb || (!gz && (a.n != b.n || a.sum != b.sum || ea.offset != eb.offset))) {
+    fprintf(stderr, "whole vs pieces differ: rc %d/%d events %llu/%llu offset %llu/%llu\n", ra, rb,
+            (unsigned long long)a.n, (unsigned long long)b.n, (unsigned long long)ea.offset,
+            (unsigned long long)eb.offset);
+    abort();
+  }
+  if (ra != 0 && ra != OSK_ETRUNCATED && ra != OSK_EFORMAT && ra != OSK_ERANGE) abort();
+  if (ra && (!ea.message || !*ea.message)) abort();
+  /* The analyzer over the same input, including its sorted second pass. */
+  osk_summary_t *s = NULL;
+  osk_reader_opts_t ro = {chunk, 1 << 20};
+  int rs = osk_summarize_mem(data, size, piece, NULL, &ro, &s, NULL, NULL);
+  if (rs != ra) abort();
+  for (size_t i = 0; i < osk_summary_op_count(s); i++) {
+    const osk_op_stats_t *op = osk_summary_op(s, i);
+    double v;
+    if (op->self_ns < 0 || op->total_ns < 0) abort();
+    /* An op can exist without calls: a "B" that never ended. */
+    int rq = osk_summary_op_quantile(s, i, 0.99, &v);
+    if (op->calls == 0 && rq == OSK_ETOOFEW) continue;
+    if (rq != 0) abort();
+    if (v < (double)op->min_ns || v > (double)op->max_ns) abort();
+  }
+  osk_summary_free(s);
+  return 0;
+}

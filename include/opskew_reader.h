@@ -1,0 +1,307 @@
+/*
+ * opskew_reader.h: the streaming Chrome-trace reader and the trace analyzer.
+ *
+ * Sections: strings and ids, events, errors, reader (options, lifetime,
+ * reading), analyzer (options, lifetime, results), one-call summaries.
+ *
+ * The reader parses Chrome trace JSON as torch.profiler (Kineto) exports it
+ * and as opskew's tracer writes it, plain or gzip-compressed, in bounded
+ * memory: it reads the input in chunks, parses one event at a time and hands
+ * each to a callback. Its memory is the read buffer plus the largest single
+ * event, never the whole trace. The analyzer consumes those events and keeps
+ * per-thread nesting stacks and per-name aggregates, so its memory grows with
+ * the number of distinct operator names and threads, not with events (the
+ * one exception, threads whose events are out of order, is documented at
+ * osk_summary_t).
+ *
+ * Conventions (as in opskew.h): functions return 0 or a count on success and
+ * a negative OSK_E* code on failure. Objects are not thread safe: use one
+ * object from one thread at a time; distinct objects are independent. Plain C11,
+ * never includes Python.h.
+ */
+#ifndef OPSKEW_READER_H
+#define OPSKEW_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opskew.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------- strings and ids */
+
+/* A byte string that is not NUL terminated. It may contain NUL bytes (from a
+ * "\u0000" escape). Strings decoded from JSON are UTF-8 whenever the input
+ * was; the reader checks escapes, not the UTF-8 of raw bytes. */
+typedef struct {
+  const char *ptr;
+  size_t len;
+} osk_str_t;
+
+/* pid and tid are numbers in most traces and strings in some ("Spans",
+ * "Traces", "" in Kineto's own bookkeeping events). */
+typedef enum {
+  OSK_ID_NONE = 0, /* the field was absent */
+  OSK_ID_INT = 1,  /* an integer that fits int64: `num` */
+  OSK_ID_STR = 2,  /* a string, or a number that is not an int64, as text: `str` */
+} osk_id_kind_t;
+
+typedef struct {
+  osk_id_kind_t kind;
+  int64_t num;
+  osk_str_t str;
+} osk_trace_id_t;
+
+/* ----------------------------------------------------------------- events */
+
+/* Which fields an event carried (osk_trace_event_t.has). */
+enum {
+  OSK_EV_TS = 1 << 0,   /* ts is a number that fits int64 nanoseconds */
+  OSK_EV_DUR = 1 << 1,  /* dur likewise */
+  OSK_EV_NAME = 1 << 2, /* name is a string */
+  OSK_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
+};
+
+/* One trace event, as the reader hands it to the callback. Every pointer is
+ * borrowed: valid only during the callback; copy what you keep. */
+typedef struct {
+  osk_str_t ph;         /* phase: "X", "B", "E", "M", "i", "s", "f", ...; len 0 if absent */
+  osk_str_t name;       /* len 0 if absent */
+  osk_str_t cat;        /* len 0 if absent */
+  osk_trace_id_t pid;
+  osk_trace_id_t tid;
+  /* ts and dur in integer nanoseconds. Chrome traces give microseconds;
+   * Kineto writes a 3-digit fraction, which converts exactly; any other
+   * number is rounded to the nearest ns (ties away from zero). */
+  int64_t ts_ns;
+  int64_t dur_ns;
+  osk_str_t arg_name;   /* args.name when it is a string (metadata events) */
+  unsigned has;         /* OSK_EV_* bits */
+  uint64_t offset;      /* byte offset of the event's '{' in the JSON text */
+} osk_trace_event_t;
+
+/* Called once per element of traceEvents, in file order. Return 0 to go on,
+ * or a negative OSK_E* code to stop: reading then returns that code. */
+typedef int (*osk_event_fn)(void *ctx, const osk_trace_event_t *ev);
+
+/* ----------------------------------------------------------------- errors */
+
+typedef struct {
+  int code;            /* 0, or the OSK_E* code the call returned */
+  const char *message; /* constant, never NULL after a failure; "" on success */
+  /* Byte offset in the JSON text (after decompression) where the problem was
+   * found: the offending byte for OSK_EFORMAT, the end of input for
+   * OSK_ETRUNCATED. 0 when not about a position (OSK_EIO, OSK_ENOMEM). */
+  uint64_t offset;
+  int sys_errno;       /* errno for OSK_EIO, else 0 */
+} osk_read_error_t;
+
+/* ----------------------------------------------------------------- reader */
+
+typedef struct {
+  /* Bytes asked of the source per read (default 1 MiB when 0). */
+  size_t chunk_bytes;
+  /* A single event (or top-level scalar) larger than this is refused with
+   * OSK_ERANGE, which bounds the reader's memory (default 256 MiB when 0). */
+  size_t max_unit_bytes;
+} osk_reader_opts_t;
+
+/* Counters of one read, for warnings and for the benchmark. */
+typedef struct {
+  uint64_t bytes;            /* JSON bytes consumed (after decompression) */
+  uint64_t compressed_bytes; /* gzip bytes read; 0 for plain input */
+  uint64_t events;           /* elements of traceEvents delivered */
+  uint64_t bad_fields;       /* events with OSK_EV_BAD */
+  uint64_t lone_surrogates;  /* \uD800-\uDFFF escapes without a partner, read as U+FFFD */
+  size_t peak_buffer;        /* largest read buffer used, bytes */
+  int gzip;                  /* the input was gzip */
+  int gzip_unterminated;     /* the gzip stream ended before its trailer */
+  int array_format;          /* the document is a bare array of events */
+} osk_reader_stats_t;
+
+typedef struct osk_reader osk_reader_t;
+
+/* Opens a trace file for reading; gzip is recognized by its magic bytes, not
+ * by the name. `opts` may be NULL (defaults). On success *out owns the file
+ * until osk_reader_free. Returns 0, OSK_EINVAL (NULL path or out), OSK_EIO
+ * (err->sys_errno says why), OSK_ENOMEM. `err` may be NULL. */
+int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
+                    osk_read_error_t *err);
+
+/* Reads from memory, which the caller keeps valid and unchanged until
+ * osk_reader_free. Gzip is recognized as for files. `piece` > 0 limits every
+ * read to that many bytes, so tests can exercise chunk boundaries. */
+int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
+                        const osk_reader_opts_t *opts, osk_read_error_t *err);
+
+/* Reads the whole document and calls `fn` (which may be NULL to only
+ * validate) for each event. Returns:
+ *   0               the document was complete and valid;
+ *   OSK_ETRUNCATED  the input ended early (a profiler killed mid-write): every
+ *                   complete event before that point was delivered;
+ *   OSK_EFORMAT     invalid JSON or not a trace; events before the error
+ *                   were delivered; err->offset is the offending byte;
+ *   OSK_ERANGE      an event exceeded max_unit_bytes;
+ *   OSK_EIO, OSK_ENOMEM, or the callback's negative code.
+ * A reader runs once; a second call returns OSK_EINVAL. */
+int osk_reader_run(osk_reader_t *r, osk_event_fn fn, void *ctx, osk_read_error_t *err);
+
+/* Counters so far; never NULL for a non-NULL reader. */
+const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
+
+/* Top-level members of the document whose values are scalars
+ * ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "traceName",
+ * ...), in file order, at most 64 of at most 4 KiB each. `value` is the
+ * decoded string when *is_string, else the JSON text of the number or
+ * literal. Pointers stay valid until osk_reader_free. Returns 0, or
+ * OSK_ERANGE when i is out of range. */
+size_t osk_reader_meta_count(const osk_reader_t *r);
+int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *value,
+                        int *is_string);
+
+/* Closes the source and frees everything; NULL is a no-op. */
+void osk_reader_free(osk_reader_t *r);
+
+/* --------------------------------------------------------------- analyzer */
+
+/*
+ * osk_summary_t: per-thread nesting and per-name aggregates of a trace.
+ *
+ * Complete events ("X") nest per (pid, tid): an event is a child of the
+ * innermost open event that contains its start. Nesting needs a thread's
+ * events in start order; Kineto writes them so, and the analyzer checks. While
+ * they are in order it keeps only the open stack per thread. When a thread's
+ * start times go backwards, that thread's nesting so far is dropped and the
+ * one-call summaries read the trace a second time, keeping only that thread's
+ * complete events (24 bytes each), sort them by (start, longer first) and nest
+ * them then: memory grows with the events of out-of-order threads only.
+ * Equal start times nest the longer event outside. An event that starts inside
+ * its parent but ends after it is counted as an overlap and nested with its
+ * end clipped to the parent's (so the parent's self time stays >= 0).
+ * "B"/"E" pairs nest among themselves on a per-thread stack.
+ *
+ * Per name: calls, inclusive total/min/max/mean, self total, descendants, and
+ * p50/p99 of the inclusive duration: exact for names with at most 64 calls,
+ * else from a log-linear histogram (64 buckets per power of two: values below
+ * 128 ns are exact, larger ones within 0.8% relative error, by bucket
+ * midpoint, clamped to the observed min and max).
+ */
+typedef struct osk_summary osk_summary_t;
+
+typedef struct {
+  /* Only events whose "cat" is one of these are analyzed (NULL: all). The
+   * strings are copied. */
+  const char *const *categories;
+  size_t n_categories;
+  /* Events whose "cat" is one of these are ignored (NULL: none), for example
+   * Kineto's own "Trace" span. Applied after `categories`; copied. */
+  const char *const *exclude_categories;
+  size_t n_exclude_categories;
+} osk_summary_opts_t;
+
+typedef struct {
+  osk_str_t name;          /* owned by the summary */
+  osk_str_t cat;           /* category of the first event with this name */
+  uint64_t calls;
+  int64_t total_ns;        /* sum of inclusive durations */
+  int64_t self_ns;         /* sum of exclusive durations */
+  int64_t min_ns, max_ns;
+  uint64_t descendants;    /* sum over calls of events nested inside */
+  /* Calls that are the only child of a parent with the same name (as in
+   * aten::div_ -> aten::div_). torch's key_averages() folds these into the
+   * parent, so its count is calls - only_child_same_name. */
+  uint64_t only_child_same_name;
+} osk_op_stats_t;
+
+typedef struct {
+  osk_trace_id_t pid, tid; /* strings owned by the summary */
+  osk_str_t name;          /* from a "thread_name" metadata event; len 0 if none */
+  uint64_t complete_events;
+  uint32_t max_depth;      /* deepest nesting seen (1: no nesting) */
+  uint64_t overlaps;       /* events that ended after their parent */
+  int resorted;            /* out of order: nested from a sorted second pass */
+} osk_thread_info_t;
+
+typedef struct {
+  osk_trace_id_t pid;
+  osk_str_t name;          /* from "process_name" metadata */
+} osk_process_info_t;
+
+typedef struct {
+  uint64_t events;           /* every traceEvents element seen */
+  uint64_t complete_events;  /* "X" (and matched B/E) events analyzed */
+  uint64_t filtered_events;  /* dropped by the category filter */
+  uint64_t unusable_events;  /* X without name, ts or dur, negative dur, or OSK_EV_BAD */
+  uint64_t overlaps;         /* over all threads */
+  uint64_t unmatched_end;    /* "E" without an open "B" */
+  uint64_t unclosed_begin;   /* "B" still open at the end */
+  uint64_t resorted_events;  /* complete events held for out-of-order threads */
+  int passes;                /* 1, or 2 when some thread needed sorting */
+  int64_t first_ts_ns, last_end_ns; /* time span of complete events */
+} osk_summary_stats_t;
+
+/* Creates an empty summary. `opts` may be NULL. Returns 0, OSK_EINVAL,
+ * OSK_ENOMEM. */
+int osk_summary_new(osk_summary_t **out, const osk_summary_opts_t *opts);
+
+/* Adds one event (an osk_event_fn: pass the summary as ctx). Returns 0 or
+ * OSK_ENOMEM. */
+int osk_summary_add(void *summary, const osk_trace_event_t *ev);
+
+/* Names the threads whose events were out of order (they need the sorted
+ * second pass). Returns their count. */
+size_t osk_summary_unsorted_threads(const osk_summary_t *s);
+
+/* Second pass over the same events, for the out-of-order threads only (an
+ * osk_event_fn); call osk_summary_finish after it. */
+int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev);
+
+/* Closes every open stack, sorts and nests held events, and merges per-thread
+ * figures into the per-name results. Call once, after the last event; the
+ * accessors below need it. Returns 0 or OSK_ENOMEM. */
+int osk_summary_finish(osk_summary_t *s);
+
+/* Results (after osk_summary_finish). Pointers stay valid until
+ * osk_summary_free. Ops are in first-seen order. */
+size_t osk_summary_op_count(const osk_summary_t *s);
+const osk_op_stats_t *osk_summary_op(const osk_summary_t *s, size_t i);
+/* Quantile q in [0,1] of op i's inclusive durations (see precision above).
+ * Returns 0, OSK_ERANGE (bad i or q), OSK_ETOOFEW (no calls). */
+int osk_summary_op_quantile(const osk_summary_t *s, size_t i, double q, double *out_ns);
+size_t osk_summary_thread_count(const osk_summary_t *s);
+const osk_thread_info_t *osk_summary_thread(const osk_summary_t *s, size_t i);
+size_t osk_summary_process_count(const osk_summary_t *s);
+const osk_process_info_t *osk_summary_process(const osk_summary_t *s, size_t i);
+const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s);
+/* The document's top-level scalars, as osk_reader_meta_get; filled by the
+ * one-call summaries only. */
+size_t osk_summary_meta_count(const osk_summary_t *s);
+int osk_summary_meta_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *value,
+                         int *is_string);
+
+/* Frees everything; NULL is a no-op. */
+void osk_summary_free(osk_summary_t *s);
+
+/* ------------------------------------------------------ one-call summaries */
+
+/* Reads a trace file and summarizes it, with the second pass when needed.
+ * On success and on OSK_ETRUNCATED and OSK_EFORMAT, *out holds the summary
+ * of everything read before the end or the error (finished; free it with
+ * osk_summary_free); on other failures *out is NULL. `rstats` (may be NULL)
+ * receives the first pass's reader counters. Return codes as osk_reader_run. */
+int osk_summarize_path(const char *path, const osk_summary_opts_t *opts,
+                       const osk_reader_opts_t *ropts, osk_summary_t **out,
+                       osk_reader_stats_t *rstats, osk_read_error_t *err);
+
+/* The same from memory (`piece` as in osk_reader_open_mem). */
+int osk_summarize_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
+                      const osk_reader_opts_t *ropts, osk_summary_t **out,
+                      osk_reader_stats_t *rstats, osk_read_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPSKEW_READER_H */

@@ -1,0 +1,78 @@
+"""Reading Chrome traces (torch.profiler's and opskew's) through the C reader.
+
+A thin layer over ``opskew._reader``: it turns the reader's outcomes into
+opskew's errors, so every command that reads a trace reports them the same
+way. The per-event work happens in C; nothing here loops over events.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import EXIT_TRUNCATED, UsageError  # noqa: F401  (EXIT_TRUNCATED: for commands)
+
+
+class TraceError(UsageError):
+    """The file is not a readable Chrome trace (exit 2)."""
+
+
+# Kineto's own bookkeeping: the "PyTorch Profiler (N)" span over the whole
+# window (cat "Trace", pid "Spans"). key_averages() leaves it out too.
+DEFAULT_EXCLUDED = ("Trace",)
+
+
+def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -> dict:
+    """Summarizes the trace at `path` (``.json`` or gzip, by content).
+
+    Only events whose "cat" is in `categories` (default: all) and not in
+    `exclude_categories` (default: Kineto's "Trace" span) are analyzed.
+    Returns the reader's dict (see ``opskew._reader.summarize``) whose
+    "status" is "ok" or "truncated"; raises TraceError, with the byte offset,
+    when the file is missing or is not valid trace JSON.
+    """
+    from . import _reader
+
+    if not os.path.exists(path):
+        raise TraceError(f"trace not found: {path}")
+    if os.path.isdir(path):
+        raise TraceError(f"trace is a directory: {path}")
+    try:
+        result = _reader.summarize(path, categories=categories,
+                                   exclude_categories=list(exclude_categories or ()))
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {path}: {exc.strerror or exc}") from None
+    if result["status"] == "invalid":
+        err = result["error"]
+        raise TraceError(f"invalid trace {path}: {err['message']} at byte {err['offset']}")
+    return result
+
+
+def warnings_of(result: dict) -> list[str]:
+    """Human-readable warnings for what the reader and analyzer counted."""
+    st = result.get("stats", {})
+    out = []
+    if result["status"] == "truncated":
+        err = result["error"]
+        out.append(f"{err['message']} at byte {err['offset']}; "
+                   f"the summary covers the {st.get('events', 0)} events before that point")
+    if st.get("gzip_unterminated"):
+        out.append("the gzip stream ends before its trailer (the compressed file was cut)")
+    if st.get("overlaps"):
+        out.append(f"{st['overlaps']} events end after their parent (improper nesting); "
+                   "they count in their parent's children clipped to the parent's end")
+    if st.get("unusable_events"):
+        out.append(f"{st['unusable_events']} events lack a name, ts or dur, or have a "
+                   "negative or out-of-range time, and were skipped")
+    if st.get("bad_fields") and st.get("bad_fields") != st.get("unusable_events"):
+        out.append(f"{st['bad_fields']} traceEvents elements had fields of the wrong type")
+    resorted = [t for t in result.get("threads", []) if t.get("resorted")]
+    if resorted:
+        out.append(f"events of {len(resorted)} thread(s) were out of time order: the trace was "
+                   f"read twice and {st.get('resorted_events', 0)} events were sorted in memory")
+    if st.get("unmatched_end"):
+        out.append(f"{st['unmatched_end']} 'E' events had no open 'B' event")
+    if st.get("unclosed_begin"):
+        out.append(f"{st['unclosed_begin']} 'B' events were never closed")
+    if st.get("lone_surrogates"):
+        out.append(f"{st['lone_surrogates']} unpaired \\u surrogate escapes were read as U+FFFD")
+    return out

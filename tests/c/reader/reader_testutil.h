@@ -1,0 +1,92 @@
+/* reader_testutil.h: helpers shared by the reader's C tests. */
+#ifndef OPSKEW_READER_TESTUTIL_H
+#define OPSKEW_READER_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opskew_reader.h"
+#include "testutil.h"
+
+/* Events copied out of the callback, with their strings flattened into one
+ * line each, so tests can compare whole reads with strcmp. */
+typedef struct {
+  size_t n;
+  char lines[64][256];
+} rec_t;
+
+static inline void rec_id(char *out, size_t cap, const osk_trace_id_t *id) {
+  if (id->kind == OSK_ID_INT)
+    snprintf(out, cap, "%lld", (long long)id->num);
+  else if (id->kind == OSK_ID_STR)
+    snprintf(out, cap, "'%.*s'", (int)id->str.len, id->str.ptr);
+  else
+    snprintf(out, cap, "-");
+}
+
+static inline int rec_event(void *ctx, const osk_trace_event_t *ev) {
+  rec_t *r = ctx;
+  if (r->n >= 64) return 0;
+  char pid[64], tid[64];
+  rec_id(pid, sizeof pid, &ev->pid);
+  rec_id(tid, sizeof tid, &ev->tid);
+  snprintf(r->lines[r->n++], 256, "%.*s|%.*s|%.*s|%s|%s|%lld|%lld|%.*s|%u", (int)ev->ph.len,
+           ev->ph.ptr ? ev->ph.ptr : "", (int)ev->name.len, ev->name.ptr ? ev->name.ptr : "",
+           (int)ev->cat.len, ev->cat.ptr ? ev->cat.ptr : "", pid, tid, (long long)ev->ts_ns,
+           (long long)ev->dur_ns, (int)ev->arg_name.len, ev->arg_name.ptr ? ev->arg_name.ptr : "",
+           ev->has);
+  return 0;
+}
+
+/* Reads `text` in pieces of `piece` bytes (0: all at once) with a small
+ * buffer, so units cross chunk boundaries and the buffer must grow. */
+static inline int read_text(const char *text, size_t len, size_t piece, size_t chunk, rec_t *rec,
+                     osk_read_error_t *err) {
+  osk_reader_t *r;
+  osk_reader_opts_t o = {chunk, 0};
+  int rc = osk_reader_open_mem(&r, text, len, piece, &o, err);
+  CHECK(rc == 0);
+  memset(rec, 0, sizeof *rec);
+  rc = osk_reader_run(r, rec_event, rec, err);
+  osk_reader_free(r);
+  return rc;
+}
+
+/* Reads `text` every way (whole; 1-byte pieces with a 16-byte buffer; 7-byte
+ * pieces) and checks that all ways agree; returns the code. */
+static inline int read_all_ways(const char *text, rec_t *rec, osk_read_error_t *err) {
+  size_t len = strlen(text);
+  int rc = read_text(text, len, 0, 0, rec, err);
+  static const size_t pieces[][2] = {{1, 16}, {7, 32}, {3, 1}};
+  for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+    rec_t r2;
+    osk_read_error_t e2;
+    int rc2 = read_text(text, len, pieces[k][0], pieces[k][1], &r2, &e2);
+    if (rc2 != rc || r2.n != rec->n || e2.offset != err->offset) {
+      fprintf(stderr, "piece %zu: rc %d vs %d, n %zu vs %zu, offset %llu vs %llu\n",
+              pieces[k][0], rc2, rc, r2.n, rec->n, (unsigned long long)e2.offset,
+              (unsigned long long)err->offset);
+      abort();
+    }
+    for (size_t i = 0; i < rec->n; i++) {
+      if (strcmp(r2.lines[i], rec->lines[i])) {
+        fprintf(stderr, "piece %zu event %zu:\n  %s\n  %s\n", pieces[k][0], i, r2.lines[i],
+                rec->lines[i]);
+        abort();
+      }
+    }
+  }
+  return rc;
+}
+
+#define CHECK_STR(a, b)                                                          \
+  do {                                                                           \
+    const char *a_ = (a), *b_ = (b);                                             \
+    if (strcmp(a_, b_)) {                                                        \
+      fprintf(stderr, "%s:%d: got\n  %s\nexpected\n  %s\n", __FILE__, __LINE__, a_, b_); \
+      abort();                                                                   \
+    }                                                                            \
+  } while (0)
+
+#endif

@@ -1,0 +1,289 @@
+/* test_reader_summary.c: nesting, self and inclusive times, descendants,
+ * equal starts, overlaps, out-of-order threads (the sorted second pass),
+ * B/E pairs, quantiles, the category filter and metadata. */
+#include <math.h>
+
+#include "reader_testutil.h"
+
+static osk_summary_t *summarize(const char *text, const char *const *cats, size_t n_cats,
+                                int want_rc) {
+  osk_summary_t *s = NULL;
+  osk_read_error_t err;
+  osk_summary_opts_t o = {cats, n_cats, NULL, 0};
+  int rc = osk_summarize_mem(text, strlen(text), 5, cats ? &o : NULL, NULL, &s, NULL, &err);
+  if (rc != want_rc) {
+    fprintf(stderr, "rc %d (%s), expected %d\n", rc, err.message, want_rc);
+    abort();
+  }
+  CHECK(s);
+  return s;
+}
+
+static const osk_op_stats_t *op(const osk_summary_t *s, const char *name) {
+  for (size_t i = 0; i < osk_summary_op_count(s); i++) {
+    const osk_op_stats_t *o = osk_summary_op(s, i);
+    if (o->name.len == strlen(name) && memcmp(o->name.ptr, name, o->name.len) == 0) return o;
+  }
+  fprintf(stderr, "no op %s\n", name);
+  abort();
+}
+
+static size_t op_index(const osk_summary_t *s, const char *name) {
+  const osk_op_stats_t *o = op(s, name);
+  for (size_t i = 0;; i++)
+    if (osk_summary_op(s, i) == o) return i;
+}
+
+#define X(name, ts, dur) "{\"ph\":\"X\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" ts ",\"dur\":" dur "}"
+
+static void check_basic(const osk_summary_t *s) {
+  const osk_op_stats_t *o = op(s, "outer");
+  CHECK(o->calls == 2 && o->total_ns == 15000 && o->self_ns == 10000 && o->descendants == 3);
+  CHECK(o->min_ns == 5000 && o->max_ns == 10000);
+  o = op(s, "mid");
+  CHECK(o->calls == 2 && o->total_ns == 5000 && o->self_ns == 4000 && o->descendants == 1);
+  o = op(s, "leaf");
+  CHECK(o->calls == 1 && o->total_ns == 1000 && o->self_ns == 1000 && o->descendants == 0);
+  CHECK(osk_summary_thread_count(s) == 1);
+  CHECK(osk_summary_thread(s, 0)->max_depth == 3);
+  CHECK(osk_summary_thread(s, 0)->complete_events == 5);
+  CHECK(osk_summary_stats(s)->first_ts_ns == 0 && osk_summary_stats(s)->last_end_ns == 25000);
+}
+
+static void test_nesting(void) {
+  const char *t = "{\"traceEvents\":[" X("outer", "0", "10") "," X("mid", "1", "3") "," X(
+      "leaf", "1.5", "1") "," X("mid", "5", "2") "," X("outer", "20", "5") "]}";
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  check_basic(s);
+  CHECK(osk_summary_stats(s)->passes == 1 && !osk_summary_thread(s, 0)->resorted);
+  osk_summary_free(s);
+  /* The same events out of order: nested from the sorted second pass. */
+  const char *u = "{\"traceEvents\":[" X("mid", "5", "2") "," X("outer", "20", "5") "," X(
+      "leaf", "1.5", "1") "," X("outer", "0", "10") "," X("mid", "1", "3") "]}";
+  s = summarize(u, NULL, 0, 0);
+  check_basic(s);
+  CHECK(osk_summary_stats(s)->passes == 2 && osk_summary_thread(s, 0)->resorted);
+  CHECK(osk_summary_stats(s)->resorted_events == 5);
+  osk_summary_free(s);
+}
+
+static void test_equal_starts_and_overlaps(void) {
+  /* The longer of two events that start together is the parent, whichever
+   * comes first; equal intervals nest in file order. */
+  const char *t = "{\"traceEvents\":[" X("c", "0", "2") "," X("p", "0", "5") "," X("x", "10", "5") "," X(
+      "y", "10", "5") "," X("a", "20", "10") "," X("b", "25", "10") "]}";
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "p")->self_ns == 3000 && op(s, "p")->descendants == 1);
+  CHECK(op(s, "c")->self_ns == 2000);
+  CHECK(op(s, "x")->self_ns == 0 && op(s, "y")->self_ns == 5000);
+  /* b ends after its parent a: counted, and a's self time stays >= 0. */
+  CHECK(op(s, "a")->self_ns == 5000 && op(s, "b")->self_ns == 10000);
+  CHECK(osk_summary_stats(s)->overlaps == 1);
+  CHECK(osk_summary_thread(s, 0)->overlaps == 1);
+  osk_summary_free(s);
+  /* Three nested events with the same start listed innermost first. */
+  t = "{\"traceEvents\":[" X("in", "0", "1") "," X("mid", "0", "2") "," X("out", "0", "3") "]}";
+  s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "out")->self_ns == 1000 && op(s, "out")->descendants == 2);
+  CHECK(op(s, "mid")->self_ns == 1000 && op(s, "in")->self_ns == 1000);
+  CHECK(osk_summary_thread(s, 0)->max_depth == 3);
+  CHECK(osk_summary_stats(s)->passes == 1);
+  osk_summary_free(s);
+}
+
+static void test_same_name_only_child(void) {
+  const char *t = "{\"traceEvents\":[" X("aten::div_", "0", "10") "," X("aten::div_", "1", "8") "," X(
+      "aten::add", "20", "5") "," X("aten::add", "21", "1") "," X("aten::mul", "22", "1") "]}";
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "aten::div_")->calls == 2 && op(s, "aten::div_")->only_child_same_name == 1);
+  /* aten::add's child is not an only child: key_averages keeps both. */
+  CHECK(op(s, "aten::add")->only_child_same_name == 0);
+  osk_summary_free(s);
+}
+
+static void test_threads_and_metadata(void) {
+  const char *t =
+      "{\"traceEvents\":["
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"python\"}},"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"bwd\"}},"
+      "{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
+      "{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":2,\"ts\":1,\"dur\":10},"
+      "{\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":2},"
+      "{\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":\"1\",\"ts\":3,\"dur\":2},"
+      "{\"ph\":\"X\",\"name\":\"c\",\"pid\":1,\"tid\":2},"
+      "{\"ph\":\"X\",\"name\":\"c\",\"pid\":1,\"tid\":2,\"ts\":5,\"dur\":-1},"
+      "{\"ph\":\"s\",\"name\":\"fwdbwd\",\"pid\":1,\"tid\":2,\"ts\":5,\"id\":3},"
+      "{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\",\"ts\":20}"
+      "]}";
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  /* tid 1 and tid "1" are different threads. */
+  CHECK(osk_summary_thread_count(s) == 3);
+  CHECK(op(s, "a")->self_ns == 18000 && op(s, "b")->self_ns == 4000);
+  const osk_thread_info_t *th = osk_summary_thread(s, 0);
+  CHECK(th->tid.kind == OSK_ID_INT && th->tid.num == 2 && th->name.len == 3);
+  CHECK(osk_summary_process_count(s) == 1);
+  CHECK(osk_summary_process(s, 0)->name.len == 6);
+  const osk_summary_stats_t *st = osk_summary_stats(s);
+  CHECK(st->events == 10 && st->complete_events == 4 && st->unusable_events == 2);
+  osk_summary_free(s);
+}
+
+static void test_begin_end(void) {
+  const char *t =
+      "{\"traceEvents\":["
+      "{\"ph\":\"B\",\"name\":\"f\",\"pid\":1,\"tid\":1,\"ts\":0},"
+      "{\"ph\":\"B\",\"name\":\"g\",\"pid\":1,\"tid\":1,\"ts\":1},"
+      "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":3},"
+      "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":10},"
+      "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":11},"
+      "{\"ph\":\"B\",\"name\":\"h\",\"pid\":1,\"tid\":1,\"ts\":12}"
+      "]}";
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "f")->total_ns == 10000 && op(s, "f")->self_ns == 8000);
+  CHECK(op(s, "g")->total_ns == 2000 && op(s, "g")->self_ns == 2000);
+  CHECK(osk_summary_stats(s)->unmatched_end == 1 && osk_summary_stats(s)->unclosed_begin == 1);
+  osk_summary_free(s);
+}
+
+static void test_quantiles(void) {
+  /* 64 calls of 1..64 ns: exact. Then 1000 calls of 1000..1999 ns: from the
+   * histogram, within its stated 0.8%. */
+  size_t cap = 1100 * 96 + 64, k = 0;
+  char *t = malloc(cap);
+  CHECK(t);
+  k += (size_t)sprintf(t + k, "[");
+  for (int i = 1; i <= 64; i++)
+    k += (size_t)sprintf(t + k, "{\"ph\":\"X\",\"name\":\"q\",\"ts\":%d,\"dur\":0.%03d},", i * 10, i);
+  for (int i = 0; i < 1000; i++)
+    k += (size_t)sprintf(t + k, "%s{\"ph\":\"X\",\"name\":\"r\",\"ts\":%d,\"dur\":%d.%03d}", i ? "," : "",
+                         i * 10, (1000 + i) / 1000, (1000 + i) % 1000);
+  k += (size_t)sprintf(t + k, "]");
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  double v;
+  size_t q = op_index(s, "q"), r = op_index(s, "r");
+  CHECK(osk_summary_op_quantile(s, q, 0.5, &v) == 0);
+  CHECK_NEAR(v, 32.5, 1e-9);
+  CHECK(osk_summary_op_quantile(s, q, 0.99, &v) == 0);
+  CHECK_NEAR(v, 1 + 0.99 * 63, 1e-9);
+  CHECK(osk_summary_op_quantile(s, q, 0, &v) == 0 && v == 1);
+  CHECK(osk_summary_op_quantile(s, q, 1, &v) == 0 && v == 64);
+  CHECK(osk_summary_op_quantile(s, r, 0.5, &v) == 0);
+  CHECK_NEAR(v, 1499.5, 1499.5 * 0.008);
+  CHECK(osk_summary_op_quantile(s, r, 0.99, &v) == 0);
+  CHECK_NEAR(v, 1000 + 0.99 * 999, 1989 * 0.008);
+  CHECK(osk_summary_op_quantile(s, r, 1, &v) == 0 && v == 1999);
+  CHECK(osk_summary_op_quantile(s, r, 1.5, &v) == OSK_ERANGE);
+  CHECK(osk_summary_op_quantile(s, 99, 0.5, &v) == OSK_ERANGE);
+  /* Each q starts with an r and is nested in it (the longer is the parent). */
+  CHECK(op(s, "r")->self_ns == op(s, "r")->total_ns - 64 * 65 / 2);
+  CHECK(op(s, "r")->descendants == 64 && osk_summary_stats(s)->passes == 2);
+  osk_summary_free(s);
+  free(t);
+
+  /* Precision over a wide range: values 1 ns .. ~1 s, log spaced. */
+  osk_summary_t *w;
+  CHECK(osk_summary_new(&w, NULL) == 0);
+  int64_t vals[4000];
+  for (int i = 0; i < 4000; i++) {
+    vals[i] = (int64_t)(1.0 * pow(1e9, i / 3999.0));
+    osk_trace_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.ph = (osk_str_t){"X", 1};
+    ev.name = (osk_str_t){"w", 1};
+    ev.ts_ns = (int64_t)i * 2000000000;
+    ev.dur_ns = vals[i];
+    ev.has = OSK_EV_NAME | OSK_EV_TS | OSK_EV_DUR;
+    CHECK(osk_summary_add(w, &ev) == 0);
+  }
+  CHECK(osk_summary_finish(w) == 0);
+  for (double qq = 0.01; qq < 1; qq += 0.07) {
+    double exact, approx;
+    double d[4000];
+    for (int i = 0; i < 4000; i++) d[i] = (double)vals[i];
+    CHECK(osk_quantile(d, 4000, qq, &exact) == 0);
+    CHECK(osk_summary_op_quantile(w, 0, qq, &approx) == 0);
+    /* Neighbouring order statistics differ by ~0.5% here, so interpolation
+     * between bucket midpoints adds to the bucket error. */
+    CHECK_NEAR(approx, exact, exact * 0.013 + 1);
+  }
+  osk_summary_free(w);
+}
+
+static void test_category_filter(void) {
+  const char *t =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"f\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2},"
+      "{\"ph\":\"B\",\"cat\":\"other\",\"name\":\"g\",\"pid\":1,\"tid\":1,\"ts\":1},"
+      "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":3}"
+      "]}";
+  const char *cats[] = {"cpu_op", "user_annotation"};
+  osk_summary_t *s = summarize(t, cats, 2, 0);
+  CHECK(osk_summary_op_count(s) == 1);
+  CHECK(op(s, "aten::add")->calls == 1);
+  CHECK(osk_summary_stats(s)->filtered_events == 2);
+  CHECK(osk_summary_stats(s)->unmatched_end == 0);
+  osk_summary_free(s);
+  /* Excluding a category keeps every other one, listed or not. */
+  const char *ex[] = {"python_function"};
+  osk_summary_opts_t o = {NULL, 0, ex, 1};
+  CHECK(osk_summarize_mem(t, strlen(t), 0, &o, NULL, &s, NULL, NULL) == 0);
+  CHECK(osk_summary_op_count(s) == 2 && op(s, "g")->calls == 1);
+  CHECK(osk_summary_stats(s)->filtered_events == 1);
+  osk_summary_free(s);
+  /* An include list and an exclusion combine. */
+  o = (osk_summary_opts_t){cats, 2, cats, 1};
+  CHECK(osk_summarize_mem(t, strlen(t), 0, &o, NULL, &s, NULL, NULL) == 0);
+  CHECK(osk_summary_op_count(s) == 0 && osk_summary_stats(s)->filtered_events == 3);
+  osk_summary_free(s);
+}
+
+static void test_truncated_and_invalid(void) {
+  const char *t = "{\"traceEvents\":[" X("outer", "0", "10") "," X("mid", "1", "3") ",{\"ph\":\"X\",\"na";
+  osk_summary_t *s = summarize(t, NULL, 0, OSK_ETRUNCATED);
+  CHECK(op(s, "outer")->self_ns == 7000 && op(s, "mid")->calls == 1);
+  osk_summary_free(s);
+  s = summarize("{\"traceEvents\":[" X("a", "0", "1") ",{]}", NULL, 0, OSK_EFORMAT);
+  CHECK(op(s, "a")->calls == 1);
+  osk_summary_free(s);
+  osk_summary_t *none = (osk_summary_t *)1;
+  osk_read_error_t err;
+  CHECK(osk_summarize_path("/nonexistent/trace.json", NULL, NULL, &none, NULL, &err) == OSK_EIO);
+  CHECK(none == NULL);
+}
+
+static void test_huge_durations_saturate(void) {
+  /* Durations near INT64_MAX ns: sums saturate rather than overflow (UBSan
+   * would report an overflow). */
+  const char *t = "[{\"ph\":\"X\",\"name\":\"h\",\"ts\":0,\"dur\":9e15},"
+                  "{\"ph\":\"X\",\"name\":\"h\",\"ts\":0,\"dur\":9e15},"
+                  "{\"ph\":\"X\",\"name\":\"h\",\"ts\":1,\"dur\":9e15},"
+                  "{\"ph\":\"B\",\"name\":\"b\",\"ts\":-9e15},{\"ph\":\"B\",\"name\":\"c\",\"ts\":-9e15},"
+                  "{\"ph\":\"E\",\"ts\":9e15},{\"ph\":\"B\",\"name\":\"c\",\"ts\":-9e15},"
+                  "{\"ph\":\"E\",\"ts\":9e15},{\"ph\":\"E\",\"ts\":9e15},"
+                  "{\"ph\":\"B\",\"name\":\"d\",\"ts\":0},{\"ph\":\"B\",\"name\":\"e\",\"ts\":0},"
+                  "{\"ph\":\"E\",\"ts\":9e15},{\"ph\":\"B\",\"name\":\"e\",\"ts\":0},"
+                  "{\"ph\":\"E\",\"ts\":9e15},{\"ph\":\"E\",\"ts\":9e15}]";
+  osk_summary_t *s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "h")->calls == 3 && op(s, "h")->total_ns == INT64_MAX);
+  /* b and c span 18e18 ns, more than int64 holds: unusable, and counted. */
+  CHECK(op(s, "c")->calls == 0 && op(s, "b")->calls == 0);
+  CHECK(osk_summary_stats(s)->unusable_events == 3);
+  /* e twice inside d, 9e18 ns each: the child sum saturates, d's self is 0. */
+  CHECK(op(s, "e")->total_ns == INT64_MAX && op(s, "d")->self_ns == 0);
+  osk_summary_free(s);
+}
+
+int main(void) {
+  test_nesting();
+  test_equal_starts_and_overlaps();
+  test_same_name_only_child();
+  test_threads_and_metadata();
+  test_begin_end();
+  test_quantiles();
+  test_category_filter();
+  test_truncated_and_invalid();
+  test_huge_durations_saturate();
+  puts("reader summary: ok");
+  return 0;
+}
