@@ -1,0 +1,110 @@
+/* correct.c: opskew._correct, the thin binding over osk_correct_path. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "opskew_correct.h"
+
+#include <stdlib.h>
+
+static PyObject *read_error(int rc, const osk_read_error_t *err, const char *path) {
+  if (rc == OSK_EIO) {
+    errno = err->sys_errno;
+    return PyErr_Format(PyExc_OSError, "%s: %s (%s)", path, err->message && *err->message ? err->message : "I/O error",
+                        err->sys_errno ? strerror(err->sys_errno) : "unknown cause");
+  }
+  if (rc == OSK_ENOMEM) return PyErr_NoMemory();
+  return PyErr_Format(PyExc_ValueError, "%s: %s at byte %llu (%s)", path,
+                      err->message && *err->message ? err->message : osk_strerror(rc),
+                      (unsigned long long)err->offset, osk_err_name(rc));
+}
+
+static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", NULL};
+  const char *path, *out = NULL;
+  double w, delta;
+  PyObject *cats_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zO:correct", kwlist, &path, &w, &delta, &out,
+                                   &cats_obj))
+    return NULL;
+  osk_correct_opts_t opts = {w, delta, NULL, 0};
+  const char **cats = NULL;
+  PyObject *fast = NULL;
+  if (cats_obj != Py_None) {
+    fast = PySequence_Fast(cats_obj, "categories must be a sequence of str");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    cats = PyMem_Calloc((size_t)(n ? n : 1), sizeof *cats);
+    if (!cats) {
+      Py_DECREF(fast);
+      return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+      cats[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i));
+      if (!cats[i]) {
+        PyMem_Free(cats);
+        Py_DECREF(fast);
+        return NULL;
+      }
+    }
+    opts.categories = cats;
+    opts.n_categories = (size_t)n;
+  }
+  osk_correction_t *c = NULL;
+  osk_read_error_t err;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = osk_correct_path(path, out, &opts, &c, &err);
+  Py_END_ALLOW_THREADS PyMem_Free(cats);
+  Py_XDECREF(fast);
+  if (rc == OSK_EINVAL) return PyErr_Format(PyExc_ValueError, "correct: %s", err.message);
+  if (rc && rc != OSK_ETRUNCATED) return read_error(rc, &err, path);
+  PyObject *ops = PyList_New(0);
+  if (!ops) goto fail;
+  for (size_t i = 0; i < osk_correction_op_count(c); i++) {
+    const osk_correct_op_t *op = osk_correction_op(c, i);
+    if (!op->calls) continue;
+    PyObject *d = Py_BuildValue(
+        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
+        "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
+        "corrected_self_ns", op->corrected_self_ns, "descendants", (unsigned long long)op->descendants,
+        "clamped", (unsigned long long)op->clamped, "residual_ns", op->residual_ns);
+    if (!d || PyList_Append(ops, d) < 0) {
+      Py_XDECREF(d);
+      Py_DECREF(ops);
+      goto fail;
+    }
+    Py_DECREF(d);
+  }
+  const osk_correct_stats_t *s = osk_correction_stats(c);
+  PyObject *res = Py_BuildValue(
+      "{s:N,s:{s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K},s:O,s:s,s:K}", "ops", ops, "stats", "events",
+      (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
+      "other_events", (unsigned long long)s->other_events, "threads", (unsigned long long)s->threads,
+      "clamped", (unsigned long long)s->clamped, "residual_ns", s->residual_ns, "reported_top_ns",
+      (long long)s->reported_top_ns, "corrected_top_ns", s->corrected_top_ns, "overlaps",
+      (unsigned long long)s->overlaps, "truncated", s->truncated ? Py_True : Py_False, "warning",
+      s->truncated ? "the trace ended early (a profiler killed mid-write?); what was read is corrected" : "",
+      "truncated_at", (unsigned long long)(s->truncated ? err.offset : 0));
+  osk_correction_free(c);
+  return res;
+fail:
+  osk_correction_free(c);
+  return NULL;
+}
+
+static PyMethodDef correct_methods[] = {
+    {"correct", (PyCFunction)(void (*)(void))correct_correct, METH_VARARGS | METH_KEYWORDS,
+     "correct(path, w_ns, delta_ns, out=None, categories=None) -> dict\n\n"
+     "Compensates a Chrome trace: corrected = reported - delta - W x descendants,\n"
+     "per operator, clamped at zero with the residual; writes the corrected trace\n"
+     "to `out` when given."},
+    {NULL, NULL, 0, NULL}};
+
+static PyModuleDef_Slot correct_slots[] = {{0, NULL}};
+
+static struct PyModuleDef correct_module = {PyModuleDef_HEAD_INIT, "opskew._correct",
+                                            "opskew's trace compensation (private).", 0,
+                                            correct_methods, correct_slots, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__correct(void) { return PyModuleDef_Init(&correct_module); }

@@ -1,0 +1,90 @@
+/*
+ * opskew_correct.h: overhead compensation of a trace (DESIGN.md's model).
+ *
+ * For every complete event of the instrumented categories:
+ *   corrected = reported - delta - W * descendants
+ * where W is the instrument's whole cost per event and delta the part of it
+ * inside the event's own interval (TAU's scheme). A result below zero is
+ * clamped and the residual reported, never a negative duration.
+ *
+ * The corrected trace keeps nesting exact by compressing each thread's time
+ * line: the instrument's cost is taken out where it happened, (W - delta)/2
+ * before each begin, delta just after it, (W - delta)/2 after each end, so
+ * every boundary moves back by the instrument time before it and each
+ * corrected duration equals the formula above.
+ *
+ * Memory: the complete events of the instrumented categories are held (32
+ * bytes each) and sorted per thread, since nesting needs start order and
+ * traces do not promise it. Plain C11; never includes Python.h. Objects are
+ * not thread safe.
+ */
+#ifndef OPSKEW_CORRECT_H
+#define OPSKEW_CORRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opskew.h"
+#include "opskew_reader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  double w_ns;     /* instrument cost per event, >= 0 */
+  double delta_ns; /* the part inside the event's own interval, 0 <= delta <= W */
+  /* Categories whose events the instrument recorded (NULL: "cpu_op" and
+   * "user_annotation", what RecordFunction produces in torch.profiler
+   * traces). Copied. */
+  const char *const *categories;
+  size_t n_categories;
+} osk_correct_opts_t;
+
+typedef struct {
+  osk_str_t name;            /* owned by the correction */
+  uint64_t calls;
+  int64_t reported_total_ns; /* sum of inclusive durations as reported */
+  int64_t reported_self_ns;  /* sum of exclusive durations as reported */
+  double corrected_total_ns;
+  double corrected_self_ns;
+  uint64_t descendants;
+  uint64_t clamped;          /* calls whose corrected duration fell below zero */
+  double residual_ns;        /* sum of the negative parts removed by clamping */
+} osk_correct_op_t;
+
+typedef struct {
+  uint64_t events;            /* traceEvents elements read */
+  uint64_t corrected_events;  /* complete events of the instrumented categories */
+  uint64_t other_events;      /* complete events of other categories, not corrected */
+  uint64_t threads;
+  uint64_t clamped;
+  double residual_ns;
+  /* Top-level events (no instrumented parent), summed over threads: the
+   * share of the trace that is instrument is 1 - corrected/reported. */
+  int64_t reported_top_ns;
+  double corrected_top_ns;
+  uint64_t overlaps;          /* events ending after their parent (end clipped) */
+  int truncated;              /* the input ended early; what was read is used */
+} osk_correct_stats_t;
+
+typedef struct osk_correction osk_correction_t;
+
+/* Reads `in_path` (JSON or gzip), compensates, and when `out_path` is not
+ * NULL writes the corrected Chrome trace there (original ts and dur kept in
+ * args as "reported_ts" and "reported_dur", in microseconds). Returns 0,
+ * OSK_ETRUNCATED (what was read is corrected and written, *out is set),
+ * OSK_EINVAL (bad options), OSK_EFORMAT, OSK_EIO, OSK_ENOMEM; `err` (may be
+ * NULL) says where. On success and OSK_ETRUNCATED *out must be freed. */
+int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
+                     osk_correction_t **out, osk_read_error_t *err);
+
+size_t osk_correction_op_count(const osk_correction_t *c);
+const osk_correct_op_t *osk_correction_op(const osk_correction_t *c, size_t i);
+const osk_correct_stats_t *osk_correction_stats(const osk_correction_t *c);
+void osk_correction_free(osk_correction_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OPSKEW_CORRECT_H */

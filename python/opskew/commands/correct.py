@@ -1,0 +1,186 @@
+"""`opskew correct`: subtract the instrument's calibrated cost from a trace."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import sys
+
+from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
+from ..report import fmt_time, write_json
+
+SCHEMA = "opskew.correct/1"
+
+HELP = "correct operator times in a trace: reported - delta - W x descendants"
+DESCRIPTION = """\
+Reads a Chrome trace (torch.profiler's export, .json or .json.gz, or opskew's
+own), and compensates every operator event with the calibrated cost of the
+instrument that recorded it (DESIGN.md's overhead model, TAU's scheme):
+
+    corrected = reported - delta - W x descendants
+
+clamped at zero, with the residual reported. Prints corrected against reported
+times per operator and the share of the trace that is instrument; with -o,
+writes a corrected trace (time line compressed per thread so nesting stays
+exact; original ts and dur kept in args) that Perfetto opens.
+
+The calibration comes from --calibration FILE, or from the cache that
+`opskew calibrate` fills, for this machine, this torch and the instrument and
+configuration the trace shows (opskew's tracer, or torch.profiler with the
+options whose traces it detects: shapes, stacks, memory, modules, flops). A
+calibration whose instrument or configuration differs from the trace's is
+refused unless --force.
+"""
+
+# Fields whose presence in the trace shows which torch.profiler options made it.
+_SIGNS = {"record_shapes": ('"Input Dims"',), "with_stack": ('"cat": "python_function"', '"cat":"python_function"'),
+          "profile_memory": ('"[memory]"',), "with_modules": ('"Module Hierarchy"',),
+          "with_flops": ('"flops"',)}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", metavar="TRACE", help="Chrome trace JSON (.json or .json.gz)")
+    p.add_argument("--calibration", metavar="FILE", help="a calibration file (default: the cache)")
+    p.add_argument("-o", "--out", metavar="PATH", help="write the corrected trace to PATH")
+    p.add_argument("--force", action="store_true", help="use a calibration whose conditions differ")
+    p.add_argument("--sort", default="reported", choices=("reported", "corrected", "calls", "name", "removed"))
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows to print (default: 20; 0: all)")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.correct/1), - for stdout")
+
+
+def detect(path: str, probe_bytes: int = 8 << 20) -> dict:
+    """Which instrument and options made the trace, from its first bytes: a
+    text probe of a prefix, not a pass over the events."""
+    opener = gzip.open if _is_gzip(path) else open
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(probe_bytes).decode("utf-8", "replace")
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    top = head[:16384]
+    if '"opskew":{"corrected"' in top:
+        raise UsageError(f"{path} was written by `opskew correct` already; correct the original trace")
+    m = re.search(r'"opskew":\{"version":"[^"]*","instrument":"(\w+)"', top)
+    if m:
+        return {"instrument": "opskew", "config": m.group(1), "options": {}}
+    opts = {k: any(s in head for s in signs) for k, signs in _SIGNS.items()}
+    if opts["with_flops"]:
+        opts["record_shapes"] = False  # with_flops implies shapes
+    from ..calibration import config_name
+
+    return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
+
+
+def _is_gzip(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"\x1f\x8b"
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def choose_calibration(args, found: dict) -> dict:
+    import torch
+
+    from ..calibration import find, load
+
+    if args.calibration:
+        cal = load(args.calibration)
+        k = cal["key"]
+        if (k["instrument"], k["config"]) != (found["instrument"], found["config"]) and not args.force:
+            raise UsageError(
+                f"the calibration is for {k['instrument']} ({k['config']}) but the trace looks like "
+                f"{found['instrument']} ({found['config']}); calibrate that configuration "
+                f"(opskew calibrate --config {found['config'].replace('+', ',')}) or pass --force")
+        return cal
+    cal = find(found["instrument"], found["config"], torch.__version__)
+    if cal is None:
+        hint = ("opskew calibrate (with the ITT tracer)" if found["instrument"] == "opskew"
+                else f"opskew calibrate --config {found['config'].replace('+', ',')}")
+        raise UsageError(f"no stored calibration for {found['instrument']} ({found['config']}) with "
+                         f"torch {torch.__version__} on this machine; run `{hint}` first, or pass "
+                         "--calibration FILE")
+    return cal
+
+
+def print_human(res: dict, out=sys.stdout) -> None:
+    cal = res["calibration"]
+    s = res["stats"]
+    out.write(f"opskew correct: {res['trace']}\n")
+    out.write(f"  instrument: {res['detected']['instrument']} ({res['detected']['config']}); calibration "
+              f"W {cal['w_ns']:.1f} ns, delta {cal['delta_ns']:.1f} ns ({cal['source']})\n")
+    if res["truncated"]:
+        out.write(f"  WARNING: {res['warning']} (at byte {res['truncated_at']})\n")
+    share = res["instrument_share"]
+    out.write(f"  {s['corrected_events']} operator events on {s['threads']} thread(s) corrected; "
+              f"{s['other_events']} other complete events left as they are\n")
+    out.write(f"  top-level time: reported {fmt_time(s['reported_top_ns'] * 1e-9)}, corrected "
+              f"{fmt_time(s['corrected_top_ns'] * 1e-9)}: {100 * share:.1f}% of the trace is instrument\n")
+    if s["clamped"]:
+        out.write(f"  {s['clamped']} event(s) fell below zero and were clamped; residual "
+                  f"{fmt_time(s['residual_ns'] * 1e-9)} (the calibration over-compensates these)\n")
+    hdr = (f"\n{'operator':40s} {'calls':>8s} {'reported':>10s} {'corrected':>10s} {'self rep':>10s} "
+           f"{'self corr':>10s} {'mean rep':>9s} {'mean corr':>9s} {'clamped':>7s}")
+    out.write(hdr + "\n" + "-" * (len(hdr) - 1) + "\n")
+    for op in res["ops"]:
+        n = op["calls"]
+        out.write(f"{op['name'][:40]:40s} {n:>8d} {fmt_time(op['reported_total_ns'] * 1e-9):>10s} "
+                  f"{fmt_time(op['corrected_total_ns'] * 1e-9):>10s} {fmt_time(op['reported_self_ns'] * 1e-9):>10s} "
+                  f"{fmt_time(op['corrected_self_ns'] * 1e-9):>10s} {fmt_time(op['reported_total_ns'] / n * 1e-9):>9s} "
+                  f"{fmt_time(op['corrected_total_ns'] / n * 1e-9):>9s} {op['clamped']:>7d}\n")
+    if res.get("omitted"):
+        out.write(f"... {res['omitted']} more (--top 0 shows all)\n")
+    if res.get("out"):
+        out.write(f"\ncorrected trace: {res['out']}\n")
+
+
+def run(args) -> int:
+    if not os.path.isfile(args.trace):
+        raise UsageError(f"trace not found: {args.trace}")
+    if args.top < 0:
+        raise UsageError("--top must be >= 0")
+    for path in (args.out, args.json):
+        if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    found = detect(args.trace)
+    cal = choose_calibration(args, found)
+    w, delta = float(cal["w_ns"]["median"]), float(cal["delta_ns"]["median"])
+    if w < 0:
+        raise UsageError(f"the calibration has a negative W ({w:.1f} ns): recalibrate on a quieter machine")
+    delta = min(max(delta, 0.0), w)
+    from .. import _correct
+
+    try:
+        r = _correct.correct(args.trace, w, delta, args.out)
+    except ValueError as exc:
+        raise UsageError(f"invalid trace: {exc}") from None
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
+    ops = r["ops"]
+    key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],
+           "calls": lambda o: -o["calls"], "name": lambda o: o["name"],
+           "removed": lambda o: o["corrected_total_ns"] - o["reported_total_ns"]}[args.sort]
+    ops.sort(key=key)
+    s = r["stats"]
+    res = {
+        "schema": SCHEMA, "trace": args.trace, "detected": found,
+        "calibration": {"w_ns": w, "delta_ns": delta, "source": cal.get("_path") or args.calibration or "cache",
+                        "key": cal["key"]},
+        "stats": s, "truncated": r["truncated"], "warning": r["warning"], "truncated_at": r["truncated_at"],
+        "instrument_share": (1 - s["corrected_top_ns"] / s["reported_top_ns"]) if s["reported_top_ns"] else 0.0,
+        "ops": ops if args.top == 0 else ops[: args.top],
+        "omitted": 0 if args.top == 0 else max(0, len(ops) - args.top),
+        "out": os.path.abspath(args.out) if args.out else None,
+    }
+    if args.json != "-":
+        print_human(res)
+    if args.json:
+        res["ops"] = ops
+        write_json(res, args.json)
+    if r["truncated"]:
+        print(f"opskew correct: warning: {r['warning']}", file=sys.stderr)
+        return EXIT_TRUNCATED
+    return EXIT_OK
