@@ -220,9 +220,7 @@ static void itt_task_end(const osk__itt_domain_t *domain) {
 static _Atomic int g_bound;    /* ITT globals bound to us */
 static int g_bind_error;       /* a global we did not recognize */
 
-static int g_autostart_done;
-static int g_atexit_done;
-static int g_owner_pid;
+static osk__launch_t g_launch;
 static _Atomic int g_finished;
 static osk_trace_calib_t g_calib;
 static pthread_once_t g_calib_once = PTHREAD_ONCE_INIT;
@@ -250,34 +248,14 @@ static void calib_once(void) {
 static void at_exit(void);
 
 /* Starts the session whose trace osk_itt_finish() writes at exit. */
-static int record_begin(void) {
-  if (g_owner_pid == (int)getpid()) return OSK_EINVAL; /* already recording */
-  const char *pid = getenv("OPSKEW_TRACE_PID");
-  /* Child processes inherit the environment; only the process the launcher
-   * meant writes the trace (others would overwrite it). */
-  if (pid && *pid && atoi(pid) != (int)getpid()) return OSK_EINVAL;
-  pthread_once(&g_calib_once, calib_once);
-  int rc = osk_trace_start(&g_calib);
-  if (rc != 0) return rc;
-  g_owner_pid = (int)getpid();
-  if (!g_atexit_done) {
-    g_atexit_done = 1;
-    atexit(at_exit);
-  }
-  return 0;
-}
+static void ensure_calib(void) { pthread_once(&g_calib_once, calib_once); }
+
+static int record_begin(void) { return osk__launch_record(&g_launch, ensure_calib, &g_calib, at_exit); }
 
 /* With OPSKEW_TRACE_OUT set, recording starts as soon as ITT binds us,
  * unless OPSKEW_TRACE_AUTOSTART=0 (the record bootstrap starts it itself,
  * after a probe operator, so that the probe is not in the trace). */
-static void autostart(void) {
-  if (g_autostart_done) return;
-  g_autostart_done = 1;
-  const char *out = getenv("OPSKEW_TRACE_OUT");
-  const char *aut = getenv("OPSKEW_TRACE_AUTOSTART");
-  if (!out || !*out || (aut && strcmp(aut, "0") == 0)) return;
-  (void)record_begin();
-}
+static void autostart(void) { osk__launch_autostart(&g_launch, record_begin); }
 
 OSK_TRACE_API void __itt_api_init(osk__itt_global_t *g, osk__itt_group_id_t init_groups);
 
@@ -334,7 +312,7 @@ const osk_trace_calib_t *osk_itt_calibration(void) { return &g_calib; }
 OSK_TRACE_API int osk_itt_finish(void);
 int osk_itt_finish(void) {
   int expected = 0;
-  if (!g_owner_pid || g_owner_pid != (int)getpid()) return 0; /* not ours (fork) */
+  if (!g_launch.owner_pid || g_launch.owner_pid != (int)getpid()) return 0; /* not ours (fork) */
   if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return 0;
   int err = 0;
   osk_trace_snapshot_t *s = osk_trace_stop("itt", &err);

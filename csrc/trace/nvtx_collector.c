@@ -216,9 +216,7 @@ int InitializeInjectionNvtx2(osk__nvtx_get_export_table_t get_export_table) {
  * started from Python (osk_nvtx_start/stop), or the `opskew record` session
  * that starts at injection or from the bootstrap and is written at exit. */
 
-static int g_autostart_done;
-static int g_atexit_done;
-static int g_owner_pid;
+static osk__launch_t g_launch;
 static _Atomic int g_finished;
 static osk_trace_calib_t g_calib;
 static pthread_once_t g_calib_once = PTHREAD_ONCE_INIT;
@@ -235,29 +233,11 @@ static void calib_once(void) {
 
 static void at_exit(void);
 
-static int record_begin(void) {
-  if (g_owner_pid == (int)getpid()) return OSK_EINVAL;
-  const char *pid = getenv("OPSKEW_TRACE_PID");
-  if (pid && *pid && atoi(pid) != (int)getpid()) return OSK_EINVAL;
-  pthread_once(&g_calib_once, calib_once);
-  int rc = osk_trace_start(&g_calib);
-  if (rc != 0) return rc;
-  g_owner_pid = (int)getpid();
-  if (!g_atexit_done) {
-    g_atexit_done = 1;
-    atexit(at_exit);
-  }
-  return 0;
-}
+static void ensure_calib(void) { pthread_once(&g_calib_once, calib_once); }
 
-static void autostart(void) {
-  if (g_autostart_done) return;
-  g_autostart_done = 1;
-  const char *out = getenv("OPSKEW_TRACE_OUT");
-  const char *aut = getenv("OPSKEW_TRACE_AUTOSTART");
-  if (!out || !*out || (aut && strcmp(aut, "0") == 0)) return;
-  (void)record_begin();
-}
+static int record_begin(void) { return osk__launch_record(&g_launch, ensure_calib, &g_calib, at_exit); }
+
+static void autostart(void) { osk__launch_autostart(&g_launch, record_begin); }
 
 /* Number of NVTX instances (libraries) that injected us; -1 if one offered
  * a table we could not use and none succeeded. */
@@ -285,7 +265,7 @@ const osk_trace_calib_t *osk_nvtx_calibration(void) { return &g_calib; }
 OSK_TRACE_API int osk_nvtx_finish(void);
 int osk_nvtx_finish(void) {
   int expected = 0;
-  if (!g_owner_pid || g_owner_pid != (int)getpid()) return 0;
+  if (!g_launch.owner_pid || g_launch.owner_pid != (int)getpid()) return 0;
   if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return 0;
   int err = 0;
   osk_trace_snapshot_t *s = osk_trace_stop("nvtx", &err);

@@ -56,6 +56,11 @@ def gpu_side(base_windows: list, treated: list, iters: int) -> dict:
         "launch_added_per_event_ns": per_event_diff(i_b, i_p, events),
         "launch_per_event_baseline_ns": _engine.quantile([b * 1e9 / e for b, e in zip(i_b, events)], 0.5),
     }
+    cupti = [t.extra["cupti_overhead_events"] / iters for t in treated if "cupti_overhead_events" in t.extra]
+    if cupti:
+        out["cupti_overhead_events_per_iter"] = _engine.quantile(cupti, 0.5)
+        out["cupti_overhead_per_iter_s"] = _engine.quantile(
+            [t.extra["cupti_overhead_ns"] * 1e-9 / iters for t in treated if "cupti_overhead_ns" in t.extra], 0.5)
     dev = [t.reported_device_s for t in treated if t.reported_device_s is not None]
     if dev:
         rep = _engine.quantile(dev, 0.5) / iters

@@ -49,16 +49,31 @@ class Trial:
     extra: dict = field(default_factory=dict)
 
 
-def timed_export(write) -> tuple:
-    """Times `write(path)` into a temporary file; returns (seconds, bytes)."""
+def timed_export(write, inspect=None) -> tuple:
+    """Times `write(path)` into a temporary file; returns (seconds, bytes).
+    `inspect(path)`, if given, reads the file before it is removed."""
     fd, path = tempfile.mkstemp(prefix="opskew-export-", suffix=".json")
     os.close(fd)
     try:
         t0 = time.perf_counter()
         write(path)
-        return time.perf_counter() - t0, os.path.getsize(path)
+        took = time.perf_counter() - t0
+        if inspect is not None:
+            inspect(path)
+        return took, os.path.getsize(path)
     finally:
         os.unlink(path)
+
+
+def count_cupti_overhead(path: str, extra: dict) -> None:
+    """CUPTI's own overhead activities, as Kineto exports them (cat
+    "overhead"), counted by the C reader: how much the GPU-side instrument
+    itself reports costing."""
+    from .tracefile import summarize
+
+    res = summarize(path, categories=["overhead"])
+    extra["cupti_overhead_events"] = res["stats"]["complete_events"]
+    extra["cupti_overhead_ns"] = sum(op["total_ns"] for op in res["ops"])
 
 
 class Instrument:
@@ -149,8 +164,11 @@ class TorchProfiler(Instrument):
         tr.reported_op_self_s = self_us * 1e-6
         if self.cuda_activity:
             tr.reported_device_s = dev_us * 1e-6
-        if self.export:
-            tr.export_s, tr.export_bytes = timed_export(prof.export_chrome_trace)
+        if self.export or self.cuda_activity:
+            # On CUDA the trace is always exported once: CUPTI's overhead
+            # events are counted from it.
+            inspect = (lambda p: count_cupti_overhead(p, tr.extra)) if self.cuda_activity else None
+            tr.export_s, tr.export_bytes = timed_export(prof.export_chrome_trace, inspect)
         return tr
 
 

@@ -134,6 +134,7 @@ def test_cuda_check_times_gpu(check_json, has_cuda):
     for key in ("gpu_idle_added_per_iter_ns", "launch_added_per_event_ns"):
         assert len(g[key]["ci95"]) == 2
     assert g["launch_per_event_baseline_ns"] > 0 and r["conditions"]["sync_s"] > 0
+    assert g["cupti_overhead_events_per_iter"] >= 0  # counted from the exported trace
 
 
 def test_gpu_side_analysis_without_a_gpu():
@@ -153,4 +154,19 @@ def test_gpu_side_analysis_without_a_gpu():
     assert abs(g["gpu_idle_added_per_iter_ns"]["median"] - 150_000) < 1
     assert abs(g["launch_added_per_event_ns"]["median"] - 2000) < 1e-3
     assert abs(g["trace_kernel_per_iter_s"] - 0.0004) < 1e-12
+    assert "cupti_overhead_events_per_iter" not in g  # none counted in these trials
     assert 0 < g["trace_kernel_over_cuda_events"] < 1
+
+def test_cupti_overhead_events_are_counted_from_the_trace(tmp_path):
+    """CUPTI's overhead activities (cat "overhead", as Kineto exports them on
+    CUDA) are counted by the C reader; here on a hand-written trace."""
+    from opskew.instruments import count_cupti_overhead
+
+    p = tmp_path / "ov.json"
+    p.write_text('{"traceEvents":['
+                 '{"ph":"X","cat":"overhead","name":"Instrumentation","pid":-1,"tid":0,"ts":1.0,"dur":2.5},'
+                 '{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":0,"dur":9},'
+                 '{"ph":"X","cat":"overhead","name":"Buffer Flush","pid":-1,"tid":0,"ts":5.0,"dur":1.0}]}')
+    extra = {}
+    count_cupti_overhead(str(p), extra)
+    assert extra == {"cupti_overhead_events": 2, "cupti_overhead_ns": 3500}

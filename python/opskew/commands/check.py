@@ -89,6 +89,9 @@ def _print_human(result: dict, out=sys.stdout) -> None:
         if "trace_kernel_per_iter_s" in g:
             rows.append(("kernels in trace", f"{fmt_time(g['trace_kernel_per_iter_s'])} / iteration = "
                          f"{100 * g['trace_kernel_over_cuda_events']:.0f}% of the CUDA-event GPU time"))
+        if "cupti_overhead_events_per_iter" in g:
+            rows.append(("CUPTI overhead", f"{g['cupti_overhead_events_per_iter']:.3g} overhead events / iteration, "
+                         f"{fmt_time(g['cupti_overhead_per_iter_s'])} / iteration, as Kineto reports them"))
         rows.append(("sync cost", f"{fmt_time(c['sync_s'])} per synchronize, paid once per window in both arms"))
     if result.get("events_per_iter"):
         lo, hi = result["events_per_trial_range"]
