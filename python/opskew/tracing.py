@@ -400,6 +400,35 @@ class Trace:
 # ------------------------------------------------------------------ trace()
 
 
+def hook_new_threads(on_start):
+    """Runs on_start() at the start of every threading.Thread started from now
+    on, since the operator hooks are per thread (as threading.setprofile
+    does); on_start() returns an object to __exit__ when the thread ends, or
+    None. Returns the original Thread._bootstrap_inner, to restore later, or
+    None when it is missing: it is private but has been stable (3.7-3.13), and
+    without it new threads are simply not recorded."""
+    original = getattr(threading.Thread, "_bootstrap_inner", None)
+    if original is None:  # pragma: no cover
+        return None
+
+    def _bootstrap_inner(thread_self):
+        try:
+            ctx = on_start()
+        except Exception:  # noqa: BLE001 - never break the user's thread
+            ctx = None
+        try:
+            original(thread_self)
+        finally:
+            if ctx is not None:
+                try:
+                    ctx.__exit__(None, None, None)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    threading.Thread._bootstrap_inner = _bootstrap_inner
+    return original
+
+
 class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
     """Records every PyTorch operator run inside the block with opskew's C tracer.
 
@@ -543,30 +572,7 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         return self._result
 
     def _hook_threads(self, on_start):
-        # The hooks are per thread: turn them on in threads started during the
-        # session (as threading.setprofile does). _bootstrap_inner is private
-        # but has been stable (3.7-3.13); without it, new threads are simply
-        # not recorded. on_start() returns an object to __exit__, or None.
-        original = getattr(threading.Thread, "_bootstrap_inner", None)
-        if original is None:  # pragma: no cover
-            return
-
-        def _bootstrap_inner(thread_self):
-            try:
-                ctx = on_start()
-            except Exception:  # noqa: BLE001 - never break the user's thread
-                ctx = None
-            try:
-                original(thread_self)
-            finally:
-                if ctx is not None:
-                    try:
-                        ctx.__exit__(None, None, None)
-                    except Exception:  # noqa: BLE001
-                        pass
-
-        self._orig_bootstrap = original
-        threading.Thread._bootstrap_inner = _bootstrap_inner
+        self._orig_bootstrap = hook_new_threads(on_start)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         lib = self._lib
