@@ -50,7 +50,7 @@ FUZZ_SECONDS ?= 30
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
 
-test: ctest pytest fuzz
+test: ctest fuzz pytest
 
 bench: install
 	$(BIN)/python bench/bench_check.py
