@@ -36,7 +36,7 @@ the results to the seed's sources of overhead.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_workload_arguments(p, trials=9, iters=10)
+    add_workload_arguments(p, trials=15, iters=10)
     p.add_argument("--no-export", action="store_true", help="skip timing export_chrome_trace")
     p.add_argument("--no-tracer", action="store_true",
                    help="skip opskew's tracer row (measured in a second process)")
