@@ -2,10 +2,14 @@
  * opskew_correct.h: overhead compensation of a trace (DESIGN.md's model).
  *
  * For every complete event of the instrumented categories:
- *   corrected = reported - delta - W * descendants
- * where W is the instrument's whole cost per event and delta the part of it
- * inside the event's own interval (TAU's scheme). A result below zero is
- * clamped and the residual reported, never a negative duration.
+ *   corrected = reported - delta - W * descendants - W_py * py_descendants
+ * where W is the instrument's whole cost per operator event and delta the
+ * part of it inside the event's own interval (TAU's scheme). Events of a
+ * second class, the Python tracer's (torch.profiler's with_stack records
+ * every Python call), cost W_py each, delta_py of it inside their own
+ * interval; they are nested and corrected with the operators, and an event's
+ * descendants are counted per class. A result below zero is clamped and the
+ * residual reported, never a negative duration.
  *
  * The corrected trace keeps nesting exact by compressing each thread's time
  * line: the instrument's cost is taken out where it happened, (W - delta)/2
@@ -39,6 +43,13 @@ typedef struct {
    * traces). Copied. */
   const char *const *categories;
   size_t n_categories;
+  /* The second class: Python-function events, W_py >= delta_py >= 0. */
+  double w_py_ns;
+  double delta_py_ns;
+  /* Their categories (NULL: "python_function"). Copied. A category may not
+   * be in both lists. */
+  const char *const *py_categories;
+  size_t n_py_categories;
 } osk_correct_opts_t;
 
 typedef struct {
@@ -48,14 +59,17 @@ typedef struct {
   int64_t reported_self_ns;  /* sum of exclusive durations as reported */
   double corrected_total_ns;
   double corrected_self_ns;
-  uint64_t descendants;
+  uint64_t descendants;      /* operator-class events nested inside, summed */
+  uint64_t py_descendants;   /* Python-class events nested inside, summed */
+  int py_class;              /* 1: the name's events are of the Python class */
   uint64_t clamped;          /* calls whose corrected duration fell below zero */
   double residual_ns;        /* sum of the negative parts removed by clamping */
 } osk_correct_op_t;
 
 typedef struct {
   uint64_t events;            /* traceEvents elements read */
-  uint64_t corrected_events;  /* complete events of the instrumented categories */
+  uint64_t corrected_events;  /* complete events of the instrumented categories, both classes */
+  uint64_t py_events;         /* of which of the Python class */
   uint64_t other_events;      /* complete events of other categories, not corrected */
   uint64_t threads;
   uint64_t clamped;
@@ -64,7 +78,8 @@ typedef struct {
    * share of the trace that is instrument is 1 - corrected/reported. */
   int64_t reported_top_ns;
   double corrected_top_ns;
-  uint64_t overlaps;          /* events ending after their parent (end clipped) */
+  uint64_t overlaps;          /* events that ended after an event started inside them; the
+                               * outlived event was closed at that start (see compensate.c) */
   int truncated;              /* the input ended early; what was read is used */
 } osk_correct_stats_t;
 
@@ -75,7 +90,8 @@ typedef struct osk_correction osk_correction_t;
  * args as "reported_ts" and "reported_dur", in microseconds). Returns 0,
  * OSK_ETRUNCATED (what was read is corrected and written, *out is set),
  * OSK_EINVAL (bad options), OSK_EFORMAT, OSK_EIO, OSK_ENOMEM; `err` (may be
- * NULL) says where. On success and OSK_ETRUNCATED *out must be freed. */
+ * NULL) says where. Corrected events keep their category; the args gain
+ * "descendants" and "py_descendants". On success and OSK_ETRUNCATED *out must be freed. */
 int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
                      osk_correction_t **out, osk_read_error_t *err);
 

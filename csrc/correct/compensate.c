@@ -54,7 +54,7 @@ typedef struct {
   int64_t ts, dur;
   uint32_t name, thread;
   uint32_t seq; /* file order, for a stable sort */
-  uint32_t pad;
+  uint32_t cat; /* index into the correction's categories; >= n_op_cats: Python class */
 } osk__ev_t;
 
 typedef struct {
@@ -73,8 +73,9 @@ typedef struct {
 
 struct osk_correction {
   osk_correct_opts_t opts;
-  char **cats;
+  char **cats;    /* the operator class's categories, then the Python class's */
   size_t n_cats;
+  size_t n_op_cats;
   /* names */
   osk_correct_op_t *ops;
   uint64_t *name_hash;
@@ -199,11 +200,14 @@ static int str_is(osk_str_t s, const char *lit) {
   return s.len == n && memcmp(s.ptr, lit, n) == 0;
 }
 
-static int category_selected(const osk_correction_t *c, osk_str_t cat) {
+/* The category's index, or -1 when its events are not corrected. */
+static long category_index(const osk_correction_t *c, osk_str_t cat) {
   for (size_t i = 0; i < c->n_cats; i++)
-    if (str_is(cat, c->cats[i])) return 1;
-  return 0;
+    if (str_is(cat, c->cats[i])) return (long)i;
+  return -1;
 }
+
+static int is_py(const osk_correction_t *c, const osk__ev_t *e) { return e->cat >= c->n_op_cats; }
 
 static int on_metadata(osk_correction_t *c, const osk_trace_event_t *ev) {
   if (!ev->arg_name.len) return 0;
@@ -239,7 +243,8 @@ static int on_event(void *ctx, const osk_trace_event_t *ev) {
   if (!str_is(ev->ph, "X")) return 0;
   const unsigned need = OSK_EV_TS | OSK_EV_DUR | OSK_EV_NAME;
   if ((ev->has & need) != need || (ev->has & OSK_EV_BAD) || ev->dur_ns < 0) return 0;
-  if (!category_selected(c, ev->cat)) {
+  long cat = category_index(c, ev->cat);
+  if (cat < 0) {
     c->stats.other_events++;
     return 0;
   }
@@ -253,7 +258,11 @@ static int on_event(void *ctx, const osk_trace_event_t *ev) {
   e->ts = ev->ts_ns;
   e->dur = ev->dur_ns;
   e->seq = (uint32_t)c->n_ev;
-  e->pad = 0;
+  e->cat = (uint32_t)cat;
+  if (is_py(c, e)) {
+    c->stats.py_events++;
+    c->ops[e->name].py_class = 1;
+  }
   c->n_ev++;
   return 0;
 }
@@ -313,11 +322,13 @@ static void sep(osk__out_t *o) {
 }
 
 static void write_event(osk__out_t *o, const osk_correction_t *c, const osk__ev_t *e, int64_t ts2,
-                        int64_t dur2, uint64_t desc) {
+                        int64_t dur2, uint64_t desc, uint64_t py_desc) {
   const osk__thread_t *t = &c->threads[e->thread];
   FILE *f = o->f;
   sep(o);
-  fputs("{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":", f);
+  fputs("{\"ph\":\"X\",\"cat\":", f);
+  put_json_string(f, c->cats[e->cat], strlen(c->cats[e->cat]));
+  fputs(",\"name\":", f);
   put_json_string(f, c->ops[e->name].name.ptr, c->ops[e->name].name.len);
   fputs(",\"pid\":", f);
   put_id(f, t->pid_kind, t->pid_num, t->pid_str);
@@ -331,24 +342,35 @@ static void write_event(osk__out_t *o, const osk_correction_t *c, const osk__ev_
   put_us(f, e->ts);
   fputs(",\"reported_dur\":", f);
   put_us(f, e->dur);
-  fprintf(f, ",\"descendants\":%llu}}", (unsigned long long)desc);
+  fprintf(f, ",\"descendants\":%llu,\"py_descendants\":%llu}}", (unsigned long long)desc,
+          (unsigned long long)py_desc);
 }
 
 /* ------------------------------------------------------- the compensation */
 
 typedef struct {
   const osk__ev_t *e;
-  int64_t end;          /* reported end, clipped to the parent's */
-  uint64_t desc;        /* instrumented events nested inside */
-  int64_t child_rep;    /* sum of children's reported (clipped) durations */
+  int64_t end;          /* reported end */
+  uint64_t desc;        /* operator-class events nested inside */
+  uint64_t py_desc;     /* Python-class events nested inside */
+  int64_t child_rep;    /* sum of children's reported durations */
   double child_corr;    /* sum of children's corrected durations */
   int64_t begin2;       /* corrected begin on the compressed time line */
 } osk__open_t;
 
+/* The instrument's cost of one event of e's class: outside its interval on
+ * each side (`half`) and inside it (`delta`). */
+static void event_cost(const osk_correction_t *c, const osk__ev_t *e, double *half, double *delta) {
+  double w = is_py(c, e) ? c->opts.w_py_ns : c->opts.w_ns;
+  *delta = is_py(c, e) ? c->opts.delta_py_ns : c->opts.delta_ns;
+  *half = (w - *delta) / 2.0;
+}
+
 static void close_event(osk_correction_t *c, osk__open_t *stack, size_t *depth, double *removed,
                         int64_t *last2, osk__out_t *o) {
-  const double w = c->opts.w_ns, delta = c->opts.delta_ns, half = (w - delta) / 2.0;
   osk__open_t *x = &stack[--*depth];
+  double half, delta;
+  event_cost(c, x->e, &half, &delta);
   int64_t dur = x->end - x->e->ts;
   /* The compressed end: every instrument nanosecond before it is removed. */
   int64_t end2 = x->end - (int64_t)llround(*removed);
@@ -356,7 +378,8 @@ static void close_event(osk_correction_t *c, osk__open_t *stack, size_t *depth, 
   if (end2 < x->begin2) end2 = x->begin2;
   *last2 = end2;
   *removed += half;
-  double corr = (double)dur - delta - w * (double)x->desc;
+  double corr = (double)dur - delta - c->opts.w_ns * (double)x->desc -
+                c->opts.w_py_ns * (double)x->py_desc;
   double resid = 0.0;
   if (corr < 0) {
     resid = -corr;
@@ -370,6 +393,7 @@ static void close_event(osk_correction_t *c, osk__open_t *stack, size_t *depth, 
   double self_corr = corr - x->child_corr;
   op->corrected_self_ns += self_corr > 0 ? self_corr : 0;
   op->descendants += x->desc;
+  op->py_descendants += x->py_desc;
   if (resid > 0) {
     op->clamped++;
     op->residual_ns += resid;
@@ -378,19 +402,19 @@ static void close_event(osk_correction_t *c, osk__open_t *stack, size_t *depth, 
   }
   if (*depth > 0) {
     osk__open_t *p = &stack[*depth - 1];
-    p->desc += x->desc + 1;
+    p->desc += x->desc + !is_py(c, x->e);
+    p->py_desc += x->py_desc + is_py(c, x->e);
     p->child_rep += dur;
     p->child_corr += corr;
   } else {
     c->stats.reported_top_ns += dur;
     c->stats.corrected_top_ns += corr;
   }
-  if (o && o->f) write_event(o, c, x->e, x->begin2, end2 - x->begin2, x->desc);
+  if (o && o->f) write_event(o, c, x->e, x->begin2, end2 - x->begin2, x->desc, x->py_desc);
 }
 
 static int compensate(osk_correction_t *c, osk__out_t *o) {
   qsort(c->ev, c->n_ev, sizeof *c->ev, cmp_ev);
-  const double delta = c->opts.delta_ns, half = (c->opts.w_ns - delta) / 2.0;
   size_t cap = 64, depth = 0;
   osk__open_t *stack = malloc(cap * sizeof *stack);
   if (!stack) return OSK_ENOMEM;
@@ -405,13 +429,22 @@ static int compensate(osk_correction_t *c, osk__out_t *o) {
       thread = e->thread;
       /* Start the compressed time line at the thread's first event: its
        * pre-begin share is not taken from before the trace's start. */
-      removed = -half;
+      double half0, delta0;
+      event_cost(c, e, &half0, &delta0);
+      removed = -half0;
       last2 = INT64_MIN;
     }
     while (depth && stack[depth - 1].end <= e->ts) close_event(c, stack, &depth, &removed, &last2, o);
     int64_t end = e->ts + e->dur;
-    if (depth && end > stack[depth - 1].end) {
-      end = stack[depth - 1].end; /* improper nesting: clip to the parent */
+    /* Improper nesting: e outlives the open event it starts in. This is the
+     * rule, not noise, for annotations opened from Python under with_stack:
+     * record_function's user_annotation starts inside the Python tracer's
+     * __enter__ event and ends inside __exit__'s. Clipping e would cut the
+     * annotation to the __enter__ call; instead the events e outlives are
+     * closed here, at e's start, so e keeps its whole interval and its
+     * descendants, and the corrected time line stays properly nested. */
+    while (depth && stack[depth - 1].end < end) {
+      close_event(c, stack, &depth, &removed, &last2, o);
       c->stats.overlaps++;
     }
     if (depth == cap) {
@@ -423,12 +456,14 @@ static int compensate(osk_correction_t *c, osk__out_t *o) {
       stack = s2;
       cap *= 2;
     }
+    double half, delta;
+    event_cost(c, e, &half, &delta);
     removed += half;
     int64_t begin2 = e->ts - (int64_t)llround(removed);
     if (begin2 < last2) begin2 = last2;
     last2 = begin2;
     removed += delta;
-    stack[depth++] = (osk__open_t){e, end, 0, 0, 0.0, begin2};
+    stack[depth++] = (osk__open_t){e, end, 0, 0, 0, 0.0, begin2};
   }
   free(stack);
   return 0;
@@ -437,6 +472,17 @@ static int compensate(osk_correction_t *c, osk__out_t *o) {
 /* ------------------------------------------------------------ public API */
 
 static const char *const default_cats[] = {"cpu_op", "user_annotation"};
+static const char *const default_py_cats[] = {"python_function"};
+
+static int add_categories(osk_correction_t *c, const char *const *cats, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    for (size_t j = 0; j < c->n_cats; j++)
+      if (strcmp(c->cats[j], cats[i]) == 0) return OSK_EINVAL; /* in both classes, or twice */
+    if (!(c->cats[c->n_cats] = dup_bytes(cats[i], strlen(cats[i])))) return OSK_ENOMEM;
+    c->n_cats++;
+  }
+  return 0;
+}
 
 static int write_header(osk__out_t *o, const osk_correction_t *c, const osk_reader_t *r,
                         const char *in_path) {
@@ -454,11 +500,13 @@ static int write_header(osk__out_t *o, const osk_correction_t *c, const osk_read
     else fwrite(v.ptr, 1, v.len, f);
     fputs(",\n", f);
   }
-  fprintf(f, "\"opskew\":{\"corrected\":{\"w_ns\":%.3f,\"delta_ns\":%.3f,\"source\":", c->opts.w_ns,
-          c->opts.delta_ns);
+  fprintf(f,
+          "\"opskew\":{\"corrected\":{\"w_ns\":%.3f,\"delta_ns\":%.3f,\"w_py_ns\":%.3f,"
+          "\"delta_py_ns\":%.3f,\"source\":",
+          c->opts.w_ns, c->opts.delta_ns, c->opts.w_py_ns, c->opts.delta_py_ns);
   put_json_string(f, in_path, strlen(in_path));
-  fputs(",\"model\":\"corrected = reported - delta - W * descendants; time line compressed per "
-        "thread\"}},\n\"traceEvents\":[\n",
+  fputs(",\"model\":\"corrected = reported - delta - W * descendants - W_py * py_descendants; "
+        "time line compressed per thread\"}},\n\"traceEvents\":[\n",
         f);
   o->first = 1;
   for (size_t i = 0; i < c->n_procs; i++) {
@@ -491,9 +539,10 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   memset(err, 0, sizeof *err);
   err->message = "";
   if (!in_path || !opts || !out || !(opts->w_ns >= 0) || !(opts->delta_ns >= 0) ||
-      !(opts->delta_ns <= opts->w_ns) || !isfinite(opts->w_ns)) {
+      !(opts->delta_ns <= opts->w_ns) || !isfinite(opts->w_ns) || !(opts->w_py_ns >= 0) ||
+      !(opts->delta_py_ns >= 0) || !(opts->delta_py_ns <= opts->w_py_ns) || !isfinite(opts->w_py_ns)) {
     err->code = OSK_EINVAL;
-    err->message = "invalid arguments (W >= delta >= 0 required)";
+    err->message = "invalid arguments (W >= delta >= 0 and W_py >= delta_py >= 0 required)";
     return OSK_EINVAL;
   }
   *out = NULL;
@@ -502,19 +551,22 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   c->opts = *opts;
   const char *const *cats = opts->categories ? opts->categories : default_cats;
   size_t n_cats = opts->categories ? opts->n_categories : 2;
-  c->cats = calloc(n_cats ? n_cats : 1, sizeof *c->cats);
-  if (!c->cats) {
-    osk_correction_free(c);
-    return OSK_ENOMEM;
-  }
-  for (size_t i = 0; i < n_cats; i++) {
-    if (!(c->cats[i] = dup_bytes(cats[i], strlen(cats[i])))) {
-      osk_correction_free(c);
-      return OSK_ENOMEM;
+  const char *const *py_cats = opts->py_categories ? opts->py_categories : default_py_cats;
+  size_t n_py_cats = opts->py_categories ? opts->n_py_categories : 1;
+  c->cats = calloc(n_cats + n_py_cats ? n_cats + n_py_cats : 1, sizeof *c->cats);
+  int crc0 = c->cats ? add_categories(c, cats, n_cats) : OSK_ENOMEM;
+  c->n_op_cats = c->n_cats;
+  if (!crc0) crc0 = add_categories(c, py_cats, n_py_cats);
+  if (crc0) {
+    if (crc0 == OSK_EINVAL) {
+      err->code = OSK_EINVAL;
+      err->message = "a category is listed twice (or in both classes)";
     }
-    c->n_cats++;
+    osk_correction_free(c);
+    return crc0;
   }
   c->opts.categories = NULL;
+  c->opts.py_categories = NULL;
   osk_reader_t *r = NULL;
   int rc = osk_reader_open(&r, in_path, NULL, err);
   if (rc) {

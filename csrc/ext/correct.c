@@ -18,44 +18,68 @@ static PyObject *read_error(int rc, const osk_read_error_t *err, const char *pat
                       (unsigned long long)err->offset, osk_err_name(rc));
 }
 
+/* A sequence of str as a C array; *fast keeps the strings alive. Returns 0,
+ * or -1 with an exception set. None leaves *out NULL. */
+static int str_list(PyObject *obj, const char *what, PyObject **fast, const char ***out, size_t *n) {
+  *fast = NULL;
+  *out = NULL;
+  *n = 0;
+  if (obj == Py_None) return 0;
+  if (PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of str, not str", what);
+    return -1;
+  }
+  *fast = PySequence_Fast(obj, "categories must be a sequence of str");
+  if (!*fast) return -1;
+  Py_ssize_t len = PySequence_Fast_GET_SIZE(*fast);
+  const char **arr = PyMem_Calloc((size_t)(len ? len : 1), sizeof *arr);
+  if (!arr) {
+    Py_CLEAR(*fast);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    arr[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(*fast, i));
+    if (!arr[i]) {
+      PyMem_Free(arr);
+      Py_CLEAR(*fast);
+      return -1;
+    }
+  }
+  *out = arr;
+  *n = (size_t)len;
+  return 0;
+}
+
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
-  static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", NULL};
+  static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
+                           "py_categories", NULL};
   const char *path, *out = NULL;
-  double w, delta;
-  PyObject *cats_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zO:correct", kwlist, &path, &w, &delta, &out,
-                                   &cats_obj))
+  double w, delta, w_py = 0.0, delta_py = 0.0;
+  PyObject *cats_obj = Py_None, *py_cats_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddO:correct", kwlist, &path, &w, &delta, &out,
+                                   &cats_obj, &w_py, &delta_py, &py_cats_obj))
     return NULL;
-  osk_correct_opts_t opts = {w, delta, NULL, 0};
-  const char **cats = NULL;
-  PyObject *fast = NULL;
-  if (cats_obj != Py_None) {
-    fast = PySequence_Fast(cats_obj, "categories must be a sequence of str");
-    if (!fast) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    cats = PyMem_Calloc((size_t)(n ? n : 1), sizeof *cats);
-    if (!cats) {
-      Py_DECREF(fast);
-      return PyErr_NoMemory();
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-      cats[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i));
-      if (!cats[i]) {
-        PyMem_Free(cats);
-        Py_DECREF(fast);
-        return NULL;
-      }
-    }
-    opts.categories = cats;
-    opts.n_categories = (size_t)n;
+  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0};
+  const char **cats = NULL, **py_cats = NULL;
+  PyObject *fast = NULL, *py_fast = NULL;
+  if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0) return NULL;
+  if (str_list(py_cats_obj, "py_categories", &py_fast, &py_cats, &opts.n_py_categories) < 0) {
+    PyMem_Free(cats);
+    Py_XDECREF(fast);
+    return NULL;
   }
+  opts.categories = cats;
+  opts.py_categories = py_cats;
   osk_correction_t *c = NULL;
   osk_read_error_t err;
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = osk_correct_path(path, out, &opts, &c, &err);
   Py_END_ALLOW_THREADS PyMem_Free(cats);
+  PyMem_Free(py_cats);
   Py_XDECREF(fast);
+  Py_XDECREF(py_fast);
   if (rc == OSK_EINVAL) return PyErr_Format(PyExc_ValueError, "correct: %s", err.message);
   if (rc && rc != OSK_ETRUNCATED) return read_error(rc, &err, path);
   PyObject *ops = PyList_New(0);
@@ -64,10 +88,11 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     const osk_correct_op_t *op = osk_correction_op(c, i);
     if (!op->calls) continue;
     PyObject *d = Py_BuildValue(
-        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
         "corrected_self_ns", op->corrected_self_ns, "descendants", (unsigned long long)op->descendants,
+        "py_descendants", (unsigned long long)op->py_descendants, "python", op->py_class ? Py_True : Py_False,
         "clamped", (unsigned long long)op->clamped, "residual_ns", op->residual_ns);
     if (!d || PyList_Append(ops, d) < 0) {
       Py_XDECREF(d);
@@ -78,8 +103,9 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correction_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:N,s:{s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K},s:O,s:s,s:K}", "ops", ops, "stats", "events",
+      "{s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K},s:O,s:s,s:K}", "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
+      "py_events", (unsigned long long)s->py_events,
       "other_events", (unsigned long long)s->other_events, "threads", (unsigned long long)s->threads,
       "clamped", (unsigned long long)s->clamped, "residual_ns", s->residual_ns, "reported_top_ns",
       (long long)s->reported_top_ns, "corrected_top_ns", s->corrected_top_ns, "overlaps",
@@ -95,8 +121,10 @@ fail:
 
 static PyMethodDef correct_methods[] = {
     {"correct", (PyCFunction)(void (*)(void))correct_correct, METH_VARARGS | METH_KEYWORDS,
-     "correct(path, w_ns, delta_ns, out=None, categories=None) -> dict\n\n"
-     "Compensates a Chrome trace: corrected = reported - delta - W x descendants,\n"
+     "correct(path, w_ns, delta_ns, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
+     "        py_categories=None) -> dict\n\n"
+     "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
+     "- W_py x py_descendants (Python-function events: the second class),\n"
      "per operator, clamped at zero with the residual; writes the corrected trace\n"
      "to `out` when given."},
     {NULL, NULL, 0, NULL}};

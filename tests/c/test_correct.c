@@ -58,7 +58,7 @@ static int find(const seen_t *s, const char *name) {
 
 static void test_known_nesting(void) {
   write_file("correct_in.json", TRACE);
-  osk_correct_opts_t opts = {100.0, 10.0, NULL, 0};
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
   osk_correction_t *c = NULL;
   osk_read_error_t err;
   CHECK(osk_correct_path("correct_in.json", "correct_out.json", &opts, &c, &err) == 0);
@@ -99,12 +99,20 @@ static void test_known_nesting(void) {
 }
 
 static void test_errors_and_truncation(void) {
-  osk_correct_opts_t opts = {100.0, 10.0, NULL, 0};
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
   osk_correction_t *c = NULL;
   osk_read_error_t err;
   CHECK(osk_correct_path("no-such-file.json", NULL, &opts, &c, &err) == OSK_EIO && !c);
-  osk_correct_opts_t bad = {10.0, 20.0, NULL, 0}; /* delta > W */
+  osk_correct_opts_t bad = {.w_ns = 10.0, .delta_ns = 20.0}; /* delta > W */
   CHECK(osk_correct_path("x", NULL, &bad, &c, &err) == OSK_EINVAL);
+  osk_correct_opts_t bad_py = {.w_ns = 10.0, .w_py_ns = 5.0, .delta_py_ns = 6.0}; /* delta_py > W_py */
+  CHECK(osk_correct_path("x", NULL, &bad_py, &c, &err) == OSK_EINVAL);
+  static const char *const both[] = {"cpu_op"};
+  osk_correct_opts_t twice = {.w_ns = 10.0, .categories = both, .n_categories = 1, .py_categories = both,
+                              .n_py_categories = 1};
+  write_file("correct_twice.json", TRACE);
+  CHECK(osk_correct_path("correct_twice.json", NULL, &twice, &c, &err) == OSK_EINVAL && !c);
+  remove("correct_twice.json");
   write_file("correct_bad.json", "{\"traceEvents\":[{\"ph\":\"X\",]}");
   CHECK(osk_correct_path("correct_bad.json", NULL, &opts, &c, &err) == OSK_EFORMAT && !c);
   CHECK(err.offset > 0);
@@ -123,8 +131,116 @@ static void test_errors_and_truncation(void) {
   remove("correct_cut_out.json");
 }
 
+/* Two classes: operators (W 100, delta 10) and the Python tracer's events
+ * (W_py 50, delta_py 5), nested in each other as with_stack records them. */
+static const char *PY_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"iter\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":3},\n"
+    "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"f\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":2},\n"
+    "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"add\",\"pid\":1,\"tid\":1,\"ts\":0.2,\"dur\":0.8},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add\",\"pid\":1,\"tid\":1,\"ts\":0.3,\"dur\":0.4},\n"
+    "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"g\",\"pid\":1,\"tid\":1,\"ts\":1.2,\"dur\":0.3}\n"
+    "]}\n";
+
+static void test_python_class(void) {
+  write_file("correct_py.json", PY_TRACE);
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .w_py_ns = 50.0, .delta_py_ns = 5.0};
+  osk_correction_t *c = NULL;
+  osk_read_error_t err;
+  CHECK(osk_correct_path("correct_py.json", "correct_py_out.json", &opts, &c, &err) == 0);
+  const osk_correct_stats_t *st = osk_correction_stats(c);
+  CHECK(st->corrected_events == 5 && st->py_events == 3 && st->other_events == 0);
+  const osk_correct_op_t *it = op_named(c, "iter"), *f = op_named(c, "f"), *add = op_named(c, "add");
+  const osk_correct_op_t *op = op_named(c, "aten::add"), *g = op_named(c, "g");
+  CHECK(it && f && add && op && g);
+  CHECK(!it->py_class && f->py_class && add->py_class && !op->py_class && g->py_class);
+  CHECK_NEAR(op->corrected_total_ns, 390, 1e-9);   /* 400 - delta */
+  CHECK_NEAR(add->corrected_total_ns, 695, 1e-9);  /* 800 - delta_py - W */
+  CHECK_NEAR(g->corrected_total_ns, 295, 1e-9);    /* 300 - delta_py */
+  CHECK(f->descendants == 1 && f->py_descendants == 2);
+  CHECK_NEAR(f->corrected_total_ns, 1795, 1e-9);   /* 2000 - 5 - 100 - 2 * 50 */
+  CHECK(it->descendants == 1 && it->py_descendants == 3);
+  CHECK_NEAR(it->corrected_total_ns, 2740, 1e-9);  /* 3000 - 10 - 100 - 3 * 50 */
+  CHECK_NEAR(st->corrected_top_ns, 2740, 1e-9);
+  osk_correction_free(c);
+
+  /* Read back: durations as corrected, children inside parents, and the
+   * Python events keep their category. */
+  osk_reader_t *r = NULL;
+  CHECK(osk_reader_open(&r, "correct_py_out.json", NULL, &err) == 0);
+  seen_t s;
+  memset(&s, 0, sizeof s);
+  CHECK(osk_reader_run(r, collect, &s, &err) == 0);
+  osk_reader_free(r);
+  CHECK(s.n == 5);
+  int ii = find(&s, "iter"), iff = find(&s, "f"), ia = find(&s, "add"), io = find(&s, "aten::a"),
+      ig = find(&s, "g");
+  CHECK(ii >= 0 && iff >= 0 && ia >= 0 && io >= 0 && ig >= 0);
+  CHECK(s.dur[ii] == 2740 && s.dur[iff] == 1795 && s.dur[ia] == 695 && s.dur[io] == 390 && s.dur[ig] == 295);
+  CHECK(s.ts[iff] >= s.ts[ii] && s.ts[iff] + s.dur[iff] <= s.ts[ii] + s.dur[ii]);
+  CHECK(s.ts[ia] >= s.ts[iff] && s.ts[io] >= s.ts[ia] && s.ts[io] + s.dur[io] <= s.ts[ia] + s.dur[ia]);
+  CHECK(s.ts[ig] >= s.ts[ia] + s.dur[ia] && s.ts[ig] + s.dur[ig] <= s.ts[iff] + s.dur[iff]);
+  FILE *fo = fopen("correct_py_out.json", "r");
+  CHECK(fo);
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, fo);
+  buf[n] = '\0';
+  fclose(fo);
+  CHECK(strstr(buf, "\"cat\":\"python_function\",\"name\":\"f\"") != NULL);
+  CHECK(strstr(buf, "\"cat\":\"user_annotation\",\"name\":\"iter\"") != NULL);
+  remove("correct_py.json");
+  remove("correct_py_out.json");
+}
+
+/* record_function under with_stack: the annotation starts inside the Python
+ * tracer's __enter__ event and ends inside __exit__'s. Each outlived event is
+ * closed at the start of the one that outlives it; nothing is clipped. */
+static const char *OVERLAP_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"enter\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":0.5},\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"iter\",\"pid\":1,\"tid\":1,\"ts\":0.2,\"dur\":3},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"op\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":0.5},\n"
+    "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"exit\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":0.5}\n"
+    "]}\n";
+
+static void test_overlapping_annotation(void) {
+  write_file("correct_ov.json", OVERLAP_TRACE);
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .w_py_ns = 50.0, .delta_py_ns = 5.0};
+  osk_correction_t *c = NULL;
+  osk_read_error_t err;
+  CHECK(osk_correct_path("correct_ov.json", "correct_ov_out.json", &opts, &c, &err) == 0);
+  const osk_correct_stats_t *st = osk_correction_stats(c);
+  CHECK(st->overlaps == 2);
+  const osk_correct_op_t *en = op_named(c, "enter"), *it = op_named(c, "iter"), *op = op_named(c, "op"),
+                         *ex = op_named(c, "exit");
+  CHECK(en && it && op && ex);
+  CHECK(it->reported_total_ns == 3000 && it->descendants == 1 && it->py_descendants == 0);
+  CHECK_NEAR(it->corrected_total_ns, 2890, 1e-9); /* 3000 - 10 - 100: its whole interval */
+  CHECK(en->descendants == 0 && en->py_descendants == 0);
+  CHECK_NEAR(en->corrected_total_ns, 495, 1e-9);
+  CHECK_NEAR(ex->corrected_total_ns, 495, 1e-9);
+  CHECK(st->reported_top_ns == 4000);
+  CHECK_NEAR(st->corrected_top_ns, 3880, 1e-9);
+  osk_correction_free(c);
+  osk_reader_t *r = NULL;
+  CHECK(osk_reader_open(&r, "correct_ov_out.json", NULL, &err) == 0);
+  seen_t s;
+  memset(&s, 0, sizeof s);
+  CHECK(osk_reader_run(r, collect, &s, &err) == 0);
+  osk_reader_free(r);
+  int ie = find(&s, "enter"), ii = find(&s, "iter"), io = find(&s, "op"), ix = find(&s, "exit");
+  CHECK(ie >= 0 && ii >= 0 && io >= 0 && ix >= 0);
+  /* The corrected time line nests properly: enter | iter [op] | exit. */
+  CHECK(s.ts[ie] + s.dur[ie] <= s.ts[ii] && s.ts[ii] + s.dur[ii] <= s.ts[ix]);
+  CHECK(s.ts[io] >= s.ts[ii] && s.ts[io] + s.dur[io] <= s.ts[ii] + s.dur[ii]);
+  remove("correct_ov.json");
+  remove("correct_ov_out.json");
+}
+
 int main(void) {
+  test_overlapping_annotation();
   test_known_nesting();
+  test_python_class();
   test_errors_and_truncation();
   puts("test_correct: ok");
   return 0;
