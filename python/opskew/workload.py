@@ -78,6 +78,24 @@ def _load_module(modspec: str):
         raise
 
 
+def _nop():
+    pass
+
+
+def python_calls(calls: int) -> Workload:
+    """Calls of an empty Python function, no operator: the micro-workload that
+    prices the Python tracer's events (with_stack) apart from the operators'."""
+    nop = _nop
+
+    def iteration():
+        for _ in range(calls):
+            nop()
+
+    return Workload(name="builtin:pycall", iteration=iteration,
+                    description=f"an empty Python function called {calls} times per iteration",
+                    params={"calls_per_iter": calls})
+
+
 def load_target(target: str | None, *, device: str, setup: str | None = None,
                 calls: int = 1000, numel: int = 4) -> Workload:
     """Returns the workload TARGET names. Raises UsageError on a bad TARGET.

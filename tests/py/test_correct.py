@@ -10,7 +10,8 @@ import pytest
 from conftest import run_opskew
 
 HERE = os.path.dirname(__file__)
-CAL = ("--trials", "5", "--iters", "3", "--calls", "300", "--warmup", "0.1")
+CAL = ("--trials", "5", "--iters", "3", "--calls", "300", "--warmup", "0.1", "--config", "minimal",
+       "--config", "with_stack")
 
 MAKE_TRACE = r"""
 import sys, torch
@@ -19,7 +20,7 @@ import wl
 torch.set_num_threads(1)
 s = wl.mlp_setup()
 for _ in range(5): wl.mlp_step(s)
-with torch.profiler.profile(record_shapes={shapes}) as p:
+with torch.profiler.profile(record_shapes={shapes}, with_stack={stack}) as p:
     for _ in range(5):
         with torch.profiler.record_function("opskew::iteration"):
             wl.mlp_step(s)
@@ -36,8 +37,8 @@ def cache(tmp_path_factory):
     return d
 
 
-def make_trace(path, shapes=False):
-    code = MAKE_TRACE.format(wl=os.path.join(HERE, "workloads"), shapes=shapes)
+def make_trace(path, shapes=False, stack=False):
+    code = MAKE_TRACE.format(wl=os.path.join(HERE, "workloads"), shapes=shapes, stack=stack)
     p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                        env=dict(os.environ, KINETO_LOG_LEVEL="6"))
     assert p.returncode == 0, p.stderr
@@ -55,6 +56,36 @@ def test_calibrate_stores_and_shows(cache):
     assert cal["validation"]["injected_ns"] == 2000
     p = run_opskew("calibrate", "--show", env={"OPSKEW_CACHE_DIR": str(cache)})
     assert p.returncode == 0 and "minimal" in p.stdout and "opskew" in p.stdout
+    # with_stack: the Python tracer's events are priced apart (W_py, delta_py).
+    ws = json.loads((cache / "calibrations" / next(f for f in files if f.startswith("torch.profiler-with_stack"))
+                     ).read_text())
+    assert set(ws["w_py_ns"]) >= {"median", "ci95"} and ws["w_py_ns"]["ci95"][0] <= ws["w_py_ns"]["ci95"][1]
+    assert 0 <= ws["delta_py_ns"]["median"] <= max(ws["w_py_ns"]["median"], 0)
+    assert "w_py_ns" not in cal or cal["key"]["config"] == "with_stack"
+    assert "W_py" in p.stdout
+
+
+def test_trace_count_matches_key_averages():
+    """The calibration counts events from the export in C; it must count what
+    key_averages counts, operators and Python functions apart."""
+    import torch
+
+    sys.path.insert(0, os.path.join(HERE, "workloads"))
+    import wl
+
+    from opskew.instruments import TorchProfiler
+    from opskew.measure import make_window
+
+    s = wl.mlp_setup()
+    window = make_window(lambda: wl.mlp_step(s), 3, "cpu")
+    window()
+    a = TorchProfiler("cpu", with_stack=True).trial(window)
+    b = TorchProfiler("cpu", count="trace", with_stack=True).trial(window)
+    # key_averages merges a few events the trace keeps apart (aten::div_ of
+    # the optimizer step): the counts agree within 2%.
+    assert b.op_events > 50 and abs(a.op_events - b.op_events) <= 0.02 * b.op_events
+    assert b.python_events > 50 and abs(a.python_events - b.python_events) <= 0.02 * b.python_events
+    assert b.reported_op_self_s > 0 and b.export_bytes > 0
 
 
 def test_correct_torch_trace(cache, tmp_path):
@@ -84,6 +115,38 @@ def test_correct_torch_trace(cache, tmp_path):
     iters = sorted((e for e in xs if e["name"] == "opskew::iteration"), key=lambda e: e["ts"])
     inside = [e for e in xs if iters[0]["ts"] <= e["ts"] < iters[0]["ts"] + iters[0]["dur"]]
     assert all(e["ts"] + e["dur"] <= iters[0]["ts"] + iters[0]["dur"] + 1e-3 for e in inside)
+
+
+def test_correct_with_stack_trace(cache, tmp_path):
+    """Python-function events (with_stack) are the second class: counted as
+    their own descendants, corrected with W_py and kept in the output."""
+    trace = make_trace(tmp_path / "stack.json", stack=True)
+    out = tmp_path / "corr.json"
+    js = tmp_path / "r.json"
+    p = run_opskew("correct", str(trace), "-o", str(out), "--json", str(js),
+                   env={"OPSKEW_CACHE_DIR": str(cache)})
+    assert p.returncode == 0, p.stderr
+    r = json.loads(js.read_text())
+    assert r["detected"]["config"] == "with_stack"
+    cal = r["calibration"]
+    assert cal["w_py_ns"] >= 0 and 0 <= cal["delta_py_ns"] <= cal["w_py_ns"]
+    assert r["stats"]["py_events"] > 0 and r["notes"] == []
+    ops = {o["name"]: o for o in r["ops"]}
+    it = ops["opskew::iteration"]
+    assert it["descendants"] > 100 and it["py_descendants"] > 50 and not it["python"]
+    assert any(o["python"] for o in r["ops"])
+    for o in r["ops"]:
+        if o["clamped"] == 0:
+            d = cal["delta_py_ns"] if o["python"] else cal["delta_ns"]
+            expect = (o["reported_total_ns"] - d * o["calls"] - cal["w_ns"] * o["descendants"]
+                      - cal["w_py_ns"] * o["py_descendants"])
+            assert o["corrected_total_ns"] == pytest.approx(expect, abs=1e-3 * o["calls"] + 1e-6)
+    cats = {e.get("cat") for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert {"python_function", "cpu_op", "user_annotation"} <= cats
+    # A calibration without W_py leaves the Python events' cost in, and says so.
+    minimal = next(f for f in os.listdir(cache / "calibrations") if "minimal" in f)
+    p = run_opskew("correct", str(trace), "--force", "--calibration", str(cache / "calibrations" / minimal))
+    assert p.returncode == 0 and "has no W_py" in p.stdout
 
 
 def test_correct_refuses_mismatched_calibration(cache, tmp_path):

@@ -11,24 +11,31 @@ from ..report import fmt_ns, write_json
 
 HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
 DESCRIPTION = """\
-Measures, for each instrument configuration, the two constants of the overhead
+Measures, for each instrument configuration, the constants of the overhead
 model (DESIGN.md):
 
-  W      the wall time the instrument adds per event (in-window, paired
-         against the bare micro-workload, with a 95% CI);
-  delta  the part of it inside the event's own recorded interval: the leaf
-         operator's duration in the instrument's trace minus its duration in
-         opskew's tracer, plus opskew's own self-calibrated delta (about 10 ns).
+  W         the wall time the instrument adds per operator event (in-window,
+            paired against the bare micro-workload, with a 95% CI);
+  delta     the part of it inside the event's own recorded interval: the leaf
+            operator's duration in the instrument's trace minus its duration
+            in opskew's tracer, plus opskew's own self-calibrated delta;
+  W_py      with with_stack only: the cost per Python-function event (the
+            Python tracer records every Python call), from a second
+            micro-workload of empty Python calls; W is then the operator's
+            cost with the Python event around each torch.add taken out;
+  delta_py  the part of W_py inside the Python event's own interval (its
+            reported duration minus the bare call's, an upper-bound estimate).
 
-The micro-workload is torch.add on 1-element tensors, 1000 calls per
-iteration, 1 thread unless --threads says otherwise. W differs between
-operators and workloads (arguments to box, Python frames under with_stack,
-cache effects): with TARGET, W is measured on your workload itself and the
-calibration is stored under that workload's name; pass its file to
-`opskew correct --calibration`. The same run injects a
-known cost (busy-wait:NS against busy-wait:0, default 1000 ns) and stores
-whether the method recovered it within 20%: a calibration is only as good as
-the method that made it.
+The micro-workloads are torch.add on 1-element tensors, 1000 calls per
+iteration, and an empty Python function, 1000 calls per iteration; 1 thread
+unless --threads says otherwise. W differs between operators (record_shapes
+costs more for more inputs, autograd and nested operators differ): with
+TARGET, W is measured on your workload itself, with windows of at least
+--window-ms each, and the calibration is stored under that workload's name;
+pass its file to `opskew correct --calibration`. The same run injects a known
+cost (busy-wait:NS against busy-wait:0, default 1000 ns) and stores whether
+the method recovered it within 20%: a calibration is only as good as the
+method that made it.
 
 Calibrations are stored in $OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew, else
 ~/.cache/opskew, keyed by machine, torch version, instrument, configuration,
@@ -49,7 +56,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     p.add_argument("--threads", type=int, default=1, metavar="N")
     p.add_argument("--trials", type=int, default=9, metavar="N")
-    p.add_argument("--iters", type=int, default=10, metavar="N")
+    p.add_argument("--iters", type=int, default=10, metavar="N",
+                   help="iterations per window of the micro-workloads (default: 10)")
+    p.add_argument("--window-ms", type=float, default=40.0, metavar="MS",
+                   help="with TARGET: iterations per window are chosen so that a bare window lasts "
+                   "at least this long (default: 40)")
     p.add_argument("--calls", type=int, default=1000, metavar="N")
     p.add_argument("--numel", type=int, default=1, metavar="N")
     p.add_argument("--warmup", type=float, default=0.3, metavar="SECONDS")
@@ -71,6 +82,19 @@ def _configs(specs):
     return out
 
 
+def _constants(cal: dict) -> str:
+    w, d = cal["w_ns"], cal["delta_ns"]
+    text = (f"W {fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]  "
+            f"delta {fmt_ns(d['median'])}")
+    wp = cal.get("w_py_ns")
+    if wp:
+        text += (f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}]  "
+                 f"delta_py {fmt_ns(cal['delta_py_ns']['median'])}")
+    if "workload" in cal.get("key", {}) and cal["key"]["workload"] != "builtin:add":
+        text += f"  (on {cal['key']['workload']})"
+    return text
+
+
 def show(out=sys.stdout) -> int:
     from ..calibration import cache_dir, stored
 
@@ -78,14 +102,53 @@ def show(out=sys.stdout) -> int:
     out.write(f"calibrations in {cache_dir()}: {len(cals)}\n")
     for cal in cals:
         k = cal["key"]
-        w, d = cal["w_ns"], cal["delta_ns"]
         v = cal.get("validation") or {}
-        out.write(f"  {k['instrument']:15s} {k['config']:28s} W {fmt_ns(w['median'])} "
-                  f"[{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]  delta {fmt_ns(d['median'])}  "
+        out.write(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}  "
                   f"torch {k['torch']}, {k['device']}, {k['threads']} thread(s), {cal['date']}"
                   + ("" if not v else f", validation {'ok' if v.get('ok') else 'FAILED'}") + "\n")
         out.write(f"      {cal['_path']}\n")
     return EXIT_OK
+
+
+# A constant whose 95% CI is wider than this share of it, each side, is too
+# uncertain to correct with: the machine was busy while it was measured.
+NOISY_HALF_WIDTH = 0.2
+
+
+def _noisy(cal: dict) -> str:
+    """Why the calibration is too uncertain to trust, or ""."""
+    out = []
+    for key, label in (("w_ns", "W"), ("w_py_ns", "W_py")):
+        c = cal.get(key)
+        if not c:
+            continue
+        lo, hi = c["ci95"]
+        m = c["median"]
+        if m <= 0 or (hi - lo) / 2 > NOISY_HALF_WIDTH * m:
+            out.append(f"{label}'s 95% CI [{fmt_ns(lo)}, {fmt_ns(hi)}] is wider than +-{NOISY_HALF_WIDTH:.0%} "
+                       f"of {fmt_ns(m)}")
+    if not out:
+        return ""
+    return ("; ".join(out) + ": the machine was busy while it was measured; corrections with it are "
+            "uncertain by as much (rerun, with more --trials, on a quieter machine)")
+
+
+def _iters_for(iteration, window_s: float, device: str) -> int:
+    """Iterations whose bare run lasts at least `window_s` (after a warm-up)."""
+    import time as _t
+
+    from ..measure import make_window
+
+    for _ in range(3):
+        iteration()
+    n = 1
+    while True:
+        t0 = _t.perf_counter()
+        make_window(iteration, n, device)()
+        took = _t.perf_counter() - t0
+        if took >= window_s or n >= 1 << 20:
+            return n
+        n = max(n * 2, int(n * window_s / max(took, 1e-9) * 1.1) + 1)
 
 
 def run(args) -> int:
@@ -95,6 +158,8 @@ def run(args) -> int:
         raise UsageError("--trials must be >= 2 and --iters, --calls, --numel, --threads >= 1")
     if args.inject < 0:
         raise UsageError("--inject must be >= 0")
+    if not args.window_ms > 0:
+        raise UsageError("--window-ms must be > 0")
     configs = _configs(args.config)
     if not args.no_tracer:
         from ..tracing import arrange
@@ -110,42 +175,82 @@ def run(args) -> int:
     from ..calibration import SCHEMA, make_key, store
     from ..instruments import BusyWait, OpskewTracer, TorchProfiler
     from ..measure import progress_printer, run_rounds
-    from ..workload import load_target
+    from ..workload import load_target, python_calls
+
+    def profiler(opts):
+        # Events counted by the C reader over the export: long windows stay cheap.
+        return TorchProfiler(device, count="trace", **opts)
+
+    def complete(r, what):
+        if r.error is not None or r.interrupted or r.n < 2:
+            raise UsageError(f"calibration on {what} did not complete "
+                             f"({r.error or 'interrupted'}); nothing was stored")
+        return r
 
     use_tracer = not args.no_tracer and torch.profiler.itt.is_available()
     arms = {"baseline": None}
     for name, opts in configs.items():
-        arms[name] = TorchProfiler(device, **opts)
+        arms[name] = profiler(opts)
     if use_tracer:
         arms["opskew"] = OpskewTracer(export=False)
     if args.inject:
         arms["busy-wait:0"] = BusyWait(0)
         arms[f"busy-wait:{args.inject}"] = BusyWait(args.inject)
     wl = load_target(None, device=device, calls=args.calls, numel=args.numel)
-    rounds = run_rounds(wl.iteration, arms, trials=args.trials, iters=args.iters, device=device,
-                        warmup_s=args.warmup, progress=progress_printer("opskew calibrate"))
-    if rounds.error is not None or rounds.interrupted or rounds.n < 2:
-        raise UsageError("calibration did not complete (interrupted or the micro-workload failed); "
-                         "nothing was stored")
-    user = None
+    rounds = complete(run_rounds(wl.iteration, arms, trials=args.trials, iters=args.iters, device=device,
+                                 warmup_s=args.warmup, progress=progress_printer("opskew calibrate")),
+                      "the micro-workload")
+    # with_stack: the Python tracer's events, priced on empty Python calls.
+    py_configs = [n for n, o in configs.items() if o.get("with_stack")]
+    py_rounds = py_wl = None
+    if py_configs:
+        py_wl = python_calls(args.calls)
+        py_arms = {"baseline": None, **{n: profiler(configs[n]) for n in py_configs}}
+        py_rounds = complete(run_rounds(py_wl.iteration, py_arms, trials=args.trials, iters=args.iters,
+                                        device=device, warmup_s=args.warmup,
+                                        progress=progress_printer("opskew calibrate (Python calls)")),
+                             "the Python-call micro-workload")
+    user = u_rounds = None
+    u_iters = args.iters
     if args.target:
         from ._common import load_workload
 
         user = load_workload(args, device)
-        u_arms = {k: v for k, v in arms.items() if not k.startswith("busy-wait")}
-        u_rounds = run_rounds(user.iteration, u_arms, trials=args.trials, iters=args.iters,
-                              device=device, warmup_s=args.warmup,
-                              progress=progress_printer("opskew calibrate (TARGET)"))
-        if u_rounds.error is not None or u_rounds.interrupted or u_rounds.n < 2:
-            raise UsageError(f"calibration on {args.target} did not complete "
-                             f"({u_rounds.error or 'interrupted'}); nothing was stored")
+        u_iters = max(args.iters, _iters_for(user.iteration, args.window_ms / 1e3, device))
+        u_arms = {"baseline": None, **{n: profiler(o) for n, o in configs.items()}}
+        if use_tracer:
+            u_arms["opskew"] = arms["opskew"]
+        u_rounds = complete(run_rounds(user.iteration, u_arms, trials=args.trials, iters=u_iters,
+                                       device=device, warmup_s=args.warmup,
+                                       progress=progress_printer("opskew calibrate (TARGET)")),
+                            args.target)
 
-    def w_of(name, ref=None, src=None):
-        src = src or rounds
-        trials = src.trials[name]
-        ev = [t.op_events for t in trials]
-        ref_walls = [t.window.wall_s for t in src.trials[ref or "baseline"]]
-        return per_event_diff(ref_walls, [t.window.wall_s for t in trials], ev)
+    def walls(src, name):
+        return [t.window.wall_s for t in src.trials[name]]
+
+    def w_py_of(name):
+        """W_py per Python event, and delta_py, from the Python-call rounds."""
+        tr = py_rounds.trials[name]
+        w = per_event_diff(walls(py_rounds, "baseline"), walls(py_rounds, name),
+                           [max(t.python_events, 1) for t in tr])
+        # The empty function's reported duration against a bare call's cost
+        # (bare window / calls; that includes the loop, so delta_py errs low).
+        calls = args.iters * args.calls
+        bare_call = _engine.quantile(walls(py_rounds, "baseline"), 0.5) * 1e9 / calls
+        reported = [t.extra["py_top"]["total_ns"] / t.extra["py_top"]["calls"] for t in tr
+                    if "py_top" in t.extra]
+        dp = _engine.quantile(reported, 0.5) - bare_call if reported else 0.0
+        delta = {"median": min(max(dp, 0.0), max(w["median"], 0.0)), "bare_call_ns": bare_call,
+                 "method": "the empty Python function's reported duration - the bare call's cost "
+                           "(bare window / calls), clamped to [0, W_py]"}
+        return w, delta
+
+    def w_of(name, src, w_py=0.0):
+        """W per operator event: the wall added per round, less W_py per
+        Python event, over the round's operator events."""
+        tr = src.trials[name]
+        treated = [t.window.wall_s - w_py * 1e-9 * t.python_events for t in tr]
+        return per_event_diff(walls(src, "baseline"), treated, [max(t.op_events or 0, 1) for t in tr])
 
     def leaf_per_call(name):
         vals = [t.reported_op_self_s / t.op_events for t in rounds.trials[name]
@@ -154,7 +259,8 @@ def run(args) -> int:
 
     validation = None
     if args.inject:
-        got = w_of(f"busy-wait:{args.inject}", "busy-wait:0")
+        got = per_event_diff(walls(rounds, "busy-wait:0"), walls(rounds, f"busy-wait:{args.inject}"),
+                             [t.op_events for t in rounds.trials[f"busy-wait:{args.inject}"]])
         validation = {"injected_ns": args.inject, "recovered_ns": got["median"], "ci95": got["ci95"],
                       "ok": abs(got["median"] - args.inject) <= 0.2 * args.inject,
                       "method": "busy-wait:NS against busy-wait:0 in the same rounds"}
@@ -165,11 +271,19 @@ def run(args) -> int:
         # The tracer's self-calibration, taken at each session start; the median.
         tracer_delta = _engine.quantile([t.extra.get("delta_ns", 10.0) for t in tr], 0.5)
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    src = u_rounds or rounds
     common = {"schema": SCHEMA, "date": date, "workload": (user or wl).description,
-              "rounds": rounds.n, "iters": args.iters, "validation": validation}
+              "rounds": src.n, "iters": u_iters if user else args.iters, "validation": validation}
     results = []
     for name in list(configs) + (["opskew"] if use_tracer else []):
-        w = w_of(name, src=u_rounds if user else None)
+        extra = {}
+        w_py = 0.0
+        if name in py_configs:
+            wp, dp = w_py_of(name)
+            w_py = max(wp["median"], 0.0)
+            extra = {"w_py_ns": {k: wp[k] for k in ("median", "ci95", "ci_coverage")}, "delta_py_ns": dp,
+                     "python_workload": py_wl.description}
+        w = w_of(name, src, w_py)
         if name == "opskew":
             key = make_key("opskew", "itt", torch.__version__, device, args.threads)
             delta = {"median": tracer_delta, "method": "the tracer's self-calibration (collector only)"}
@@ -184,21 +298,25 @@ def run(args) -> int:
             else:
                 delta = {"median": 0.0, "method": "no tracer to compare with: delta assumed 0"}
         key["workload"] = user.name if user else "builtin:add"
+        events = [t.op_events for t in src.trials[name]]
         cal = dict(common, key=key, w_ns={k: w[k] for k in ("median", "ci95", "ci_coverage")},
-                   delta_ns=delta)
+                   delta_ns=delta, op_events_per_iter=_engine.quantile(events, 0.5) / common["iters"],
+                   **extra)
+        cal["noisy"] = _noisy(cal)
         cal["_path"] = store(cal)
         results.append(cal)
     print(f"opskew calibrate: {(user or wl).description}; torch {torch.__version__}, {device}, "
-          f"{torch.get_num_threads()} thread(s); {rounds.n} rounds x {args.iters} iterations")
+          f"{torch.get_num_threads()} thread(s); {src.n} rounds x {common['iters']} iterations")
     if validation:
         print(f"  validation: injected {args.inject} ns, recovered {fmt_ns(validation['recovered_ns'])} "
               f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "
               + ("ok (within 20%)" if validation["ok"] else "NOT within 20%: the machine is too noisy "
                  "for a trustworthy calibration; rerun with more --trials"))
     for cal in results:
-        k, w, d = cal["key"], cal["w_ns"], cal["delta_ns"]
-        print(f"  {k['instrument']:15s} {k['config']:28s} W {fmt_ns(w['median'])} "
-              f"[{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]  delta {fmt_ns(d['median'])}")
+        k = cal["key"]
+        print(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}")
+        if cal["noisy"]:
+            print(f"      WARNING: {cal['noisy']}")
         print(f"      stored: {cal['_path']}")
     if args.json:
         write_json({"schema": "opskew.calibrate/1", "calibrations": results}, args.json)

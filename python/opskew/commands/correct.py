@@ -14,15 +14,17 @@ from ..report import fmt_time, write_json
 
 SCHEMA = "opskew.correct/1"
 
-HELP = "correct operator times in a trace: reported - delta - W x descendants"
+HELP = "correct operator times in a trace: reported - delta - W x descendants - W_py x Python descendants"
 DESCRIPTION = """\
 Reads a Chrome trace (torch.profiler's export, .json or .json.gz, or opskew's
 own), and compensates every operator event with the calibrated cost of the
 instrument that recorded it (DESIGN.md's overhead model, TAU's scheme):
 
-    corrected = reported - delta - W x descendants
+    corrected = reported - delta - W x descendants - W_py x py_descendants
 
-clamped at zero, with the residual reported. Prints corrected against reported
+clamped at zero, with the residual reported. Python-function events (what
+with_stack records for every Python call) are the second class: they cost
+W_py each and are corrected too (delta_py inside their own interval). Prints corrected against reported
 times per operator and the share of the trace that is instrument; with -o,
 writes a corrected trace (time line compressed per thread so nesting stays
 exact; original ts and dur kept in args) that Perfetto opens.
@@ -110,12 +112,16 @@ def print_human(res: dict, out=sys.stdout) -> None:
     cal = res["calibration"]
     s = res["stats"]
     out.write(f"opskew correct: {res['trace']}\n")
+    py = (f", W_py {cal['w_py_ns']:.1f} ns, delta_py {cal['delta_py_ns']:.1f} ns" if cal["w_py_ns"] else "")
     out.write(f"  instrument: {res['detected']['instrument']} ({res['detected']['config']}); calibration "
-              f"W {cal['w_ns']:.1f} ns, delta {cal['delta_ns']:.1f} ns ({cal['source']})\n")
+              f"W {cal['w_ns']:.1f} ns, delta {cal['delta_ns']:.1f} ns{py} ({cal['source']})\n")
+    for note in res["notes"]:
+        out.write(f"  note: {note}\n")
     if res["truncated"]:
         out.write(f"  WARNING: {res['warning']} (at byte {res['truncated_at']})\n")
     share = res["instrument_share"]
-    out.write(f"  {s['corrected_events']} operator events on {s['threads']} thread(s) corrected; "
+    out.write(f"  {s['corrected_events'] - s['py_events']} operator and {s['py_events']} Python-function "
+              f"events on {s['threads']} thread(s) corrected; "
               f"{s['other_events']} other complete events left as they are\n")
     out.write(f"  top-level time: reported {fmt_time(s['reported_top_ns'] * 1e-9)}, corrected "
               f"{fmt_time(s['corrected_top_ns'] * 1e-9)}: {100 * share:.1f}% of the trace is instrument\n")
@@ -151,10 +157,25 @@ def run(args) -> int:
     if w < 0:
         raise UsageError(f"the calibration has a negative W ({w:.1f} ns): recalibrate on a quieter machine")
     delta = min(max(delta, 0.0), w)
+    w_py = float((cal.get("w_py_ns") or {}).get("median", 0.0))
+    delta_py = min(max(float((cal.get("delta_py_ns") or {}).get("median", 0.0)), 0.0), max(w_py, 0.0))
+    notes = []
+    if w_py < 0:
+        raise UsageError(f"the calibration has a negative W_py ({w_py:.1f} ns): recalibrate on a quieter machine")
+    if found["options"].get("with_stack") and not cal.get("w_py_ns"):
+        notes.append("the trace has Python-function events (with_stack) but the calibration has no W_py: "
+                     "their cost is not removed (recalibrate with this opskew, --config ...,with_stack)")
+    opts = found["options"]
+    if (cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler"
+            and (opts.get("record_shapes") or opts.get("with_flops"))):
+        notes.append("W comes from the torch.add micro-workload, but record_shapes' cost grows with each "
+                     "operator's inputs (about 2x on small models here): for totals you can rely on, "
+                     "calibrate on your workload (opskew calibrate FILE.py:FUNCTION --config ...) and pass "
+                     "--calibration")
     from .. import _correct
 
     try:
-        r = _correct.correct(args.trace, w, delta, args.out)
+        r = _correct.correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
     except ValueError as exc:
         raise UsageError(f"invalid trace: {exc}") from None
     except OSError as exc:
@@ -167,8 +188,9 @@ def run(args) -> int:
     s = r["stats"]
     res = {
         "schema": SCHEMA, "trace": args.trace, "detected": found,
-        "calibration": {"w_ns": w, "delta_ns": delta, "source": cal.get("_path") or args.calibration or "cache",
-                        "key": cal["key"]},
+        "calibration": {"w_ns": w, "delta_ns": delta, "w_py_ns": w_py, "delta_py_ns": delta_py,
+                        "source": cal.get("_path") or args.calibration or "cache", "key": cal["key"]},
+        "notes": notes,
         "stats": s, "truncated": r["truncated"], "warning": r["warning"], "truncated_at": r["truncated_at"],
         "instrument_share": (1 - s["corrected_top_ns"] / s["reported_top_ns"]) if s["reported_top_ns"] else 0.0,
         "ops": ops if args.top == 0 else ops[: args.top],
