@@ -8,8 +8,12 @@
 #   sweep/sweep.{png,svg,json} opskew sweep --device cuda --op add (if sweep exists)
 #   record-cuda.json           opskew record --device cuda on a small CUDA loop
 #   pytest-gpu.txt             pytest -m gpu
-# Step time limits (GPU part, worst case about 9.5 minutes, typically far less):
-# check 90 s, matrix 120 s, sweep 120 s, record 90 + 30 s, pytest 120 s.
+# The whole run is held under 8 minutes: every step's time limit is cut to
+# what is left of OPSKEW_GPU_BUDGET_S (default 450 s, so 7.5 min plus at most
+# 10 s to kill a step), and a step with under 15 s left is skipped and says
+# so. Steps run most important first: build, check, record, sweep, matrix,
+# pytest. Their own limits: build 240 s, check 90 s, record 75 + 30 s,
+# sweep 90 s, matrix 100 s, pytest 90 s.
 # On a machine without a GPU it runs the CPU-side parts (build, a quick
 # `opskew check --device cpu`, the CUDA-absent error path) and ends with
 # "no GPU: GPU checks skipped", exit 0.
@@ -21,6 +25,7 @@
 #                   friends) for `pip install --no-index --find-links`, for
 #                   machines that cannot reach a package index
 #   OPSKEW_SKIP_INSTALL=1  use the opskew already installed in PYTHON
+#   OPSKEW_GPU_BUDGET_S    seconds for the whole run (default 450)
 # Exit status: 0 if every step that ran passed, 1 otherwise, 2 on bad usage.
 set -u -o pipefail
 
@@ -39,6 +44,7 @@ SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 FAILED=0
 T_START=$(date +%s)
+BUDGET=${OPSKEW_GPU_BUDGET_S:-450}
 
 say() { echo "[gpu_check $(($(date +%s) - T_START))s] $*" | tee -a "$LOG" >&2; }
 result() { echo "$1: $2" >>"$SUMMARY"; say "$1: $2"; }
@@ -47,7 +53,14 @@ result() { echo "$1: $2" >>"$SUMMARY"; say "$1: $2"; }
 step() {
   local name=$1 limit=$2
   shift 2
-  say "== $name: $*"
+  local left=$((BUDGET - ($(date +%s) - T_START)))
+  if [ "$left" -lt 15 ]; then
+    result "$name" "skipped: the ${BUDGET}s budget is spent"
+    FAILED=1
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  say "== $name (limit ${limit}s): $*"
   local t0=$(date +%s)
   timeout --signal=TERM --kill-after=10 "$limit" "$@" >>"$LOG" 2>&1
   local rc=$?
@@ -80,14 +93,14 @@ elif [ -n "${OPSKEW_WHEELS:-}" ]; then
     "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" meson-python meson ninja >>"$LOG" 2>&1
   fi
   if "$PY" -c "import mesonpy" >>"$LOG" 2>&1; then
-    step build 300 "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" \
+    step build 240 "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" \
       --no-build-isolation --no-deps "$ROOT"
   else
     step build-from-wheel 120 "$PY" -m pip install -q --no-index --find-links "$OPSKEW_WHEELS" \
       --no-deps --force-reinstall opskew
   fi
 else
-  step build 300 "$PY" -m pip install -q --no-build-isolation --no-deps "$ROOT"
+  step build 240 "$PY" -m pip install -q --no-build-isolation --no-deps "$ROOT"
 fi
 if ! "$PY" -c "import opskew, opskew._engine" >>"$LOG" 2>&1; then
   result opskew "FAILED: opskew is not importable after the build; see log.txt"
@@ -99,7 +112,7 @@ HAS_GPU=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/
 cd "$OUT" || exit 1
 
 # --------------------------------------------------------- CPU-side parts
-step check-cpu-quick 120 "${OPSKEW[@]}" check --device cpu --trials 3 --iters 5 --calls 200 \
+step check-cpu-quick 60 "${OPSKEW[@]}" check --device cpu --trials 3 --iters 5 --calls 200 \
   --warmup 0.1 --json "$OUT/check-cpu.json"
 
 if [ "$HAS_GPU" != 1 ]; then
@@ -129,15 +142,6 @@ fi
 nvidia-smi >>"$LOG" 2>&1 || true
 
 step check-cuda 90 "${OPSKEW[@]}" check --device cuda --json "$OUT/check-cuda.json"
-step matrix-cuda 120 "${OPSKEW[@]}" matrix --device cuda --trials 7 --json "$OUT/matrix-cuda.json"
-
-if "${OPSKEW[@]}" sweep --help >/dev/null 2>&1; then
-  mkdir -p "$OUT/sweep"
-  step sweep-cuda 120 "${OPSKEW[@]}" sweep --device cuda --op add --out "$OUT/sweep/sweep" \
-    --json "$OUT/sweep/sweep.json"
-else
-  result sweep-cuda "skipped: this opskew has no sweep command yet"
-fi
 
 # record on a small CUDA loop: every operator must be in the trace.
 cat >"$OUT/cuda_loop.py" <<'EOF'
@@ -151,7 +155,7 @@ for _ in range(10):
     m(x).sum().backward()
 torch.cuda.synchronize()
 EOF
-step record-cuda 90 "${OPSKEW[@]}" record --device cuda --summary -o "$OUT/record-cuda.json" -- "$PY" "$OUT/cuda_loop.py"
+step record-cuda 75 "${OPSKEW[@]}" record --device cuda --summary -o "$OUT/record-cuda.json" -- "$PY" "$OUT/cuda_loop.py"
 step record-cuda-verify 30 "$PY" - "$OUT/record-cuda.json" <<'EOF'
 import collections, json, sys
 t = json.load(open(sys.argv[1]))
@@ -166,7 +170,16 @@ assert names["aten::linear"] == 20 and names["aten::relu"] == 10, names
 assert any(n.startswith("autograd::engine::evaluate_function") for n in names)
 print("every operator present")
 EOF
-step pytest-gpu 120 bash -c "cd '$ROOT' && '$PY' -m pytest -q -m gpu -rs tests/py >'$OUT/pytest-gpu.txt' 2>&1; rc=\$?; cat '$OUT/pytest-gpu.txt'; exit \$rc"
+if "${OPSKEW[@]}" sweep --help >/dev/null 2>&1; then
+  mkdir -p "$OUT/sweep"
+  step sweep-cuda 90 "${OPSKEW[@]}" sweep --device cuda --op add --out "$OUT/sweep/sweep" \
+    --json "$OUT/sweep/sweep.json"
+else
+  result sweep-cuda "skipped: this opskew has no sweep command yet"
+fi
+
+step matrix-cuda 100 "${OPSKEW[@]}" matrix --device cuda --trials 5 --json "$OUT/matrix-cuda.json"
+step pytest-gpu 90 bash -c "cd '$ROOT' && '$PY' -m pytest -q -m gpu -rs tests/py >'$OUT/pytest-gpu.txt' 2>&1; rc=\$?; cat '$OUT/pytest-gpu.txt'; exit \$rc"
 
 say "done in $(($(date +%s) - T_START))s"
 cat "$SUMMARY" >&2
