@@ -129,7 +129,7 @@ def main():
     ap.add_argument("--configs", default="minimal,record_shapes+with_stack")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--pairs", type=int, default=9, help="bare/profiled window pairs per row")
-    ap.add_argument("--cal-trials", type=int, default=11, help="rounds of each `opskew calibrate` run")
+    ap.add_argument("--cal-trials", type=int, default=21, help="rounds of each `opskew calibrate` run")
     ap.add_argument("--cal-retries", type=int, default=2,
                     help="reruns of a calibration that came out noisy (CI wider than +-20%%)")
     args = ap.parse_args()

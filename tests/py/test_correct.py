@@ -193,3 +193,31 @@ def test_correct_truncated_trace_exits_5(cache, tmp_path):
     assert p.returncode == 5, p.stderr
     assert "WARNING" in p.stdout and "ended early" in p.stderr
     assert json.loads(out.read_text())["traceEvents"]
+
+
+def test_calibrate_target_and_correct_with_it(tmp_path):
+    """W measured on the user's workload: stored under its name, used only
+    when named, with windows sized by --window-ms."""
+    env = {"OPSKEW_CACHE_DIR": str(tmp_path / "c")}
+    target = os.path.join(HERE, "workloads", "wl.py") + ":mlp_step"
+    js = tmp_path / "cal.json"
+    p = run_opskew("calibrate", target, "--setup", "mlp_setup", "--no-tracer", "--inject", "0",
+                   "--trials", "3", "--iters", "2", "--window-ms", "20", "--warmup", "0.1",
+                   "--json", str(js), env=env)
+    assert p.returncode == 0, p.stderr
+    cal = json.loads(js.read_text())["calibrations"][0]
+    assert cal["key"]["workload"].endswith("wl.py:mlp_step") and cal["key"]["config"] == "minimal"
+    # 20 ms windows of a step of well under 10 ms: more than the 2 iterations asked for.
+    assert cal["iters"] > 2 and cal["op_events_per_iter"] > 50
+    assert set(cal["w_ns"]) >= {"median", "ci95"} and "noisy" in cal
+    # A workload calibration is not picked from the cache for other traces...
+    trace = make_trace(tmp_path / "mlp.json")
+    p = run_opskew("correct", str(trace), env=env)
+    assert p.returncode == 2 and "no stored calibration" in p.stderr
+    # ...only when named.
+    out = tmp_path / "r.json"
+    p = run_opskew("correct", str(trace), "--calibration", cal["_path"], "--json", str(out), env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text())["calibration"]["w_ns"] == cal["w_ns"]["median"]
+    p = run_opskew("calibrate", target, "--window-ms", "0", env=env)
+    assert p.returncode == 2 and "--window-ms" in p.stderr

@@ -55,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show", action="store_true", help="list stored calibrations and exit")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     p.add_argument("--threads", type=int, default=1, metavar="N")
-    p.add_argument("--trials", type=int, default=9, metavar="N")
+    p.add_argument("--trials", type=int, default=15, metavar="N",
+                   help="paired rounds (default: 15; the 96.5%% CI of W then survives 3 disturbed rounds)")
     p.add_argument("--iters", type=int, default=10, metavar="N",
                    help="iterations per window of the micro-workloads (default: 10)")
     p.add_argument("--window-ms", type=float, default=40.0, metavar="MS",
