@@ -50,6 +50,16 @@ static int collect(void *ctx, const osk_trace_event_t *ev) {
   return 0;
 }
 
+/* Reads a corrected trace's complete events into *s. */
+static void read_back(const char *path, seen_t *s) {
+  osk_reader_t *r = NULL;
+  osk_read_error_t err;
+  memset(s, 0, sizeof *s);
+  CHECK(osk_reader_open(&r, path, NULL, &err) == 0);
+  CHECK(osk_reader_run(r, collect, s, &err) == 0);
+  osk_reader_free(r);
+}
+
 static int find(const seen_t *s, const char *name) {
   for (int i = 0; i < s->n; i++)
     if (strcmp(s->name[i], name) == 0) return i;
@@ -81,12 +91,8 @@ static void test_known_nesting(void) {
 
   /* The corrected trace reads back with the same durations and proper
    * nesting: every child inside its parent. */
-  osk_reader_t *r = NULL;
-  CHECK(osk_reader_open(&r, "correct_out.json", NULL, &err) == 0);
   seen_t s;
-  memset(&s, 0, sizeof s);
-  CHECK(osk_reader_run(r, collect, &s, &err) == 0);
-  osk_reader_free(r);
+  read_back("correct_out.json", &s);
   CHECK(s.n == 4);
   int ia = find(&s, "A"), ib = find(&s, "B"), ip = find(&s, "P");
   CHECK(ia >= 0 && ib >= 0 && ip >= 0);
@@ -166,12 +172,8 @@ static void test_python_class(void) {
 
   /* Read back: durations as corrected, children inside parents, and the
    * Python events keep their category. */
-  osk_reader_t *r = NULL;
-  CHECK(osk_reader_open(&r, "correct_py_out.json", NULL, &err) == 0);
   seen_t s;
-  memset(&s, 0, sizeof s);
-  CHECK(osk_reader_run(r, collect, &s, &err) == 0);
-  osk_reader_free(r);
+  read_back("correct_py_out.json", &s);
   CHECK(s.n == 5);
   int ii = find(&s, "iter"), iff = find(&s, "f"), ia = find(&s, "add"), io = find(&s, "aten::a"),
       ig = find(&s, "g");
@@ -222,12 +224,8 @@ static void test_overlapping_annotation(void) {
   CHECK(st->reported_top_ns == 4000);
   CHECK_NEAR(st->corrected_top_ns, 3880, 1e-9);
   osk_correction_free(c);
-  osk_reader_t *r = NULL;
-  CHECK(osk_reader_open(&r, "correct_ov_out.json", NULL, &err) == 0);
   seen_t s;
-  memset(&s, 0, sizeof s);
-  CHECK(osk_reader_run(r, collect, &s, &err) == 0);
-  osk_reader_free(r);
+  read_back("correct_ov_out.json", &s);
   int ie = find(&s, "enter"), ii = find(&s, "iter"), io = find(&s, "op"), ix = find(&s, "exit");
   CHECK(ie >= 0 && ii >= 0 && io >= 0 && ix >= 0);
   /* The corrected time line nests properly: enter | iter [op] | exit. */

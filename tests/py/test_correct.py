@@ -45,6 +45,16 @@ def make_trace(path, shapes=False, stack=False):
     return path
 
 
+def correct_ok(trace, cache, tmp_path):
+    """`opskew correct TRACE -o ... --json ...` with the cache; its result and
+    the corrected trace's path."""
+    out, js = tmp_path / "corr.json", tmp_path / "r.json"
+    p = run_opskew("correct", str(trace), "-o", str(out), "--json", str(js),
+                   env={"OPSKEW_CACHE_DIR": str(cache)})
+    assert p.returncode == 0, p.stderr
+    return json.loads(js.read_text()), out
+
+
 def test_calibrate_stores_and_shows(cache):
     files = sorted(os.listdir(cache / "calibrations"))
     assert any(f.startswith("torch.profiler-minimal-cpu-t1-") for f in files)
@@ -90,12 +100,7 @@ def test_trace_count_matches_key_averages():
 
 def test_correct_torch_trace(cache, tmp_path):
     trace = make_trace(tmp_path / "mlp.json")
-    out = tmp_path / "corr.json"
-    js = tmp_path / "r.json"
-    p = run_opskew("correct", str(trace), "-o", str(out), "--json", str(js),
-                   env={"OPSKEW_CACHE_DIR": str(cache)})
-    assert p.returncode == 0, p.stderr
-    r = json.loads(js.read_text())
+    r, out = correct_ok(trace, cache, tmp_path)
     assert r["detected"]["config"] == "minimal"
     ops = {o["name"]: o for o in r["ops"]}
     it = ops["opskew::iteration"]
@@ -121,12 +126,7 @@ def test_correct_with_stack_trace(cache, tmp_path):
     """Python-function events (with_stack) are the second class: counted as
     their own descendants, corrected with W_py and kept in the output."""
     trace = make_trace(tmp_path / "stack.json", stack=True)
-    out = tmp_path / "corr.json"
-    js = tmp_path / "r.json"
-    p = run_opskew("correct", str(trace), "-o", str(out), "--json", str(js),
-                   env={"OPSKEW_CACHE_DIR": str(cache)})
-    assert p.returncode == 0, p.stderr
-    r = json.loads(js.read_text())
+    r, out = correct_ok(trace, cache, tmp_path)
     assert r["detected"]["config"] == "with_stack"
     cal = r["calibration"]
     assert cal["w_py_ns"] >= 0 and 0 <= cal["delta_py_ns"] <= cal["w_py_ns"]
