@@ -12,6 +12,10 @@ its own operator mix). Then, per torch.profiler configuration, in this process:
      calibration, alternating with (1) window by window;
   3. the same iterations under opskew's tracer, corrected with its own
      calibration, for the leaf operators' reference durations.
+Besides the two stored calibrations, each trace is corrected with an in-run W
+(the median W the other pairs of the same row paid, as `opskew check
+--corrected-trace` measures it); and, as a diagnostic, with the W its own
+window paid.
 Prints, per workload: reported vs corrected iteration time against the
 uninstrumented wall time, and the leaf operators' corrected means against
 opskew's.
@@ -198,7 +202,7 @@ def main():
             # Paired: a bare window, a profiled one and one under opskew's
             # tracer, `--pairs` times; the machine's drift reaches all alike,
             # and medians are compared.
-            rep_r, cor_r, corw_r, walls, leaf_runs, w_here_r, orc_r = [], [], [], [], [], [], []
+            rep_r, cor_r, corw_r, walls, leaf_runs, w_here_r, orc_r, it_rows = [], [], [], [], [], [], [], []
             for _ in range(args.pairs):
                 # The bare window runs the same annotated iterations: the
                 # annotation costs a few us of Python and dispatch even with
@@ -229,9 +233,17 @@ def main():
                           - wp * itop["py_descendants"]) / n
                 w_here_r.append(w_here)
                 orc_r.append(oracle * 1e-9 / wall)
+                it_rows.append((itop["reported_total_ns"], n, itop["descendants"], itop["py_descendants"], wall))
                 leaf_runs.append(leaf_means(res))
                 ref_runs.append(opskew_leaf())
             med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+            # In-run calibration, as `opskew check --corrected-trace` does it:
+            # each trace corrected with the median W the *other* pairs paid.
+            inrun_r, inrun_w = [], []
+            for i, (rep_ns, n, desc, py_desc, bw) in enumerate(it_rows):
+                w_loo = med(w_here_r[:i] + w_here_r[i + 1:])
+                inrun_w.append(w_loo)
+                inrun_r.append((rep_ns - n * d - w_loo * desc - wp * py_desc) / n * 1e-9 / bw)
             wall = med(walls)
             leaf, ref_leaf = median_by_name(leaf_runs), median_by_name(ref_runs)
             common = sorted(set(leaf) & set(ref_leaf))
@@ -246,6 +258,7 @@ def main():
                          "W_workload_ns": ww, "corrected_workload_s": med(corw_r) * wall,
                          "corrected_workload_err": med(corw_r) - 1,
                          "W_in_window_ns": med(w_here_r), "corrected_in_window_err": med(orc_r) - 1,
+                         "W_in_run_ns": med(inrun_w), "corrected_in_run_err": med(inrun_r) - 1,
                          "leaf_ops": len(common), "leaf_agree": len(agree),
                          "worst_leaf": worst and {"name": worst, "corrected_ns": leaf[worst],
                                                    "opskew_ns": ref_leaf[worst]},
@@ -259,8 +272,8 @@ def main():
           "wall = the bare windows' median\n")
     print("| workload | config | wall us/iter | reported (err) | W / W_py ns (micro) | corrected (err) | "
           "W ns (workload) | corrected (err) | leaf ops within 15% or 100 ns of opskew | worst leaf (corrected vs opskew) "
-          "| diagnostic: W ns paid in the window (err if corrected with it) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| W ns (in-run) | corrected (err) | diagnostic: W ns paid in the window (err if corrected with it) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         wl = r["worst_leaf"]
         print(f"| {r['workload']} | {r['config']} | {r['wall_s'] * 1e6:.1f} | "
@@ -270,6 +283,7 @@ def main():
               f"{r['corrected_workload_s'] * 1e6:.1f} ({100 * r['corrected_workload_err']:+.1f}%) | "
               f"{r['leaf_agree']}/{r['leaf_ops']} | "
               + (f"{wl['name']}: {wl['corrected_ns']:.0f} vs {wl['opskew_ns']:.0f} ns" if wl else "-")
+              + f" | {r['W_in_run_ns']:.0f} | {100 * r['corrected_in_run_err']:+.1f}%"
               + f" | {r['W_in_window_ns']:.0f} ({100 * r['corrected_in_window_err']:+.1f}%) |")
     with open(os.path.join(tmp, "validation.json"), "w") as f:
         json.dump(rows, f, indent=2)

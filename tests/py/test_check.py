@@ -170,3 +170,30 @@ def test_cupti_overhead_events_are_counted_from_the_trace(tmp_path):
     extra = {}
     count_cupti_overhead(str(p), extra)
     assert extra == {"cupti_overhead_events": 2, "cupti_overhead_ns": 3500}
+
+
+def test_corrected_trace_with_in_run_calibration(check_json, opskew, tmp_path):
+    """--corrected-trace: W from this run's pairs (W_py from empty Python
+    calls under with_stack), one more window exported and corrected."""
+    import json
+
+    out, raw = tmp_path / "corr.json", tmp_path / "raw.json"
+    p, r = check_json(f"{WL}:mlp_step", "--setup", "mlp_setup", "--with-stack", "--trials", "6",
+                      "--iters", "3", "--warmup", "0.1", "--corrected-trace", str(out), "--trace", str(raw))
+    c = r["correction"]
+    assert "in-run calibration" in p.stdout and str(out) in p.stdout
+    # W is the operator's share of the added wall: with W_py taken out it is
+    # below the all-in figure per operator event of the same pairs.
+    assert c["w_py_ns"]["median"] > 0
+    assert c["w_ns"]["median"] < r["added_per_event_ns"]["median"]
+    assert c["python_events"] > 0 and c["events"] > c["python_events"]
+    assert 0 < c["corrected_top_ns"] < c["reported_top_ns"] and 0 < c["instrument_share"] < 1
+    corrected = json.loads(out.read_text())
+    assert corrected["opskew"]["corrected"]["w_ns"] == pytest.approx(c["w_ns"]["median"], abs=1e-3)
+    raw_events = [e for e in json.loads(raw.read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert any(e.get("cat") == "python_function" for e in raw_events)
+    # Wrong combinations are refused before anything runs.
+    for bad in (("--trace", str(raw)), ("--instrument", "busy-wait:100", "--corrected-trace", str(out)),
+                ("--corrected-trace", str(tmp_path / "no" / "such" / "dir.json"))):
+        q = opskew("check", *bad)
+        assert q.returncode == 2 and "Traceback" not in q.stderr, q.stderr

@@ -30,6 +30,13 @@ The added cost per event is the median over trial pairs of
 confidence interval for the median (sign-test inversion; its exact coverage is
 printed). The verdict is "skewed" when that interval excludes zero and the
 in-window slowdown is at least --threshold.
+
+With --corrected-trace PATH, one more profiled window runs after the trials,
+and its trace is written corrected (as `opskew correct` does) with W measured
+by these very trials: an in-run calibration, in the same process and minutes,
+which carries over better than a stored one where the machine's speed drifts.
+With --with-stack, W_py per Python event is measured first on empty Python
+calls and taken out of W. --trace PATH keeps the uncorrected trace too.
 """
 
 
@@ -51,6 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH",
                    help="write the result as JSON (schema opskew.check/1) to PATH, or - for stdout")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when the skew is significant")
+    p.add_argument("--corrected-trace", metavar="PATH",
+                   help="profile one more window after the trials and write its trace corrected with the "
+                   "W measured by them (torch instrument only)")
+    p.add_argument("--trace", metavar="PATH", help="with --corrected-trace: keep the uncorrected trace at PATH")
 
 
 def _print_human(result: dict, out=sys.stdout) -> None:
@@ -120,6 +131,17 @@ def _print_human(result: dict, out=sys.stdout) -> None:
         if "export_per_event_ns" in result:
             rows.append(("export / event", f"{fmt_ns(result['export_per_event_ns'])}, "
                          f"{result['export_bytes_per_event']:.0f} bytes/event"))
+        if "correction" in result:
+            cr = result["correction"]
+            rows.append(("", ""))
+            text = (f"W {fmt_ns(cr['w_ns']['median'])} {fmt_ci(*cr['w_ns']['ci95'])} per operator event")
+            if cr["w_py_ns"]["median"]:
+                text += (f", W_py {fmt_ns(cr['w_py_ns']['median'])} {fmt_ci(*cr['w_py_ns']['ci95'])} "
+                         "per Python event")
+            rows.append(("in-run calibration", text + f", delta {fmt_ns(cr['delta_ns'])}"))
+            rows.append(("corrected trace", f"{cr['corrected_trace']}: {cr['events']} events, "
+                         f"{100 * cr['instrument_share']:.1f}% of the top-level time was instrument"
+                         + (f"; raw trace {cr['trace']}" if cr["trace"] else "")))
         v = result["verdict"]
         rows.append(("", ""))
         rows.append(("verdict", "SKEWED: operator times in this trace are inflated by the instrument"
@@ -133,9 +155,88 @@ def _print_human(result: dict, out=sys.stdout) -> None:
     table(rows, title, out)
 
 
+def _check_paths(args):
+    import os
+
+    if args.trace and not args.corrected_trace:
+        raise UsageError("--trace goes with --corrected-trace")
+    if args.corrected_trace and args.instrument not in ("torch", "torch.profiler"):
+        raise UsageError("--corrected-trace needs the torch instrument")
+    if args.corrected_trace and args.against:
+        raise UsageError("--corrected-trace measures W against the bare workload: drop --against")
+    for path in (args.corrected_trace, args.trace):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+
+
+def in_run_correction(args, rounds, instrument, window, device, progress) -> dict:
+    """W from this run's pairs (W_py from empty Python calls under with_stack),
+    then one more profiled window, exported and corrected with them."""
+    import os
+    import tempfile
+
+    import torch
+
+    from .. import _correct
+    from ..analysis import per_event_diff
+    from ..calibration import config_name, find
+    from ..instruments import TorchProfiler
+    from ..measure import run_rounds
+    from ..workload import python_calls
+
+    base = [w.wall_s for w in rounds.windows("baseline")][:rounds.n]
+    trials = rounds.trials["instrument"][:rounds.n]
+    w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
+    if instrument.options.get("with_stack"):
+        py = python_calls(1000)
+        arm = TorchProfiler(device, count="trace", **instrument.options)
+        r = run_rounds(py.iteration, {"baseline": None, "p": arm}, trials=9, iters=10, device=device,
+                       warmup_s=0.1, progress=progress)
+        if r.error is not None or r.interrupted or r.n < 2:
+            raise UsageError("measuring W_py on empty Python calls did not complete")
+        w_py = per_event_diff([w.wall_s for w in r.windows("baseline")], [t.window.wall_s for t in r.trials["p"]],
+                              [max(t.python_events, 1) for t in r.trials["p"]])
+    wp = max(w_py["median"], 0.0)
+    w = per_event_diff(base, [t.window.wall_s - wp * 1e-9 * t.python_events for t in trials],
+                       [t.op_events for t in trials])
+    if w["median"] < 0:
+        raise UsageError(f"W came out negative ({w['median']:.0f} ns): the machine is too noisy for an "
+                         "in-run correction; rerun with more --trials")
+    config = config_name(instrument.options)
+    cal = find("torch.profiler", config, torch.__version__, device)
+    delta = min(max(cal["delta_ns"]["median"], 0.0), w["median"]) if cal else 0.0
+    delta_py = min(max((cal.get("delta_py_ns") or {}).get("median", 0.0), 0.0), wp) if cal else 0.0
+    prof = torch.profiler.profile(activities=instrument._activities(), **instrument.options)
+    with prof:
+        window()
+    raw = args.trace
+    if raw is None:
+        fd, raw = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
+        os.close(fd)
+    try:
+        prof.export_chrome_trace(raw)
+        res = _correct.correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
+    finally:
+        if args.trace is None:
+            os.unlink(raw)
+    st = res["stats"]
+    return {
+        "w_ns": {k: w[k] for k in ("median", "ci95", "ci_coverage")},
+        "w_py_ns": {k: w_py[k] for k in ("median", "ci95")},
+        "delta_ns": delta, "delta_py_ns": delta_py,
+        "delta_source": cal["_path"] if cal else "none stored: 0 (leaf operators keep their delta, tens of ns)",
+        "trace": args.trace, "corrected_trace": os.path.abspath(args.corrected_trace),
+        "events": st["corrected_events"], "python_events": st["py_events"],
+        "reported_top_ns": st["reported_top_ns"], "corrected_top_ns": st["corrected_top_ns"],
+        "instrument_share": (1 - st["corrected_top_ns"] / st["reported_top_ns"]) if st["reported_top_ns"] else 0.0,
+        "clamped": st["clamped"],
+    }
+
+
 def run(args) -> int:
     if args.threshold < 0:
         raise UsageError("--threshold must be >= 0")
+    _check_paths(args)
     device = prepare(args)
     from ..measure import conditions, progress_printer, run_rounds
 
@@ -155,6 +256,13 @@ def run(args) -> int:
     })
     result.update(analyze_check(rounds.windows("baseline"), rounds.trials["instrument"],
                                 iters=args.iters, threshold=args.threshold))
+    if (args.corrected_trace and rounds.error is None and not rounds.interrupted
+            and result.get("events_per_iter")):
+        from ..measure import make_window
+
+        result["correction"] = in_run_correction(args, rounds, instrument,
+                                                 make_window(workload.iteration, args.iters, device), device,
+                                                 progress_printer("opskew check (W_py)"))
     rc = finish(rounds, result, _print_human, args.json, write_json)
     if rc is not None:
         return rc
