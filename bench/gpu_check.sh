@@ -38,6 +38,9 @@ mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
+# A relative interpreter path must survive the `cd "$OUT"` below (keep the
+# venv's own path: do not resolve the symlink).
+case $PY in */*) PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY") ;; esac
 LOG=$OUT/log.txt
 SUMMARY=$OUT/summary.txt
 : >"$LOG"
