@@ -366,8 +366,11 @@ static void event_cost(const osk_correction_t *c, const osk__ev_t *e, double *ha
   *half = (w - *delta) / 2.0;
 }
 
+/* Closes the innermost open event. `cut` (INT64_MAX: none) is the start of
+ * a later event that outlives it: its parent then counts it only up to there
+ * in the children's time, which the later event also fills. */
 static void close_event(osk_correction_t *c, osk__open_t *stack, size_t *depth, double *removed,
-                        int64_t *last2, osk__out_t *o) {
+                        int64_t *last2, osk__out_t *o, int64_t cut) {
   osk__open_t *x = &stack[--*depth];
   double half, delta;
   event_cost(c, x->e, &half, &delta);
@@ -404,8 +407,9 @@ static void close_event(osk_correction_t *c, osk__open_t *stack, size_t *depth, 
     osk__open_t *p = &stack[*depth - 1];
     p->desc += x->desc + !is_py(c, x->e);
     p->py_desc += x->py_desc + is_py(c, x->e);
-    p->child_rep += dur;
-    p->child_corr += corr;
+    int64_t span = (x->end < cut ? x->end : cut) - x->e->ts;
+    p->child_rep += span;
+    p->child_corr += dur > 0 ? corr * (double)span / (double)dur : 0.0;
   } else {
     c->stats.reported_top_ns += dur;
     c->stats.corrected_top_ns += corr;
@@ -424,7 +428,7 @@ static int compensate(osk_correction_t *c, osk__out_t *o) {
   for (size_t i = 0; i <= c->n_ev; i++) {
     const osk__ev_t *e = i < c->n_ev ? &c->ev[i] : NULL;
     if (!e || e->thread != thread) {
-      while (depth) close_event(c, stack, &depth, &removed, &last2, o);
+      while (depth) close_event(c, stack, &depth, &removed, &last2, o, INT64_MAX);
       if (!e) break;
       thread = e->thread;
       /* Start the compressed time line at the thread's first event: its
@@ -434,7 +438,8 @@ static int compensate(osk_correction_t *c, osk__out_t *o) {
       removed = -half0;
       last2 = INT64_MIN;
     }
-    while (depth && stack[depth - 1].end <= e->ts) close_event(c, stack, &depth, &removed, &last2, o);
+    while (depth && stack[depth - 1].end <= e->ts)
+      close_event(c, stack, &depth, &removed, &last2, o, INT64_MAX);
     int64_t end = e->ts + e->dur;
     /* Improper nesting: e outlives the open event it starts in. This is the
      * rule, not noise, for annotations opened from Python under with_stack:
@@ -444,7 +449,7 @@ static int compensate(osk_correction_t *c, osk__out_t *o) {
      * closed here, at e's start, so e keeps its whole interval and its
      * descendants, and the corrected time line stays properly nested. */
     while (depth && stack[depth - 1].end < end) {
-      close_event(c, stack, &depth, &removed, &last2, o);
+      close_event(c, stack, &depth, &removed, &last2, o, e->ts);
       c->stats.overlaps++;
     }
     if (depth == cap) {

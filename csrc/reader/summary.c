@@ -413,8 +413,11 @@ static void self_clear(thread_t *t) {
 /* --------------------------------------------------------------- nesting */
 
 /* Closes the innermost open event: its self time is its duration minus the
- * (clipped) spans of its children, and its span counts for its parent. */
-static int pop_frame(thread_t *t) {
+ * (clipped) spans of its children, and its span up to `cut` counts for its
+ * parent (INT64_MAX: all of it; an event closed early, because a later one
+ * outlives it, counts only up to that one's start, which its parent also
+ * counts, so no time is counted twice). */
+static int pop_frame(thread_t *t, int64_t cut) {
   frame_t f = t->stack[--t->depth];
   self_t *sf = self_slot(t, f.name);
   if (!sf) return OSK_ENOMEM;
@@ -424,7 +427,7 @@ static int pop_frame(thread_t *t) {
   if (f.n_children == 1 && f.last_child == f.name) sf->dup++;
   if (t->depth) {
     frame_t *p = &t->stack[t->depth - 1];
-    p->child = sat_add(p->child, f.end - f.start);
+    p->child = sat_add(p->child, (f.end < cut ? f.end : cut) - f.start);
     p->desc += 1 + f.desc;
     p->n_children++;
     p->last_child = f.name;
@@ -435,7 +438,17 @@ static int pop_frame(thread_t *t) {
 static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name) {
   int64_t end = start + dur;
   while (t->depth && t->stack[t->depth - 1].end <= start) {
-    int rc = pop_frame(t);
+    int rc = pop_frame(t, INT64_MAX);
+    if (rc) return rc;
+  }
+  /* Improper overlap: the event outlives the open one it starts in. Under
+   * torch.profiler's with_stack this is the rule for annotations opened from
+   * Python (record_function's user_annotation starts inside the Python
+   * tracer's __enter__ event, ProfilerStep#N likewise), so the outlived event
+   * is closed here, at this start, and the event keeps its children. */
+  while (t->depth && t->stack[t->depth - 1].start < start && t->stack[t->depth - 1].end < end) {
+    t->pub.overlaps++;
+    int rc = pop_frame(t, start);
     if (rc) return rc;
   }
   /* Events that start together nest the longer one outside, whichever
@@ -444,6 +457,8 @@ static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name) {
   while (pos && t->stack[pos - 1].start == start && t->stack[pos - 1].end < end) pos--;
   int64_t nest_end = end;
   if (pos && end > t->stack[pos - 1].end) {
+    /* Left only when events of equal start sit above the outlived one:
+     * clip, so the parent's self time stays >= 0. */
     t->pub.overlaps++;
     nest_end = t->stack[pos - 1].end;
   }
@@ -463,7 +478,7 @@ static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name) {
 
 static int close_all(thread_t *t) {
   while (t->depth) {
-    int rc = pop_frame(t);
+    int rc = pop_frame(t, INT64_MAX);
     if (rc) return rc;
   }
   return 0;

@@ -58,8 +58,9 @@ def warnings_of(result: dict) -> list[str]:
     if st.get("gzip_unterminated"):
         out.append("the gzip stream ends before its trailer (the compressed file was cut)")
     if st.get("overlaps"):
-        out.append(f"{st['overlaps']} events end after their parent (improper nesting); "
-                   "they count in their parent's children clipped to the parent's end")
+        out.append(f"{st['overlaps']} events outlive an event they start in (improper nesting, as "
+                   "annotations opened from Python under with_stack do); the outlived event was "
+                   "closed at their start, so they are not its children")
     if st.get("unusable_events"):
         out.append(f"{st['unusable_events']} events lack a name, ts or dur, or have a "
                    "negative or out-of-range time, and were skipped")

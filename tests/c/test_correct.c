@@ -231,8 +231,27 @@ static void test_overlapping_annotation(void) {
   /* The corrected time line nests properly: enter | iter [op] | exit. */
   CHECK(s.ts[ie] + s.dur[ie] <= s.ts[ii] && s.ts[ii] + s.dur[ii] <= s.ts[ix]);
   CHECK(s.ts[io] >= s.ts[ii] && s.ts[io] + s.dur[io] <= s.ts[ii] + s.dur[ii]);
-  remove("correct_ov.json");
   remove("correct_ov_out.json");
+  /* Inside a parent (py "wrapper", 0..4 us), the closed-early events count
+   * for it only up to the later event's start: enter 0.2, iter 2.8, exit 0.5
+   * of reported children's time, so its reported self time is 500 ns. */
+  static const char *WRAPPED =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"wrapper\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":4},\n"
+      "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"enter\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":0.5},\n"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"iter\",\"pid\":1,\"tid\":1,\"ts\":0.2,\"dur\":3},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"op\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":0.5},\n"
+      "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"exit\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":0.5}\n"
+      "]}\n";
+  write_file("correct_ov.json", WRAPPED);
+  CHECK(osk_correct_path("correct_ov.json", NULL, &opts, &c, &err) == 0);
+  const osk_correct_op_t *w = op_named(c, "wrapper");
+  CHECK(w && w->reported_self_ns == 500 && w->descendants == 2 && w->py_descendants == 2);
+  /* 4000 - 5 - 100 * 2 - 50 * 2 */
+  CHECK_NEAR(w->corrected_total_ns, 3695, 1e-9);
+  CHECK(osk_correction_stats(c)->overlaps == 2);
+  osk_correction_free(c);
+  remove("correct_ov.json");
 }
 
 int main(void) {

@@ -76,10 +76,28 @@ static void test_equal_starts_and_overlaps(void) {
   CHECK(op(s, "p")->self_ns == 3000 && op(s, "p")->descendants == 1);
   CHECK(op(s, "c")->self_ns == 2000);
   CHECK(op(s, "x")->self_ns == 0 && op(s, "y")->self_ns == 5000);
-  /* b ends after its parent a: counted, and a's self time stays >= 0. */
-  CHECK(op(s, "a")->self_ns == 5000 && op(s, "b")->self_ns == 10000);
+  /* b outlives a, which it starts in: counted, a is closed at b's start (so
+   * b is not a's child) and both keep their whole durations. */
+  CHECK(op(s, "a")->self_ns == 10000 && op(s, "a")->descendants == 0 && op(s, "b")->self_ns == 10000);
   CHECK(osk_summary_stats(s)->overlaps == 1);
   CHECK(osk_summary_thread(s, 0)->overlaps == 1);
+  osk_summary_free(s);
+  /* The with_stack shape: an annotation starts inside __enter__ and ends
+   * inside __exit__; the operator in between is the annotation's child. */
+  t = "{\"traceEvents\":[" X("enter", "0", "5") "," X("ann", "2", "30") "," X("op", "10", "5") "," X(
+      "exit", "30", "5") "]}";
+  s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "ann")->descendants == 1 && op(s, "ann")->self_ns == 25000);
+  CHECK(op(s, "enter")->descendants == 0 && op(s, "exit")->descendants == 0);
+  CHECK(osk_summary_stats(s)->overlaps == 2);
+  osk_summary_free(s);
+  /* Inside a parent, the closed-early event counts only up to the later
+   * one's start: the parent's children cover 0..40 once, self time 10 us. */
+  t = "{\"traceEvents\":[" X("wrapper", "0", "50") "," X("enter", "0", "5") "," X("ann", "2", "30") "," X(
+      "exit", "30", "10") "]}";
+  s = summarize(t, NULL, 0, 0);
+  CHECK(op(s, "wrapper")->descendants == 3 && op(s, "wrapper")->self_ns == 10000);
+  CHECK(op(s, "enter")->self_ns == 5000 && op(s, "ann")->self_ns == 30000);
   osk_summary_free(s);
   /* Three nested events with the same start listed innermost first. */
   t = "{\"traceEvents\":[" X("in", "0", "1") "," X("mid", "0", "2") "," X("out", "0", "3") "]}";
