@@ -34,6 +34,23 @@ def per_event_diff(base_s: list, treated_s: list, events: list) -> dict:
             "wilcoxon_p": r["wilcoxon_p"]}
 
 
+def python_event_cost(rounds, name: str) -> dict:
+    """W_py: the median added wall per Python-function event of arm `name`
+    against the bare arm "baseline" (rounds of `python_call_rounds`)."""
+    tr = rounds.trials[name][:rounds.n]
+    return per_event_diff([w.wall_s for w in rounds.windows("baseline")][:rounds.n],
+                          [t.window.wall_s for t in tr], [max(t.python_events, 1) for t in tr])
+
+
+def operator_event_cost(base_windows: list, treated: list, w_py_ns: float = 0.0) -> dict:
+    """W per operator event: the added wall per round, less W_py per Python
+    event of that round, over its operator events."""
+    n = min(len(base_windows), len(treated))
+    return per_event_diff([w.wall_s for w in base_windows[:n]],
+                          [t.window.wall_s - w_py_ns * 1e-9 * t.python_events for t in treated[:n]],
+                          [max(t.op_events or 0, 1) for t in treated[:n]])
+
+
 def gpu_side(base_windows: list, treated: list, iters: int) -> dict:
     """CUDA: GPU time per iteration from CUDA events, CPU time to issue the
     work, and what the instrument adds to each. The kernels are the same in

@@ -102,3 +102,25 @@ def find(instrument: str, config: str, torch_version: str, device: str | None = 
         if best is None or cal.get("date", "") > best.get("date", ""):
             best = cal
     return best
+
+
+def python_call_rounds(device: str, configs: dict, *, calls: int, trials: int, iters: int,
+                       warmup_s: float, progress=None):
+    """Paired rounds of an empty Python function called `calls` times per
+    iteration: the bare arm "baseline" and one torch.profiler arm per entry of
+    `configs` (name -> options). Under with_stack every call is one Python
+    event and no operator, which prices the Python tracer alone. Returns the
+    rounds and the workload's description; raises UsageError when the rounds
+    did not complete."""
+    from .instruments import TorchProfiler
+    from .measure import run_rounds
+    from .workload import python_calls
+
+    wl = python_calls(calls)
+    arms = {"baseline": None, **{n: TorchProfiler(device, count="trace", **o) for n, o in configs.items()}}
+    r = run_rounds(wl.iteration, arms, trials=trials, iters=iters, device=device, warmup_s=warmup_s,
+                   progress=progress)
+    if r.error is not None or r.interrupted or r.n < 2:
+        raise UsageError(f"measuring W_py on empty Python calls did not complete "
+                         f"({r.error or 'interrupted'})")
+    return r, wl.description

@@ -172,11 +172,11 @@ def run(args) -> int:
     import torch
 
     from .. import _engine
-    from ..analysis import per_event_diff
-    from ..calibration import SCHEMA, make_key, store
+    from ..analysis import operator_event_cost, per_event_diff, python_event_cost
+    from ..calibration import SCHEMA, make_key, python_call_rounds, store
     from ..instruments import BusyWait, OpskewTracer, TorchProfiler
     from ..measure import progress_printer, run_rounds
-    from ..workload import load_target, python_calls
+    from ..workload import load_target
 
     def profiler(opts):
         # Events counted by the C reader over the export: long windows stay cheap.
@@ -203,14 +203,11 @@ def run(args) -> int:
                       "the micro-workload")
     # with_stack: the Python tracer's events, priced on empty Python calls.
     py_configs = [n for n, o in configs.items() if o.get("with_stack")]
-    py_rounds = py_wl = None
+    py_rounds = py_description = None
     if py_configs:
-        py_wl = python_calls(args.calls)
-        py_arms = {"baseline": None, **{n: profiler(configs[n]) for n in py_configs}}
-        py_rounds = complete(run_rounds(py_wl.iteration, py_arms, trials=args.trials, iters=args.iters,
-                                        device=device, warmup_s=args.warmup,
-                                        progress=progress_printer("opskew calibrate (Python calls)")),
-                             "the Python-call micro-workload")
+        py_rounds, py_description = python_call_rounds(
+            device, {n: configs[n] for n in py_configs}, calls=args.calls, trials=args.trials,
+            iters=args.iters, warmup_s=args.warmup, progress=progress_printer("opskew calibrate (Python calls)"))
     user = u_rounds = None
     u_iters = args.iters
     if args.target:
@@ -232,8 +229,7 @@ def run(args) -> int:
     def w_py_of(name):
         """W_py per Python event, and delta_py, from the Python-call rounds."""
         tr = py_rounds.trials[name]
-        w = per_event_diff(walls(py_rounds, "baseline"), walls(py_rounds, name),
-                           [max(t.python_events, 1) for t in tr])
+        w = python_event_cost(py_rounds, name)
         # The empty function's reported duration against a bare call's cost
         # (bare window / calls; that includes the loop, so delta_py errs low).
         calls = args.iters * args.calls
@@ -245,13 +241,6 @@ def run(args) -> int:
                  "method": "the empty Python function's reported duration - the bare call's cost "
                            "(bare window / calls), clamped to [0, W_py]"}
         return w, delta
-
-    def w_of(name, src, w_py=0.0):
-        """W per operator event: the wall added per round, less W_py per
-        Python event, over the round's operator events."""
-        tr = src.trials[name]
-        treated = [t.window.wall_s - w_py * 1e-9 * t.python_events for t in tr]
-        return per_event_diff(walls(src, "baseline"), treated, [max(t.op_events or 0, 1) for t in tr])
 
     def leaf_per_call(name):
         vals = [t.reported_op_self_s / t.op_events for t in rounds.trials[name]
@@ -283,8 +272,8 @@ def run(args) -> int:
             wp, dp = w_py_of(name)
             w_py = max(wp["median"], 0.0)
             extra = {"w_py_ns": {k: wp[k] for k in ("median", "ci95", "ci_coverage")}, "delta_py_ns": dp,
-                     "python_workload": py_wl.description}
-        w = w_of(name, src, w_py)
+                     "python_workload": py_description}
+        w = operator_event_cost(src.windows("baseline"), src.trials[name], w_py)
         if name == "opskew":
             key = make_key("opskew", "itt", torch.__version__, device, args.threads)
             delta = {"median": tracer_delta, "method": "the tracer's self-calibration (collector only)"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_OK, EXIT_SKEW, UsageError
+from ..errors import EXIT_OK, EXIT_SKEW, EXIT_USAGE, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
@@ -131,6 +131,8 @@ def _print_human(result: dict, out=sys.stdout) -> None:
         if "export_per_event_ns" in result:
             rows.append(("export / event", f"{fmt_ns(result['export_per_event_ns'])}, "
                          f"{result['export_bytes_per_event']:.0f} bytes/event"))
+        if result.get("correction_error"):
+            rows.append(("corrected trace", f"not written: {result['correction_error']}"))
         if "correction" in result:
             cr = result["correction"]
             rows.append(("", ""))
@@ -178,27 +180,16 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     import torch
 
     from .. import _correct
-    from ..analysis import per_event_diff
-    from ..calibration import config_name, find
-    from ..instruments import TorchProfiler
-    from ..measure import run_rounds
-    from ..workload import python_calls
+    from ..analysis import operator_event_cost, python_event_cost
+    from ..calibration import config_name, find, python_call_rounds
 
-    base = [w.wall_s for w in rounds.windows("baseline")][:rounds.n]
-    trials = rounds.trials["instrument"][:rounds.n]
     w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
     if instrument.options.get("with_stack"):
-        py = python_calls(1000)
-        arm = TorchProfiler(device, count="trace", **instrument.options)
-        r = run_rounds(py.iteration, {"baseline": None, "p": arm}, trials=9, iters=10, device=device,
-                       warmup_s=0.1, progress=progress)
-        if r.error is not None or r.interrupted or r.n < 2:
-            raise UsageError("measuring W_py on empty Python calls did not complete")
-        w_py = per_event_diff([w.wall_s for w in r.windows("baseline")], [t.window.wall_s for t in r.trials["p"]],
-                              [max(t.python_events, 1) for t in r.trials["p"]])
+        r, _ = python_call_rounds(device, {"p": instrument.options}, calls=1000, trials=9, iters=10,
+                                  warmup_s=0.1, progress=progress)
+        w_py = python_event_cost(r, "p")
     wp = max(w_py["median"], 0.0)
-    w = per_event_diff(base, [t.window.wall_s - wp * 1e-9 * t.python_events for t in trials],
-                       [t.op_events for t in trials])
+    w = operator_event_cost(rounds.windows("baseline"), rounds.trials["instrument"], wp)
     if w["median"] < 0:
         raise UsageError(f"W came out negative ({w['median']:.0f} ns): the machine is too noisy for an "
                          "in-run correction; rerun with more --trials")
@@ -260,12 +251,18 @@ def run(args) -> int:
             and result.get("events_per_iter")):
         from ..measure import make_window
 
-        result["correction"] = in_run_correction(args, rounds, instrument,
-                                                 make_window(workload.iteration, args.iters, device), device,
-                                                 progress_printer("opskew check (W_py)"))
+        try:
+            result["correction"] = in_run_correction(args, rounds, instrument,
+                                                     make_window(workload.iteration, args.iters, device),
+                                                     device, progress_printer("opskew check (W_py)"))
+        except Exception as exc:  # the check's own figures are still reported
+            result["correction_error"] = f"{type(exc).__name__}: {exc}"
     rc = finish(rounds, result, _print_human, args.json, write_json)
     if rc is not None:
         return rc
+    if result.get("correction_error"):
+        print(f"opskew check: no corrected trace: {result['correction_error']}", file=sys.stderr)
+        return EXIT_USAGE
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW
     return EXIT_OK
