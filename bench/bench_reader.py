@@ -12,6 +12,9 @@ as separate processes, interleaved:
   hta         HolisticTraceAnalysis's loader, TraceAnalysis(trace_dir=...),
               run from the interpreter given by --hta-python (skipped if absent)
   opskew-gz   (with --gzip) the same trace gzip-compressed
+  opskew-base (with --baseline-python PY) `opskew summary` of another opskew,
+              installed in PY's environment (an earlier commit, say), every
+              round beside opskew: a before/after comparison in one run
   parse:*     (with --parsers) parsers alone, in C, counting events: opskew's
               reader (bench/parse_opskew.c) against yajl 2, the packaged
               streaming C parser (bench/parse_yajl.c; needs libyajl-dev):
@@ -331,6 +334,8 @@ def main():
     ap.add_argument("--skip-json", action="store_true", help="skip json.load + Python")
     ap.add_argument("--gzip", action="store_true", help="also time opskew on the gzip-compressed trace")
     ap.add_argument("--parsers", action="store_true", help="also compare the bare C parsers (opskew, yajl)")
+    ap.add_argument("--baseline-python", default=None, metavar="PY",
+                    help="a Python whose environment has another opskew installed, timed beside this one")
     ap.add_argument("--timeout", type=float, default=3600, help="per-run timeout in s")
     ap.add_argument("--dir", default=None, help="where to write the traces (default: a temp dir)")
     args = ap.parse_args()
@@ -356,6 +361,9 @@ def main():
             runs = {}
             out = os.path.join(tmp, "out.json")
             cmds = {"opskew": [sys.executable, "-m", "opskew", "summary", path, "--json", out, "--top", "0"]}
+            if args.baseline_python:
+                cmds["opskew-base"] = [args.baseline_python, "-m", "opskew", "summary", path, "--json", out,
+                                       "--top", "0"]
             if not args.skip_json:
                 cmds["json+py"] = [sys.executable, "-c", JSON_PY, path, out]
             if args.hta_python:
@@ -367,11 +375,11 @@ def main():
                 with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
                     shutil.copyfileobj(src, dst, 1 << 22)
                 cmds["opskew-gz"] = [sys.executable, "-m", "opskew", "summary", gz, "--json", out, "--top", "0"]
-            # Interleaved: every tool once per round; opskew and opskew-gz
-            # every round, the slow ones only in the first.
+            # Interleaved: every tool once per round; opskew, opskew-gz and
+            # opskew-base every round, the slow ones only in the first.
             for rep in range(args.repeats):
                 for name, cmd in cmds.items():
-                    if rep and name not in ("opskew", "opskew-gz") and not name.startswith("parse:"):
+                    if rep and name not in ("opskew", "opskew-gz", "opskew-base") and not name.startswith("parse:"):
                         continue
                     wall, rss, rc, err = run_measured(cmd, args.timeout)
                     if rc != 0:

@@ -14,6 +14,8 @@ rounds):
   opskew-pyhook   opskew.trace(instrument="pyhook"): the fallback, a C profile
                   hook on torch builtins (one event per torch.add call here too)
   torch.profiler  torch.profiler.profile(activities=[CPU]), minimal config
+  opskew-base     (with --baseline-python PY) opskew.trace() of the opskew installed
+                  in PY's environment (an earlier commit, say): before/after in one run
 
 Inside each worker, trials alternate baseline (no instrument) and instrumented
 loops of `--ops` torch.add(a, a) calls on a 1-element tensor (ABAB, after a
@@ -105,11 +107,13 @@ print(json.dumps({"instrument": inst, "torch": torch.__version__, "trials": out}
 """
 
 
-def run_worker(inst, ops, trials):
+def run_worker(inst, ops, trials, python=None):
     env = dict(os.environ)
     env.pop("INTEL_LIBITTNOTIFY64", None)  # only opskew's worker arranges it
     env.setdefault("OMP_NUM_THREADS", "1")
-    p = subprocess.run([sys.executable, "-c", WORKER, inst, str(ops), str(trials)],
+    if inst == "opskew-base":
+        python, inst = python, "opskew"
+    p = subprocess.run([python or sys.executable, "-c", WORKER, inst, str(ops), str(trials)],
                        capture_output=True, text=True, env=env, timeout=900)
     if p.returncode != 0:
         sys.exit(f"worker {inst} failed ({p.returncode}):\n{p.stderr}")
@@ -121,18 +125,21 @@ def main():
     ap.add_argument("--ops", type=int, default=20000)
     ap.add_argument("--trials", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline-python", default=None, metavar="PY",
+                    help="a Python whose environment has another opskew installed, measured as opskew-base")
     args = ap.parse_args()
+    instruments = INSTRUMENTS + (["opskew-base"] if args.baseline_python else [])
     try:
         from opskew import _engine
     except ImportError:
         _engine = None
 
-    data = {i: [] for i in INSTRUMENTS}
+    data = {i: [] for i in instruments}
     torch_version = "?"
     for r in range(args.rounds):
-        order = INSTRUMENTS[r % len(INSTRUMENTS):] + INSTRUMENTS[:r % len(INSTRUMENTS)]
+        order = instruments[r % len(instruments):] + instruments[:r % len(instruments)]
         for inst in order:
-            res = run_worker(inst, args.ops, args.trials)
+            res = run_worker(inst, args.ops, args.trials, args.baseline_python)
             torch_version = res["torch"]
             data[inst].extend(res["trials"])
             print(f"  round {r + 1}/{args.rounds}: {inst} done", file=sys.stderr)
@@ -169,7 +176,7 @@ def main():
     print(hdr)
     print("-" * len(hdr))
     tp_out = (tp["stop"] or 0) + (tp["export"] or 0)
-    for inst in INSTRUMENTS:
+    for inst in instruments:
         r = rows[inst]
         out = None if r["stop"] is None else r["stop"] + (r["export"] or 0)
 

@@ -4,5 +4,5 @@ The engine is C (``opskew._engine``); this package drives torch and parses the
 command line. ``import opskew`` does not import torch.
 """
 
-__version__ = "0.1.0"
+from ._engine import version as __version__  # noqa: E402  (meson.build is its one source)
 from .tracing import trace  # noqa: E402,F401  (the C operator tracer; does not import torch)
