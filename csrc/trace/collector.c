@@ -36,7 +36,7 @@ int osk__collector_calibrate(void *ctx) {
     rc = osk_trace_calibrate(osk__collector.pair, ctx, &c);
     if (rc == 0) {
       g_calib = c;
-      atomic_store_explicit(&g_calib_done, 1, memory_order_release); /* D */
+      atomic_store_explicit(&g_calib_done, 1, memory_order_release); /* D: publishes g_calib */
     }
   }
   pthread_mutex_unlock(&g_calib_lock);
@@ -47,7 +47,7 @@ int osk__collector_calibrate(void *ctx) {
  * the calibration is missing rather than carry zeros). */
 static const osk_trace_calib_t *session_calib(void) {
   if (!osk__collector.pair_needs_ctx) (void)osk__collector_calibrate(NULL);
-  return atomic_load_explicit(&g_calib_done, memory_order_acquire) ? &g_calib : NULL; /* D' */
+  return atomic_load_explicit(&g_calib_done, memory_order_acquire) ? &g_calib : NULL; /* E, matches D */
 }
 
 /* ----------------------------------------------------------------- hosts */

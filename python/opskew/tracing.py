@@ -25,8 +25,11 @@ Instruments (all feed the same C runtime and writer):
   (``a + b``), inside other operators, or in backward are not seen.
 
 Python talks to the collector through ctypes (dlopen of the same path returns
-the library that ITT or NVTX loaded). ``OPSKEW_INSTRUMENT`` (itt, pyhook,
-nvtx) forces an instrument when ``instrument=`` is not given.
+the library that ITT or NVTX loaded): every collector exports the same
+osk_collector_* life cycle, declared once in opskew._boot, which also turns
+the instruments on (the same code `opskew record`'s child runs).
+``OPSKEW_INSTRUMENT`` (itt, pyhook, nvtx) forces an instrument when
+``instrument=`` is not given.
 
 This module never imports torch at import time.
 """
