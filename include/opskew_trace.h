@@ -97,6 +97,8 @@ typedef enum {
   OSK_TRACE_LOSS_COUNT
 } osk_trace_loss_t;
 
+/* Number of loss causes (OSK_TRACE_LOSS_COUNT), for bindings. */
+OSK_TRACE_API int osk_trace_loss_count(void);
 /* Short JSON key ("nomem_chunk") and message of a loss cause; never NULL. */
 OSK_TRACE_API const char *osk_trace_loss_key(int cause);
 OSK_TRACE_API const char *osk_trace_loss_message(int cause);
@@ -259,6 +261,60 @@ OSK_TRACE_API int osk_trace_write_outputs(const osk_trace_snapshot_t *snap, cons
 /* The same, with the paths from the environment that `opskew record` sets:
  * OPSKEW_TRACE_OUT, OPSKEW_SUMMARY_TXT, OPSKEW_SUMMARY_JSON, OPSKEW_SUMMARY_ROWS. */
 OSK_TRACE_API int osk_trace_write_outputs_env(const osk_trace_snapshot_t *snap);
+
+/* ------------------------------------------------------------- collectors */
+
+/* Every collector (libopskew_itt.so, libopskew_nvtx.so, opskew._pyhook)
+ * exports this same life cycle, written once (csrc/trace/collector.c), so
+ * that a binding declares it once whatever the instrument. Each shared
+ * object holds its own tracer runtime: call these on the object whose
+ * instrument recorded. Any thread; none of them needs Python. */
+
+/* The instrument the collector records for: "itt", "nvtx" or "pyhook".
+ * Static storage; never NULL. */
+OSK_TRACE_API const char *osk_collector_instrument(void);
+
+/* Number of hosts that bound the collector (ITT globals, NVTX instances, the
+ * pyhook module); 0 if none did (for ITT and NVTX: torch was imported before
+ * the environment named the collector, or ran no operator yet); -1 if none
+ * did and one offered an ABI the collector does not know. */
+OSK_TRACE_API int osk_collector_bound(void);
+
+/* Starts a session, with the calibration measured once per process (the
+ * pyhook instrument measures it beforehand, from Python). Returns 0, or
+ * OSK_EINVAL if a session is already active. */
+OSK_TRACE_API int osk_collector_start(void);
+
+/* Stops the session: osk_trace_stop() with the collector's instrument name. */
+OSK_TRACE_API osk_trace_snapshot_t *osk_collector_stop(int *err);
+
+/* Starts the `opskew record` session, which osk_collector_finish() writes
+ * at exit (an atexit handler is registered). Refused (OSK_EINVAL) when this
+ * process already records it, when a session is active, or when
+ * OPSKEW_TRACE_PID names another process. */
+OSK_TRACE_API int osk_collector_record_begin(void);
+
+/* What osk_collector_finish() returns when it has nothing to write: no
+ * record session was started in this process, it was written already, or it
+ * was started by the parent of this forked child (whose trace it is). */
+#define OSK_COLLECTOR_NOT_OURS 1
+
+/* Ends the `opskew record` session and writes the trace and summaries named
+ * by the environment (osk_trace_write_outputs_env). Idempotent; returns 0,
+ * OSK_COLLECTOR_NOT_OURS, or a negative error code. */
+OSK_TRACE_API int osk_collector_finish(void);
+
+/* ----------------------------------------------------- layouts, for bindings */
+
+/* Where `field` lies in the public struct named `type` ("osk_trace_calib_t",
+ * "osk_trace_event_t", "osk_trace_op_t"): its byte offset and size; with
+ * `field` NULL, the size of the struct in *size. A binding that mirrors a
+ * struct checks its mirror with this when it loads. Returns 0, or OSK_EINVAL
+ * for an unknown type or field. Either output pointer may be NULL. */
+OSK_TRACE_API int osk_trace_abi_field(const char *type, const char *field, size_t *offset, size_t *size);
+
+/* Number of threads with at least one event in the snapshot. */
+OSK_TRACE_API size_t osk_trace_snapshot_threads(const osk_trace_snapshot_t *snap);
 
 #ifdef __cplusplus
 }

@@ -18,8 +18,8 @@
  * Threads: PyEval_SetProfile hooks the calling thread. Python 3.12 has
  * PyEval_SetProfileAllThreads for the threads that exist; on older Pythons
  * only the calling thread is hooked here. Threads started later are hooked
- * by opskew.tracing, which calls install() at the start of every new
- * threading.Thread (as threading.setprofile does).
+ * by opskew's bootstrap (_boot.py), which calls set_profile(True, False) at
+ * the start of every new threading.Thread (as threading.setprofile does).
  *
  * Everything here runs with the GIL held, which is what protects the
  * decision cache; the recording itself is the runtime's lock-free path.
@@ -27,7 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "opskew_trace.h"
+#include "../trace/collector.h"
 
 #include <string.h>
 
@@ -51,7 +51,6 @@ typedef struct {
 
 static hook_entry_t *g_tab;
 static size_t g_tab_cap, g_tab_n;
-static int g_failed; /* a lookup failed for lack of memory (reported by stop) */
 
 static inline size_t tab_slot(const void *key, size_t cap) {
   uintptr_t p = (uintptr_t)key;
@@ -113,10 +112,7 @@ static PyObject *owner_name(PyCFunctionObject *cf) {
 /* Decides once per PyMethodDef. May run Python code (attribute lookups), so
  * the caller's pending exception (C_EXCEPTION) is saved around it. */
 static hook_entry_t *classify(PyCFunctionObject *cf) {
-  if ((g_tab_n + 1) * 2 > g_tab_cap && tab_grow() != 0) {
-    g_failed = 1;
-    return NULL;
-  }
+  if ((g_tab_n + 1) * 2 > g_tab_cap && tab_grow() != 0) return NULL;
 #if PY_VERSION_HEX >= 0x030C0000
   PyObject *saved = PyErr_GetRaisedException();
 #else
@@ -132,7 +128,7 @@ static hook_entry_t *classify(PyCFunctionObject *cf) {
     PyObject *full = PyUnicode_FromFormat("%s.%s", o, cf->m_ml->ml_name);
     const char *f = full ? PyUnicode_AsUTF8(full) : NULL;
     name = f ? osk_trace_name(f) : NULL;
-    if (!name) g_failed = 1; /* still recorded, as "<unnamed>" (loss "name") */
+    /* Without a name it is still recorded, as "<unnamed>" (loss "name"). */
     Py_XDECREF(full);
   }
   Py_XDECREF(owner);
@@ -178,142 +174,59 @@ static int hook(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
 
 /* --------------------------------------------------------- calibration */
 
-static osk_trace_calib_t g_calib;
-static int g_calib_done;
-
 static void calib_pair(void *ctx) {
   hook(NULL, NULL, PyTrace_C_CALL, (PyObject *)ctx);
   hook(NULL, NULL, PyTrace_C_RETURN, (PyObject *)ctx);
 }
 
+/* The life cycle is collector.c's (osk_collector_*, through ctypes on this
+ * same file): sessions, `opskew record`, fork check. Only the calibration
+ * needs this module, since its pair runs the hook on a torch builtin. */
+const osk__collector_desc_t osk__collector = {.instrument = "pyhook", .pair = calib_pair, .pair_needs_ctx = 1};
+
 /* ----------------------------------------------------------- functions */
 
 static PyObject *pyhook_calibrate(PyObject *self, PyObject *fn) {
   (void)self;
-  if (g_calib_done) Py_RETURN_NONE;
   const hook_entry_t *e = lookup(fn);
   if (!e || !e->is_torch) {
     PyErr_SetString(PyExc_ValueError, "calibrate() needs a torch builtin, such as torch.empty");
     return NULL;
   }
-  if (osk_trace_calibrate(calib_pair, fn, &g_calib) != 0) return PyErr_NoMemory();
-  g_calib_done = 1;
+  /* The pair runs with the GIL held: the decision cache needs it, and the
+   * entry is cached by now, so no Python code runs inside the measurement. */
+  if (osk__collector_calibrate(fn) != 0) return PyErr_NoMemory();
   Py_RETURN_NONE;
 }
 
-static PyObject *pyhook_start(PyObject *self, PyObject *unused) {
+/* Installs (on) or removes the hook, on every thread (all_threads, Python
+ * 3.12+) or on the calling one. Returns whether every thread was reached. */
+static PyObject *pyhook_set_profile(PyObject *self, PyObject *args) {
   (void)self;
-  (void)unused;
-  int rc = osk_trace_start(g_calib_done ? &g_calib : NULL);
-  if (rc != 0) {
-    PyErr_SetString(PyExc_RuntimeError, "an opskew tracing session is already active in this process");
-    return NULL;
-  }
-  g_failed = 0;
-  Py_RETURN_NONE;
-}
-
-static PyObject *pyhook_install(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-  PyEval_SetProfile(hook, NULL);
-  Py_RETURN_NONE;
-}
-
-static PyObject *pyhook_install_all(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
+  int on, all_threads;
+  if (!PyArg_ParseTuple(args, "pp", &on, &all_threads)) return NULL;
+  Py_tracefunc fn = on ? hook : NULL;
 #if PY_VERSION_HEX >= 0x030C0000
-  PyEval_SetProfileAllThreads(hook, NULL);
-  Py_RETURN_TRUE;
-#else
-  PyEval_SetProfile(hook, NULL);
-  Py_RETURN_FALSE;
-#endif
-}
-
-static PyObject *pyhook_uninstall(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-  PyEval_SetProfile(NULL, NULL);
-  Py_RETURN_NONE;
-}
-
-static PyObject *pyhook_uninstall_all(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-#if PY_VERSION_HEX >= 0x030C0000
-  PyEval_SetProfileAllThreads(NULL, NULL);
-#else
-  PyEval_SetProfile(NULL, NULL);
-#endif
-  Py_RETURN_NONE;
-}
-
-static PyObject *pyhook_active(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-  return PyBool_FromLong(osk_trace_active());
-}
-
-/* Ends the session; returns the snapshot's address for ctypes (the caller
- * owns it and frees it with osk_trace_snapshot_free from this module). */
-static PyObject *pyhook_stop(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("pyhook", &err);
-  if (!s) {
-    if (err == OSK_ENOMEM) return PyErr_NoMemory();
-    PyErr_SetString(PyExc_RuntimeError, "no opskew tracing session is active");
-    return NULL;
+  if (all_threads) {
+    PyEval_SetProfileAllThreads(fn, NULL);
+    Py_RETURN_TRUE;
   }
-  return PyLong_FromVoidPtr(s);
-}
-
-/* `opskew record`: stop and write the trace and summaries named by the
- * environment (OPSKEW_TRACE_OUT, OPSKEW_SUMMARY_*). Returns 0 or an error
- * code; 0 too if no session was active. */
-static PyObject *pyhook_finish(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-  int err = 0;
-  if (!osk_trace_active()) return PyLong_FromLong(0);
-  osk_trace_snapshot_t *s = osk_trace_stop("pyhook", &err);
-  if (!s) return PyLong_FromLong(err ? err : OSK_EINVAL);
-  int rc;
-  Py_BEGIN_ALLOW_THREADS rc = osk_trace_write_outputs_env(s);
-  Py_END_ALLOW_THREADS osk_trace_snapshot_free(s);
-  return PyLong_FromLong(rc);
-}
-
-static PyObject *pyhook_calibration(PyObject *self, PyObject *unused) {
-  (void)self;
-  (void)unused;
-  if (!g_calib_done) Py_RETURN_NONE;
-  return Py_BuildValue("{s:d,s:d,s:d}", "w_ns", g_calib.w_ns, "delta_ns", g_calib.delta_ns,
-                       "w_spread_ns", g_calib.w_spread_ns);
+#endif
+  PyEval_SetProfile(fn, NULL);
+  return PyBool_FromLong(!all_threads);
 }
 
 static PyMethodDef pyhook_methods[] = {
     {"calibrate", pyhook_calibrate, METH_O,
      "calibrate(torch_builtin): measure the hook's own cost once per process"},
-    {"start", pyhook_start, METH_NOARGS, "start(): start a tracing session"},
-    {"install", pyhook_install, METH_NOARGS, "install(): hook the calling thread"},
-    {"install_all", pyhook_install_all, METH_NOARGS,
-     "install_all() -> bool: hook every thread (Python 3.12+; True) or only\n"
-     "the calling one (older Pythons; False)"},
-    {"uninstall", pyhook_uninstall, METH_NOARGS, "uninstall(): unhook the calling thread"},
-    {"uninstall_all", pyhook_uninstall_all, METH_NOARGS, "uninstall_all(): unhook what install_all hooked"},
-    {"active", pyhook_active, METH_NOARGS, "active() -> bool: a session is recording"},
-    {"stop", pyhook_stop, METH_NOARGS, "stop() -> int: end the session; the snapshot's address"},
-    {"finish", pyhook_finish, METH_NOARGS,
-     "finish() -> int: end the session and write the outputs named by the environment"},
-    {"calibration", pyhook_calibration, METH_NOARGS, "calibration() -> dict or None"},
+    {"set_profile", pyhook_set_profile, METH_VARARGS,
+     "set_profile(on, all_threads) -> bool: install (on) or remove the hook on\n"
+     "every thread (Python 3.12+) or the calling one; whether every thread was reached"},
     {NULL, NULL, 0, NULL}};
 
 static int pyhook_exec(PyObject *m) {
   (void)osk_clock_get(); /* calibrate the clock at import, not inside a call */
+  osk__collector_bound(1); /* the module is its own host */
   return PyModule_AddIntConstant(m, "all_threads", PY_VERSION_HEX >= 0x030C0000);
 }
 
@@ -322,7 +235,8 @@ static PyModuleDef_Slot pyhook_slots[] = {{Py_mod_exec, (void *)pyhook_exec}, {0
 static struct PyModuleDef pyhook_module = {
     PyModuleDef_HEAD_INIT, "opskew._pyhook",
     "opskew's fallback instrument: a C profile hook that records torch builtins\n"
-    "into the C tracer (private; use opskew.trace(instrument=\"pyhook\")).",
+    "into the C tracer (private; use opskew.trace(instrument=\"pyhook\")).\n"
+    "Sessions are started and stopped through ctypes (osk_collector_*).",
     0, pyhook_methods, pyhook_slots, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__pyhook(void) { return PyModuleDef_Init(&pyhook_module); }

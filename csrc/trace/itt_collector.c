@@ -17,21 +17,15 @@
  * tell our handles apart by a self-pointer in a reserved field, and look
  * foreign ones up by their string.
  *
- * Two ways to drive it:
- *  - OPSKEW_TRACE_OUT=path (set by `opskew record`): a session starts when
- *    ITT binds us, and the trace (and summaries named by OPSKEW_SUMMARY_TXT /
- *    OPSKEW_SUMMARY_JSON) is written by osk_itt_finish(), which Python's
- *    atexit and our own atexit handler call (whichever runs first).
- *  - otherwise (opskew.trace()): Python calls osk_itt_start/osk_itt_stop
- *    through ctypes; dlopen() of the same path returns the same handle.
+ * Sessions, `opskew record`'s self-started one and the fork check are the
+ * shared collector life cycle (collector.c, osk_collector_*): Python drives
+ * it through ctypes, and dlopen() of the same path returns the same handle.
  */
-#include "trace_internal.h"
+#include "collector.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------ the ITT ABI */
 
@@ -217,20 +211,13 @@ static void itt_task_end(const osk__itt_domain_t *domain) {
 
 /* ------------------------------------------------------------- binding */
 
-static _Atomic int g_bound;    /* ITT globals bound to us */
-static int g_bind_error;       /* a global we did not recognize */
-
-static osk__launch_t g_launch;
-static _Atomic int g_finished;
-static osk_trace_calib_t g_calib;
-static pthread_once_t g_calib_once = PTHREAD_ONCE_INIT;
-
 static void *fn_ptr(void (*f)(void)) {
   void *p;
   memcpy(&p, &f, sizeof p); /* function to object pointer, without UB warnings */
   return p;
 }
 
+/* One pair through our ITT entry points, for the calibration. */
 static void calib_pair(void *ctx) {
   (void)ctx;
   static const char name[] = "opskew::calibration";
@@ -239,23 +226,8 @@ static void calib_pair(void *ctx) {
   itt_task_end(NULL);
 }
 
-static void calib_once(void) {
-  /* osk_trace_calibrate swaps in a scratch thread state, so the pairs run
-   * the full path but never reach the trace. */
-  if (osk_trace_calibrate(calib_pair, NULL, &g_calib) != 0) memset(&g_calib, 0, sizeof g_calib);
-}
-
-static void at_exit(void);
-
-/* Starts the session whose trace osk_itt_finish() writes at exit. */
-static void ensure_calib(void) { pthread_once(&g_calib_once, calib_once); }
-
-static int record_begin(void) { return osk__launch_record(&g_launch, ensure_calib, &g_calib, at_exit); }
-
-/* With OPSKEW_TRACE_OUT set, recording starts as soon as ITT binds us,
- * unless OPSKEW_TRACE_AUTOSTART=0 (the record bootstrap starts it itself,
- * after a probe operator, so that the probe is not in the trace). */
-static void autostart(void) { osk__launch_autostart(&g_launch, record_begin); }
+/* The life cycle is collector.c's: sessions, `opskew record`, fork check. */
+const osk__collector_desc_t osk__collector = {.instrument = "itt", .pair = calib_pair};
 
 OSK_TRACE_API void __itt_api_init(osk__itt_global_t *g, osk__itt_group_id_t init_groups);
 
@@ -266,7 +238,7 @@ void __itt_api_init(osk__itt_global_t *g, osk__itt_group_id_t init_groups) {
       !g->api_list_ptr) {
     /* Unknown layout: touch nothing. The static part then keeps its init
      * stubs, which do nothing once initialized. */
-    g_bind_error = 1;
+    osk__collector_bound(0);
     return;
   }
   for (osk__itt_api_info_t *a = g->api_list_ptr; a->name; a++) {
@@ -278,51 +250,6 @@ void __itt_api_init(osk__itt_global_t *g, osk__itt_group_id_t init_groups) {
     else if (strcmp(a->name, "__itt_task_end") == 0) f = fn_ptr((void (*)(void))itt_task_end);
     if (a->func_ptr) *a->func_ptr = f;
   }
-  atomic_fetch_add(&g_bound, 1);
-  autostart();
+  osk__collector_bound(1);
+  osk__collector_autostart();
 }
-
-/* ------------------------------------------------ control (Python, ctypes) */
-
-/* Number of ITT globals bound to this collector; 0 means PyTorch never
- * loaded it (INTEL_LIBITTNOTIFY64 unset at `import torch`, or no ITT op
- * yet); -1 means a global had a layout we do not know. */
-OSK_TRACE_API int osk_itt_bound(void);
-int osk_itt_bound(void) { return g_bind_error ? -1 : atomic_load(&g_bound); }
-
-/* Measures the calibration once per process and starts a session. */
-OSK_TRACE_API int osk_itt_start(void);
-int osk_itt_start(void) {
-  pthread_once(&g_calib_once, calib_once);
-  return osk_trace_start(&g_calib);
-}
-
-/* Starts the `opskew record` session (see record_begin). */
-OSK_TRACE_API int osk_itt_record_begin(void);
-int osk_itt_record_begin(void) { return record_begin(); }
-
-OSK_TRACE_API osk_trace_snapshot_t *osk_itt_stop(int *err);
-osk_trace_snapshot_t *osk_itt_stop(int *err) { return osk_trace_stop("itt", err); }
-
-OSK_TRACE_API const osk_trace_calib_t *osk_itt_calibration(void);
-const osk_trace_calib_t *osk_itt_calibration(void) { return &g_calib; }
-
-/* Ends the `opskew record` session and writes the trace and summaries named
- * by the environment. Idempotent; returns 0 if there was nothing to do. */
-OSK_TRACE_API int osk_itt_finish(void);
-int osk_itt_finish(void) {
-  int expected = 0;
-  if (!g_launch.owner_pid || g_launch.owner_pid != (int)getpid()) return 0; /* not ours (fork) */
-  if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return 0;
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("itt", &err);
-  if (!s) {
-    fprintf(stderr, "opskew: no trace written: %s\n", osk_strerror(err));
-    return err ? err : OSK_EINVAL;
-  }
-  int rc = osk_trace_write_outputs_env(s);
-  osk_trace_snapshot_free(s);
-  return rc;
-}
-
-static void at_exit(void) { (void)osk_itt_finish(); }

@@ -21,17 +21,14 @@
  * a miss goes to the runtime's interning. Names that contain a ',' of their
  * own are cut there.
  *
- * Driving it is the same as the ITT collector: OPSKEW_TRACE_OUT (set by
- * `opskew record --device cuda`) writes the trace at exit; otherwise Python
- * calls osk_nvtx_start/osk_nvtx_stop through ctypes.
+ * Driving it is the shared collector life cycle (collector.c,
+ * osk_collector_*), the same as the ITT collector's: OPSKEW_TRACE_OUT (set
+ * by `opskew record --device cuda`) writes the trace at exit; otherwise
+ * Python starts and stops sessions through ctypes.
  */
-#include "trace_internal.h"
+#include "collector.h"
 
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <wchar.h>
 
 /* ----------------------------------------------------------- the NVTX ABI */
@@ -172,10 +169,15 @@ static int nvtx_pop(void) {
 
 /* ---------------------------------------------------------- injection */
 
-static _Atomic int g_inits;     /* successful InitializeInjectionNvtx2 calls */
-static _Atomic int g_init_errs; /* calls we could not serve */
+/* One pair through our NVTX callbacks, for the calibration. */
+static void calib_pair(void *ctx) {
+  (void)ctx;
+  nvtx_push_a("opskew::calibration, seq = 1, op_id = 2");
+  nvtx_pop();
+}
 
-static void autostart(void);
+/* The life cycle is collector.c's: sessions, `opskew record`, fork check. */
+const osk__collector_desc_t osk__collector = {.instrument = "nvtx", .pair = calib_pair};
 
 OSK_TRACE_API int InitializeInjectionNvtx2(osk__nvtx_get_export_table_t get_export_table);
 
@@ -189,7 +191,7 @@ int InitializeInjectionNvtx2(osk__nvtx_get_export_table_t get_export_table) {
       size <= OSK__NVTX_CBID_CORE_RangePop) {
     /* 0 makes NVTX unload us and turn this library's NVTX calls into
      * no-ops, which is the right outcome for a table we do not understand. */
-    atomic_fetch_add(&g_init_errs, 1);
+    osk__collector_bound(0);
     return 0;
   }
   /* Casting to void (*)(void) is how NVTX passes them; it casts back to
@@ -205,77 +207,7 @@ int InitializeInjectionNvtx2(osk__nvtx_get_export_table_t get_export_table) {
   };
   for (size_t i = 0; i < sizeof binds / sizeof binds[0]; i++)
     if (table[binds[i].id]) *table[binds[i].id] = binds[i].fn;
-  atomic_fetch_add(&g_inits, 1);
-  autostart();
+  osk__collector_bound(1);
+  osk__collector_autostart();
   return 1;
 }
-
-/* ------------------------------------------------------------ sessions */
-
-/* The same life cycle as the ITT collector (itt_collector.c): a session
- * started from Python (osk_nvtx_start/stop), or the `opskew record` session
- * that starts at injection or from the bootstrap and is written at exit. */
-
-static osk__launch_t g_launch;
-static _Atomic int g_finished;
-static osk_trace_calib_t g_calib;
-static pthread_once_t g_calib_once = PTHREAD_ONCE_INIT;
-
-static void calib_pair(void *ctx) {
-  (void)ctx;
-  nvtx_push_a("opskew::calibration, seq = 1, op_id = 2");
-  nvtx_pop();
-}
-
-static void calib_once(void) {
-  if (osk_trace_calibrate(calib_pair, NULL, &g_calib) != 0) memset(&g_calib, 0, sizeof g_calib);
-}
-
-static void at_exit(void);
-
-static void ensure_calib(void) { pthread_once(&g_calib_once, calib_once); }
-
-static int record_begin(void) { return osk__launch_record(&g_launch, ensure_calib, &g_calib, at_exit); }
-
-static void autostart(void) { osk__launch_autostart(&g_launch, record_begin); }
-
-/* Number of NVTX instances (libraries) that injected us; -1 if one offered
- * a table we could not use and none succeeded. */
-OSK_TRACE_API int osk_nvtx_bound(void);
-int osk_nvtx_bound(void) {
-  int n = atomic_load(&g_inits);
-  return n ? n : (atomic_load(&g_init_errs) ? -1 : 0);
-}
-
-OSK_TRACE_API int osk_nvtx_start(void);
-int osk_nvtx_start(void) {
-  pthread_once(&g_calib_once, calib_once);
-  return osk_trace_start(&g_calib);
-}
-
-OSK_TRACE_API int osk_nvtx_record_begin(void);
-int osk_nvtx_record_begin(void) { return record_begin(); }
-
-OSK_TRACE_API osk_trace_snapshot_t *osk_nvtx_stop(int *err);
-osk_trace_snapshot_t *osk_nvtx_stop(int *err) { return osk_trace_stop("nvtx", err); }
-
-OSK_TRACE_API const osk_trace_calib_t *osk_nvtx_calibration(void);
-const osk_trace_calib_t *osk_nvtx_calibration(void) { return &g_calib; }
-
-OSK_TRACE_API int osk_nvtx_finish(void);
-int osk_nvtx_finish(void) {
-  int expected = 0;
-  if (!g_launch.owner_pid || g_launch.owner_pid != (int)getpid()) return 0;
-  if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return 0;
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("nvtx", &err);
-  if (!s) {
-    fprintf(stderr, "opskew: no trace written: %s\n", osk_strerror(err));
-    return err ? err : OSK_EINVAL;
-  }
-  int rc = osk_trace_write_outputs_env(s);
-  osk_trace_snapshot_free(s);
-  return rc;
-}
-
-static void at_exit(void) { (void)osk_nvtx_finish(); }

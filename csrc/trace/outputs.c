@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static int write_text(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -41,31 +40,4 @@ int osk_trace_write_outputs_env(const osk_trace_snapshot_t *s) {
   size_t max_rows = rows && *rows ? (size_t)strtoul(rows, NULL, 10) : 0;
   return osk_trace_write_outputs(s, getenv("OPSKEW_TRACE_OUT"), getenv("OPSKEW_SUMMARY_TXT"),
                                  getenv("OPSKEW_SUMMARY_JSON"), max_rows);
-}
-
-/* ---------------------------------------------- self-started sessions */
-
-int osk__launch_record(osk__launch_t *l, void (*ensure_calib)(void), const osk_trace_calib_t *calib,
-                       void (*at_exit)(void)) {
-  if (l->owner_pid == (int)getpid()) return OSK_EINVAL; /* already recording */
-  const char *pid = getenv("OPSKEW_TRACE_PID");
-  if (pid && *pid && atoi(pid) != (int)getpid()) return OSK_EINVAL;
-  ensure_calib();
-  int rc = osk_trace_start(calib);
-  if (rc != 0) return rc;
-  l->owner_pid = (int)getpid();
-  if (!l->atexit_done) {
-    l->atexit_done = 1;
-    atexit(at_exit);
-  }
-  return 0;
-}
-
-void osk__launch_autostart(osk__launch_t *l, int (*record_begin)(void)) {
-  if (l->autostart_done) return;
-  l->autostart_done = 1;
-  const char *out = getenv("OPSKEW_TRACE_OUT");
-  const char *aut = getenv("OPSKEW_TRACE_AUTOSTART");
-  if (!out || !*out || (aut && strcmp(aut, "0") == 0)) return;
-  (void)record_begin();
 }

@@ -451,6 +451,7 @@ static const char *const k_loss_msg[] = {
 #undef OSK__LOSS_MSG
 };
 
+int osk_trace_loss_count(void) { return OSK_TRACE_LOSS_COUNT; }
 const char *osk_trace_loss_key(int cause) {
   return (cause >= 0 && cause < OSK_TRACE_LOSS_COUNT) ? k_loss_key[cause] : "unknown";
 }
@@ -627,6 +628,13 @@ uint64_t osk_trace_snapshot_lost_total(const osk_trace_snapshot_t *s) {
 uint64_t osk_trace_snapshot_unmatched_ends(const osk_trace_snapshot_t *s) { return s ? s->unmatched_ends : 0; }
 uint64_t osk_trace_snapshot_open_at_stop(const osk_trace_snapshot_t *s) { return s ? s->open_at_stop : 0; }
 const osk_trace_calib_t *osk_trace_snapshot_calib(const osk_trace_snapshot_t *s) { return s ? &s->calib : NULL; }
+
+size_t osk_trace_snapshot_threads(const osk_trace_snapshot_t *s) {
+  size_t n = 0;
+  /* Segments are sorted by thread: count where the thread changes. */
+  for (size_t i = 0; s && i < s->nsegs; i++) n += i == 0 || s->segs[i].chunk->tid != s->segs[i - 1].chunk->tid;
+  return n;
+}
 uint32_t osk_trace_snapshot_names(const osk_trace_snapshot_t *s) { return s ? s->n_names : 0; }
 const char *osk_trace_snapshot_name(const osk_trace_snapshot_t *s, uint32_t id) {
   if (!s || id == 0 || id >= s->n_names || !s->names[id]) return "<unnamed>";

@@ -135,28 +135,6 @@ OSK__HIDDEN void osk__sb_json_num(osk__sb_t *sb, double v);
 /* Returns the string (caller frees) or NULL if any append failed. */
 OSK__HIDDEN char *osk__sb_finish(osk__sb_t *sb);
 
-/* ---- the session a collector starts by itself (opskew record) ---- */
-
-/* What each collector keeps about the session it started for the launcher. */
-typedef struct {
-  int autostart_done;
-  int atexit_done;
-  int owner_pid;
-} osk__launch_t;
-
-/* Starts the session whose trace the collector writes at exit: refuses when
- * this process already records, or when OPSKEW_TRACE_PID names another
- * process (children inherit the environment; only the one the launcher meant
- * writes the trace). `ensure_calib` runs first (the collector's pthread_once);
- * `at_exit` is registered once. */
-OSK__HIDDEN int osk__launch_record(osk__launch_t *l, void (*ensure_calib)(void),
-                                   const osk_trace_calib_t *calib, void (*at_exit)(void));
-
-/* With OPSKEW_TRACE_OUT set, starts recording the first time it is called,
- * unless OPSKEW_TRACE_AUTOSTART=0 (the record bootstrap then starts it
- * itself, after a probe operator, so that the probe is not in the trace). */
-OSK__HIDDEN void osk__launch_autostart(osk__launch_t *l, int (*record_begin)(void));
-
 /* Writes v as decimal into out (at least 21 bytes); returns the length. */
 OSK__HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
 

@@ -3,13 +3,15 @@
     python [interpreter options] .../opskew/_record_boot.py (-c CODE | -m MODULE | SCRIPT) [ARGS]
 
 It imports nothing from the opskew package (the child may be another
-interpreter), turns on the instrument that `opskew record` chose in this
-thread and in every thread started later, starts opskew's recording session,
-and runs the user's code as ``__main__``. The trace is written by the C side
-(``osk_itt_finish``, ``osk_nvtx_finish`` or ``_pyhook.finish``) from an atexit
+interpreter, where opskew is not importable): it loads opskew's stdlib-only
+bootstrap, _boot.py, by path from its own folder, which turns on the
+instrument that `opskew record` chose in this thread and in every thread
+started later and starts opskew's recording session; then it runs the user's
+code as ``__main__``. The trace is written by the collector's C side
+(``osk_collector_finish``, the same in every collector) from an atexit
 handler, so it is written when the code returns, raises, calls sys.exit, or
 gets SIGINT/SIGTERM (both become exceptions that unwind). A SIGKILL or
-os._exit() writes nothing.
+os._exit() writes nothing, and neither does a forked child.
 
 Environment (set by `opskew record`):
   OPSKEW_INSTRUMENT   itt, nvtx, pyhook, or auto (ITT if torch has it, else pyhook)
@@ -20,7 +22,7 @@ Environment (set by `opskew record`):
 """
 
 import atexit
-import ctypes
+import importlib.util
 import os
 import runpy
 import signal
@@ -59,114 +61,42 @@ def _parse(argv):
     return "path", argv[0], list(argv)
 
 
-def _load_collector(path, prefix):
-    # RTLD_NOLOAD: the library PyTorch's ittnotify or NVTX loaded, or nothing.
-    try:
-        lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-    except OSError:
-        return None
-    for name in ("bound", "record_begin", "finish"):
-        getattr(lib, "%s_%s" % (prefix, name)).restype = ctypes.c_int
-    return lib
-
-
-def _load_pyhook(path):
-    import importlib.util
-
-    try:
-        spec = importlib.util.spec_from_file_location("opskew._pyhook", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    except Exception as exc:  # noqa: BLE001 - e.g. another Python version
-        _fail("cannot load opskew's profile hook (%s) in this interpreter: %s; run `opskew record` "
-              "with the Python that opskew is installed in" % (path, exc))
+def _load_by_path(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     return mod
 
 
-def _has_itt(torch):
-    itt = getattr(getattr(torch, "profiler", None), "itt", None)
+def _load_boot():
+    # By path, not by name: sys.path[0] is this folder only when the
+    # interpreter runs without -P / -I, and opskew may not be importable.
+    return _load_by_path("_opskew_boot", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot.py"))
+
+
+def _load_pyhook(path):
     try:
-        return bool(itt is not None and itt.is_available())
-    except Exception:  # noqa: BLE001
-        return False
+        return _load_by_path("opskew._pyhook", path)
+    except Exception as exc:  # noqa: BLE001 - e.g. another Python version
+        _fail("cannot load opskew's profile hook (%s) in this interpreter: %s; run `opskew record` "
+              "with the Python that opskew is installed in" % (path, exc))
 
 
-def _hook_threads(on_start):
-    """Runs on_start() at the start of every new threading.Thread: the hooks
-    are per thread. on_start returns a context to exit at the end, or None."""
-    import threading
-
-    original = threading.Thread._bootstrap_inner
-
-    def _bootstrap_inner(self):
-        try:
-            ctx = on_start()
-        except Exception:  # noqa: BLE001 - never break the user's thread
-            ctx = None
-        try:
-            original(self)
-        finally:
-            if ctx is not None:
-                try:
-                    ctx.__exit__(None, None, None)
-                except Exception:  # noqa: BLE001
-                    pass
-
-    threading.Thread._bootstrap_inner = _bootstrap_inner
-
-
-def _profiler_ctx(factory):
-    def start():
-        ctx = factory()
-        ctx.__enter__()
-        return ctx
-
-    return start
-
-
-def _start_collector(torch, factory, env, prefix, what):
-    """Starts an injected collector (ITT or NVTX); returns its finish()."""
-    collector = os.environ.get(env, "")
-    main_ctx = factory()
-    main_ctx.__enter__()
-    _hook_threads(_profiler_ctx(factory))
-    # The first operator makes ittnotify / NVTX load the collector.
-    torch.empty(0)
-    lib = _load_collector(collector, prefix)
-    if lib is None or getattr(lib, prefix + "_bound")() <= 0:
-        _fail("PyTorch did not load opskew's %s collector (%s); is %s overridden, or %s "
-              "disabled in this build?" % (what, collector, env, what))
-    rc = getattr(lib, prefix + "_record_begin")()
-    if rc != 0:
-        _fail("the tracer could not start (error %d)" % rc)
-
-    def finish():
-        rc = getattr(lib, prefix + "_finish")()
-        try:
-            main_ctx.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001
-            pass
-        return rc
-
-    return finish
-
-
-def _start_pyhook(torch):
-    path = os.environ.get("OPSKEW_PYHOOK_PATH", "")
+def _start(boot, torch, inst):
+    """Turns the instrument on and starts the record session; returns the Session."""
+    if inst == "pyhook":
+        path = os.environ.get("OPSKEW_PYHOOK_PATH", "")
+        if not path:
+            _fail("run this through `opskew record`, which sets OPSKEW_PYHOOK_PATH")
+        return boot.start_pyhook(_load_pyhook(path), torch, record=True)
+    env, what = boot.ENV[inst], boot.WHAT[inst]
+    path = os.environ.get(env, "")
     if not path:
-        _fail("run this through `opskew record`, which sets OPSKEW_PYHOOK_PATH")
-    hook = _load_pyhook(path)
-    hook.calibrate(torch.empty)
-    hook.start()
-    hook.install_all()
-    _hook_threads(lambda: hook.install())
-
-    def finish():
-        rc = hook.finish()
-        hook.uninstall_all()
-        return rc
-
-    return finish
+        _fail("run this through `opskew record`, which sets %s" % env)
+    return boot.start_collector(
+        torch, inst, path, record=True,
+        not_bound=lambda bound: "PyTorch did not load opskew's %s collector (%s); is %s overridden, or "
+                                "%s disabled in this build?" % (what, path, env, what))
 
 
 def main():
@@ -185,26 +115,26 @@ def main():
     except Exception as exc:  # noqa: BLE001 - any import failure ends here
         _fail("cannot import torch in the traced interpreter: %s" % exc)
 
+    boot = _load_boot()
     if inst == "nvtx":
         if getattr(torch.version, "cuda", None) is None:
             _fail("--device cuda: torch %s is a CPU-only build (no CUDA)" % torch.__version__)
         if not torch.cuda.is_available():
             _fail("--device cuda: torch %s (CUDA %s) sees no CUDA device" % (torch.__version__, torch.version.cuda))
-        finish = _start_collector(torch, torch.autograd.profiler.emit_nvtx, "NVTX_INJECTION64_PATH",
-                                  "osk_nvtx", "NVTX")
-    elif inst == "itt" or (inst == "auto" and _has_itt(torch)):
-        if not _has_itt(torch):
+    elif inst == "itt" or (inst == "auto" and boot.has_itt(torch)):
+        if not boot.has_itt(torch):
             _fail(
                 "this torch build has no ITT support (x86-64 builds have it; this one, torch %s "
                 "on %s, does not); use --instrument pyhook, or leave --instrument unset to fall "
                 "back to it" % (torch.__version__, os.uname().machine)
             )
-        if not os.environ.get("INTEL_LIBITTNOTIFY64"):
-            _fail("run this through `opskew record`, which sets INTEL_LIBITTNOTIFY64")
-        finish = _start_collector(torch, torch.autograd.profiler.emit_itt, "INTEL_LIBITTNOTIFY64",
-                                  "osk_itt", "ITT")
+        inst = "itt"
     else:
-        finish = _start_pyhook(torch)
+        inst = "pyhook"
+    try:
+        session = _start(boot, torch, inst)
+    except boot.SetupError as exc:
+        _fail(str(exc))
 
     def _finish():
         # A second Ctrl-C must not interrupt the write.
@@ -213,9 +143,9 @@ def main():
                 signal.signal(sig, signal.SIG_IGN)
             except (ValueError, OSError):
                 pass
-        rc = finish()
-        if rc != 0:
-            sys.stderr.write("opskew record: writing the trace failed (error %d)\n" % rc)
+        rc = session.finish()
+        if rc < 0:
+            sys.stderr.write("opskew record: writing the trace failed: %s\n" % boot.strerror(session.lib, rc))
 
     atexit.register(_finish)
 

@@ -25,8 +25,11 @@ Instruments (all feed the same C runtime and writer):
   (``a + b``), inside other operators, or in backward are not seen.
 
 Python talks to the collector through ctypes (dlopen of the same path returns
-the library that ITT or NVTX loaded). ``OPSKEW_INSTRUMENT`` (itt, pyhook,
-nvtx) forces an instrument when ``instrument=`` is not given.
+the library that ITT or NVTX loaded): every collector exports the same
+osk_collector_* life cycle, declared once in opskew._boot, which also turns
+the instruments on (the same code `opskew record`'s child runs).
+``OPSKEW_INSTRUMENT`` (itt, pyhook, nvtx) forces an instrument when
+``instrument=`` is not given.
 
 This module never imports torch at import time.
 """
@@ -35,46 +38,33 @@ from __future__ import annotations
 
 import array
 import ctypes
-import json
 import os
 import sys
-import threading
 from typing import Iterator, NamedTuple, Optional
 
+from . import _boot
+from ._boot import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
 from .errors import OpskewError, UsageError
 
-COLLECTOR_ENV = "INTEL_LIBITTNOTIFY64"
-COLLECTOR_NAME = "libopskew_itt.so"
-NVTX_ENV = "NVTX_INJECTION64_PATH"
-NVTX_NAME = "libopskew_nvtx.so"
+COLLECTOR_ENV = _boot.ENV["itt"]
+NVTX_ENV = _boot.ENV["nvtx"]
 INSTRUMENT_ENV = "OPSKEW_INSTRUMENT"
 INSTRUMENTS = ("auto", "itt", "pyhook", "nvtx")
 
-__all__ = ["trace", "arrange", "arrange_nvtx", "collector_path", "nvtx_collector_path",
-           "resolve_instrument", "Trace", "TracerSetupError"]
+__all__ = ["trace", "arrange", "collector_path", "resolve_instrument", "Trace", "TracerSetupError"]
 
 
 class TracerSetupError(UsageError):
     """The tracer cannot run in this process; the message says what to do."""
 
 
-def collector_path() -> str:
-    """Absolute path of the ITT collector library (OPSKEW_ITT_COLLECTOR overrides)."""
-    path = os.environ.get("OPSKEW_ITT_COLLECTOR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), COLLECTOR_NAME)
+def collector_path(instrument: str = "itt") -> str:
+    """Absolute path of the collector library torch loads for `instrument`
+    ("itt" or "nvtx"; OPSKEW_ITT_COLLECTOR / OPSKEW_NVTX_COLLECTOR override)."""
+    path = _boot.default_path(instrument)
     if not os.path.isfile(path):
         raise TracerSetupError(
-            f"opskew's ITT collector is missing ({path}); reinstall opskew "
-            "(pip install --no-build-isolation .) so that it is built"
-        )
-    return path
-
-
-def nvtx_collector_path() -> str:
-    """Absolute path of the NVTX injection library (OPSKEW_NVTX_COLLECTOR overrides)."""
-    path = os.environ.get("OPSKEW_NVTX_COLLECTOR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), NVTX_NAME)
-    if not os.path.isfile(path):
-        raise TracerSetupError(
-            f"opskew's NVTX collector is missing ({path}); reinstall opskew "
+            f"opskew's {_boot.WHAT[instrument]} collector is missing ({path}); reinstall opskew "
             "(pip install --no-build-isolation .) so that it is built"
         )
     return path
@@ -103,135 +93,58 @@ def cuda_missing_reason(torch) -> Optional[str]:
     return None
 
 
-_TORCH_FIRST = (
-    "torch was imported before opskew could arrange its ITT collector, and PyTorch "
-    "creates its ITT domain when it is imported. Do one of: (1) call opskew.trace() "
-    "or opskew.tracing.arrange() before `import torch`; (2) start Python with "
-    "{env}={path} in the environment; (3) run the script under "
-    "`opskew record -o trace.json -- python script.py`; or (4) use the fallback "
-    "opskew.trace(instrument=\"pyhook\"), which records torch builtin calls only."
-)
+_TORCH_FIRST = {
+    "itt": (
+        "torch was imported before opskew could arrange its ITT collector, and PyTorch "
+        "creates its ITT domain when it is imported. Do one of: (1) call opskew.trace() "
+        "or opskew.tracing.arrange() before `import torch`; (2) start Python with "
+        "{env}={path} in the environment; (3) run the script under "
+        "`opskew record -o trace.json -- python script.py`; or (4) use the fallback "
+        "opskew.trace(instrument=\"pyhook\"), which records torch builtin calls only."
+    ),
+    "nvtx": (
+        "torch was imported before opskew could arrange its NVTX collector, and NVTX "
+        "reads {env} when torch first uses it. Call opskew.trace(device=\"cuda\") "
+        "before `import torch`, start Python with {env}={path}, or run the script "
+        "under `opskew record --device cuda -- python script.py`."
+    ),
+}
+_OTHER_TOOL = {"itt": "another ITT collector, for example VTune's",
+               "nvtx": "another NVTX tool, for example Nsight Systems"}
 
 
-def arrange() -> str:
-    """Makes the next `import torch` load opskew's collector; returns its path.
+def arrange(instrument: str = "itt") -> str:
+    """Makes the next `import torch` load opskew's collector for `instrument`
+    ("itt" or "nvtx"); returns its path.
 
     Raises TracerSetupError if torch is already imported without it, or if
-    another ITT collector (VTune's) is configured.
+    another tool's collector (VTune's, Nsight's) is configured.
     """
-    path = collector_path()
-    current = os.environ.get(COLLECTOR_ENV)
+    path, env = collector_path(instrument), _boot.ENV[instrument]
+    current = os.environ.get(env)
     if current and os.path.realpath(current) != os.path.realpath(path):
         raise TracerSetupError(
-            f"{COLLECTOR_ENV} is already set to {current} (another ITT collector, for "
-            "example VTune's); unset it to trace with opskew"
+            f"{env} is already set to {current} ({_OTHER_TOOL[instrument]}); unset it to trace with opskew"
         )
     if not current and "torch" in sys.modules:
-        raise TracerSetupError(_TORCH_FIRST.format(env=COLLECTOR_ENV, path=path))
-    os.environ[COLLECTOR_ENV] = path
+        raise TracerSetupError(_TORCH_FIRST[instrument].format(env=env, path=path))
+    os.environ[env] = path
     return path
 
 
-def arrange_nvtx() -> str:
-    """Makes the next `import torch` inject opskew's NVTX collector; returns its path."""
-    path = nvtx_collector_path()
-    current = os.environ.get(NVTX_ENV)
-    if current and os.path.realpath(current) != os.path.realpath(path):
-        raise TracerSetupError(
-            f"{NVTX_ENV} is already set to {current} (another NVTX tool, for example Nsight "
-            "Systems); unset it to trace with opskew"
-        )
-    if not current and "torch" in sys.modules:
-        raise TracerSetupError(
-            "torch was imported before opskew could arrange its NVTX collector, and NVTX "
-            f"reads {NVTX_ENV} when torch first uses it. Call opskew.trace(device=\"cuda\") "
-            f"before `import torch`, start Python with {NVTX_ENV}={path}, or run the script "
-            "under `opskew record --device cuda -- python script.py`."
-        )
-    os.environ[NVTX_ENV] = path
-    return path
+def _not_bound(instrument: str, path: str):
+    """The error for a collector torch did not bind (bound 0, or -1: refused)."""
+    def message(bound: int) -> str:
+        if instrument == "itt":
+            if bound < 0:
+                return ("PyTorch's ittnotify has a layout opskew does not know (ittapi major "
+                        "version is not 3); please report it with your torch version")
+            return _TORCH_FIRST["itt"].format(env=COLLECTOR_ENV, path=path)
+        return (f"torch's NVTX did not load opskew's collector ({path}): torch was imported "
+                f"before {NVTX_ENV} was set, or this build links a pre-v3 NVTX without "
+                "injection support" + (" (a table it offered was refused)" if bound < 0 else ""))
 
-
-# ------------------------------------------------------------------ ctypes
-
-
-class _Event(ctypes.Structure):
-    _fields_ = [
-        ("ts_ns", ctypes.c_int64),
-        ("dur_ns", ctypes.c_int64),
-        ("name", ctypes.c_uint32),
-        ("tid", ctypes.c_uint32),
-        ("depth", ctypes.c_uint16),
-        ("category", ctypes.c_uint16),
-        ("reserved", ctypes.c_uint32),
-    ]
-
-
-class _Calib(ctypes.Structure):
-    _fields_ = [
-        ("w_ns", ctypes.c_double),
-        ("delta_ns", ctypes.c_double),
-        ("w_spread_ns", ctypes.c_double),
-        ("pairs", ctypes.c_uint32),
-        ("rounds", ctypes.c_uint32),
-        ("valid", ctypes.c_int),
-    ]
-
-
-_LOSS_KEYS = ("nomem_chunk", "nomem_thread", "depth", "name")  # OSK_TRACE_LOSS_MAP order
-
-
-def _declare(lib, prefix: Optional[str] = "osk_itt"):
-    """Declares the tracer's C API on `lib`; `prefix` names the collector's
-    own control functions (osk_itt_*, osk_nvtx_*; None for _pyhook)."""
-    P, I, U32, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_size_t
-    sig = {}
-    if prefix:
-        sig.update({
-            f"{prefix}_bound": (I, []),
-            f"{prefix}_start": (I, []),
-            f"{prefix}_stop": (P, [ctypes.POINTER(I)]),
-        })
-    sig.update({
-        "osk_trace_active": (I, []),
-        "osk_trace_snapshot_free": (None, [P]),
-        "osk_trace_snapshot_events": (SZ, [P]),
-        "osk_trace_snapshot_lost": (ctypes.c_uint64, [P, I]),
-        "osk_trace_snapshot_lost_total": (ctypes.c_uint64, [P]),
-        "osk_trace_snapshot_unmatched_ends": (ctypes.c_uint64, [P]),
-        "osk_trace_snapshot_open_at_stop": (ctypes.c_uint64, [P]),
-        "osk_trace_snapshot_calib": (ctypes.POINTER(_Calib), [P]),
-        "osk_trace_snapshot_names": (U32, [P]),
-        "osk_trace_snapshot_name": (ctypes.c_char_p, [P, U32]),
-        "osk_trace_snapshot_columns": (SZ, [P, P, P, P, P, P]),
-        "osk_trace_write_chrome": (I, [P, ctypes.c_char_p]),
-        "osk_trace_summarize": (P, [P, P, ctypes.POINTER(I)]),
-        "osk_trace_summary_free": (None, [P]),
-        "osk_trace_summary_table": (P, [P, SZ]),
-        "osk_trace_summary_json": (P, [P]),
-        "osk_trace_free": (None, [P]),
-    })
-    for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
-    return lib
-
-
-_lib_cache: dict = {}
-
-
-def _collector(path: str, must_be_loaded: bool = True, prefix: Optional[str] = "osk_itt"):
-    """The collector ITT or NVTX loaded (RTLD_NOLOAD), or None if it is not loaded."""
-    if path in _lib_cache:
-        return _lib_cache[path]
-    mode = os.RTLD_LAZY | (os.RTLD_NOLOAD if must_be_loaded else 0)
-    try:
-        lib = ctypes.CDLL(path, mode=mode)
-    except OSError:
-        return None
-    _lib_cache[path] = _declare(lib, prefix)
-    return _lib_cache[path]
+    return message
 
 
 def _take_string(lib, ptr) -> str:
@@ -282,8 +195,11 @@ class Events:
 
 
 class Summary:
-    """Per-operator statistics computed in C. str() is the table; .data is the
-    JSON document (schema opskew.trace.summary/1); .rows its "ops" list."""
+    """Per-operator statistics computed in C, read through ctypes. str() is
+    the table (C's); .rows one dict per operator (the fields of
+    osk_trace_op_t, with the name as a string), sorted by self time; .data
+    the session's figures with .rows under "ops", the keys of the JSON
+    summary (schema opskew.trace.summary/1) but its "residual_ns"."""
 
     def __init__(self, table: str, data: dict):
         self.table = table
@@ -295,6 +211,30 @@ class Summary:
 
     def __repr__(self) -> str:
         return f"<opskew.tracing.Summary: {len(self.rows)} operators>"
+
+
+def _summarize(trace: "Trace") -> Summary:
+    lib, snap, err = trace._lib, trace._snap, ctypes.c_int(0)
+    s = lib.osk_trace_summarize(snap, None, ctypes.byref(err))
+    if not s:
+        raise MemoryError("opskew tracer: out of memory building the summary")
+    try:
+        table = _take_string(lib, lib.osk_trace_summary_table(s, 0))
+        fields = [f for f, _ in _boot.Op._fields_]
+        rows = []
+        for i in range(lib.osk_trace_summary_rows(s)):
+            r = lib.osk_trace_summary_row(s, i).contents
+            row = {f: getattr(r, f) for f in fields}
+            row["name"] = lib.osk_trace_snapshot_name(snap, r.name).decode("utf-8", "replace")
+            rows.append(row)
+    finally:
+        lib.osk_trace_summary_free(s)
+    data = {"schema": "opskew.trace.summary/1", "instrument": trace.instrument, "events": trace.n_events,
+            "threads": int(lib.osk_trace_snapshot_threads(snap)), "lost": trace.lost,
+            "unmatched_ends": int(lib.osk_trace_snapshot_unmatched_ends(snap)),
+            "open_at_stop": int(lib.osk_trace_snapshot_open_at_stop(snap)),
+            "calibration": trace.calibration, "ops": rows}
+    return Summary(table, data)
 
 
 class Trace:
@@ -325,9 +265,10 @@ class Trace:
     def lost(self) -> dict:
         """Events not recorded, by cause ("total" excludes "name": unnamed events are kept)."""
         self._need()
-        out = {"total": int(self._lib.osk_trace_snapshot_lost_total(self._snap))}
-        for i, key in enumerate(_LOSS_KEYS):
-            out[key] = int(self._lib.osk_trace_snapshot_lost(self._snap, i))
+        lib = self._lib
+        out = {"total": int(lib.osk_trace_snapshot_lost_total(self._snap))}
+        for i in range(lib.osk_trace_loss_count()):
+            out[lib.osk_trace_loss_key(i).decode()] = int(lib.osk_trace_snapshot_lost(self._snap, i))
         return out
 
     @property
@@ -343,16 +284,7 @@ class Trace:
     def summary(self) -> Summary:
         self._need()
         if self._summary is None:
-            lib, err = self._lib, ctypes.c_int(0)
-            s = lib.osk_trace_summarize(self._snap, None, ctypes.byref(err))
-            if not s:
-                raise MemoryError("opskew tracer: out of memory building the summary")
-            try:
-                table = _take_string(lib, lib.osk_trace_summary_table(s, 0))
-                data = json.loads(_take_string(lib, lib.osk_trace_summary_json(s)))
-            finally:
-                lib.osk_trace_summary_free(s)
-            self._summary = Summary(table, data)
+            self._summary = _summarize(self)
         return self._summary
 
     @property
@@ -381,8 +313,7 @@ class Trace:
         path = os.path.abspath(path)
         rc = self._lib.osk_trace_write_chrome(self._snap, os.fsencode(path))
         if rc != 0:
-            raise OpskewError(f"could not write the trace to {path} (error {rc}: "
-                              f"{'input/output error' if rc == -5 else 'see opskew.h'})")
+            raise OpskewError(f"could not write the trace to {path}: {_boot.strerror(self._lib, rc)}")
         return path
 
     def __del__(self):
@@ -398,35 +329,6 @@ class Trace:
 
 
 # ------------------------------------------------------------------ trace()
-
-
-def hook_new_threads(on_start):
-    """Runs on_start() at the start of every threading.Thread started from now
-    on, since the operator hooks are per thread (as threading.setprofile
-    does); on_start() returns an object to __exit__ when the thread ends, or
-    None. Returns the original Thread._bootstrap_inner, to restore later, or
-    None when it is missing: it is private but has been stable (3.7-3.13), and
-    without it new threads are simply not recorded."""
-    original = getattr(threading.Thread, "_bootstrap_inner", None)
-    if original is None:  # pragma: no cover
-        return None
-
-    def _bootstrap_inner(thread_self):
-        try:
-            ctx = on_start()
-        except Exception:  # noqa: BLE001 - never break the user's thread
-            ctx = None
-        try:
-            original(thread_self)
-        finally:
-            if ctx is not None:
-                try:
-                    ctx.__exit__(None, None, None)
-                except Exception:  # noqa: BLE001
-                    pass
-
-    threading.Thread._bootstrap_inner = _bootstrap_inner
-    return original
 
 
 class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
@@ -451,153 +353,63 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         self.instrument = resolve_instrument(instrument, device)
         self.device = device
         self._result = None
-        self._ctx = None
-        self._lib = None
-        self._stop = None
-        self._orig_bootstrap = None
-        self._pyhook = None
+        self._session = None
 
     def __enter__(self) -> Trace:
         inst = self.instrument
-        if inst == "nvtx":
-            return self._enter_nvtx()
         if inst == "pyhook":
             import torch  # noqa: F401 - nothing to arrange for the fallback
 
-            return self._enter_pyhook(torch)
+            return self._start(inst, torch)
+        if inst == "nvtx":
+            path = arrange("nvtx")
+            import torch
+
+            why = cuda_missing_reason(torch)
+            if why:
+                raise TracerSetupError(f"device=\"cuda\" asked for, but {why}")
+            return self._start(inst, torch, path)
         # itt, or auto: arrange ITT, and fall back where this torch has none.
         if inst == "auto" and "torch" in sys.modules and not os.environ.get(COLLECTOR_ENV):
             torch = sys.modules["torch"]
-            if not _has_itt(torch):
-                return self._enter_pyhook(torch)
-        path = arrange()
+            if not _boot.has_itt(torch):
+                return self._start("pyhook", torch)
+        path = arrange("itt")
         import torch  # only now: the collector is arranged
 
-        if not _has_itt(torch):
+        if not _boot.has_itt(torch):
             if inst == "auto":
-                return self._enter_pyhook(torch)
+                return self._start("pyhook", torch)
             raise TracerSetupError(
                 f"this torch build ({torch.__version__}) has no ITT support (x86-64 builds "
                 "have it); use instrument=\"pyhook\" (torch builtin calls only) or leave "
                 "instrument unset to fall back automatically"
             )
-        loaded = _collector(path)
-        if loaded is not None and loaded.osk_trace_active():
-            raise TracerSetupError(
-                "an opskew tracing session is already active in this process "
-                "(a trace() block, or `opskew record`); sessions do not nest"
-            )
-        emit_itt = torch.autograd.profiler.emit_itt
-        self._ctx = emit_itt()
-        self._ctx.__enter__()
+        return self._start("itt", torch, path)
+
+    def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
         try:
-            torch.empty(0)  # the first ITT task makes ittnotify load the collector
-            lib = _collector(path)
-            bound = lib.osk_itt_bound() if lib is not None else 0
-            if bound == 0:
-                raise TracerSetupError(_TORCH_FIRST.format(env=COLLECTOR_ENV, path=path))
-            if bound < 0:
-                raise TracerSetupError(
-                    "PyTorch's ittnotify has a layout opskew does not know (ittapi major "
-                    "version is not 3); please report it with your torch version"
-                )
-            rc = lib.osk_itt_start()
-            if rc != 0:
-                raise TracerSetupError("an opskew tracing session is already active in this process")
-        except BaseException:
-            self._ctx.__exit__(None, None, None)
-            self._ctx = None
-            raise
-        self._lib, self._stop = lib, lib.osk_itt_stop
-        self.instrument = "itt"
-        self._hook_threads(_profiler_ctx(emit_itt))
-        self._result = Trace(self.path, "itt")
+            if inst == "pyhook":
+                from . import _pyhook
+
+                self._session = _boot.start_pyhook(_pyhook, torch)
+            else:
+                self._session = _boot.start_collector(torch, inst, path, _not_bound(inst, path))
+        except _boot.SetupError as exc:
+            raise TracerSetupError(str(exc)) from None
+        self.instrument = inst
+        self._result = Trace(self.path, inst)
         return self._result
-
-    def _enter_nvtx(self) -> Trace:
-        path = arrange_nvtx()
-        import torch
-
-        why = cuda_missing_reason(torch)
-        if why:
-            raise TracerSetupError(f"device=\"cuda\" asked for, but {why}")
-        loaded = _collector(path, prefix="osk_nvtx")
-        if loaded is not None and loaded.osk_trace_active():
-            raise TracerSetupError("an opskew tracing session is already active in this process")
-        emit_nvtx = torch.autograd.profiler.emit_nvtx
-        self._ctx = emit_nvtx()
-        self._ctx.__enter__()
-        try:
-            torch.empty(0)  # the first NVTX range makes NVTX inject the collector
-            lib = _collector(path, prefix="osk_nvtx")
-            bound = lib.osk_nvtx_bound() if lib is not None else 0
-            if bound <= 0:
-                raise TracerSetupError(
-                    f"torch's NVTX did not load opskew's collector ({path}): torch was imported "
-                    f"before {NVTX_ENV} was set, or this build links a pre-v3 NVTX without "
-                    "injection support" + (" (a table it offered was refused)" if bound < 0 else "")
-                )
-            if lib.osk_nvtx_start() != 0:
-                raise TracerSetupError("an opskew tracing session is already active in this process")
-        except BaseException:
-            self._ctx.__exit__(None, None, None)
-            self._ctx = None
-            raise
-        self._lib, self._stop = lib, lib.osk_nvtx_stop
-        self._hook_threads(_profiler_ctx(emit_nvtx))
-        self._result = Trace(self.path, "nvtx")
-        return self._result
-
-    def _enter_pyhook(self, torch) -> Trace:
-        from . import _pyhook
-
-        if _pyhook.active():
-            raise TracerSetupError("an opskew tracing session is already active in this process")
-        lib = _collector(_pyhook.__file__, must_be_loaded=True, prefix=None)
-        if lib is None:  # pragma: no cover - the module is imported, so it is loaded
-            raise TracerSetupError("cannot reach opskew._pyhook through ctypes")
-        _pyhook.calibrate(torch.empty)
-        _pyhook.start()
-        _pyhook.install_all()
-        self._pyhook = _pyhook
-        self._lib = lib
-        self.instrument = "pyhook"
-
-        def hooked():
-            _pyhook.install()
-            return None
-
-        self._hook_threads(hooked)
-        self._result = Trace(self.path, "pyhook")
-        return self._result
-
-    def _hook_threads(self, on_start):
-        self._orig_bootstrap = hook_new_threads(on_start)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        lib = self._lib
-        err = ctypes.c_int(0)
-        if self._pyhook is not None:
-            try:
-                snap = self._pyhook.stop()  # stop first, then unhook
-            except RuntimeError:
-                snap = None
-            self._pyhook.uninstall_all()
-        else:
-            snap = self._stop(ctypes.byref(err))  # stop first: emit_*'s exit is not ours
-        if self._orig_bootstrap is not None:
-            threading.Thread._bootstrap_inner = self._orig_bootstrap
-            self._orig_bootstrap = None
-        if self._ctx is not None:
-            try:
-                self._ctx.__exit__(None, None, None)
-            finally:
-                self._ctx = None
+        session, self._session = self._session, None
+        snap, err = session.stop()  # stops recording first, then turns the instrument off
         if not snap:
             if exc_type is None:
-                raise OpskewError(f"opskew tracer: stopping the session failed (error {err.value})")
+                raise OpskewError("opskew tracer: stopping the session failed: "
+                                  f"{_boot.strerror(session.lib, err)}")
             return False
-        self._result._attach(lib, snap)
+        self._result._attach(session.lib, snap)
         if self.path:
             try:
                 self._result.write(self.path)
@@ -606,20 +418,3 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
                     raise
                 print(f"opskew: could not write the trace to {self.path}", file=sys.stderr)
         return False
-
-
-def _has_itt(torch) -> bool:
-    itt = getattr(getattr(torch, "profiler", None), "itt", None)
-    try:
-        return bool(itt is not None and itt.is_available())
-    except Exception:  # noqa: BLE001 - a broken ITT module counts as absent
-        return False
-
-
-def _profiler_ctx(factory):
-    def start():
-        ctx = factory()
-        ctx.__enter__()
-        return ctx
-
-    return start

@@ -31,8 +31,8 @@ def record(tmp_path, code, *extra, timeout=300):
 def test_nvtx_collector_is_installed_and_exports_the_injection_entry():
     import opskew.tracing as tr
 
-    lib = ctypes.CDLL(tr.nvtx_collector_path())
-    assert lib.InitializeInjectionNvtx2 and lib.osk_nvtx_bound and lib.osk_nvtx_finish
+    lib = ctypes.CDLL(tr.collector_path("nvtx"))
+    assert lib.InitializeInjectionNvtx2 and lib.osk_collector_bound and lib.osk_collector_finish
     # Refuses an export table it cannot use (NVTX then unloads it).
     lib.InitializeInjectionNvtx2.argtypes = [ctypes.c_void_p]
     proto = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)

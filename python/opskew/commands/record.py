@@ -146,8 +146,7 @@ def _header(path: str) -> dict:
 
 
 def run(args) -> int:
-    from ..tracing import (COLLECTOR_ENV, NVTX_ENV, collector_path, nvtx_collector_path,
-                           resolve_instrument)
+    from ..tracing import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -166,7 +165,7 @@ def run(args) -> int:
     env = dict(os.environ)
     env["OPSKEW_INSTRUMENT"] = inst
     if inst == "nvtx":
-        collector = nvtx_collector_path()
+        collector = collector_path("nvtx")
         if os.environ.get(NVTX_ENV) and os.path.realpath(os.environ[NVTX_ENV]) != os.path.realpath(collector):
             raise UsageError(f"{NVTX_ENV} is set to another NVTX tool ({os.environ[NVTX_ENV]}); unset it")
         env[NVTX_ENV] = collector

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
 
   /* A wrong magic: nothing is bound. */
   int (*bound)(void);
-  *(void **)&bound = dlsym(lib, "osk_itt_bound");
+  *(void **)&bound = dlsym(lib, "osk_collector_bound");
   CHECK(bound && bound() == 0);
   static global_t bad;
   bad.api_list_ptr = list;
@@ -114,8 +114,8 @@ int main(int argc, char **argv) {
   const char *(*cat)(const osk_trace_snapshot_t *, uint32_t);
   void (*sfree)(osk_trace_snapshot_t *);
   const osk_trace_calib_t *(*calib)(const osk_trace_snapshot_t *);
-  *(void **)&start = dlsym(lib, "osk_itt_start");
-  *(void **)&stop = dlsym(lib, "osk_itt_stop");
+  *(void **)&start = dlsym(lib, "osk_collector_start");
+  *(void **)&stop = dlsym(lib, "osk_collector_stop");
   *(void **)&nevents = dlsym(lib, "osk_trace_snapshot_events");
   *(void **)&copy = dlsym(lib, "osk_trace_snapshot_copy");
   *(void **)&name = dlsym(lib, "osk_trace_snapshot_name");

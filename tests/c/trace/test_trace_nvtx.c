@@ -96,9 +96,9 @@ int main(int argc, char **argv) {
   int (*bound)(void);
   int (*start)(void);
   osk_trace_snapshot_t *(*stop)(int *);
-  *(void **)&bound = dlsym(lib, "osk_nvtx_bound");
-  *(void **)&start = dlsym(lib, "osk_nvtx_start");
-  *(void **)&stop = dlsym(lib, "osk_nvtx_stop");
+  *(void **)&bound = dlsym(lib, "osk_collector_bound");
+  *(void **)&start = dlsym(lib, "osk_collector_start");
+  *(void **)&stop = dlsym(lib, "osk_collector_stop");
   CHECK(bound && start && stop);
   CHECK(dlsym(lib, "osk__sb_put") == NULL); /* internals stay hidden */
   CHECK(bound() == 0);

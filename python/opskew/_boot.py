@@ -1,0 +1,299 @@
+"""Turning an instrument on: what opskew.trace() and `opskew record`'s child share.
+
+Standard library only, and nothing from the opskew package: `opskew record`
+runs its bootstrap (_record_boot.py) in the user's interpreter, where opskew
+itself may not be importable, and that bootstrap loads this file by path.
+opskew.tracing imports it as opskew._boot.
+
+It holds the thread hook (the operator hooks are per thread), the ITT check,
+the collectors' ctypes surface (the same osk_collector_* / osk_trace_*
+functions in every collector; docs/design.md, "One trace core"), with the
+struct mirrors checked against the C library's own layout when it loads,
+and the start of a session for each instrument.
+"""
+
+import ctypes
+import os
+import threading
+
+# Per instrument that torch loads: the variable torch reads at import, the
+# library's file next to this one, and the variable that overrides it.
+ENV = {"itt": "INTEL_LIBITTNOTIFY64", "nvtx": "NVTX_INJECTION64_PATH"}
+FILE = {"itt": "libopskew_itt.so", "nvtx": "libopskew_nvtx.so"}
+OVERRIDE = {"itt": "OPSKEW_ITT_COLLECTOR", "nvtx": "OPSKEW_NVTX_COLLECTOR"}
+WHAT = {"itt": "ITT", "nvtx": "NVTX"}
+
+ALREADY_ACTIVE = ("an opskew tracing session is already active in this process "
+                  "(a trace() block, or `opskew record`); sessions do not nest")
+
+
+class SetupError(Exception):
+    """The instrument cannot be turned on; the message says why and what to do."""
+
+
+def default_path(instrument):
+    """Where the collector library for `instrument` ("itt", "nvtx") is, unless overridden."""
+    return os.environ.get(OVERRIDE[instrument]) or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), FILE[instrument])
+
+
+def has_itt(torch):
+    """Whether this torch build has ITT (x86-64 builds do)."""
+    itt = getattr(getattr(torch, "profiler", None), "itt", None)
+    try:
+        return bool(itt is not None and itt.is_available())
+    except Exception:  # noqa: BLE001 - a broken ITT module counts as absent
+        return False
+
+
+def profiler_ctx(factory):
+    """on_start for hook_new_threads: enters factory() in the new thread."""
+    def start():
+        ctx = factory()
+        ctx.__enter__()
+        return ctx
+
+    return start
+
+
+def hook_new_threads(on_start):
+    """Runs on_start() at the start of every threading.Thread started from now
+    on, since the operator hooks are per thread (as threading.setprofile
+    does); on_start() returns an object to __exit__ when the thread ends, or
+    None. Returns the original Thread._bootstrap_inner, to restore later, or
+    None when it is missing: it is private but has been stable (3.7-3.13), and
+    without it new threads are simply not recorded."""
+    original = getattr(threading.Thread, "_bootstrap_inner", None)
+    if original is None:  # pragma: no cover
+        return None
+
+    def _bootstrap_inner(thread_self):
+        try:
+            ctx = on_start()
+        except Exception:  # noqa: BLE001 - never break the user's thread
+            ctx = None
+        try:
+            original(thread_self)
+        finally:
+            if ctx is not None:
+                try:
+                    ctx.__exit__(None, None, None)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    threading.Thread._bootstrap_inner = _bootstrap_inner
+    return original
+
+
+# ------------------------------------------------------------------ ctypes
+
+
+class Calib(ctypes.Structure):
+    """osk_trace_calib_t, checked against the library when it loads."""
+    _c_name_ = "osk_trace_calib_t"
+    _fields_ = [
+        ("w_ns", ctypes.c_double),
+        ("delta_ns", ctypes.c_double),
+        ("w_spread_ns", ctypes.c_double),
+        ("pairs", ctypes.c_uint32),
+        ("rounds", ctypes.c_uint32),
+        ("valid", ctypes.c_int),
+    ]
+
+
+class Op(ctypes.Structure):
+    """osk_trace_op_t (a summary row), checked against the library when it loads."""
+    _c_name_ = "osk_trace_op_t"
+    _fields_ = [
+        ("name", ctypes.c_uint32),
+        ("calls", ctypes.c_uint64),
+        ("total_ns", ctypes.c_int64),
+        ("self_ns", ctypes.c_int64),
+        ("total_corrected_ns", ctypes.c_int64),
+        ("self_corrected_ns", ctypes.c_int64),
+        ("mean_ns", ctypes.c_double),
+        ("p50_ns", ctypes.c_double),
+        ("p99_ns", ctypes.c_double),
+        ("max_ns", ctypes.c_int64),
+        ("children", ctypes.c_uint64),
+        ("descendants", ctypes.c_uint64),
+    ]
+
+
+MIRRORS = (Calib, Op)
+
+
+def check_layouts(lib, mirrors=MIRRORS):
+    """Raises SetupError unless each mirror matches the C struct it reads:
+    every field at C's offset with C's size, and the same total size."""
+    off, size = ctypes.c_size_t(), ctypes.c_size_t()
+    for m in mirrors:
+        c_name = m._c_name_.encode()
+        rows = [(f, getattr(m, f).offset, getattr(m, f).size) for f, _ in m._fields_] + [(None, 0, ctypes.sizeof(m))]
+        for f, o, s in rows:
+            off.value = 0
+            rc = lib.osk_trace_abi_field(c_name, f and f.encode(), ctypes.byref(off), ctypes.byref(size))
+            theirs = (off.value, size.value) if rc == 0 else None
+            if theirs != (o, s):
+                where = "absent" if theirs is None else "offset %d, size %d" % theirs
+                raise SetupError(
+                    f"opskew's Python and C disagree on {m._c_name_}{'.' + f if f else ''} (offset {o}, "
+                    f"size {s} here; {where} in C): the package and its C library come from "
+                    "different builds; reinstall opskew")
+
+
+def declare(lib):
+    """Declares the surface every collector exports (osk_collector_*, osk_trace_*,
+    osk_strerror) on `lib` and checks the struct mirrors; returns lib."""
+    P, I, U32, U64, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t
+    PSZ, PI = ctypes.POINTER(SZ), ctypes.POINTER(I)
+    sig = {
+        "osk_collector_instrument": (ctypes.c_char_p, []),
+        "osk_collector_bound": (I, []),
+        "osk_collector_start": (I, []),
+        "osk_collector_stop": (P, [PI]),
+        "osk_collector_record_begin": (I, []),
+        "osk_collector_finish": (I, []),
+        "osk_strerror": (ctypes.c_char_p, [I]),
+        "osk_trace_abi_field": (I, [ctypes.c_char_p, ctypes.c_char_p, PSZ, PSZ]),
+        "osk_trace_active": (I, []),
+        "osk_trace_loss_count": (I, []),
+        "osk_trace_loss_key": (ctypes.c_char_p, [I]),
+        "osk_trace_loss_message": (ctypes.c_char_p, [I]),
+        "osk_trace_snapshot_free": (None, [P]),
+        "osk_trace_snapshot_events": (SZ, [P]),
+        "osk_trace_snapshot_threads": (SZ, [P]),
+        "osk_trace_snapshot_lost": (U64, [P, I]),
+        "osk_trace_snapshot_lost_total": (U64, [P]),
+        "osk_trace_snapshot_unmatched_ends": (U64, [P]),
+        "osk_trace_snapshot_open_at_stop": (U64, [P]),
+        "osk_trace_snapshot_calib": (ctypes.POINTER(Calib), [P]),
+        "osk_trace_snapshot_names": (U32, [P]),
+        "osk_trace_snapshot_name": (ctypes.c_char_p, [P, U32]),
+        "osk_trace_snapshot_columns": (SZ, [P, P, P, P, P, P]),
+        "osk_trace_write_chrome": (I, [P, ctypes.c_char_p]),
+        "osk_trace_summarize": (P, [P, P, PI]),
+        "osk_trace_summary_free": (None, [P]),
+        "osk_trace_summary_rows": (SZ, [P]),
+        "osk_trace_summary_row": (ctypes.POINTER(Op), [P, SZ]),
+        "osk_trace_summary_table": (P, [P, SZ]),
+        "osk_trace_free": (None, [P]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    check_layouts(lib)
+    return lib
+
+
+_libs = {}
+
+
+def load(path, must_be_loaded=True):
+    """The collector at `path`, declared: with must_be_loaded, only the one its
+    host (ITT, NVTX, Python's import) already loaded (RTLD_NOLOAD; dlopen of
+    the same path returns that library), else None."""
+    if path in _libs:
+        return _libs[path]
+    mode = os.RTLD_LAZY | (os.RTLD_NOLOAD if must_be_loaded else 0)
+    try:
+        lib = ctypes.CDLL(path, mode=mode)
+    except OSError:
+        return None
+    _libs[path] = declare(lib)
+    return lib
+
+
+def strerror(lib, rc):
+    return lib.osk_strerror(rc).decode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------ sessions
+
+
+class Session:
+    """An instrument turned on and a session of its collector started. stop()
+    ends a session started by start (the snapshot's address, or None with
+    the error code), finish() ends and writes `opskew record`'s session;
+    both stop recording before they turn the instrument off."""
+
+    def __init__(self, lib, instrument, off, original_bootstrap):
+        self.lib = lib
+        self.instrument = instrument
+        self._off = off
+        self._original = original_bootstrap
+
+    def stop(self):
+        err = ctypes.c_int(0)
+        try:
+            snap = self.lib.osk_collector_stop(ctypes.byref(err))
+        finally:
+            self._turn_off()
+        return snap, err.value
+
+    def finish(self):
+        try:
+            return self.lib.osk_collector_finish()
+        finally:
+            self._turn_off()
+
+    def _turn_off(self):
+        if self._original is not None:
+            threading.Thread._bootstrap_inner = self._original
+            self._original = None
+        off, self._off = self._off, None
+        if off is not None:
+            off()
+
+
+def _begin(lib, record):
+    rc = lib.osk_collector_record_begin() if record else lib.osk_collector_start()
+    if rc != 0:
+        raise SetupError(ALREADY_ACTIVE if lib.osk_trace_active() else
+                         f"the tracer could not start: {strerror(lib, rc)}")
+
+
+def start_collector(torch, instrument, path, not_bound, record=False):
+    """Turns on emit_itt() or emit_nvtx() (`instrument` "itt" or "nvtx") in
+    this thread and in every thread started later, makes torch load the
+    collector at `path` with a probe operator, and starts a session (record:
+    `opskew record`'s, written at exit). not_bound(bound) words the error for
+    a collector torch did not bind (bound 0, or -1: an ABI it refused)."""
+    factory = {"itt": torch.autograd.profiler.emit_itt, "nvtx": torch.autograd.profiler.emit_nvtx}[instrument]
+    lib = load(path)
+    if lib is not None and lib.osk_trace_active():
+        raise SetupError(ALREADY_ACTIVE)
+    ctx = factory()
+    ctx.__enter__()
+    try:
+        torch.empty(0)  # the first ITT task / NVTX range makes torch load the collector
+        lib = load(path)
+        bound = lib.osk_collector_bound() if lib is not None else 0
+        if bound <= 0:
+            raise SetupError(not_bound(bound))
+        _begin(lib, record)
+    except BaseException:
+        ctx.__exit__(None, None, None)
+        raise
+    original = hook_new_threads(profiler_ctx(factory))
+    return Session(lib, instrument, lambda: ctx.__exit__(None, None, None), original)
+
+
+def start_pyhook(hook, torch, record=False):
+    """Starts the pyhook instrument: `hook` is the opskew._pyhook module
+    (imported, or loaded by path), reached through ctypes on its own file."""
+    lib = load(hook.__file__)
+    if lib is None:  # pragma: no cover - the module is imported, so it is loaded
+        raise SetupError(f"cannot reach opskew's profile hook ({hook.__file__}) through ctypes")
+    if lib.osk_trace_active():
+        raise SetupError(ALREADY_ACTIVE)
+    hook.calibrate(torch.empty)
+    _begin(lib, record)
+    hook.set_profile(True, True)
+
+    def on_thread_start():
+        hook.set_profile(True, False)
+
+    original = hook_new_threads(on_thread_start)
+    return Session(lib, "pyhook", lambda: hook.set_profile(False, True), original)
