@@ -3,7 +3,8 @@
  * Besides "no crash, no sanitizer report", it checks a differential oracle:
  * the same bytes read whole and read in small pieces through a tiny buffer
  * must give the same status, error offset and number of events, because the
- * chunk boundary is the reader's hardest part. The first input byte picks the
+ * chunk boundary is the reader's hardest part; the kept top-level objects and
+ * the option marks must agree too. The first input byte picks the
  * piece size; the rest is the trace. Built and run by fuzz/run.sh. */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,8 +15,34 @@
 
 typedef struct {
   uint64_t n;
-  uint64_t sum; /* a digest of what the events carried */
+  uint64_t sum;     /* a digest of what the events carried */
+  uint64_t members; /* a digest of the kept objects and the option marks */
 } tally_t;
+
+/* Digests what the reader keeps besides events, and checks its contract: at
+ * most OSK_READER_OBJECTS_MAX objects, each within the bound, NUL terminated,
+ * starting with '{' and ending with '}', and found by key. */
+static uint64_t members_digest(const osk_reader_t *r) {
+  uint64_t h = 0;
+  size_t n = osk_reader_object_count(r);
+  if (n > OSK_READER_OBJECTS_MAX) abort();
+  for (size_t i = 0; i < n; i++) {
+    osk_str_t k, v;
+    if (osk_reader_object_get(r, i, &k, &v)) abort();
+    if (v.len < 2 || v.len > OSK_READER_OBJECT_MAX_BYTES || v.ptr[v.len] || v.ptr[0] != '{' ||
+        v.ptr[v.len - 1] != '}')
+      abort();
+    if (k.ptr[k.len]) abort();
+    if (strlen(k.ptr) == k.len && osk_reader_object_find(r, k.ptr, NULL)) abort();
+    for (size_t j = 0; j < v.len; j++) h = h * 131 + (unsigned char)v.ptr[j];
+    h = h * 31 + k.len;
+  }
+  if (osk_reader_object_get(r, n, NULL, NULL) != OSK_ERANGE) abort();
+  const osk_trace_marks_t *m = &osk_reader_stats(r)->marks;
+  uint64_t marked = m->input_dims + m->python_function + m->memory + m->module_hierarchy + m->flops;
+  if (m->input_dims > osk_reader_stats(r)->events || m->memory > osk_reader_stats(r)->events) abort();
+  return h * 7 + marked + 3 * m->input_dims + 5 * m->python_function + 11 * m->flops;
+}
 
 static int tally(void *ctx, const osk_trace_event_t *ev) {
   tally_t *t = ctx;
@@ -32,6 +59,7 @@ static int read_once(const uint8_t *d, size_t n, size_t piece, size_t chunk, tal
   if (osk_reader_open_mem(&r, d, n, piece, &o, err)) abort();
   memset(t, 0, sizeof *t);
   int rc = osk_reader_run(r, tally, t, err);
+  t->members = members_digest(r);
   osk_reader_free(r);
   return rc;
 }
@@ -49,7 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Corrupt gzip is noticed by zlib after a chunk-dependent amount of output,
    * so for gzip input only the status must agree. */
   int gz = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
-  if (ra != rb || (!gz && (a.n != b.n || a.sum != b.sum || ea.offset != eb.offset))) {
+  if (ra != rb || (!gz && (a.n != b.n || a.sum != b.sum || a.members != b.members ||
+                                ea.offset != eb.offset))) {
     fprintf(stderr, "whole vs pieces differ: rc %d/%d events %llu/%llu offset %llu/%llu\n", ra, rb,
             (unsigned long long)a.n, (unsigned long long)b.n, (unsigned long long)ea.offset,
             (unsigned long long)eb.offset);

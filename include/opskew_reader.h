@@ -109,6 +109,19 @@ typedef struct {
   size_t max_unit_bytes;
 } osk_reader_opts_t;
 
+/* Marks of the torch.profiler options that made a trace, counted while
+ * streaming: each is the number of events that carry the option's sign. A
+ * trace made without the option has none of its events, so a count above
+ * zero says the option was on (`opskew correct` picks its calibration by
+ * them; see docs/design.md). Only the top level of args is looked at. */
+typedef struct {
+  uint64_t input_dims;       /* args has "Input Dims": record_shapes */
+  uint64_t python_function;  /* cat is "python_function": with_stack */
+  uint64_t memory;           /* name is "[memory]": profile_memory */
+  uint64_t module_hierarchy; /* args has "Module Hierarchy": with_modules */
+  uint64_t flops;            /* args has "flops": with_flops */
+} osk_trace_marks_t;
+
 /* Counters of one read, for warnings and for the benchmark. */
 typedef struct {
   uint64_t bytes;            /* JSON bytes consumed (after decompression) */
@@ -120,6 +133,7 @@ typedef struct {
   int gzip;                  /* the input was gzip */
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
   int array_format;          /* the document is a bare array of events */
+  osk_trace_marks_t marks;   /* option marks of the traceEvents delivered */
 } osk_reader_stats_t;
 
 typedef struct osk_reader osk_reader_t;
@@ -161,6 +175,28 @@ const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
 size_t osk_reader_meta_count(const osk_reader_t *r);
 int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *value,
                         int *is_string);
+
+/* Top-level members whose values are objects (opskew's own "opskew" header,
+ * Kineto's "distributedInfo", ...) are kept as their raw JSON text, in file
+ * order: at most OSK_READER_OBJECTS_MAX of them, each at most
+ * OSK_READER_OBJECT_MAX_BYTES of text (and at most the reader's
+ * max_unit_bytes). Larger ones, later ones and those with keys over 4 KiB are
+ * read past in bounded memory as before, and not kept. The text is valid JSON
+ * (the reader checked it) and NUL terminated; `key` is decoded. A key that
+ * appears twice is kept twice. Pointers stay valid until osk_reader_free.
+ * Members after an error or a truncation point are not seen. */
+#define OSK_READER_OBJECTS_MAX 8
+#define OSK_READER_OBJECT_MAX_BYTES ((size_t)64 << 10)
+
+/* Number of kept objects; 0 for NULL. */
+size_t osk_reader_object_count(const osk_reader_t *r);
+/* Object i: `key` and `json` may be NULL. Returns 0, or OSK_ERANGE when i is
+ * out of range (or r is NULL). */
+int osk_reader_object_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *json);
+/* The last kept object whose key is the NUL-terminated `key` (the one a JSON
+ * reader keeps). Returns 0, OSK_EINVAL for a NULL argument, OSK_ERANGE when
+ * there is none. */
+int osk_reader_object_find(const osk_reader_t *r, const char *key, osk_str_t *json);
 
 /* Closes the source and frees everything; NULL is a no-op. */
 void osk_reader_free(osk_reader_t *r);

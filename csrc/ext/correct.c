@@ -3,20 +3,9 @@
 #include <Python.h>
 
 #include "opskew_correct.h"
+#include "read_error.h"
 
 #include <stdlib.h>
-
-static PyObject *read_error(int rc, const osk_read_error_t *err, const char *path) {
-  if (rc == OSK_EIO) {
-    errno = err->sys_errno;
-    return PyErr_Format(PyExc_OSError, "%s: %s (%s)", path, err->message && *err->message ? err->message : "I/O error",
-                        err->sys_errno ? strerror(err->sys_errno) : "unknown cause");
-  }
-  if (rc == OSK_ENOMEM) return PyErr_NoMemory();
-  return PyErr_Format(PyExc_ValueError, "%s: %s at byte %llu (%s)", path,
-                      err->message && *err->message ? err->message : osk_strerror(rc),
-                      (unsigned long long)err->offset, osk_err_name(rc));
-}
 
 /* A sequence of str as a C array; *fast keeps the strings alive. Returns 0,
  * or -1 with an exception set. None leaves *out NULL. */
@@ -73,15 +62,18 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   opts.categories = cats;
   opts.py_categories = py_cats;
   osk_correction_t *c = NULL;
-  osk_read_error_t err;
+  osk_read_error_t err = {0, "", 0, 0};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = osk_correct_path(path, out, &opts, &c, &err);
   Py_END_ALLOW_THREADS PyMem_Free(cats);
   PyMem_Free(py_cats);
   Py_XDECREF(fast);
   Py_XDECREF(py_fast);
-  if (rc == OSK_EINVAL) return PyErr_Format(PyExc_ValueError, "correct: %s", err.message);
-  if (rc && rc != OSK_ETRUNCATED) return read_error(rc, &err, path);
+  if (rc && rc != OSK_ETRUNCATED) {
+    osk_correction_free(c);
+    /* As data, not raised: read_error.h. */
+    return Py_BuildValue("{s:s,s:N}", "status", osk_py_status(rc), "error", osk_py_error(rc, &err));
+  }
   PyObject *ops = PyList_New(0);
   if (!ops) goto fail;
   for (size_t i = 0; i < osk_correction_op_count(c); i++) {
@@ -103,7 +95,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correction_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K},s:O,s:s,s:K}", "ops", ops, "stats", "events",
+      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K},s:O,s:s,s:K}", "status",
+      osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
       "other_events", (unsigned long long)s->other_events, "threads", (unsigned long long)s->threads,
@@ -126,7 +119,10 @@ static PyMethodDef correct_methods[] = {
      "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
      "- W_py x py_descendants (Python-function events: the second class),\n"
      "per operator, clamped at zero with the residual; writes the corrected trace\n"
-     "to `out` when given."},
+     "to `out` when given. 'status' is 'ok', 'truncated', 'invalid' or 'error';\n"
+     "on the last two only 'status' and 'error' ({'code', 'number', 'message',\n"
+     "'offset', 'sys_errno'}) are there: use opskew.tracefile.correct, which\n"
+     "raises opskew.errors.from_c_error's exception for them."},
     {NULL, NULL, 0, NULL}};
 
 static PyModuleDef_Slot correct_slots[] = {{0, NULL}};

@@ -9,6 +9,7 @@
 
 #include "opskew.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* -------------------------------------------------------------- helpers */
@@ -213,6 +214,28 @@ static PyObject *engine_inject_stop(PyObject *self, PyObject *unused) {
   return Py_BuildValue("(KK)", g_inject.events, g_inject.spun_ns);
 }
 
+/* --------------------------------------------------------------- errors */
+
+/* The engine's own names and messages for its codes, so Python never keeps
+ * a copy of them (opskew.errors.from_c_error turns them into exceptions). */
+static PyObject *engine_strerror(PyObject *self, PyObject *arg) {
+  (void)self;
+  int overflow;
+  long code = PyLong_AsLongAndOverflow(arg, &overflow);
+  if (code == -1 && PyErr_Occurred()) return NULL;
+  if (overflow || code < INT_MIN || code > INT_MAX) code = INT_MIN; /* "unknown error" */
+  return PyUnicode_FromString(osk_strerror((int)code));
+}
+
+static PyObject *engine_err_name(PyObject *self, PyObject *arg) {
+  (void)self;
+  int overflow;
+  long code = PyLong_AsLongAndOverflow(arg, &overflow);
+  if (code == -1 && PyErr_Occurred()) return NULL;
+  if (overflow || code < INT_MIN || code > INT_MAX) code = INT_MIN;
+  return PyUnicode_FromString(osk_err_name((int)code));
+}
+
 /* --------------------------------------------------------------- module */
 
 static PyMethodDef engine_methods[] = {
@@ -225,6 +248,10 @@ static PyMethodDef engine_methods[] = {
     {"spin_ns", engine_spin_ns, METH_O, "spin_ns(ns) -> ns spent busy-waiting (GIL released)"},
     {"inject_start", engine_inject_start, METH_O,
      "inject_start(ns): start the busy-wait instrument on this thread"},
+    {"strerror", engine_strerror, METH_O,
+     "strerror(code) -> str: the engine's message for an OSK_E* code"},
+    {"err_name", engine_err_name, METH_O,
+     "err_name(code) -> str: the code's symbolic name (\"OSK_EFORMAT\")"},
     {"inject_stop", engine_inject_stop, METH_NOARGS,
      "inject_stop() -> (events, spun_ns): stop it; the torch calls it saw and\n"
      "the busy-wait it actually spent, in ns"},
@@ -232,6 +259,11 @@ static PyMethodDef engine_methods[] = {
 
 static int engine_exec(PyObject *m) {
   if (PyModule_AddStringConstant(m, "version", OSK_VERSION_STRING) < 0) return -1;
+  /* The codes themselves, from the same table (EINVAL = OSK_EINVAL, ...). */
+#define OSK__ERR_CONST(name, code, msg) \
+  if (PyModule_AddIntConstant(m, "E" #name, (code)) < 0) return -1;
+  OSK_ERRNO_MAP(OSK__ERR_CONST)
+#undef OSK__ERR_CONST
   return 0;
 }
 

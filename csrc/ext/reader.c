@@ -8,8 +8,8 @@
 #include <Python.h>
 
 #include "opskew_reader.h"
+#include "read_error.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,16 +107,27 @@ static PyObject *processes_list(const osk_summary_t *s) {
   return list;
 }
 
+/* The top-level scalars of a summary or of a reader, one at a time. */
+typedef int (*meta_get_fn)(const void *src, size_t i, osk_str_t *k, osk_str_t *v, int *is_str);
+
+static int summary_meta_get(const void *src, size_t i, osk_str_t *k, osk_str_t *v, int *is_str) {
+  return osk_summary_meta_get(src, i, k, v, is_str);
+}
+
+static int reader_meta_get(const void *src, size_t i, osk_str_t *k, osk_str_t *v, int *is_str) {
+  return osk_reader_meta_get(src, i, k, v, is_str);
+}
+
 /* Top-level scalars: strings as str, numbers and literals parsed by json's
  * rules would need the json module; int and float cover what traces hold,
  * and anything else stays as its JSON text. */
-static PyObject *meta_dict(const osk_summary_t *s) {
+static PyObject *meta_dict(const void *src, size_t n, meta_get_fn get) {
   PyObject *d = PyDict_New();
   if (!d) return NULL;
-  for (size_t i = 0; i < osk_summary_meta_count(s); i++) {
+  for (size_t i = 0; i < n; i++) {
     osk_str_t k, v;
     int is_str;
-    osk_summary_meta_get(s, i, &k, &v, &is_str);
+    get(src, i, &k, &v, &is_str);
     PyObject *key = str_obj(k), *val;
     if (!key) goto fail;
     if (is_str) {
@@ -151,6 +162,64 @@ fail:
   return NULL;
 }
 
+/* The kept top-level objects as {key: value}, each value decoded by the json
+ * module from the text the reader validated (a later key wins, as in JSON
+ * readers). */
+static PyObject *objects_dict(const osk_reader_t *r) {
+  PyObject *d = PyDict_New();
+  if (!d || osk_reader_object_count(r) == 0) return d;
+  PyObject *json = PyImport_ImportModule("json");
+  PyObject *loads = json ? PyObject_GetAttrString(json, "loads") : NULL;
+  Py_XDECREF(json);
+  if (!loads) goto fail;
+  for (size_t i = 0; i < osk_reader_object_count(r); i++) {
+    osk_str_t k, v;
+    osk_reader_object_get(r, i, &k, &v);
+    PyObject *key = str_obj(k), *text = str_obj(v), *val = NULL;
+    if (key && text) val = PyObject_CallFunctionObjArgs(loads, text, NULL);
+    int rc = val ? PyDict_SetItem(d, key, val) : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(text);
+    Py_XDECREF(val);
+    if (rc) {
+      Py_DECREF(loads);
+      goto fail;
+    }
+  }
+  Py_DECREF(loads);
+  return d;
+fail:
+  Py_DECREF(d);
+  return NULL;
+}
+
+/* Counts of the torch.profiler option marks (osk_trace_marks_t), by option. */
+static PyObject *marks_dict(const osk_trace_marks_t *m) {
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "record_shapes", (unsigned long long)m->input_dims,
+                       "with_stack", (unsigned long long)m->python_function, "profile_memory",
+                       (unsigned long long)m->memory, "with_modules",
+                       (unsigned long long)m->module_hierarchy, "with_flops",
+                       (unsigned long long)m->flops);
+}
+
+/* The reader's counters into d (which the caller owns). */
+static int reader_stats_into(PyObject *d, const osk_reader_stats_t *rs) {
+  return put(d, "bytes", PyLong_FromUnsignedLongLong(rs->bytes)) ||
+         put(d, "compressed_bytes", PyLong_FromUnsignedLongLong(rs->compressed_bytes)) ||
+         put(d, "gzip", PyBool_FromLong(rs->gzip)) ||
+         put(d, "gzip_unterminated", PyBool_FromLong(rs->gzip_unterminated)) ||
+         put(d, "array_format", PyBool_FromLong(rs->array_format)) ||
+         put(d, "bad_fields", PyLong_FromUnsignedLongLong(rs->bad_fields)) ||
+         put(d, "lone_surrogates", PyLong_FromUnsignedLongLong(rs->lone_surrogates)) ||
+         put(d, "peak_buffer_bytes", PyLong_FromSize_t(rs->peak_buffer));
+}
+
+/* A read's outcome as "status" and "error" in `result` (read_error.h). */
+static int put_outcome(PyObject *result, int rc, const osk_read_error_t *err) {
+  return put(result, "status", PyUnicode_FromString(osk_py_status(rc))) ||
+         put(result, "error", osk_py_error(rc, err));
+}
+
 static PyObject *stats_dict(const osk_summary_stats_t *st, const osk_reader_stats_t *rs) {
   PyObject *d = PyDict_New();
   if (!d || put(d, "events", PyLong_FromUnsignedLongLong(st->events)) ||
@@ -163,15 +232,7 @@ static PyObject *stats_dict(const osk_summary_stats_t *st, const osk_reader_stat
       put(d, "resorted_events", PyLong_FromUnsignedLongLong(st->resorted_events)) ||
       put(d, "passes", PyLong_FromLong(st->passes)) ||
       put(d, "first_ts_ns", PyLong_FromLongLong(st->first_ts_ns)) ||
-      put(d, "last_end_ns", PyLong_FromLongLong(st->last_end_ns)) ||
-      put(d, "bytes", PyLong_FromUnsignedLongLong(rs->bytes)) ||
-      put(d, "compressed_bytes", PyLong_FromUnsignedLongLong(rs->compressed_bytes)) ||
-      put(d, "gzip", PyBool_FromLong(rs->gzip)) ||
-      put(d, "gzip_unterminated", PyBool_FromLong(rs->gzip_unterminated)) ||
-      put(d, "array_format", PyBool_FromLong(rs->array_format)) ||
-      put(d, "bad_fields", PyLong_FromUnsignedLongLong(rs->bad_fields)) ||
-      put(d, "lone_surrogates", PyLong_FromUnsignedLongLong(rs->lone_surrogates)) ||
-      put(d, "peak_buffer_bytes", PyLong_FromSize_t(rs->peak_buffer))) {
+      put(d, "last_end_ns", PyLong_FromLongLong(st->last_end_ns)) || reader_stats_into(d, rs)) {
     Py_XDECREF(d);
     return NULL;
   }
@@ -237,37 +298,23 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
   Py_BEGIN_ALLOW_THREADS rc = osk_summarize_path(path, &opts, &ropts, &s, &rstats, &err);
   Py_END_ALLOW_THREADS
 
-  if (rc == OSK_EIO) {
-    errno = err.sys_errno;
-    PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_obj);
-    goto done;
-  }
-  if (rc == OSK_ENOMEM) {
-    PyErr_NoMemory();
-    goto done;
-  }
-  const char *status = rc == 0 ? "ok" : rc == OSK_ETRUNCATED ? "truncated" : "invalid";
   result = PyDict_New();
   if (!result) goto done;
-  PyObject *error = Py_None;
-  Py_INCREF(error);
-  if (rc) {
-    Py_DECREF(error);
-    error = Py_BuildValue("{s:s,s:s,s:K}", "code", osk_err_name(rc), "message", err.message,
-                          "offset", (unsigned long long)err.offset);
-  }
-  if (put(result, "status", PyUnicode_FromString(status)) || put(result, "error", error) ||
+  if (put_outcome(result, rc, &err) ||
       (s && (put(result, "ops", ops_list(s)) || put(result, "threads", threads_list(s)) ||
              put(result, "processes", processes_list(s)) ||
-             put(result, "metadata", meta_dict(s)) ||
-             put(result, "stats", stats_dict(osk_summary_stats(s), &rstats))))) {
+             put(result, "metadata",
+                 meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
+             put(result, "stats", stats_dict(osk_summary_stats(s), &rstats)) ||
+             put(result, "marks", marks_dict(&rstats.marks))))) {
     Py_CLEAR(result);
     goto done;
   }
-  if (!s) { /* OSK_ERANGE and the like: nothing was summarized */
+  if (!s) { /* OSK_EIO, OSK_ERANGE and the like: nothing was summarized */
+    osk_trace_marks_t none = {0};
     if (put(result, "ops", PyList_New(0)) || put(result, "threads", PyList_New(0)) ||
         put(result, "processes", PyList_New(0)) || put(result, "metadata", PyDict_New()) ||
-        put(result, "stats", PyDict_New()))
+        put(result, "stats", PyDict_New()) || put(result, "marks", marks_dict(&none)))
       Py_CLEAR(result);
   }
 done:
@@ -278,17 +325,63 @@ done:
   return result;
 }
 
+/* One pass of the reader alone (no analysis): what the document says about
+ * itself, for commands that must know it before they act on the trace. */
+static PyObject *reader_scan(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"path", "chunk_bytes", NULL};
+  PyObject *path_obj;
+  Py_ssize_t chunk = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|n:scan", kwlist, PyUnicode_FSConverter, &path_obj,
+                                   &chunk))
+    return NULL;
+  const char *path = PyBytes_AS_STRING(path_obj);
+  osk_reader_opts_t ropts = {chunk > 0 ? (size_t)chunk : 0, 0};
+  osk_read_error_t err = {0, "", 0, 0};
+  osk_reader_t *r = NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = osk_reader_open(&r, path, &ropts, &err);
+  if (rc == 0) rc = osk_reader_run(r, NULL, NULL, &err);
+  Py_END_ALLOW_THREADS
+
+  PyObject *result = PyDict_New(), *stats = NULL;
+  osk_reader_stats_t none = {0};
+  const osk_reader_stats_t *rs = r ? osk_reader_stats(r) : &none;
+  if (!result || put_outcome(result, rc, &err) ||
+      put(result, "metadata",
+          r ? meta_dict(r, osk_reader_meta_count(r), reader_meta_get) : PyDict_New()) ||
+      put(result, "objects", r ? objects_dict(r) : PyDict_New()) ||
+      put(result, "marks", marks_dict(&rs->marks)) || !(stats = PyDict_New()) ||
+      put(stats, "events", PyLong_FromUnsignedLongLong(rs->events)) ||
+      reader_stats_into(stats, rs) || PyDict_SetItemString(result, "stats", stats))
+    Py_CLEAR(result);
+  Py_XDECREF(stats);
+  osk_reader_free(r);
+  Py_DECREF(path_obj);
+  return result;
+}
+
 static PyMethodDef reader_methods[] = {
     {"summarize", (PyCFunction)(void (*)(void))reader_summarize, METH_VARARGS | METH_KEYWORDS,
      "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
      "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"
      "of its complete events ('ops'), 'threads', 'processes', the document's\n"
      "top-level 'metadata', 'stats', 'status' ('ok', 'truncated' or 'invalid')\n"
-     "and 'error' (None, or {'code', 'message', 'offset'}: offset is a byte\n"
-     "offset in the JSON text). Times are integer ns (float for mean and\n"
-     "quantiles). Raises OSError when the file cannot be read. With\n"
+     "'marks' (the torch.profiler option marks, as in scan()), 'status' ('ok',\n"
+     "'truncated', 'invalid' or 'error': nothing could be read) and 'error'\n"
+     "(None, or {'code', 'number', 'message', 'offset', 'sys_errno'}: offset\n"
+     "is a byte offset in the JSON text; opskew.errors.from_c_error makes it\n"
+     "an exception). Times are integer ns (float for mean and quantiles). With\n"
      "categories, only events whose 'cat' is listed are analyzed; events whose\n"
      "'cat' is in exclude_categories are not."},
+    {"scan", (PyCFunction)(void (*)(void))reader_scan, METH_VARARGS | METH_KEYWORDS,
+     "scan(path, chunk_bytes=0) -> dict\n\n"
+     "Reads a Chrome trace in C without analyzing it and returns what it says\n"
+     "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects\n"
+     "such as opskew's 'opskew' header, decoded; see osk_reader_object_get for\n"
+     "the bound), 'marks' (events per torch.profiler option sign:\n"
+     "record_shapes, with_stack, profile_memory, with_modules, with_flops),\n"
+     "the reader's 'stats', 'status' and 'error' as summarize() has them."},
     {NULL, NULL, 0, NULL}};
 
 static int reader_exec(PyObject *m) {

@@ -70,6 +70,17 @@ typedef struct {
   int is_string;
 } meta_entry_t;
 
+/* A kept top-level object: key and raw JSON text, both NUL terminated. */
+typedef struct {
+  char *key;
+  size_t key_len;
+  char *json;
+  size_t json_len;
+} object_entry_t;
+
+/* Option marks found in the args of the event being parsed (r->ev_marks). */
+enum { MARK_INPUT_DIMS = 1, MARK_MODULE_HIERARCHY = 2, MARK_FLOPS = 4 };
+
 struct osk_reader {
   osk_reader_opts_t opts;
 
@@ -102,6 +113,9 @@ struct osk_reader {
 
   meta_entry_t meta[META_MAX];
   size_t n_meta;
+  object_entry_t objects[OSK_READER_OBJECTS_MAX];
+  size_t n_objects;
+  unsigned ev_marks; /* MARK_* bits of the current event's args */
 
   osk_reader_stats_t stats;
 
@@ -353,6 +367,10 @@ void osk_reader_free(osk_reader_t *r) {
     free(r->meta[i].key);
     free(r->meta[i].value);
   }
+  for (size_t i = 0; i < r->n_objects; i++) {
+    free(r->objects[i].key);
+    free(r->objects[i].json);
+  }
   free(r->zin);
   free(r->buf);
   free(r->scratch);
@@ -371,6 +389,29 @@ int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str
   if (value) *value = (osk_str_t){m->value, m->value_len};
   if (is_string) *is_string = m->is_string;
   return 0;
+}
+
+size_t osk_reader_object_count(const osk_reader_t *r) { return r ? r->n_objects : 0; }
+
+int osk_reader_object_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *json) {
+  if (!r || i >= r->n_objects) return OSK_ERANGE;
+  const object_entry_t *o = &r->objects[i];
+  if (key) *key = (osk_str_t){o->key, o->key_len};
+  if (json) *json = (osk_str_t){o->json, o->json_len};
+  return 0;
+}
+
+int osk_reader_object_find(const osk_reader_t *r, const char *key, osk_str_t *json) {
+  if (!r || !key) return OSK_EINVAL;
+  size_t n = strlen(key);
+  for (size_t i = r->n_objects; i-- > 0;) {
+    const object_entry_t *o = &r->objects[i];
+    if (o->key_len == n && memcmp(o->key, key, n) == 0) {
+      if (json) *json = (osk_str_t){o->json, o->json_len};
+      return 0;
+    }
+  }
+  return OSK_ERANGE;
 }
 
 /* ------------------------------------------------------------- scanning */
@@ -769,10 +810,18 @@ static int parse_args(osk_reader_t *r, const char *p, const char *end, const cha
     if (*s != ':') FAIL(r, s, "expected ':' after a key");
     s = skip_ws(s + 1);
     if (s >= end) return P_MORE;
-    if (key.len == 4 && memcmp(key.ptr, "name", 4) == 0 && *s == '"')
+    if (key.len == 4 && memcmp(key.ptr, "name", 4) == 0 && *s == '"') {
       rc = scan_string(r, s, end, &ev->arg_name, &s);
-    else
+    } else {
+      /* The keys torch.profiler's options add (osk_trace_marks_t). */
+      if (key.len == 10 && memcmp(key.ptr, "Input Dims", 10) == 0)
+        r->ev_marks |= MARK_INPUT_DIMS;
+      else if (key.len == 16 && memcmp(key.ptr, "Module Hierarchy", 16) == 0)
+        r->ev_marks |= MARK_MODULE_HIERARCHY;
+      else if (key.len == 5 && memcmp(key.ptr, "flops", 5) == 0)
+        r->ev_marks |= MARK_FLOPS;
       rc = skip_value(r, s, end, &s, 3);
+    }
     if (rc) return rc;
     s = skip_ws(s);
     if (s >= end) return P_MORE;
@@ -804,6 +853,7 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
   }
   *is_event = 1;
   memset(ev, 0, sizeof *ev);
+  r->ev_marks = 0; /* a unit parsed again after "need more" starts afresh */
   ev->offset = r->base + (uint64_t)(p - r->buf);
   const char *s = skip_ws(p + 1);
   if (s >= end) return P_MORE;
@@ -890,25 +940,54 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
 
 /* ------------------------------------------------------------- document */
 
+/* Copies the current top-level key and a value for keeping; 0, or -1 when
+ * out of memory (then nothing is kept: metadata is best effort and the read
+ * goes on). */
+static int copy_member(const osk_reader_t *r, const char *v, size_t n, char **key, char **value) {
+  *key = malloc(r->key_len + 1);
+  *value = malloc(n + 1);
+  if (!*key || !*value) {
+    free(*key);
+    free(*value);
+    *key = *value = NULL;
+    return -1;
+  }
+  memcpy(*key, r->key, r->key_len);
+  (*key)[r->key_len] = 0;
+  memcpy(*value, v, n);
+  (*value)[n] = 0;
+  return 0;
+}
+
 static void add_meta(osk_reader_t *r, const char *v, size_t n, int is_string) {
   if (r->n_meta >= META_MAX || r->key_truncated || n > META_VALUE_MAX) return;
   meta_entry_t *m = &r->meta[r->n_meta];
-  m->key = malloc(r->key_len + 1);
-  m->value = malloc(n + 1);
-  if (!m->key || !m->value) { /* metadata is best effort; the read goes on */
-    free(m->key);
-    free(m->value);
-    m->key = m->value = NULL;
-    return;
-  }
-  memcpy(m->key, r->key, r->key_len);
-  m->key[r->key_len] = 0;
-  memcpy(m->value, v, n);
-  m->value[n] = 0;
+  if (copy_member(r, v, n, &m->key, &m->value)) return;
   m->key_len = r->key_len;
   m->value_len = n;
   m->is_string = is_string;
   r->n_meta++;
+}
+
+/* Keeps a top-level object's text (the caller checked the bounds). */
+static void add_object(osk_reader_t *r, const char *text, size_t n) {
+  object_entry_t *o = &r->objects[r->n_objects];
+  if (copy_member(r, text, n, &o->key, &o->json)) return;
+  o->key_len = r->key_len;
+  o->json_len = n;
+  r->n_objects++;
+}
+
+/* Counts the option marks of one delivered event. */
+static void count_marks(osk_reader_t *r, const osk_trace_event_t *ev) {
+  osk_trace_marks_t *m = &r->stats.marks;
+  if (r->ev_marks) {
+    m->input_dims += (r->ev_marks & MARK_INPUT_DIMS) != 0;
+    m->module_hierarchy += (r->ev_marks & MARK_MODULE_HIERARCHY) != 0;
+    m->flops += (r->ev_marks & MARK_FLOPS) != 0;
+  }
+  if (key_is(ev->cat, "python_function", 15)) m->python_function++;
+  if (key_is(ev->name, "[memory]", 8)) m->memory++;
 }
 
 /* Runs the state machine over the buffered data. Returns P_MORE with r->pos
@@ -978,6 +1057,25 @@ static int walk(osk_reader_t *r, osk_event_fn fn, void *ctx) {
         break;
       }
       if (is_events) FAIL(r, p, "traceEvents is not an array");
+      if (*p == '{' && !r->key_truncated && r->n_objects < OSK_READER_OBJECTS_MAX) {
+        /* Kept whole when it fits the bound: parsed as one unit, which waits
+         * for more input until the object is complete or the buffered part
+         * already exceeds the bound (or the unit limit); then it is read past
+         * element by element below, as any other container. */
+        r->slen = 0;
+        const char *after;
+        rc = skip_value(r, p, end, &after, 1);
+        if (rc == P_OK && (size_t)(after - unit) <= OSK_READER_OBJECT_MAX_BYTES) {
+          add_object(r, unit, (size_t)(after - unit));
+          p = after;
+          r->state = S_OBJ_AFTER;
+          break;
+        }
+        if (rc == P_ERR) return rc;
+        size_t have = (size_t)(end - unit);
+        if (rc == P_MORE && have <= OSK_READER_OBJECT_MAX_BYTES && have < r->opts.max_unit_bytes)
+          goto more;
+      }
       if (*p == '[' || *p == '{') {
         r->c_is_obj = *p == '{';
         r->state = S_C_FIRST;
@@ -1024,6 +1122,7 @@ static int walk(osk_reader_t *r, osk_event_fn fn, void *ctx) {
       if (rc) return rc;
       r->stats.events++;
       if (!is_event || (ev.has & OSK_EV_BAD)) r->stats.bad_fields++;
+      if (is_event) count_marks(r, &ev);
       if (is_event && fn) {
         r->pos = (size_t)(p - buf); /* so a stop leaves a consistent position */
         int cb = fn(ctx, &ev);

@@ -1,5 +1,5 @@
 """Calibrations: W and delta per machine, torch version, instrument and
-configuration, stored in the user's cache directory (DESIGN.md: calibrations
+configuration, stored in the user's cache directory (docs/design.md: calibrations
 are specific to those conditions and are stored with those keys)."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import importlib
 import sys
 
 from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError
+from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
 COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct")
 
@@ -25,6 +25,9 @@ exit codes:
   3    --fail-on-skew and the skew is significant
   4    the workload raised: what was measured so far is reported, then the error
   5    the trace ended early (a profiler killed mid-write): what was read is reported
+  6    opskew failed while running, not because of the input or the workload (out of
+       memory; check --corrected-trace's extra window or correction failed after the
+       trials, whose figures are reported)
   130  interrupted (Ctrl-C, or SIGTERM under record); what was measured so far is kept
 """
 
@@ -71,6 +74,14 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     try:
         return int(args._run(args) or 0)
+    except MemoryError:
+        # Out of memory in Python (or in a binding building its result) exits
+        # as the C's OSK_ENOMEM does, through the same route.
+        from . import _engine
+
+        exc = from_c_error(_engine.ENOMEM, "running")
+        print(f"opskew {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
     except OpskewError as exc:
         print(f"opskew {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code

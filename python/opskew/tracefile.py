@@ -1,24 +1,39 @@
 """Reading Chrome traces (torch.profiler's and opskew's) through the C reader.
 
-A thin layer over ``opskew._reader``: it turns the reader's outcomes into
-opskew's errors, so every command that reads a trace reports them the same
-way. The per-event work happens in C; nothing here loops over events.
+A thin layer over ``opskew._reader`` and ``opskew._correct``: it turns their
+outcomes into opskew's errors (by ``errors.from_c_error``, the one route from
+the C's failures to exceptions), so every command that reads a trace reports
+them the same way. The per-event work happens in C; nothing here loops over
+events or reads the file itself.
 """
 
 from __future__ import annotations
 
 import os
 
-from .errors import EXIT_TRUNCATED, UsageError  # noqa: F401  (EXIT_TRUNCATED: for commands)
-
-
-class TraceError(UsageError):
-    """The file is not a readable Chrome trace (exit 2)."""
+from .errors import EXIT_TRUNCATED, TraceError, from_c_error  # noqa: F401  (EXIT_TRUNCATED, TraceError: for commands)
 
 
 # Kineto's own bookkeeping: the "PyTorch Profiler (N)" span over the whole
 # window (cat "Trace", pid "Spans"). key_averages() leaves it out too.
 DEFAULT_EXCLUDED = ("Trace",)
+
+
+def _check_path(path: str) -> None:
+    if not os.path.exists(path):
+        raise TraceError(f"trace not found: {path}")
+    if os.path.isdir(path):
+        raise TraceError(f"trace is a directory: {path}")
+
+
+def _raise_unless_read(result: dict, path: str, context: str) -> dict:
+    """The binding's result, or from_c_error's exception for its "error" when
+    nothing usable was read (a truncated trace is usable: the caller warns)."""
+    err = result["error"]
+    if result["status"] not in ("ok", "truncated"):
+        raise from_c_error(err["number"], context, message=err["message"], offset=err["offset"],
+                           sys_errno=err["sys_errno"], path=path)
+    return result
 
 
 def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -> dict:
@@ -32,19 +47,32 @@ def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -
     """
     from . import _reader
 
-    if not os.path.exists(path):
-        raise TraceError(f"trace not found: {path}")
-    if os.path.isdir(path):
-        raise TraceError(f"trace is a directory: {path}")
-    try:
-        result = _reader.summarize(path, categories=categories,
-                                   exclude_categories=list(exclude_categories or ()))
-    except OSError as exc:
-        raise TraceError(f"cannot read trace {path}: {exc.strerror or exc}") from None
-    if result["status"] == "invalid":
-        err = result["error"]
-        raise TraceError(f"invalid trace {path}: {err['message']} at byte {err['offset']}")
-    return result
+    _check_path(path)
+    result = _reader.summarize(path, categories=categories,
+                               exclude_categories=list(exclude_categories or ()))
+    return _raise_unless_read(result, path, f"trace {path}")
+
+
+def scan(path: str) -> dict:
+    """What the trace at `path` says about itself, from one C pass without
+    analysis: "objects" (top-level objects such as opskew's "opskew" header,
+    decoded), "metadata" (top-level scalars), "marks" (events per
+    torch.profiler option sign), "stats", "status" ("ok" or "truncated") and
+    "error". Raises as summarize() does."""
+    from . import _reader
+
+    _check_path(path)
+    return _raise_unless_read(_reader.scan(path), path, f"trace {path}")
+
+
+def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, **kw) -> dict:
+    """``opskew._correct.correct`` with its failures raised through
+    from_c_error; a truncated trace is corrected as far as it goes ("truncated"
+    is then True in the result)."""
+    from . import _correct
+
+    _check_path(path)
+    return _raise_unless_read(_correct.correct(path, w_ns, delta_ns, out, **kw), path, f"correct {path}")
 
 
 def warnings_of(result: dict) -> list[str]:

@@ -197,3 +197,27 @@ def test_corrected_trace_with_in_run_calibration(check_json, opskew, tmp_path):
                 ("--corrected-trace", str(tmp_path / "no" / "such" / "dir.json"))):
         q = opskew("check", *bad)
         assert q.returncode == 2 and "Traceback" not in q.stderr, q.stderr
+
+
+def test_failed_in_run_correction_has_its_own_exit_code(tmp_path, monkeypatch, capsys):
+    """A failure after the trials (here: the in-run correction) is a runtime
+    failure, exit 6 (errors.EXIT_RUNTIME), not bad input (2): the trials'
+    figures are still reported, and the error is in the JSON."""
+    import json
+
+    from opskew import cli, errors
+    from opskew.commands import check
+
+    def broken(*a, **kw):
+        raise errors.from_c_error(-2, "correcting the extra window")  # OSK_ENOMEM
+
+    monkeypatch.setattr(check, "in_run_correction", broken)
+    js = tmp_path / "r.json"
+    rc = cli.main(["check", "--trials", "2", "--iters", "1", "--calls", "10", "--warmup", "0",
+                   "--corrected-trace", str(tmp_path / "c.json"), "--json", str(js)])
+    err = capsys.readouterr().err
+    assert rc == errors.EXIT_RUNTIME == 6, err
+    assert "no corrected trace" in err and "out of memory" in err
+    r = json.loads(js.read_text())
+    assert "out of memory" in r["correction_error"] and r["events_per_iter"] > 0
+    assert not (tmp_path / "c.json").exists()

@@ -84,3 +84,20 @@ def test_python_dash_m_and_console_script_agree(opskew):
     assert exe, "console script `opskew` not installed next to the interpreter"
     p = subprocess.run([exe, "--version"], capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.startswith("opskew ")
+
+
+def test_every_exit_code_is_documented(opskew):
+    """Each exit code in errors.py is in `--help` and in the docs' tables."""
+    from opskew import errors
+
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+    assert errors.EXIT_RUNTIME == 6 and len(codes) == 7
+    p = opskew("check", "--help")
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
+    with open(os.path.join(docs, "check.md")) as f:
+        check_md = f.read()
+    for code in codes:
+        assert f"\n  {code} " in p.stdout, code
+        if code not in (errors.EXIT_TRUNCATED,):  # check reads no trace of the user's
+            assert f"\n| {code} |" in check_md, code
+    assert "exit code is 6" in p.stdout

@@ -5,6 +5,7 @@ small MLP training step with backward), so the tests follow whatever the
 installed torch writes.
 """
 
+import errno
 import gzip
 import json
 import os
@@ -242,8 +243,11 @@ def test_reader_module_direct(tmp_path):
     th = {(x["pid"], x["tid"]): x for x in r["threads"]}
     assert th[("gpu 0", 7)]["name"] == "stream \u00e9"
     assert r["metadata"] == {"traceName": "u", "weird": 1500.0}
-    with pytest.raises(FileNotFoundError):
-        _reader.summarize(str(tmp_path / "none.json"))
+    # The binding raises nothing for the C's failures: it hands them over
+    # as data, and opskew.errors.from_c_error makes the exception.
+    missing = _reader.summarize(str(tmp_path / "none.json"))
+    assert missing["status"] == "error" and missing["ops"] == []
+    assert missing["error"]["code"] == "OSK_EIO" and missing["error"]["sys_errno"] == errno.ENOENT
     with pytest.raises(TypeError):
         _reader.summarize(str(t), categories=[1])
     assert _reader.summarize(os.fspath(t), categories=["nothing"])["ops"] == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_OK, EXIT_SKEW, EXIT_USAGE, UsageError
+from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
@@ -36,7 +36,9 @@ and its trace is written corrected (as `opskew correct` does) with W measured
 by these very trials: an in-run calibration, in the same process and minutes,
 which carries over better than a stored one where the machine's speed drifts.
 With --with-stack, W_py per Python event is measured first on empty Python
-calls and taken out of W. --trace PATH keeps the uncorrected trace too.
+calls and taken out of W. --trace PATH keeps the uncorrected trace too. If
+that extra window or its correction fails, the figures of the trials are still
+reported and the exit code is 6.
 """
 
 
@@ -179,9 +181,9 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
 
     import torch
 
-    from .. import _correct
     from ..analysis import operator_event_cost, python_event_cost
     from ..calibration import config_name, find, python_call_rounds
+    from ..tracefile import correct
 
     w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
     if instrument.options.get("with_stack"):
@@ -206,7 +208,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
         os.close(fd)
     try:
         prof.export_chrome_trace(raw)
-        res = _correct.correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
+        res = correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
     finally:
         if args.trace is None:
             os.unlink(raw)
@@ -261,8 +263,10 @@ def run(args) -> int:
     if rc is not None:
         return rc
     if result.get("correction_error"):
+        # The trials' figures stand; the step after them failed, which is
+        # neither the user's input nor their workload: its own exit code.
         print(f"opskew check: no corrected trace: {result['correction_error']}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_RUNTIME
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW
     return EXIT_OK

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
-import re
 import sys
 
 from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
@@ -18,7 +15,7 @@ HELP = "correct operator times in a trace: reported - delta - W x descendants - 
 DESCRIPTION = """\
 Reads a Chrome trace (torch.profiler's export, .json or .json.gz, or opskew's
 own), and compensates every operator event with the calibrated cost of the
-instrument that recorded it (DESIGN.md's overhead model, TAU's scheme):
+instrument that recorded it (docs/design.md's overhead model, TAU's scheme):
 
     corrected = reported - delta - W x descendants - W_py x py_descendants
 
@@ -37,10 +34,10 @@ calibration whose instrument or configuration differs from the trace's is
 refused unless --force.
 """
 
-# Fields whose presence in the trace shows which torch.profiler options made it.
-_SIGNS = {"record_shapes": ('"Input Dims"',), "with_stack": ('"cat": "python_function"', '"cat":"python_function"'),
-          "profile_memory": ('"[memory]"',), "with_modules": ('"Module Hierarchy"',),
-          "with_flops": ('"flops"',)}
+# The torch.profiler options whose traces can be told apart, in the order of
+# the configuration names (calibration.config_name); the C reader counts the
+# events that carry each one's mark (osk_trace_marks_t, docs/reader.md).
+_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "with_flops")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,35 +50,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.correct/1), - for stdout")
 
 
-def detect(path: str, probe_bytes: int = 8 << 20) -> dict:
-    """Which instrument and options made the trace, from its first bytes: a
-    text probe of a prefix, not a pass over the events."""
-    opener = gzip.open if _is_gzip(path) else open
-    try:
-        with opener(path, "rb") as f:
-            head = f.read(probe_bytes).decode("utf-8", "replace")
-    except (OSError, EOFError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
-    top = head[:16384]
-    if '"opskew":{"corrected"' in top:
-        raise UsageError(f"{path} was written by `opskew correct` already; correct the original trace")
-    m = re.search(r'"opskew":\{"version":"[^"]*","instrument":"(\w+)"', top)
-    if m:
-        return {"instrument": "opskew", "config": m.group(1), "options": {}}
-    opts = {k: any(s in head for s in signs) for k, signs in _SIGNS.items()}
+def detect(path: str) -> dict:
+    """Which instrument and options made the trace: opskew's tracer when it
+    has an "opskew" header, else torch.profiler with the options whose marks
+    its events carry. All of it comes from one pass of the C reader over the
+    whole trace (tracefile.scan); a trace that `opskew correct` wrote is
+    refused."""
+    from ..tracefile import scan
+
+    found = scan(path)
+    header = found["objects"].get("opskew")
+    if isinstance(header, dict):
+        if "corrected" in header:
+            raise UsageError(f"{path} was written by `opskew correct` already; correct the original trace")
+        if "version" in header and isinstance(header.get("instrument"), str):
+            return {"instrument": "opskew", "config": header["instrument"], "options": {}}
+    opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
     if opts["with_flops"]:
         opts["record_shapes"] = False  # with_flops implies shapes
     from ..calibration import config_name
 
     return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
-
-
-def _is_gzip(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(2) == b"\x1f\x8b"
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def choose_calibration(args, found: dict) -> dict:
@@ -172,14 +161,9 @@ def run(args) -> int:
                      "operator's inputs (about 2x on small models here): for totals you can rely on, "
                      "calibrate on your workload (opskew calibrate FILE.py:FUNCTION --config ...) and pass "
                      "--calibration")
-    from .. import _correct
+    from ..tracefile import correct
 
-    try:
-        r = _correct.correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
-    except ValueError as exc:
-        raise UsageError(f"invalid trace: {exc}") from None
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
+    r = correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
     ops = r["ops"]
     key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],
            "calls": lambda o: -o["calls"], "name": lambda o: o["name"],

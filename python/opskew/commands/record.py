@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -133,16 +132,16 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
 
 
 def _header(path: str) -> dict:
-    """The trace's "opskew" object, read from the first bytes of the file."""
-    with open(path, "rb") as f:
-        head = f.read(8192).decode("utf-8", "replace")
-    m = re.search(r'"opskew":(\{.*?\}\}),\s*"traceEvents"', head, re.S)
-    if not m:
-        return {}
+    """The trace's "opskew" object, as the C reader keeps it (tracefile.scan);
+    {} when the trace has none or cannot be read (the line printed then says
+    "?")."""
+    from ..tracefile import scan
+
     try:
-        return json.loads(m.group(1))
-    except ValueError:
+        header = scan(path)["objects"].get("opskew")
+    except OpskewError:
         return {}
+    return header if isinstance(header, dict) else {}
 
 
 def run(args) -> int:
