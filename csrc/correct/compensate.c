@@ -179,7 +179,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   r->removed += half;
   osk__corrected_t k = osk__correct_event(&c->cost, x->cls, x->dur, x->desc[OSK__CLS_OP],
                                           x->desc[OSK__CLS_PY], x->child_corr_ns);
-  x->corr_ns = k.total_ns;
+  x->corr_ns = k.raw_ns;
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
   op->reported_total_ns += x->dur;

@@ -70,8 +70,9 @@ typedef struct {
   int64_t end;           /* where nesting closes it: its end, or clipped */
   int64_t dur;           /* reported duration */
   int64_t child_ns;      /* children's reported time inside it */
-  double child_corr_ns;  /* children's corrected time inside it */
-  double corr_ns;        /* set by the close callback: its corrected duration */
+  double child_corr_ns;  /* children's corrected time inside it (their corr_ns) */
+  double corr_ns;        /* set by the close callback: its corrected duration
+                          * before clamping (osk__corrected_t.raw_ns) */
   uint64_t desc[2];      /* events nested inside, per class */
   uint32_t name, cls;
   uint32_t n_children, last_child; /* last_child: the last child's name */

@@ -78,17 +78,23 @@ typedef struct {
   double self_ns;          /* corrected exclusive duration, >= 0 */
   double residual_ns;      /* what clamping total_ns at 0 removed */
   double self_residual_ns; /* what clamping self_ns at 0 removed */
+  double raw_ns;           /* total_ns before clamping: what its parent's self subtracts */
 } osk__corrected_t;
 
 /* THE correction formula (docs/design.md, "The overhead model"):
  *   total = reported - delta(cls) - W * op_desc - W_py * py_desc
- *   self  = total - children_corrected_ns
- * each clamped at 0, what the clamp removed reported as a residual. The
- * children's corrected time is theirs after their own clamping, so the self
- * times of a tree add up to its corrected total. */
+ *   self  = total - children_raw_ns
+ * each clamped at 0, what the clamp removed reported as a residual.
+ * children_raw_ns is the sum of the children's totals before clamping (their
+ * raw_ns, in proportion to the part of them inside this event), so that a
+ * child's over-compensation stays the child's: without cuts the self time is
+ *   self = reported_self - delta - (W - delta) * op_children
+ *          - (W_py - delta_py) * py_children,
+ * the instrument time that fell in the event's own exclusive time, whatever
+ * its children's clamps did. */
 OSK__CORE_HIDDEN osk__corrected_t osk__correct_event(const osk__cost_t *c, uint32_t cls,
                                                      int64_t reported_ns, uint64_t op_desc,
-                                                     uint64_t py_desc, double children_corrected_ns);
+                                                     uint64_t py_desc, double children_raw_ns);
 
 /* ------------------------------------------------------- Chrome output */
 

@@ -24,12 +24,23 @@ static void formula(void) {
   k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, 0);
   CHECK(k.total_ns == 0 && k.self_ns == 0);
   CHECK_NEAR(k.residual_ns, 30 + 300 - 200, 1e-9);
-  CHECK(k.self_residual_ns == 0);
+  CHECK_NEAR(k.self_residual_ns, 130, 1e-9); /* the self column clamps too */
   /* Self below zero: children's corrected time above the parent's. */
   k = osk__correct_event(&c, OSK__CLS_OP, 1000, 1, 0, 900);
   CHECK_NEAR(k.total_ns, 870, 1e-9);
   CHECK(k.self_ns == 0);
   CHECK_NEAR(k.self_residual_ns, 30, 1e-9);
+  /* A child's over-compensation stays the child's: the parent subtracts its
+   * children's totals before their clamping, so its self time is what the
+   * instrument left in its own exclusive time. */
+  osk__corrected_t child = osk__correct_event(&c, OSK__CLS_OP, 100, 1, 0, 0);
+  CHECK(child.total_ns == 0 && child.raw_ns < 0);
+  k = osk__correct_event(&c, OSK__CLS_OP, 3000, 2, 0, child.raw_ns);
+  CHECK_NEAR(k.self_ns, (3000 - 100) - 30 - (100 - 30) * 1, 1e-9); /* reported self - delta - (W-delta) */
+  /* A clamped parent's self still comes from its raw total. */
+  k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, -500);
+  CHECK(k.total_ns == 0);
+  CHECK_NEAR(k.self_ns, 200 - 30 - 300 + 500, 1e-9);
   /* No instrument cost: nothing changes. */
   osk__cost_t zero = {0, 0, 0, 0};
   k = osk__correct_event(&zero, OSK__CLS_OP, 1234, 7, 7, 1000);
