@@ -10,6 +10,7 @@
 
 #include "opskew.h"
 #include "opskew_trace.h"
+#include "tracecore.h"
 
 #if defined(__GNUC__)
 #define OSK__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -156,8 +157,5 @@ OSK__HIDDEN int osk__launch_record(osk__launch_t *l, void (*ensure_calib)(void),
  * unless OPSKEW_TRACE_AUTOSTART=0 (the record bootstrap then starts it
  * itself, after a probe operator, so that the probe is not in the trace). */
 OSK__HIDDEN void osk__launch_autostart(osk__launch_t *l, int (*record_begin)(void));
-
-/* Writes v as decimal into out (at least 21 bytes); returns the length. */
-OSK__HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
 
 #endif
