@@ -9,7 +9,6 @@
 #include "opskew_correct.h"
 #include "analysis.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

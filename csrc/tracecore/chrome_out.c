@@ -108,31 +108,32 @@ int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
   memset(o, 0, sizeof *o);
   o->fd = -1;
   size_t plen = strlen(path);
+  char *tmp = malloc(plen + 64);
   o->path = osk__dup_bytes(path, plen);
-  o->tmp = malloc(plen + 64);
   o->cap = OSK__OUT_CAP;
   o->buf = malloc(OSK__OUT_CAP + slack);
-  if (!o->path || !o->tmp || !o->buf) {
+  if (!tmp || !o->path || !o->buf) {
+    free(tmp);
     osk__out_discard(o);
     return OSK_ENOMEM;
   }
   /* A unique name next to the target, so that the rename stays within one
    * file system; O_EXCL because another writer may pick the same number. */
   for (int tries = 0; tries < 100; tries++) {
-    snprintf(o->tmp, plen + 64, "%s.tmp-opskew.%ld.%u", path, (long)getpid(),
+    snprintf(tmp, plen + 64, "%s.tmp-opskew.%ld.%u", path, (long)getpid(),
              atomic_fetch_add(&counter, 1u));
-    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    o->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (o->fd >= 0 || errno != EEXIST) break;
   }
   if (o->fd < 0) {
     int err = errno;
-    free(o->tmp); /* not ours: never unlink it */
-    o->tmp = NULL;
+    free(tmp); /* nothing was created: there is nothing to remove */
     osk__out_discard(o);
     o->sys_errno = err;
     o->failed = 1;
     return OSK_EIO;
   }
+  o->tmp = tmp; /* ours from here on: discard removes it */
   return 0;
 }
 

@@ -14,6 +14,9 @@
  *   - the Chrome JSON output: one escaper, one microsecond formatter, one
  *     buffered file output that writes a temporary file next to the target
  *     and renames it into place (chrome_out.c).
+ * Not part of csrc/core: that is the measurement engine (clock, statistics)
+ * the calibration links, and it has no business with trace files; here the
+ * library boundary is the trace format, with its own tests (tests/c/core).
  * This header needs no reader types, so the tracer (whose public header has
  * its own osk_trace_event_t) includes it; the reading side's interning and
  * nesting are in analysis.h. Internal: not installed, symbols hidden from
