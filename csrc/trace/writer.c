@@ -81,8 +81,8 @@ void osk__sb_json_str(osk__sb_t *sb, const char *s) {
 }
 
 void osk__sb_json_num(osk__sb_t *sb, double v) {
-  if (v != v || v > 1e300 || v < -1e300) osk__sb_puts(sb, "null");
-  else osk__sb_printf(sb, "%.10g", v);
+  char tmp[32];
+  osk__sb_put(sb, tmp, osk__fmt_num(tmp, v));
 }
 
 char *osk__sb_finish(osk__sb_t *sb) {

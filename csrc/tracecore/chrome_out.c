@@ -200,14 +200,18 @@ void osk__out_us(osk__out_t *o, int64_t ns) {
   osk__out_put(o, tmp, (size_t)(osk__put_us(tmp, ns) - tmp));
 }
 
-void osk__out_num(osk__out_t *o, double v) {
-  char tmp[64];
+size_t osk__fmt_num(char *out, double v) {
   if (v != v || v > 1e300 || v < -1e300) {
-    osk__out_puts(o, "null");
-    return;
+    memcpy(out, "null", 5);
+    return 4;
   }
-  int n = snprintf(tmp, sizeof tmp, "%.10g", v);
-  osk__out_put(o, tmp, (size_t)n);
+  int n = snprintf(out, 32, "%.10g", v);
+  return n > 0 ? (size_t)n : 0;
+}
+
+void osk__out_num(osk__out_t *o, double v) {
+  char tmp[32];
+  osk__out_put(o, tmp, osk__fmt_num(tmp, v));
 }
 
 int osk__out_commit(osk__out_t *o) {

@@ -195,6 +195,8 @@ OSK__CORE_HIDDEN void osk__out_i64(osk__out_t *o, int64_t v);
 OSK__CORE_HIDDEN void osk__out_us(osk__out_t *o, int64_t ns);
 /* A double as %.10g; non-finite values become null (JSON has no NaN). */
 OSK__CORE_HIDDEN void osk__out_num(osk__out_t *o, double v);
+/* The same into out (at least 32 bytes, NUL-terminated); returns the length. */
+OSK__CORE_HIDDEN size_t osk__fmt_num(char *out, double v);
 /* Flushes, fsyncs, closes and renames the file into place; on any failure
  * unlinks the temporary file (only it). Returns 0 or OSK_EIO. */
 OSK__CORE_HIDDEN int osk__out_commit(osk__out_t *o);

@@ -32,6 +32,9 @@ static void numbers(void) {
   CHECK(!strcmp(b, "-0.005"));
   *osk__put_us(b, INT64_MIN) = 0;
   CHECK(!strcmp(b, "-9223372036854775.808"));
+  CHECK(osk__fmt_num(b, 1.5) == 3 && !strcmp(b, "1.5"));
+  CHECK(osk__fmt_num(b, 1.0 / 0.0) == 4 && !strcmp(b, "null"));
+  CHECK(osk__fmt_num(b, -123456789.0123) == 10 && !strcmp(b, "-123456789")); /* 10 digits */
   b[osk__fmt_u64(b, UINT64_MAX)] = 0;
   CHECK(!strcmp(b, "18446744073709551615"));
   for (uint64_t v = 1, k = 1; k < 20; v *= 10, k++) {
