@@ -85,7 +85,8 @@ typedef struct {
  * where f was closed. Return 0, or a negative code to stop. After it returns,
  * the core adds f to the parent: f's reported time up to the cut, its
  * corr_ns in proportion, its descendants and itself. */
-typedef int (*osk__close_fn)(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent, int64_t cut);
+typedef int (*osk__close_fn)(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent,
+                             int64_t cut);
 
 /* A thread's open events. Zero-initialize; osk__nest_free releases. */
 typedef struct {

@@ -119,7 +119,8 @@ static void id_free(osk_trace_id_t *id) {
   if (id->kind == OSK_ID_STR) free((void *)id->str.ptr);
 }
 
-int64_t osk__threads_intern(osk__threads_t *t, const osk_trace_id_t *pid, const osk_trace_id_t *tid) {
+int64_t osk__threads_intern(osk__threads_t *t, const osk_trace_id_t *pid,
+                            const osk_trace_id_t *tid) {
   if (t->last) {
     osk__thread_id_t *x = &t->th[t->last - 1];
     if (id_eq(&x->tid, tid) && id_eq(&x->pid, pid)) return (int64_t)(t->last - 1);

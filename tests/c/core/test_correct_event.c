@@ -36,7 +36,8 @@ static void formula(void) {
   osk__corrected_t child = osk__correct_event(&c, OSK__CLS_OP, 100, 1, 0, 0);
   CHECK(child.total_ns == 0 && child.raw_ns < 0);
   k = osk__correct_event(&c, OSK__CLS_OP, 3000, 2, 0, child.raw_ns);
-  CHECK_NEAR(k.self_ns, (3000 - 100) - 30 - (100 - 30) * 1, 1e-9); /* reported self - delta - (W-delta) */
+  /* reported self - delta - (W - delta) * children */
+  CHECK_NEAR(k.self_ns, (3000 - 100) - 30 - (100 - 30) * 1, 1e-9);
   /* A clamped parent's self still comes from its raw total. */
   k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, -500);
   CHECK(k.total_ns == 0);

@@ -39,17 +39,41 @@ static const closed_t *find(const log_t *l, uint32_t name) {
   return NULL;
 }
 
-static void push(osk__nest_t *n, log_t *l, int64_t start, int64_t dur, uint32_t name, uint32_t cls) {
+static void push(osk__nest_t *n, log_t *l, int64_t start, int64_t dur, uint32_t name,
+                 uint32_t cls) {
   CHECK(osk__nest_push(n, start, dur, name, cls, on_close, l, NULL) == 0);
 }
+
+/* Events as {start, dur, name, class}, pushed in this order. */
+typedef struct {
+  int64_t start, dur;
+  uint32_t name, cls;
+} ev_t;
+
+static void push_all(osk__nest_t *n, log_t *l, const ev_t *ev, size_t count) {
+  for (size_t i = 0; i < count; i++) push(n, l, ev[i].start, ev[i].dur, ev[i].name, ev[i].cls);
+}
+
+/* Pushes the events, closes everything, returns the overlaps counted. */
+static uint64_t run(log_t *l, const ev_t *ev, size_t count) {
+  osk__nest_t n = {0};
+  *l = (log_t){.corr = -1};
+  push_all(&n, l, ev, count);
+  CHECK(osk__nest_close_all(&n, on_close, l) == 0 && l->n == (int)count);
+  uint64_t overlaps = n.overlaps;
+  osk__nest_free(&n);
+  return overlaps;
+}
+
+#define RUN(l, ...) \
+  run(l, (const ev_t[]){__VA_ARGS__}, sizeof((const ev_t[]){__VA_ARGS__}) / sizeof(ev_t))
 
 /* A [0,100) contains B [10,40) and C [50,90); C contains D [60,70). */
 static void proper(void) {
   osk__nest_t n = {0};
   log_t l = {.corr = -1};
-  push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-  push(&n, &l, 10, 30, 2, OSK__CLS_OP);
-  push(&n, &l, 50, 40, 3, OSK__CLS_PY);
+  const ev_t ev[] = {{0, 100, 1, OSK__CLS_OP}, {10, 30, 2, OSK__CLS_OP}, {50, 40, 3, OSK__CLS_PY}};
+  push_all(&n, &l, ev, 3);
   CHECK(l.n == 1 && l.c[0].name == 2 && l.c[0].has_parent && l.c[0].parent_name == 1);
   push(&n, &l, 60, 10, 4, OSK__CLS_OP);
   CHECK(n.max_depth == 3);
@@ -66,65 +90,39 @@ static void proper(void) {
 /* Equal starts: the longer one is the parent whether it comes first or not;
  * equal intervals nest in arrival order. */
 static void equal_starts(void) {
+  log_t l;
   for (int order = 0; order < 2; order++) {
-    osk__nest_t n = {0};
-    log_t l = {.corr = -1};
-    if (order == 0) {
-      push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-      push(&n, &l, 0, 50, 2, OSK__CLS_OP);
-    } else {
-      push(&n, &l, 0, 50, 2, OSK__CLS_OP);
-      push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-    }
-    CHECK(osk__nest_close_all(&n, on_close, &l) == 0);
+    uint64_t overlaps = order == 0 ? RUN(&l, {0, 100, 1, 0}, {0, 50, 2, 0})
+                                   : RUN(&l, {0, 50, 2, 0}, {0, 100, 1, 0});
     const closed_t *outer = find(&l, 1), *inner = find(&l, 2);
     CHECK(!outer->has_parent && outer->child_ns == 50 && outer->desc_op == 1);
-    CHECK(inner->has_parent && inner->parent_name == 1);
-    CHECK(n.overlaps == 0);
-    osk__nest_free(&n);
+    CHECK(inner->has_parent && inner->parent_name == 1 && overlaps == 0);
   }
-  osk__nest_t n = {0};
-  log_t l = {.corr = -1};
-  push(&n, &l, 0, 10, 1, OSK__CLS_OP);
-  push(&n, &l, 0, 10, 2, OSK__CLS_OP);
-  CHECK(osk__nest_close_all(&n, on_close, &l) == 0);
+  RUN(&l, {0, 10, 1, 0}, {0, 10, 2, 0});
   CHECK(find(&l, 2)->parent_name == 1 && !find(&l, 1)->has_parent);
-  osk__nest_free(&n);
 }
 
 /* The outlived-event rule: A [0,100) holds E [10,30); B [20,150) starts in
  * E and outlives both: E and A close at 20, counted as overlaps, and B keeps
  * its whole interval. A counts E only up to 20 and B not at all (B is no
- * child of A). */
+ * child of A); C [30,40) is B's. */
 static void outlived(void) {
-  osk__nest_t n = {0};
-  log_t l = {.corr = -1};
-  push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-  push(&n, &l, 10, 20, 5, OSK__CLS_OP);
-  push(&n, &l, 20, 130, 2, OSK__CLS_OP);
-  CHECK(l.n == 2 && n.overlaps == 2);
-  const closed_t *e = find(&l, 5), *a = find(&l, 1);
+  log_t l;
+  CHECK(RUN(&l, {0, 100, 1, 0}, {10, 20, 5, 0}, {20, 130, 2, 0}, {30, 10, 3, 0}) == 2);
+  CHECK(l.c[0].name == 5 && l.c[1].name == 1); /* closed at B's start */
+  const closed_t *e = find(&l, 5), *a = find(&l, 1), *b = find(&l, 2);
   CHECK(e->cut == 20 && e->parent_name == 1);
   CHECK(a->cut == 20 && !a->has_parent && a->child_ns == 10);
-  push(&n, &l, 30, 10, 3, OSK__CLS_OP);
-  CHECK(osk__nest_close_all(&n, on_close, &l) == 0);
-  const closed_t *b = find(&l, 2);
   CHECK(!b->has_parent && b->child_ns == 10 && b->desc_op == 1);
   CHECK(find(&l, 3)->parent_name == 2);
-  osk__nest_free(&n);
 }
 
 /* An event that ends exactly where the open one ends is its child; one that
  * starts where it ends is not. */
 static void boundaries(void) {
-  osk__nest_t n = {0};
-  log_t l = {.corr = -1};
-  push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-  push(&n, &l, 50, 50, 2, OSK__CLS_OP);
-  push(&n, &l, 100, 10, 3, OSK__CLS_OP);
-  CHECK(osk__nest_close_all(&n, on_close, &l) == 0);
-  CHECK(find(&l, 2)->parent_name == 1 && !find(&l, 3)->has_parent && n.overlaps == 0);
-  osk__nest_free(&n);
+  log_t l;
+  CHECK(RUN(&l, {0, 100, 1, 0}, {50, 50, 2, 0}, {100, 10, 3, 0}) == 0);
+  CHECK(find(&l, 2)->parent_name == 1 && !find(&l, 3)->has_parent);
 }
 
 /* Unsorted equal starts above an outlived event: S [10,20) came before the
