@@ -15,7 +15,9 @@
  * once, together with the fixed text around them; per event the writer
  * copies three padded pieces in 16-byte blocks, formats two timestamps from
  * integers with a two-digit table (no printf), and appends straight into a
- * 1 MiB buffer that goes out with write(2).
+ * 1 MiB buffer that goes out with write(2). The escaper, the formatters and
+ * the buffered temp-then-rename file are csrc/tracecore's, shared with the
+ * corrected-trace writer of opskew correct.
  */
 #include "trace_internal.h"
 
