@@ -15,12 +15,11 @@
 #if defined(__GNUC__)
 #define OSK__LIKELY(x) __builtin_expect(!!(x), 1)
 #define OSK__UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define OSK__HIDDEN __attribute__((visibility("hidden")))
 #else
 #define OSK__LIKELY(x) (x)
 #define OSK__UNLIKELY(x) (x)
-#define OSK__HIDDEN
 #endif
+#define OSK__HIDDEN OSK__CORE_HIDDEN
 
 /* Events per chunk: 4096 * 24 bytes = 96 KiB, so a spill (one mutex section)
  * happens once every 4096 operators of a thread. */
