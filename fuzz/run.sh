@@ -41,7 +41,8 @@ fi
 BIN=$WORK/fuzz_reader
 "$CC" -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude fuzz/fuzz_reader.c csrc/reader/reader.c csrc/reader/summary.c csrc/core/error.c \
+  -Iinclude -Icsrc/tracecore fuzz/fuzz_reader.c csrc/reader/reader.c csrc/reader/summary.c \
+  csrc/tracecore/intern.c csrc/tracecore/nest.c csrc/core/error.c \
   -lz -lm -lpthread -o "$BIN"
 
 mkdir -p "$WORK/corpus" fuzz/out

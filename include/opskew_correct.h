@@ -58,7 +58,7 @@ typedef struct {
   int64_t reported_total_ns; /* sum of inclusive durations as reported */
   int64_t reported_self_ns;  /* sum of exclusive durations as reported */
   double corrected_total_ns;
-  double corrected_self_ns;
+  double corrected_self_ns;  /* corrected total less the children's, taken before their clamping */
   uint64_t descendants;      /* operator-class events nested inside, summed */
   uint64_t py_descendants;   /* Python-class events nested inside, summed */
   int py_class;              /* 1: the name's events are of the Python class */

@@ -214,9 +214,15 @@ void osk_reader_free(osk_reader_t *r);
  * one-call summaries read the trace a second time, keeping only that thread's
  * complete events (24 bytes each), sort them by (start, longer first) and nest
  * them then: memory grows with the events of out-of-order threads only.
- * Equal start times nest the longer event outside. An event that starts inside
- * its parent but ends after it is counted as an overlap and nested with its
- * end clipped to the parent's (so the parent's self time stays >= 0).
+ * Equal start times nest the longer event outside, whichever comes first. An
+ * event outlived by a later one that starts inside it is closed at the later
+ * one's start and counted as an overlap: its parent counts it only up to
+ * there, and the later event keeps its whole interval and nests in the
+ * innermost open event that holds it (under torch.profiler's with_stack, record_function's
+ * annotation starts inside the Python tracer's __enter__ event and outlives
+ * it). Only an event of equal start that arrived after a shorter one, above
+ * an outlived event, has its end clipped to that event's (also an overlap).
+ * The compensation (opskew_correct.h) applies the same rule.
  * "B"/"E" pairs nest among themselves on a per-thread stack.
  *
  * Per name: calls, inclusive total/min/max/mean, self total, descendants, and
@@ -257,7 +263,7 @@ typedef struct {
   osk_str_t name;          /* from a "thread_name" metadata event; len 0 if none */
   uint64_t complete_events;
   uint32_t max_depth;      /* deepest nesting seen (1: no nesting) */
-  uint64_t overlaps;       /* events that ended after their parent */
+  uint64_t overlaps;       /* events closed early by one that outlived them (or clipped) */
   int resorted;            /* out of order: nested from a sorted second pass */
 } osk_thread_info_t;
 

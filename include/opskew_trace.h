@@ -196,9 +196,10 @@ OSK_TRACE_API size_t osk_trace_snapshot_columns(const osk_trace_snapshot_t *snap
 /* Writes the snapshot as Chrome trace JSON with Kineto's conventions
  * (ph "X", cat "cpu_op", ts/dur in microseconds with nanosecond fractions,
  * process and thread metadata events) and an "opskew" object with the
- * clock, the calibration and the losses. Writes to `path` + ".tmp" and
- * renames, so a reader never sees half a file. Returns 0, OSK_EIO or
- * OSK_EINVAL. */
+ * clock, the calibration and the losses. Writes a new temporary file next
+ * to `path` (mode 0666 less the umask), fsyncs it and renames it over
+ * `path`, so a reader never sees half a file. Returns 0, OSK_EIO, OSK_ENOMEM
+ * or OSK_EINVAL. */
 OSK_TRACE_API int osk_trace_write_chrome(const osk_trace_snapshot_t *snap, const char *path);
 
 /* Escapes `s` for a JSON string body (without quotes) into `out` (capacity
@@ -210,10 +211,13 @@ OSK_TRACE_API size_t osk_trace_json_escape(const char *s, char *out, size_t cap)
 
 /* Per operator name, over all threads. Durations in ns. `self` excludes
  * the time of nested operators. The corrected figures remove the tracer's
- * own cost with the calibration (DESIGN.md's model):
- *   total_corrected = total - calls*delta - W*descendants
- *   self_corrected  = self  - calls*delta - (W - delta)*children
- * clamped at 0 per event; the clamped amount is reported as residual. */
+ * own cost with the calibration, per call, by the formula opskew correct
+ * applies to trace files (docs/design.md, "The overhead model"):
+ *   total_corrected = total - delta - W*descendants
+ *   self_corrected  = total_corrected - the children's total_corrected
+ *                   = self - delta - (W - delta)*children
+ * each clamped at 0 (the children's totals taken before their clamping);
+ * the clamped amounts are reported as residual. */
 typedef struct {
   uint32_t name;
   uint64_t calls;

@@ -7,8 +7,13 @@
  * stack (the nesting depth), a small map from name to that thread's self
  * time, and, only for threads whose events are out of order, the held events
  * of the second pass. Nothing grows with the number of in-order events.
+ *
+ * Names, threads, metadata and the nesting rule are csrc/tracecore's, the
+ * same the compensation uses; what is summary's own is what happens when
+ * an event closes (self times per name) and the statistics.
  */
 #include "opskew_reader.h"
+#include "analysis.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -98,16 +103,9 @@ static void hist_free(hist_t *h) {
 /* ----------------------------------------------------------- structures */
 
 typedef struct {
-  osk_op_stats_t pub;
-  uint64_t hash;
+  osk_op_stats_t pub; /* name points into the name table */
   hist_t hist;
 } op_t;
-
-typedef struct {
-  int64_t start, end, dur, child;
-  uint64_t desc;
-  uint32_t name, n_children, last_child;
-} frame_t;
 
 typedef struct {
   int64_t start, child;
@@ -126,10 +124,8 @@ typedef struct {
 } self_t;
 
 typedef struct {
-  osk_thread_info_t pub;
-  uint64_t hash;
-  frame_t *stack;
-  uint32_t depth, scap;
+  osk_thread_info_t pub; /* pid, tid and name point into the thread table */
+  osk__nest_t nest;
   be_frame_t *be;
   uint32_t be_depth, be_cap;
   int64_t last_start;
@@ -149,19 +145,13 @@ typedef struct {
 } cat_t;
 
 struct osk_summary {
+  osk__names_t names; /* op id = name id */
   op_t *ops;
   size_t n_ops, ops_cap;
-  uint32_t *op_slots; /* op index + 1; 0 empty */
-  size_t op_slots_cap;
 
-  thread_t *threads;
+  osk__threads_t th; /* thread ids, names, and the processes */
+  thread_t *threads;  /* by thread id */
   size_t n_threads, threads_cap;
-  uint32_t *th_slots;
-  size_t th_slots_cap;
-  size_t last_thread; /* index + 1 of the last thread looked up */
-
-  osk_process_info_t *procs;
-  size_t n_procs, procs_cap;
 
   int filter;
   int unlisted_selected; /* what a category absent from `cats` gets */
@@ -180,111 +170,25 @@ struct osk_summary {
   osk_summary_stats_t stats;
 };
 
-/* --------------------------------------------------------------- helpers */
-
-/* Sums of durations saturate instead of overflowing: a hostile trace can
- * hold durations near INT64_MAX ns, and an overflowing signed sum would be
- * undefined behaviour. Real traces are many orders of magnitude below. */
-static int64_t sat_add(int64_t a, int64_t b) {
-  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
-  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
-  return a + b;
-}
-
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  const unsigned char *s = p;
-  for (size_t i = 0; i < n; i++) {
-    h ^= s[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-#define HASH_SEED 0xcbf29ce484222325ull
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t ncap = *cap ? *cap : 8;
-  while (ncap < need) ncap *= 2;
-  void *np = realloc(*p, ncap * elem);
-  if (!np) return OSK_ENOMEM;
-  *p = np;
-  *cap = ncap;
-  return 0;
-}
-
-static char *dup_bytes(const char *p, size_t n) {
-  char *d = malloc(n + 1);
-  if (!d) return NULL;
-  if (n) memcpy(d, p, n);
-  d[n] = 0;
-  return d;
-}
-
-static int str_eq(osk_str_t a, const char *b, size_t n) {
-  return a.len == n && (n == 0 || memcmp(a.ptr, b, n) == 0);
-}
-
-/* Rebuilds an open-addressing index of `n` items with hashes from hashof. */
-static int rehash(uint32_t **slots, size_t *cap, size_t n, uint64_t (*hashof)(void *, size_t),
-                  void *ctx) {
-  size_t ncap = *cap ? *cap * 2 : 64;
-  while (ncap < n * 2 + 2) ncap *= 2;
-  uint32_t *ns = calloc(ncap, sizeof *ns);
-  if (!ns) return OSK_ENOMEM;
-  for (size_t i = 0; i < n; i++) {
-    size_t j = (size_t)hashof(ctx, i) & (ncap - 1);
-    while (ns[j]) j = (j + 1) & (ncap - 1);
-    ns[j] = (uint32_t)(i + 1);
-  }
-  free(*slots);
-  *slots = ns;
-  *cap = ncap;
-  return 0;
-}
-
 /* ------------------------------------------------------------------- ops */
-
-static uint64_t op_hash_of(void *ctx, size_t i) { return ((osk_summary_t *)ctx)->ops[i].hash; }
 
 /* Finds or adds the op named `name`; returns its index or a negative code. */
 static int64_t op_intern(osk_summary_t *s, osk_str_t name, osk_str_t cat) {
-  uint64_t h = hash_bytes(HASH_SEED, name.ptr, name.len);
-  if (s->op_slots_cap) {
-    size_t j = (size_t)h & (s->op_slots_cap - 1);
-    for (uint32_t k; (k = s->op_slots[j]) != 0; j = (j + 1) & (s->op_slots_cap - 1)) {
-      op_t *o = &s->ops[k - 1];
-      if (o->hash == h && str_eq(name, o->pub.name.ptr, o->pub.name.len)) return k - 1;
-    }
+  int64_t id = osk__names_intern(&s->names, name.ptr, name.len);
+  if (id < 0 || (size_t)id < s->n_ops) return id;
+  /* New: ids are dense, so it is the next one, unless running out of
+   * memory left names without ops before it. */
+  if (osk__grow((void **)&s->ops, &s->ops_cap, (size_t)id + 1, sizeof *s->ops)) return OSK_ENOMEM;
+  while (s->n_ops <= (size_t)id) {
+    op_t *o = &s->ops[s->n_ops];
+    memset(o, 0, sizeof *o);
+    char *ct = osk__dup_bytes(cat.ptr, cat.len);
+    if (!ct) return OSK_ENOMEM;
+    o->pub.name = s->names.str[s->n_ops];
+    o->pub.cat = (osk_str_t){ct, cat.len};
+    s->n_ops++;
   }
-  if (s->n_ops >= UINT32_MAX - 1) return OSK_ERANGE;
-  if (grow((void **)&s->ops, &s->ops_cap, s->n_ops + 1, sizeof *s->ops)) return OSK_ENOMEM;
-  op_t *o = &s->ops[s->n_ops];
-  memset(o, 0, sizeof *o);
-  char *nm = dup_bytes(name.ptr, name.len);
-  char *ct = dup_bytes(cat.ptr, cat.len);
-  if (!nm || !ct) {
-    free(nm);
-    free(ct);
-    return OSK_ENOMEM;
-  }
-  o->pub.name = (osk_str_t){nm, name.len};
-  o->pub.cat = (osk_str_t){ct, cat.len};
-  o->hash = h;
-  s->n_ops++;
-  if (s->n_ops * 2 > s->op_slots_cap) {
-    if (rehash(&s->op_slots, &s->op_slots_cap, s->n_ops, op_hash_of, s)) {
-      s->n_ops--;
-      free(nm);
-      free(ct);
-      return OSK_ENOMEM;
-    }
-  } else {
-    size_t j = (size_t)h & (s->op_slots_cap - 1);
-    while (s->op_slots[j]) j = (j + 1) & (s->op_slots_cap - 1);
-    s->op_slots[j] = (uint32_t)s->n_ops;
-  }
-  return (int64_t)(s->n_ops - 1);
+  return id;
 }
 
 static int op_add_call(osk_summary_t *s, uint32_t id, int64_t dur) {
@@ -292,81 +196,30 @@ static int op_add_call(osk_summary_t *s, uint32_t id, int64_t dur) {
   if (o->pub.calls == 0 || dur < o->pub.min_ns) o->pub.min_ns = dur;
   if (o->pub.calls == 0 || dur > o->pub.max_ns) o->pub.max_ns = dur;
   o->pub.calls++;
-  o->pub.total_ns = sat_add(o->pub.total_ns, dur);
+  o->pub.total_ns = osk__sat_add(o->pub.total_ns, dur);
   return hist_add(&o->hist, dur);
 }
 
 /* --------------------------------------------------------------- threads */
 
-static uint64_t id_hash(uint64_t h, const osk_trace_id_t *id) {
-  h = hash_bytes(h, &id->kind, sizeof id->kind);
-  if (id->kind == OSK_ID_INT) return hash_bytes(h, &id->num, sizeof id->num);
-  if (id->kind == OSK_ID_STR) return hash_bytes(h, id->str.ptr, id->str.len);
-  return h;
-}
-
-static int id_eq(const osk_trace_id_t *a, const osk_trace_id_t *b) {
-  if (a->kind != b->kind) return 0;
-  if (a->kind == OSK_ID_INT) return a->num == b->num;
-  if (a->kind == OSK_ID_STR) return str_eq(a->str, b->str.ptr, b->str.len);
-  return 1;
-}
-
-static int id_copy(osk_trace_id_t *dst, const osk_trace_id_t *src) {
-  *dst = *src;
-  if (src->kind == OSK_ID_STR) {
-    char *p = dup_bytes(src->str.ptr, src->str.len);
-    if (!p) return OSK_ENOMEM;
-    dst->str.ptr = p;
-  } else {
-    dst->str = (osk_str_t){NULL, 0};
+/* The summary's record of thread `id` of the table, added if new. */
+static thread_t *thread_at(osk_summary_t *s, int64_t id) {
+  if (id < 0) return NULL;
+  if ((size_t)id < s->n_threads) return &s->threads[id];
+  if (osk__grow((void **)&s->threads, &s->threads_cap, (size_t)id + 1, sizeof *s->threads))
+    return NULL;
+  for (size_t i = s->n_threads; i <= (size_t)id; i++) {
+    thread_t *t = &s->threads[i];
+    memset(t, 0, sizeof *t);
+    t->pub.pid = s->th.th[i].pid;
+    t->pub.tid = s->th.th[i].tid;
   }
-  return 0;
-}
-
-static uint64_t th_hash_of(void *ctx, size_t i) {
-  return ((osk_summary_t *)ctx)->threads[i].hash;
+  s->n_threads = (size_t)id + 1;
+  return &s->threads[id];
 }
 
 static thread_t *thread_get(osk_summary_t *s, const osk_trace_id_t *pid, const osk_trace_id_t *tid) {
-  if (s->last_thread) {
-    thread_t *t = &s->threads[s->last_thread - 1];
-    if (id_eq(&t->pub.tid, tid) && id_eq(&t->pub.pid, pid)) return t;
-  }
-  uint64_t h = id_hash(id_hash(HASH_SEED, pid), tid);
-  if (s->th_slots_cap) {
-    size_t j = (size_t)h & (s->th_slots_cap - 1);
-    for (uint32_t k; (k = s->th_slots[j]) != 0; j = (j + 1) & (s->th_slots_cap - 1)) {
-      thread_t *t = &s->threads[k - 1];
-      if (t->hash == h && id_eq(&t->pub.tid, tid) && id_eq(&t->pub.pid, pid)) {
-        s->last_thread = k;
-        return t;
-      }
-    }
-  }
-  if (grow((void **)&s->threads, &s->threads_cap, s->n_threads + 1, sizeof *s->threads))
-    return NULL;
-  thread_t *t = &s->threads[s->n_threads];
-  memset(t, 0, sizeof *t);
-  if (id_copy(&t->pub.pid, pid)) return NULL;
-  if (id_copy(&t->pub.tid, tid)) {
-    if (t->pub.pid.kind == OSK_ID_STR) free((void *)t->pub.pid.str.ptr);
-    return NULL;
-  }
-  t->hash = h;
-  s->n_threads++;
-  if (s->n_threads * 2 > s->th_slots_cap) {
-    if (rehash(&s->th_slots, &s->th_slots_cap, s->n_threads, th_hash_of, s)) {
-      s->n_threads--;
-      return NULL;
-    }
-  } else {
-    size_t j = (size_t)h & (s->th_slots_cap - 1);
-    while (s->th_slots[j]) j = (j + 1) & (s->th_slots_cap - 1);
-    s->th_slots[j] = (uint32_t)s->n_threads;
-  }
-  s->last_thread = s->n_threads;
-  return &s->threads[s->n_threads - 1];
+  return thread_at(s, osk__threads_intern(&s->th, pid, tid));
 }
 
 static self_t *self_slot(thread_t *t, uint32_t name) {
@@ -412,87 +265,37 @@ static void self_clear(thread_t *t) {
 
 /* --------------------------------------------------------------- nesting */
 
-/* Closes the innermost open event: its self time is its duration minus the
- * (clipped) spans of its children, and its span up to `cut` counts for its
- * parent (INT64_MAX: all of it; an event closed early, because a later one
- * outlives it, counts only up to that one's start, which its parent also
- * counts, so no time is counted twice). */
-static int pop_frame(thread_t *t, int64_t cut) {
-  frame_t f = t->stack[--t->depth];
-  self_t *sf = self_slot(t, f.name);
+/* The nesting rule closed an event: its self time is its duration less its
+ * children's time inside it (osk__nest_push says how an outlived child
+ * counts). */
+static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent, int64_t cut) {
+  thread_t *t = ctx;
+  (void)parent;
+  (void)cut;
+  self_t *sf = self_slot(t, f->name);
   if (!sf) return OSK_ENOMEM;
-  int64_t self = f.dur - f.child;
-  sf->self_ns = sat_add(sf->self_ns, self > 0 ? self : 0);
-  sf->desc += f.desc;
-  if (f.n_children == 1 && f.last_child == f.name) sf->dup++;
-  if (t->depth) {
-    frame_t *p = &t->stack[t->depth - 1];
-    p->child = sat_add(p->child, (f.end < cut ? f.end : cut) - f.start);
-    p->desc += 1 + f.desc;
-    p->n_children++;
-    p->last_child = f.name;
-  }
+  int64_t self = f->dur - f->child_ns;
+  sf->self_ns = osk__sat_add(sf->self_ns, self > 0 ? self : 0);
+  sf->desc += f->desc[OSK__CLS_OP] + f->desc[OSK__CLS_PY];
+  if (f->n_children == 1 && f->last_child == f->name) sf->dup++;
   return 0;
 }
 
 static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name) {
-  int64_t end = start + dur;
-  while (t->depth && t->stack[t->depth - 1].end <= start) {
-    int rc = pop_frame(t, INT64_MAX);
-    if (rc) return rc;
-  }
-  /* Improper overlap: the event outlives the open one it starts in. Under
-   * torch.profiler's with_stack this is the rule for annotations opened from
-   * Python (record_function's user_annotation starts inside the Python
-   * tracer's __enter__ event, ProfilerStep#N likewise), so the outlived event
-   * is closed here, at this start, and the event keeps its children. */
-  while (t->depth && t->stack[t->depth - 1].start < start && t->stack[t->depth - 1].end < end) {
-    t->pub.overlaps++;
-    int rc = pop_frame(t, start);
-    if (rc) return rc;
-  }
-  /* Events that start together nest the longer one outside, whichever
-   * came first in the file; equal intervals nest in file order. */
-  uint32_t pos = t->depth;
-  while (pos && t->stack[pos - 1].start == start && t->stack[pos - 1].end < end) pos--;
-  int64_t nest_end = end;
-  if (pos && end > t->stack[pos - 1].end) {
-    /* Left only when events of equal start sit above the outlived one:
-     * clip, so the parent's self time stays >= 0. */
-    t->pub.overlaps++;
-    nest_end = t->stack[pos - 1].end;
-  }
-  if (t->depth == t->scap) {
-    uint32_t ncap = t->scap ? t->scap * 2 : 16;
-    frame_t *ns = realloc(t->stack, ncap * sizeof *ns);
-    if (!ns) return OSK_ENOMEM;
-    t->stack = ns;
-    t->scap = ncap;
-  }
-  memmove(&t->stack[pos + 1], &t->stack[pos], (t->depth - pos) * sizeof *t->stack);
-  t->stack[pos] = (frame_t){start, nest_end, dur, 0, 0, name, 0, 0};
-  t->depth++;
-  if (t->depth > t->pub.max_depth) t->pub.max_depth = t->depth;
-  return 0;
+  return osk__nest_push(&t->nest, start, dur, name, OSK__CLS_OP, on_close, t, NULL);
 }
 
-static int close_all(thread_t *t) {
-  while (t->depth) {
-    int rc = pop_frame(t, INT64_MAX);
-    if (rc) return rc;
-  }
-  return 0;
-}
+static int close_all(thread_t *t) { return osk__nest_close_all(&t->nest, on_close, t); }
 
 /* ------------------------------------------------------------ categories */
 
 static int cat_selected(osk_summary_t *s, osk_str_t cat) {
   if (s->last_cat) {
     cat_t *c = &s->cats[s->last_cat - 1];
-    if (str_eq(cat, c->name, c->len)) return c->selected;
+    if (osk__str_is(cat, c->name, c->len)) return c->selected;
   }
   for (size_t i = 0; i < s->n_cats; i++) {
-    if (str_eq(cat, s->cats[i].name, s->cats[i].len)) {
+    if (osk__str_is(cat, s->cats[i].name, s->cats[i].len)) {
       s->last_cat = i + 1;
       return s->cats[i].selected;
     }
@@ -508,8 +311,8 @@ static int add_cat(osk_summary_t *s, const char *c, int selected) {
       return 0;
     }
   }
-  if (grow((void **)&s->cats, &s->cats_cap, s->n_cats + 1, sizeof *s->cats)) return OSK_ENOMEM;
-  if (!(s->cats[s->n_cats].name = dup_bytes(c, n))) return OSK_ENOMEM;
+  if (osk__grow((void **)&s->cats, &s->cats_cap, s->n_cats + 1, sizeof *s->cats)) return OSK_ENOMEM;
+  if (!(s->cats[s->n_cats].name = osk__dup_bytes(c, n))) return OSK_ENOMEM;
   s->cats[s->n_cats].len = n;
   s->cats[s->n_cats].selected = selected;
   s->n_cats++;
@@ -563,32 +366,14 @@ static int usable(osk_summary_t *s, const osk_trace_event_t *ev, unsigned need, 
   return 1;
 }
 
+/* The metadata rule is the trace core's; a thread it names is one of ours. */
 static int on_metadata(osk_summary_t *s, const osk_trace_event_t *ev) {
-  if (!ev->arg_name.ptr && ev->arg_name.len == 0) return 0;
-  if (str_eq(ev->name, "thread_name", 11)) {
-    thread_t *t = thread_get(s, &ev->pid, &ev->tid);
-    if (!t) return OSK_ENOMEM;
-    char *n = dup_bytes(ev->arg_name.ptr, ev->arg_name.len);
-    if (!n) return OSK_ENOMEM;
-    free((void *)t->pub.name.ptr);
-    t->pub.name = (osk_str_t){n, ev->arg_name.len};
-  } else if (str_eq(ev->name, "process_name", 12)) {
-    osk_process_info_t *p = NULL;
-    for (size_t i = 0; i < s->n_procs; i++)
-      if (id_eq(&s->procs[i].pid, &ev->pid)) p = &s->procs[i];
-    if (!p) {
-      if (grow((void **)&s->procs, &s->procs_cap, s->n_procs + 1, sizeof *s->procs))
-        return OSK_ENOMEM;
-      p = &s->procs[s->n_procs];
-      memset(p, 0, sizeof *p);
-      if (id_copy(&p->pid, &ev->pid)) return OSK_ENOMEM;
-      s->n_procs++;
-    }
-    char *n = dup_bytes(ev->arg_name.ptr, ev->arg_name.len);
-    if (!n) return OSK_ENOMEM;
-    free((void *)p->name.ptr);
-    p->name = (osk_str_t){n, ev->arg_name.len};
-  }
+  int64_t named;
+  int rc = osk__threads_metadata(&s->th, ev, &named);
+  if (rc || named < 0) return rc;
+  thread_t *t = thread_at(s, named);
+  if (!t) return OSK_ENOMEM;
+  t->pub.name = s->th.th[named].name;
   return 0;
 }
 
@@ -635,8 +420,8 @@ static int on_begin_end(osk_summary_t *s, thread_t *t, const osk_trace_event_t *
   span(s, f.start, ev->ts_ns);
   t->pub.complete_events++;
   int64_t self = dur - f.child;
-  s->ops[f.name].pub.self_ns = sat_add(s->ops[f.name].pub.self_ns, self > 0 ? self : 0);
-  if (t->be_depth) t->be[t->be_depth - 1].child = sat_add(t->be[t->be_depth - 1].child, dur);
+  s->ops[f.name].pub.self_ns = osk__sat_add(s->ops[f.name].pub.self_ns, self > 0 ? self : 0);
+  if (t->be_depth) t->be[t->be_depth - 1].child = osk__sat_add(t->be[t->be_depth - 1].child, dur);
   return 0;
 }
 
@@ -661,9 +446,9 @@ int osk_summary_add(void *summary, const osk_trace_event_t *ev) {
       /* Out of order: drop this thread's nesting; the second pass redoes it
        * from its events sorted. */
       t->unsorted = 1;
-      t->depth = 0;
-      t->pub.max_depth = 0;
-      t->pub.overlaps = 0;
+      t->nest.depth = 0;
+      t->nest.max_depth = 0;
+      t->nest.overlaps = 0;
       self_clear(t);
       return 0;
     }
@@ -710,7 +495,7 @@ int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev) {
   if (!t->unsorted) return 0;
   int64_t id = op_intern(s, ev->name, ev->cat);
   if (id < 0) return (int)id;
-  if (grow((void **)&t->held, &t->held_cap, t->n_held + 1, sizeof *t->held)) return OSK_ENOMEM;
+  if (osk__grow((void **)&t->held, &t->held_cap, t->n_held + 1, sizeof *t->held)) return OSK_ENOMEM;
   t->held[t->n_held++] = (held_t){ev->ts_ns, ev->dur_ns, s->seq++, (uint32_t)id};
   s->stats.resorted_events++;
   s->stats.passes = 2;
@@ -719,9 +504,7 @@ int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev) {
 
 static int held_cmp(const void *a, const void *b) {
   const held_t *x = a, *y = b;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  if (x->dur != y->dur) return x->dur > y->dur ? -1 : 1; /* longer first: it is the parent */
-  return x->seq < y->seq ? -1 : (x->seq > y->seq);
+  return osk__nest_order(x->start, x->dur, x->seq, y->start, y->dur, y->seq);
 }
 
 int osk_summary_finish(osk_summary_t *s) {
@@ -744,12 +527,14 @@ int osk_summary_finish(osk_summary_t *s) {
       t->held = NULL;
       t->n_held = t->held_cap = 0;
     }
+    t->pub.max_depth = t->nest.max_depth;
+    t->pub.overlaps = t->nest.overlaps;
     s->stats.overlaps += t->pub.overlaps;
     s->stats.unclosed_begin += t->be_depth;
     for (size_t j = 0; j < t->sm_cap; j++) {
       if (!t->sm_keys[j]) continue;
       osk_op_stats_t *o = &s->ops[t->sm_keys[j] - 1].pub;
-      o->self_ns = sat_add(o->self_ns, t->sm_vals[j].self_ns);
+      o->self_ns = osk__sat_add(o->self_ns, t->sm_vals[j].self_ns);
       o->descendants += t->sm_vals[j].desc;
       o->only_child_same_name += t->sm_vals[j].dup;
     }
@@ -819,10 +604,10 @@ const osk_thread_info_t *osk_summary_thread(const osk_summary_t *s, size_t i) {
   return s && i < s->n_threads ? &s->threads[i].pub : NULL;
 }
 
-size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->n_procs : 0; }
+size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->th.n_procs : 0; }
 
 const osk_process_info_t *osk_summary_process(const osk_summary_t *s, size_t i) {
-  return s && i < s->n_procs ? &s->procs[i] : NULL;
+  return s && i < s->th.n_procs ? &s->th.procs[i] : NULL;
 }
 
 const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s) {
@@ -832,36 +617,27 @@ const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s) {
 void osk_summary_free(osk_summary_t *s) {
   if (!s) return;
   for (size_t i = 0; i < s->n_ops; i++) {
-    free((void *)s->ops[i].pub.name.ptr);
     free((void *)s->ops[i].pub.cat.ptr);
     hist_free(&s->ops[i].hist);
   }
   for (size_t i = 0; i < s->n_threads; i++) {
     thread_t *t = &s->threads[i];
-    if (t->pub.pid.kind == OSK_ID_STR) free((void *)t->pub.pid.str.ptr);
-    if (t->pub.tid.kind == OSK_ID_STR) free((void *)t->pub.tid.str.ptr);
-    free((void *)t->pub.name.ptr);
-    free(t->stack);
+    osk__nest_free(&t->nest);
     free(t->be);
     free(t->sm_keys);
     free(t->sm_vals);
     free(t->held);
   }
-  for (size_t i = 0; i < s->n_procs; i++) {
-    if (s->procs[i].pid.kind == OSK_ID_STR) free((void *)s->procs[i].pid.str.ptr);
-    free((void *)s->procs[i].name.ptr);
-  }
+  osk__names_free(&s->names);
+  osk__threads_free(&s->th);
   for (size_t i = 0; i < 2 * s->n_meta; i++) free(s->meta_kv[i]);
   free(s->meta_kv);
   free(s->meta_len);
   free(s->meta_str);
   for (size_t i = 0; i < s->n_cats; i++) free(s->cats[i].name);
   free(s->cats);
-  free(s->procs);
   free(s->ops);
-  free(s->op_slots);
   free(s->threads);
-  free(s->th_slots);
   free(s);
 }
 
@@ -886,8 +662,8 @@ static int copy_meta(osk_summary_t *s, const osk_reader_t *r) {
   for (size_t i = 0; i < n; i++) {
     osk_str_t k, v;
     osk_reader_meta_get(r, i, &k, &v, &s->meta_str[i]);
-    s->meta_kv[2 * i] = dup_bytes(k.ptr, k.len);
-    s->meta_kv[2 * i + 1] = dup_bytes(v.ptr, v.len);
+    s->meta_kv[2 * i] = osk__dup_bytes(k.ptr, k.len);
+    s->meta_kv[2 * i + 1] = osk__dup_bytes(v.ptr, v.len);
     s->n_meta = i + 1; /* so that free releases what was copied */
     if (!s->meta_kv[2 * i] || !s->meta_kv[2 * i + 1]) return OSK_ENOMEM;
     s->meta_len[2 * i] = k.len;

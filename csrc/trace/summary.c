@@ -5,7 +5,12 @@
  * stored in the order operators ended, so when an operator at depth d ends,
  * the events at depth d+1 that ended since the previous depth-d event (and
  * began after it began) are exactly its children. Per depth we accumulate
- * their durations, counts and descendant counts.
+ * their durations, corrected durations, counts and descendant counts.
+ *
+ * The correction is osk__correct_event's, as for a trace file (opskew
+ * correct): the tracer is a one-class instrument whose W and delta come from
+ * its own calibration, and an operator's corrected self time is its
+ * corrected total less its children's (before clamping).
  */
 #include "trace_internal.h"
 
@@ -24,6 +29,7 @@ struct osk_trace_summary {
 
 typedef struct {
   int64_t sum;
+  double corr; /* their corrected durations before clamping */
   uint64_t count;
   uint64_t desc;
   int64_t min_t0; /* earliest begin among them (ns) */
@@ -66,8 +72,11 @@ osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *s, const os
   if (!sum || !by || !acc || !off || !durs) goto nomem;
   sum->snap = s;
   sum->calib = calib ? *calib : s->calib;
-  double w = sum->calib.valid ? sum->calib.w_ns : 0.0;
-  double dl = sum->calib.valid ? sum->calib.delta_ns : 0.0;
+  osk__cost_t cost = {0, 0, 0, 0};
+  if (sum->calib.valid) {
+    cost.w_ns = sum->calib.w_ns;
+    cost.delta_ns = sum->calib.delta_ns;
+  }
 
   /* Pass 1: calls per name (for the quantile slices). */
   for (size_t i = 0; i < s->nsegs; i++) {
@@ -98,34 +107,34 @@ osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *s, const os
       int64_t dur = osk__dur_ns(&s->clock, e->t0, e->t1);
       osk__acc_t *kids = &acc[d + 1];
       int64_t kid_sum = 0;
+      double kid_corr = 0;
       uint64_t kid_n = 0, desc = 0;
       /* Children that began before this operator are left over from an
        * operator whose own event is missing (lost, or begun before the
        * session): they are not ours. */
       if (kids->count && kids->min_t0 >= t0) {
         kid_sum = kids->sum;
+        kid_corr = kids->corr;
         kid_n = kids->count;
         desc = kids->desc + kids->count;
       }
       memset(kids, 0, sizeof *kids);
       int64_t self = dur - kid_sum;
       if (self < 0) self = 0;
+      osk__corrected_t c = osk__correct_event(&cost, OSK__CLS_OP, dur, desc, 0, kid_corr);
+      sum->residual_ns += (int64_t)c.residual_ns + (int64_t)c.self_residual_ns;
       osk__acc_t *me = &acc[d];
       if (me->count == 0 || t0 < me->min_t0) me->min_t0 = t0;
       me->sum += dur;
+      me->corr += c.raw_ns;
       me->count++;
       me->desc += desc;
-
-      double tc = (double)dur - dl - w * (double)desc;
-      double sc = (double)self - dl - (w - dl) * (double)kid_n;
-      if (tc < 0) { sum->residual_ns += (int64_t)(-tc); tc = 0; }
-      if (sc < 0) { sum->residual_ns += (int64_t)(-sc); sc = 0; }
 
       osk_trace_op_t *r = &by[id];
       r->total_ns += dur;
       r->self_ns += self;
-      r->total_corrected_ns += (int64_t)(tc + 0.5);
-      r->self_corrected_ns += (int64_t)(sc + 0.5);
+      r->total_corrected_ns += (int64_t)(c.total_ns + 0.5);
+      r->self_corrected_ns += (int64_t)(c.self_ns + 0.5);
       r->children += kid_n;
       r->descendants += desc;
       if (dur > r->max_ns) r->max_ns = dur;

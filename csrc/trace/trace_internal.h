@@ -10,16 +10,16 @@
 
 #include "opskew.h"
 #include "opskew_trace.h"
+#include "tracecore.h"
 
 #if defined(__GNUC__)
 #define OSK__LIKELY(x) __builtin_expect(!!(x), 1)
 #define OSK__UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define OSK__HIDDEN __attribute__((visibility("hidden")))
 #else
 #define OSK__LIKELY(x) (x)
 #define OSK__UNLIKELY(x) (x)
-#define OSK__HIDDEN
 #endif
+#define OSK__HIDDEN OSK__CORE_HIDDEN
 
 /* Events per chunk: 4096 * 24 bytes = 96 KiB, so a spill (one mutex section)
  * happens once every 4096 operators of a thread. */
@@ -135,7 +135,5 @@ OSK__HIDDEN void osk__sb_json_num(osk__sb_t *sb, double v);
 /* Returns the string (caller frees) or NULL if any append failed. */
 OSK__HIDDEN char *osk__sb_finish(osk__sb_t *sb);
 
-/* Writes v as decimal into out (at least 21 bytes); returns the length. */
-OSK__HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
 
 #endif

@@ -15,16 +15,15 @@
  * once, together with the fixed text around them; per event the writer
  * copies three padded pieces in 16-byte blocks, formats two timestamps from
  * integers with a two-digit table (no printf), and appends straight into a
- * 1 MiB buffer that goes out with write(2).
+ * 1 MiB buffer that goes out with write(2). The escaper, the formatters and
+ * the buffered temp-then-rename file are csrc/tracecore's, shared with the
+ * corrected-trace writer of opskew correct.
  */
 #include "trace_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ----------------------------------------------------------- string builder */
 
@@ -84,8 +83,8 @@ void osk__sb_json_str(osk__sb_t *sb, const char *s) {
 }
 
 void osk__sb_json_num(osk__sb_t *sb, double v) {
-  if (v != v || v > 1e300 || v < -1e300) osk__sb_puts(sb, "null");
-  else osk__sb_printf(sb, "%.10g", v);
+  char tmp[32];
+  osk__sb_put(sb, tmp, osk__fmt_num(tmp, v));
 }
 
 char *osk__sb_finish(osk__sb_t *sb) {
@@ -98,196 +97,10 @@ char *osk__sb_finish(osk__sb_t *sb) {
   return sb->buf;
 }
 
-/* Two digits per step from a table: formatting dominates the writer's CPU
- * time after the copy into the kernel. */
-static const char k_digits2[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-size_t osk__fmt_u64(char *out, uint64_t v) {
-  char tmp[24];
-  size_t n = sizeof tmp;
-  while (v >= 100) {
-    unsigned r = (unsigned)(v % 100);
-    v /= 100;
-    tmp[--n] = k_digits2[2 * r + 1];
-    tmp[--n] = k_digits2[2 * r];
-  }
-  if (v >= 10) {
-    tmp[--n] = k_digits2[2 * v + 1];
-    tmp[--n] = k_digits2[2 * v];
-  } else {
-    tmp[--n] = (char)('0' + v);
-  }
-  memcpy(out, tmp + n, sizeof tmp - n);
-  return sizeof tmp - n;
-}
-
 /* ------------------------------------------------------------ JSON escape */
 
-/* Length of a valid UTF-8 sequence starting at p, or 0 if invalid. */
-static size_t utf8_len(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  size_t n;
-  unsigned min;
-  if ((c & 0xE0) == 0xC0) { n = 2; min = 0x80; c &= 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { n = 3; min = 0x800; c &= 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { n = 4; min = 0x10000; c &= 0x07; }
-  else return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((p[i] & 0xC0) != 0x80) return 0; /* also stops at the NUL */
-    c = (c << 6) | (p[i] & 0x3F);
-  }
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
-  return n;
-}
-
 size_t osk_trace_json_escape(const char *s, char *out, size_t cap) {
-  static const char hex[] = "0123456789abcdef";
-  size_t n = 0;
-#define OSK__EMIT(ch)                  \
-  do {                                 \
-    if (n + 1 < cap) out[n] = (ch);    \
-    n++;                               \
-  } while (0)
-  const unsigned char *p = (const unsigned char *)(s ? s : "");
-  while (*p) {
-    unsigned c = *p;
-    if (c == '"' || c == '\\') {
-      OSK__EMIT('\\');
-      OSK__EMIT((char)c);
-      p++;
-    } else if (c < 0x20) {
-      OSK__EMIT('\\');
-      switch (c) {
-      case '\n': OSK__EMIT('n'); break;
-      case '\t': OSK__EMIT('t'); break;
-      case '\r': OSK__EMIT('r'); break;
-      default:
-        OSK__EMIT('u'); OSK__EMIT('0'); OSK__EMIT('0');
-        OSK__EMIT(hex[c >> 4]); OSK__EMIT(hex[c & 15]);
-      }
-      p++;
-    } else if (c < 0x80) {
-      OSK__EMIT((char)c);
-      p++;
-    } else {
-      size_t k = utf8_len(p);
-      if (k == 0) { /* invalid UTF-8 would make the whole file unreadable */
-        const char *r = "\\ufffd";
-        for (int i = 0; r[i]; i++) OSK__EMIT(r[i]);
-        p++;
-      } else {
-        for (size_t i = 0; i < k; i++) OSK__EMIT((char)p[i]);
-        p += k;
-      }
-    }
-  }
-#undef OSK__EMIT
-  if (cap) out[n < cap ? n : cap - 1] = '\0';
-  return n;
-}
-
-/* ------------------------------------------------------------ file output */
-
-/* Output goes through one large buffer and plain write(2): a few system
- * calls per megabyte instead of stdio's copy and locking. */
-#define OSK__OUT_CAP (1u << 20)
-
-typedef struct {
-  int fd;
-  char *buf;
-  size_t len;
-  size_t cap;
-  int failed;
-} osk__out_t;
-
-static void out_flush(osk__out_t *o) {
-  size_t off = 0;
-  while (off < o->len && !o->failed) {
-    ssize_t w = write(o->fd, o->buf + off, o->len - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      o->failed = 1;
-    } else {
-      off += (size_t)w;
-    }
-  }
-  o->len = 0;
-}
-
-static void out_put(osk__out_t *o, const char *s, size_t n) {
-  while (n > 0 && !o->failed) {
-    if (o->len == o->cap) out_flush(o);
-    size_t k = o->cap - o->len < n ? o->cap - o->len : n;
-    memcpy(o->buf + o->len, s, k);
-    o->len += k;
-    s += k;
-    n -= k;
-  }
-}
-
-static void out_puts(osk__out_t *o, const char *s) { out_put(o, s, strlen(s)); }
-
-/* Writes v in decimal at p and returns the end. Two digits per step from a
- * table, written backwards after counting the digits. */
-static const uint64_t k_pow10[20] = {
-    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
-    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
-    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
-    1000000000000000000ull, 10000000000000000000ull};
-
-/* Number of decimal digits of v, without a division per digit: log10 from
- * the bit length (1233/4096 ~ log10(2)), corrected by one comparison. */
-static inline size_t dec_len(uint64_t v) {
-#if defined(__GNUC__)
-  unsigned bits = 64u - (unsigned)__builtin_clzll(v | 1u);
-  size_t n = (size_t)((bits * 1233u) >> 12);
-  /* v | 1: zero has one digit; it never crosses a power of ten, which is even. */
-  return n + ((v | 1u) >= k_pow10[n]);
-#else
-  size_t n = 1;
-  while (n < 20 && v >= k_pow10[n]) n++;
-  return n;
-#endif
-}
-
-static inline char *put_dec(char *p, uint64_t v) {
-  char *end = p + dec_len(v);
-  char *q = end;
-  while (v >= 100) {
-    unsigned r = (unsigned)(v % 100);
-    v /= 100;
-    *--q = k_digits2[2 * r + 1];
-    *--q = k_digits2[2 * r];
-  }
-  if (v >= 10) {
-    *--q = k_digits2[2 * v + 1];
-    *--q = k_digits2[2 * v];
-  } else {
-    *--q = (char)('0' + v);
-  }
-  return end;
-}
-
-/* Microseconds with a 3-digit nanosecond fraction, from integer ns. */
-static inline char *put_us(char *p, int64_t ns) {
-  uint64_t u;
-  if (ns < 0) {
-    *p++ = '-';
-    u = (uint64_t)(-(ns + 1)) + 1u;
-  } else {
-    u = (uint64_t)ns;
-  }
-  p = put_dec(p, u / 1000u);
-  unsigned f = (unsigned)(u % 1000u);
-  p[0] = '.';
-  p[1] = (char)('0' + f / 100);
-  p[2] = k_digits2[2 * (f % 100)];
-  p[3] = k_digits2[2 * (f % 100) + 1];
-  return p + 4;
+  return osk__json_escape(s, s ? strlen(s) : 0, out, cap);
 }
 
 /* A precomputed piece of an event, padded so that it can be copied in
@@ -327,42 +140,7 @@ static inline char *put_piece(char *p, const osk__piece_t *pc) {
   return p + pc->n;
 }
 
-static void put_json_str(osk__out_t *o, const char *s) {
-  size_t n;
-  char *e = escape_dup(s, &n);
-  if (!e) {
-    o->failed = 1;
-    return;
-  }
-  out_put(o, "\"", 1);
-  out_put(o, e, n);
-  out_put(o, "\"", 1);
-  free(e);
-}
-
-static void put_num(osk__out_t *o, double v) {
-  char tmp[64];
-  if (v != v || v > 1e300 || v < -1e300) {
-    out_puts(o, "null");
-    return;
-  }
-  int n = snprintf(tmp, sizeof tmp, "%.10g", v);
-  out_put(o, tmp, (size_t)n);
-}
-
-static void put_u64(osk__out_t *o, uint64_t v) {
-  char tmp[24];
-  out_put(o, tmp, osk__fmt_u64(tmp, v));
-}
-
-static void put_i64(osk__out_t *o, int64_t v) {
-  if (v < 0) {
-    out_put(o, "-", 1);
-    put_u64(o, (uint64_t)(-(v + 1)) + 1u);
-  } else {
-    put_u64(o, (uint64_t)v);
-  }
-}
+static void put_json_str(osk__out_t *o, const char *s) { osk__out_str(o, s, strlen(s)); }
 
 static const char *calib_scope(const char *instrument) {
   if (strcmp(instrument, "pyhook") == 0)
@@ -373,54 +151,54 @@ static const char *calib_scope(const char *instrument) {
 }
 
 static void write_header(osk__out_t *o, const osk_trace_snapshot_t *s, int64_t base_ns) {
-  out_puts(o, "{\"schemaVersion\":1,\"deviceProperties\":[],\"displayTimeUnit\":\"ms\",");
-  out_puts(o, "\"baseTimeNanoseconds\":");
-  put_i64(o, base_ns);
-  out_puts(o, ",\n\"opskew\":{\"version\":\"" OSK_VERSION_STRING "\",\"instrument\":");
+  osk__out_puts(o, "{\"schemaVersion\":1,\"deviceProperties\":[],\"displayTimeUnit\":\"ms\",");
+  osk__out_puts(o, "\"baseTimeNanoseconds\":");
+  osk__out_i64(o, base_ns);
+  osk__out_puts(o, ",\n\"opskew\":{\"version\":\"" OSK_VERSION_STRING "\",\"instrument\":");
   put_json_str(o, s->instrument);
-  out_puts(o, ",\"clock\":{\"kind\":\"");
-  out_puts(o, s->clock.kind == OSK_CLOCK_TSC ? "tsc" : "monotonic_raw");
-  out_puts(o, "\",\"ns_per_tick\":");
-  put_num(o, s->clock.ns_per_tick);
-  out_puts(o, ",\"rel_uncertainty\":");
-  put_num(o, s->clock.rel_uncertainty);
-  out_puts(o, "},\"calibration\":");
+  osk__out_puts(o, ",\"clock\":{\"kind\":\"");
+  osk__out_puts(o, s->clock.kind == OSK_CLOCK_TSC ? "tsc" : "monotonic_raw");
+  osk__out_puts(o, "\",\"ns_per_tick\":");
+  osk__out_num(o, s->clock.ns_per_tick);
+  osk__out_puts(o, ",\"rel_uncertainty\":");
+  osk__out_num(o, s->clock.rel_uncertainty);
+  osk__out_puts(o, "},\"calibration\":");
   if (s->calib.valid) {
-    out_puts(o, "{\"w_ns\":");
-    put_num(o, s->calib.w_ns);
-    out_puts(o, ",\"delta_ns\":");
-    put_num(o, s->calib.delta_ns);
-    out_puts(o, ",\"w_spread_ns\":");
-    put_num(o, s->calib.w_spread_ns);
-    out_puts(o, ",\"pairs\":");
-    put_u64(o, s->calib.pairs);
-    out_puts(o, ",\"rounds\":");
-    put_u64(o, s->calib.rounds);
-    out_puts(o, ",\"scope\":");
+    osk__out_puts(o, "{\"w_ns\":");
+    osk__out_num(o, s->calib.w_ns);
+    osk__out_puts(o, ",\"delta_ns\":");
+    osk__out_num(o, s->calib.delta_ns);
+    osk__out_puts(o, ",\"w_spread_ns\":");
+    osk__out_num(o, s->calib.w_spread_ns);
+    osk__out_puts(o, ",\"pairs\":");
+    osk__out_u64(o, s->calib.pairs);
+    osk__out_puts(o, ",\"rounds\":");
+    osk__out_u64(o, s->calib.rounds);
+    osk__out_puts(o, ",\"scope\":");
     put_json_str(o, calib_scope(s->instrument));
-    out_puts(o, "}");
+    osk__out_puts(o, "}");
   } else {
-    out_puts(o, "null");
+    osk__out_puts(o, "null");
   }
-  out_puts(o, ",\"events\":");
-  put_u64(o, s->n_events);
-  out_puts(o, ",\"lost\":{\"total\":");
-  put_u64(o, osk_trace_snapshot_lost_total(s));
+  osk__out_puts(o, ",\"events\":");
+  osk__out_u64(o, s->n_events);
+  osk__out_puts(o, ",\"lost\":{\"total\":");
+  osk__out_u64(o, osk_trace_snapshot_lost_total(s));
   for (int i = 0; i < OSK_TRACE_LOSS_COUNT; i++) {
-    out_puts(o, ",\"");
-    out_puts(o, osk_trace_loss_key(i));
-    out_puts(o, "\":");
-    put_u64(o, s->lost[i]);
+    osk__out_puts(o, ",\"");
+    osk__out_puts(o, osk_trace_loss_key(i));
+    osk__out_puts(o, "\":");
+    osk__out_u64(o, s->lost[i]);
   }
-  out_puts(o, "},\"unmatched_ends\":");
-  put_u64(o, s->unmatched_ends);
-  out_puts(o, ",\"open_at_stop\":");
-  put_u64(o, s->open_at_stop);
-  out_puts(o, ",\"window_ns\":{\"start\":");
-  put_i64(o, osk__ticks_ns(&s->clock, s->start_tick) + s->realtime_minus_mono_ns - base_ns);
-  out_puts(o, ",\"stop\":");
-  put_i64(o, osk__ticks_ns(&s->clock, s->stop_tick) + s->realtime_minus_mono_ns - base_ns);
-  out_puts(o, "}},\n\"traceEvents\":[\n");
+  osk__out_puts(o, "},\"unmatched_ends\":");
+  osk__out_u64(o, s->unmatched_ends);
+  osk__out_puts(o, ",\"open_at_stop\":");
+  osk__out_u64(o, s->open_at_stop);
+  osk__out_puts(o, ",\"window_ns\":{\"start\":");
+  osk__out_i64(o, osk__ticks_ns(&s->clock, s->start_tick) + s->realtime_minus_mono_ns - base_ns);
+  osk__out_puts(o, ",\"stop\":");
+  osk__out_i64(o, osk__ticks_ns(&s->clock, s->stop_tick) + s->realtime_minus_mono_ns - base_ns);
+  osk__out_puts(o, "}},\n\"traceEvents\":[\n");
 }
 
 static void pieces_free(osk__piece_t *p, size_t n) {
@@ -433,17 +211,16 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   if (!s || !path || !*path) return OSK_EINVAL;
   int guard = osk_trace_guard_enter();
   int rc = 0;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 32);
   uint32_t n_names = s->n_names ? s->n_names : 1;
   uint32_t n_cats = s->n_cats ? s->n_cats : 1;
   osk__piece_t *names = calloc(n_names, sizeof *names);
   osk__piece_t *cats = calloc(n_cats, sizeof *cats);
   osk__out_t o = {.fd = -1};
+  int opened = 0;
   char pidbuf[24];
   pidbuf[osk__fmt_u64(pidbuf, (uint64_t)s->pid)] = '\0';
   size_t longest = 0; /* the longest category + name piece */
-  if (!tmp || !names || !cats) {
+  if (!names || !cats) {
     rc = OSK_ENOMEM;
     goto done;
   }
@@ -480,18 +257,9 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   /* Room for one whole event after any flush: pieces, numbers, text, and
    * the 16-byte overshoot of padded copies. */
   size_t slack = longest + 256;
-  o.cap = OSK__OUT_CAP + slack;
-  o.buf = malloc(o.cap);
-  if (!o.buf) {
-    rc = OSK_ENOMEM;
-    goto done;
-  }
-  snprintf(tmp, plen + 32, "%s.tmp.%d", path, (int)getpid());
-  o.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (o.fd < 0) {
-    rc = OSK_EIO;
-    goto done;
-  }
+  rc = osk__out_open(&o, path, slack);
+  if (rc) goto done;
+  opened = 1;
 
   /* Base time: the earliest start (or the window start), floored to a whole
    * second of Unix time, so every ts is small and non-negative. */
@@ -507,11 +275,11 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   if (first + off < base) base -= 1000000000ll;
   write_header(&o, s, base);
 
-  out_puts(&o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-  out_puts(&o, pidbuf);
-  out_puts(&o, ",\"tid\":0,\"args\":{\"name\":\"python (opskew ");
-  out_puts(&o, s->instrument);
-  out_puts(&o, ")\"}}");
+  osk__out_puts(&o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+  osk__out_puts(&o, pidbuf);
+  osk__out_puts(&o, ",\"tid\":0,\"args\":{\"name\":\"python (opskew ");
+  osk__out_puts(&o, s->instrument);
+  osk__out_puts(&o, ")\"}}");
   /* One thread_name per thread that has events (the list may hold threads
    * that recorded nothing in this session; a tid reused by a later thread
    * keeps the latest name). */
@@ -521,16 +289,16 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
     const char *tname = NULL;
     for (size_t k = 0; k < s->n_threads; k++)
       if (s->threads[k].tid == tid && s->threads[k].name[0]) tname = s->threads[k].name;
-    out_puts(&o, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-    out_puts(&o, pidbuf);
-    out_puts(&o, ",\"tid\":");
-    put_u64(&o, tid);
-    out_puts(&o, ",\"args\":{\"name\":");
+    osk__out_puts(&o, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+    osk__out_puts(&o, pidbuf);
+    osk__out_puts(&o, ",\"tid\":");
+    osk__out_u64(&o, tid);
+    osk__out_puts(&o, ",\"args\":{\"name\":");
     char label[64];
     if (tname) snprintf(label, sizeof label, "%s (%u)", tname, (unsigned)tid);
     else snprintf(label, sizeof label, "thread %u", (unsigned)tid);
     put_json_str(&o, label);
-    out_puts(&o, "}}");
+    osk__out_puts(&o, "}}");
   }
 
   /* The hot loop: per event, three padded piece copies, two timestamps and
@@ -540,18 +308,18 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   const osk_clock_t *clk = &s->clock;
   int64_t shift = off - base;
   char *p = o.buf + o.len;
-  char *limit = o.buf + o.cap - slack;
+  char *limit = o.buf + o.cap; /* the slack past it holds one event */
   for (size_t i = 0; i < s->nsegs && !o.failed; i++) {
     const osk__seg_t *g = &s->segs[i];
     if (i == 0 || g->chunk->tid != s->segs[i - 1].chunk->tid) {
-      char *q = put_dec(thr_s, g->chunk->tid);
+      char *q = osk__put_dec(thr_s, g->chunk->tid);
       memcpy(q, ",\"ts\":", 6);
       thr.n = (size_t)(q + 6 - thr_s);
     }
     for (uint32_t j = g->begin; j < g->end; j++) {
       if (OSK__UNLIKELY(p >= limit)) {
         o.len = (size_t)(p - o.buf);
-        out_flush(&o);
+        osk__out_flush(&o);
         p = o.buf;
       }
       const osk__event_t *e = &g->chunk->ev[j];
@@ -562,13 +330,13 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
       p = put_piece(p, &cats[cid]);
       p = put_piece(p, &names[nid]);
       p = put_piece(p, &thr);
-      p = put_us(p, t0 + shift);
+      p = osk__put_us(p, t0 + shift);
       memcpy(p, ",\"dur\":", 7);
-      p = put_us(p + 7, t1 - t0);
+      p = osk__put_us(p + 7, t1 - t0);
       memcpy(p, ",\"args\":{\"depth\":", 17);
       p += 17;
       if (OSK__LIKELY(e->depth < 10)) *p++ = (char)('0' + e->depth);
-      else p = put_dec(p, e->depth);
+      else p = osk__put_dec(p, e->depth);
       memcpy(p, "}}", 2);
       p += 2;
     }
@@ -577,32 +345,22 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   uint64_t lost = osk_trace_snapshot_lost_total(s);
   if (lost) {
     char num[64];
-    out_puts(&o, ",\n{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"opskew\",\"name\":\"opskew: events lost\",\"pid\":");
-    out_puts(&o, pidbuf);
-    out_puts(&o, ",\"tid\":0,\"ts\":");
-    out_put(&o, num, (size_t)(put_us(num, osk__ticks_ns(clk, s->stop_tick) + shift) - num));
-    out_puts(&o, ",\"args\":{\"lost\":");
-    put_u64(&o, lost);
-    out_puts(&o, "}}");
+    osk__out_puts(&o, ",\n{\"ph\":\"i\",\"s\":\"g\",\"cat\":\"opskew\",\"name\":\"opskew: events lost\",\"pid\":");
+    osk__out_puts(&o, pidbuf);
+    osk__out_puts(&o, ",\"tid\":0,\"ts\":");
+    osk__out_put(&o, num, (size_t)(osk__put_us(num, osk__ticks_ns(clk, s->stop_tick) + shift) - num));
+    osk__out_puts(&o, ",\"args\":{\"lost\":");
+    osk__out_u64(&o, lost);
+    osk__out_puts(&o, "}}");
   }
-  out_puts(&o, "\n],\n\"traceName\":");
+  osk__out_puts(&o, "\n],\n\"traceName\":");
   put_json_str(&o, path);
-  out_puts(&o, "}\n");
-  out_flush(&o);
-  if (close(o.fd) != 0) o.failed = 1;
-  o.fd = -1;
-  if (o.failed) rc = OSK_EIO;
-  if (rc == 0 && rename(tmp, path) != 0) rc = OSK_EIO;
-  if (rc != 0) unlink(tmp);
+  osk__out_puts(&o, "}\n");
+  rc = osk__out_commit(&o);
 done:
-  if (o.fd >= 0) {
-    close(o.fd);
-    unlink(tmp);
-  }
+  if (opened) osk__out_discard(&o);
   pieces_free(names, n_names);
   pieces_free(cats, n_cats);
-  free(o.buf);
-  free(tmp);
   osk_trace_guard_leave(guard);
   return rc;
 }

@@ -1,0 +1,247 @@
+/* chrome_out.c: the one Chrome trace JSON output (see tracecore.h): string
+ * escaping, numbers from integers, and a buffered file written to a
+ * temporary name and renamed into place. The tracer's writer and the
+ * corrected-trace writer both use it. */
+#include "tracecore.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char osk__digits2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+const uint64_t osk__pow10[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+    1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+    100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+    1000000000000000000ull, 10000000000000000000ull};
+
+size_t osk__fmt_u64(char *out, uint64_t v) { return (size_t)(osk__put_dec(out, v) - out); }
+
+/* ------------------------------------------------------------ JSON escape */
+
+/* Length of a valid UTF-8 sequence at p (at most `left` bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t left) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned min;
+  if ((c & 0xE0) == 0xC0) { n = 2; min = 0x80; c &= 0x1F; }
+  else if ((c & 0xF0) == 0xE0) { n = 3; min = 0x800; c &= 0x0F; }
+  else if ((c & 0xF8) == 0xF0) { n = 4; min = 0x10000; c &= 0x07; }
+  else return 0;
+  if (n > left) return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (p[i] & 0x3F);
+  }
+  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  return n;
+}
+
+size_t osk__json_escape(const char *s, size_t len, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  size_t n = 0;
+#define OSK__EMIT(ch)                  \
+  do {                                 \
+    if (n + 1 < cap) out[n] = (ch);    \
+    n++;                               \
+  } while (0)
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  const unsigned char *e = s ? p + len : p;
+  while (p < e) {
+    unsigned c = *p;
+    if (c == '"' || c == '\\') {
+      OSK__EMIT('\\');
+      OSK__EMIT((char)c);
+      p++;
+    } else if (c < 0x20) {
+      OSK__EMIT('\\');
+      switch (c) {
+      case '\n': OSK__EMIT('n'); break;
+      case '\t': OSK__EMIT('t'); break;
+      case '\r': OSK__EMIT('r'); break;
+      default:
+        OSK__EMIT('u'); OSK__EMIT('0'); OSK__EMIT('0');
+        OSK__EMIT(hex[c >> 4]); OSK__EMIT(hex[c & 15]);
+      }
+      p++;
+    } else if (c < 0x80) {
+      OSK__EMIT((char)c);
+      p++;
+    } else {
+      size_t k = utf8_len(p, (size_t)(e - p));
+      if (k == 0) {
+        const char *r = "\\ufffd";
+        for (int i = 0; r[i]; i++) OSK__EMIT(r[i]);
+        p++;
+      } else {
+        for (size_t i = 0; i < k; i++) OSK__EMIT((char)p[i]);
+        p += k;
+      }
+    }
+  }
+#undef OSK__EMIT
+  if (cap) out[n < cap ? n : cap - 1] = '\0';
+  return n;
+}
+
+/* ------------------------------------------------------------ file output */
+
+/* A few system calls per megabyte instead of stdio's copy and locking. */
+#define OSK__OUT_CAP (1u << 20)
+
+static void fail(osk__out_t *o, int err) {
+  if (!o->failed) o->sys_errno = err;
+  o->failed = 1;
+}
+
+int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
+  static _Atomic unsigned counter;
+  memset(o, 0, sizeof *o);
+  o->fd = -1;
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 64);
+  o->path = osk__dup_bytes(path, plen);
+  o->cap = OSK__OUT_CAP;
+  o->buf = malloc(OSK__OUT_CAP + slack);
+  if (!tmp || !o->path || !o->buf) {
+    free(tmp);
+    osk__out_discard(o);
+    return OSK_ENOMEM;
+  }
+  /* A unique name next to the target, so that the rename stays within one
+   * file system; O_EXCL because another writer may pick the same number. */
+  for (int tries = 0; tries < 100; tries++) {
+    snprintf(tmp, plen + 64, "%s.tmp-opskew.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add(&counter, 1u));
+    o->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (o->fd >= 0 || errno != EEXIST) break;
+  }
+  if (o->fd < 0) {
+    int err = errno;
+    free(tmp); /* nothing was created: there is nothing to remove */
+    osk__out_discard(o);
+    o->sys_errno = err;
+    o->failed = 1;
+    return OSK_EIO;
+  }
+  o->tmp = tmp; /* ours from here on: discard removes it */
+  return 0;
+}
+
+void osk__out_flush(osk__out_t *o) {
+  size_t off = 0;
+  while (off < o->len && !o->failed) {
+    ssize_t w = write(o->fd, o->buf + off, o->len - off);
+    if (w < 0) {
+      if (errno != EINTR) fail(o, errno);
+    } else {
+      off += (size_t)w;
+    }
+  }
+  o->len = 0;
+}
+
+void osk__out_put(osk__out_t *o, const char *s, size_t n) {
+  if (!o->buf) return;
+  while (n > 0 && !o->failed) {
+    if (o->len >= o->cap) osk__out_flush(o);
+    size_t k = o->cap - o->len < n ? o->cap - o->len : n;
+    memcpy(o->buf + o->len, s, k);
+    o->len += k;
+    s += k;
+    n -= k;
+  }
+}
+
+void osk__out_puts(osk__out_t *o, const char *s) { osk__out_put(o, s, strlen(s)); }
+
+void osk__out_str(osk__out_t *o, const char *s, size_t n) {
+  char small[256];
+  size_t need = osk__json_escape(s, n, small, sizeof small);
+  char *e = need < sizeof small ? small : malloc(need + 1);
+  if (!e) {
+    fail(o, ENOMEM);
+    return;
+  }
+  if (e != small) osk__json_escape(s, n, e, need + 1);
+  osk__out_put(o, "\"", 1);
+  osk__out_put(o, e, need);
+  osk__out_put(o, "\"", 1);
+  if (e != small) free(e);
+}
+
+void osk__out_u64(osk__out_t *o, uint64_t v) {
+  char tmp[24];
+  osk__out_put(o, tmp, (size_t)(osk__put_dec(tmp, v) - tmp));
+}
+
+void osk__out_i64(osk__out_t *o, int64_t v) {
+  char tmp[24], *p = tmp;
+  if (v < 0) {
+    *p++ = '-';
+    p = osk__put_dec(p, (uint64_t)(-(v + 1)) + 1u);
+  } else {
+    p = osk__put_dec(p, (uint64_t)v);
+  }
+  osk__out_put(o, tmp, (size_t)(p - tmp));
+}
+
+void osk__out_us(osk__out_t *o, int64_t ns) {
+  char tmp[32];
+  osk__out_put(o, tmp, (size_t)(osk__put_us(tmp, ns) - tmp));
+}
+
+size_t osk__fmt_num(char *out, double v) {
+  if (v != v || v > 1e300 || v < -1e300) {
+    memcpy(out, "null", 5);
+    return 4;
+  }
+  int n = snprintf(out, 32, "%.10g", v);
+  return n > 0 ? (size_t)n : 0;
+}
+
+void osk__out_num(osk__out_t *o, double v) {
+  char tmp[32];
+  osk__out_put(o, tmp, osk__fmt_num(tmp, v));
+}
+
+int osk__out_commit(osk__out_t *o) {
+  if (o->fd < 0) return OSK_EIO;
+  osk__out_flush(o);
+  /* fsync before rename: otherwise a crash can leave the new name on an
+   * empty file where the old trace was. */
+  if (!o->failed && fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS) fail(o, errno);
+  if (close(o->fd) != 0) fail(o, errno);
+  o->fd = -1;
+  if (!o->failed && rename(o->tmp, o->path) != 0) fail(o, errno);
+  int rc = o->failed ? OSK_EIO : 0;
+  if (!rc) {
+    free(o->tmp); /* renamed: nothing left to remove */
+    o->tmp = NULL;
+  }
+  int err = o->sys_errno, failed = o->failed;
+  osk__out_discard(o);
+  o->sys_errno = err;
+  o->failed = failed;
+  return rc;
+}
+
+void osk__out_discard(osk__out_t *o) {
+  if (o->fd >= 0) close(o->fd);
+  o->fd = -1;
+  if (o->tmp) unlink(o->tmp);
+  free(o->tmp);
+  free(o->path);
+  free(o->buf);
+  o->tmp = o->path = o->buf = NULL;
+  o->len = o->cap = 0;
+}

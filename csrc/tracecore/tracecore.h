@@ -1,0 +1,209 @@
+/* tracecore.h: the trace rules and the trace format, each written once.
+ *
+ * Three parts of opskew read or write Chrome traces: the streaming analyzer
+ * (csrc/reader/summary.c), the overhead compensation (csrc/correct/) and the
+ * operator tracer (csrc/trace/). What they share lives here, in its own
+ * static library that each of them links, so that none depends on another
+ * to get it:
+ *   - interning of names, of threads by (pid, tid), and the process_name /
+ *     thread_name metadata rule (intern.c);
+ *   - the nesting rule (nest.c, osk__nest_push): one function decides which
+ *     open events close and where a new one nests;
+ *   - the correction formula of docs/design.md (correct.c,
+ *     osk__correct_event);
+ *   - the Chrome JSON output: one escaper, one microsecond formatter, one
+ *     buffered file output that writes a temporary file next to the target
+ *     and renames it into place (chrome_out.c).
+ * Not part of csrc/core: that is the measurement engine (clock, statistics)
+ * the calibration links, and it has no business with trace files; here the
+ * library boundary is the trace format, with its own tests (tests/c/core).
+ * This header needs no reader types, so the tracer (whose public header has
+ * its own osk_trace_event_t) includes it; the reading side's interning and
+ * nesting are in analysis.h. Internal: not installed, symbols hidden from
+ * the shared objects. Plain C11, never includes Python.h. Nothing here is
+ * thread safe unless said so.
+ */
+#ifndef OPSKEW_TRACECORE_H
+#define OPSKEW_TRACECORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "opskew.h"
+
+#if defined(__GNUC__)
+#define OSK__CORE_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define OSK__CORE_HIDDEN
+#endif
+
+/* ------------------------------------------------------------- helpers */
+
+#define OSK__HASH_SEED 0xcbf29ce484222325ull
+
+/* FNV-1a over n bytes, continuing from h (start with OSK__HASH_SEED). */
+static inline uint64_t osk__hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *s = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Sums of durations saturate instead of overflowing: a hostile trace can
+ * hold durations near INT64_MAX ns, and signed overflow is undefined. */
+static inline int64_t osk__sat_add(int64_t a, int64_t b) {
+  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
+  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+  return a + b;
+}
+
+/* Grows *p (elements of `elem` bytes) to hold `need`, doubling; 0 or OSK_ENOMEM. */
+OSK__CORE_HIDDEN int osk__grow(void **p, size_t *cap, size_t need, size_t elem);
+/* A NUL-terminated malloc'ed copy of n bytes, or NULL. */
+OSK__CORE_HIDDEN char *osk__dup_bytes(const char *p, size_t n);
+
+/* ---------------------------------------------------------- correction */
+
+/* Event classes: the instrument's operators, and the Python tracer's calls,
+ * which cost another W (docs/design.md, "The overhead model"). */
+enum { OSK__CLS_OP = 0, OSK__CLS_PY = 1 };
+
+
+/* The instrument's cost per event, per class (docs/design.md): W in all,
+ * delta of it inside the event's own interval. */
+typedef struct {
+  double w_ns, delta_ns;       /* operator class */
+  double w_py_ns, delta_py_ns; /* Python class */
+} osk__cost_t;
+
+typedef struct {
+  double total_ns;         /* corrected inclusive duration, >= 0 */
+  double self_ns;          /* corrected exclusive duration, >= 0 */
+  double residual_ns;      /* what clamping total_ns at 0 removed */
+  double self_residual_ns; /* what clamping self_ns at 0 removed */
+  double raw_ns;           /* total_ns before clamping: what its parent's self subtracts */
+} osk__corrected_t;
+
+/* THE correction formula (docs/design.md, "The overhead model"):
+ *   total = reported - delta(cls) - W * op_desc - W_py * py_desc
+ *   self  = total - children_raw_ns
+ * each clamped at 0, what the clamp removed reported as a residual.
+ * children_raw_ns is the sum of the children's totals before clamping (their
+ * raw_ns, in proportion to the part of them inside this event), so that a
+ * child's over-compensation stays the child's: without cuts the self time is
+ *   self = reported_self - delta - (W - delta) * op_children
+ *          - (W_py - delta_py) * py_children,
+ * the instrument time that fell in the event's own exclusive time, whatever
+ * its children's clamps did. */
+OSK__CORE_HIDDEN osk__corrected_t osk__correct_event(const osk__cost_t *c, uint32_t cls,
+                                                     int64_t reported_ns, uint64_t op_desc,
+                                                     uint64_t py_desc, double children_raw_ns);
+
+/* ------------------------------------------------------- Chrome output */
+
+/* JSON string body of n bytes (quotes not included) into out (cap bytes,
+ * NUL-terminated when cap > 0); returns the full length. Control characters
+ * become escapes, invalid UTF-8 becomes U+FFFD (one bad byte would make the
+ * whole file unreadable). */
+OSK__CORE_HIDDEN size_t osk__json_escape(const char *s, size_t n, char *out, size_t cap);
+
+extern OSK__CORE_HIDDEN const char osk__digits2[201];
+extern OSK__CORE_HIDDEN const uint64_t osk__pow10[20];
+
+/* Number of decimal digits of v, without a division per digit: log10 from
+ * the bit length (1233/4096 ~ log10(2)), corrected by one comparison. */
+static inline size_t osk__dec_len(uint64_t v) {
+#if defined(__GNUC__)
+  unsigned bits = 64u - (unsigned)__builtin_clzll(v | 1u);
+  size_t n = (size_t)((bits * 1233u) >> 12);
+  /* v | 1: zero has one digit; it never crosses a power of ten, which is even. */
+  return n + ((v | 1u) >= osk__pow10[n]);
+#else
+  size_t n = 1;
+  while (n < 20 && v >= osk__pow10[n]) n++;
+  return n;
+#endif
+}
+
+/* Writes v in decimal at p and returns the end: two digits per step from a
+ * table, backwards after counting the digits (no printf: formatting is most
+ * of a writer's CPU time after the copy into the kernel). */
+static inline char *osk__put_dec(char *p, uint64_t v) {
+  char *end = p + osk__dec_len(v);
+  char *q = end;
+  while (v >= 100) {
+    unsigned r = (unsigned)(v % 100);
+    v /= 100;
+    *--q = osk__digits2[2 * r + 1];
+    *--q = osk__digits2[2 * r];
+  }
+  if (v >= 10) {
+    *--q = osk__digits2[2 * v + 1];
+    *--q = osk__digits2[2 * v];
+  } else {
+    *--q = (char)('0' + v);
+  }
+  return end;
+}
+
+/* Microseconds with a 3-digit nanosecond fraction, from integer ns (Kineto's
+ * format; the reader converts it back exactly). At most 25 bytes. */
+static inline char *osk__put_us(char *p, int64_t ns) {
+  uint64_t u;
+  if (ns < 0) {
+    *p++ = '-';
+    u = (uint64_t)(-(ns + 1)) + 1u;
+  } else {
+    u = (uint64_t)ns;
+  }
+  p = osk__put_dec(p, u / 1000u);
+  unsigned f = (unsigned)(u % 1000u);
+  p[0] = '.';
+  p[1] = (char)('0' + f / 100);
+  p[2] = osk__digits2[2 * (f % 100)];
+  p[3] = osk__digits2[2 * (f % 100) + 1];
+  return p + 4;
+}
+
+/* A JSON file written through one large buffer and write(2), into a
+ * temporary file next to the target that replaces it only when complete:
+ * readers never see half a trace, and a failed write leaves the old file. */
+typedef struct {
+  int fd;
+  char *buf;
+  size_t len;
+  size_t cap;    /* the flush threshold; buf holds cap + slack bytes */
+  int failed;
+  int sys_errno; /* errno of the first failure */
+  char *tmp;     /* the temporary file's path while it exists */
+  char *path;
+} osk__out_t;
+
+/* Creates the temporary file, "<path>.tmp-opskew.<pid>.<n>", with O_EXCL and
+ * O_NOFOLLOW (so it never writes through someone's link) and mode 0666 less
+ * the umask, as the target would get. `slack`: bytes callers may append
+ * directly at buf + len beyond cap before the next osk__out_reserve.
+ * Returns 0, OSK_EIO (sys_errno says why) or OSK_ENOMEM. */
+OSK__CORE_HIDDEN int osk__out_open(osk__out_t *o, const char *path, size_t slack);
+OSK__CORE_HIDDEN void osk__out_flush(osk__out_t *o);
+OSK__CORE_HIDDEN void osk__out_put(osk__out_t *o, const char *s, size_t n);
+OSK__CORE_HIDDEN void osk__out_puts(osk__out_t *o, const char *s);
+/* A quoted, escaped JSON string of n bytes. */
+OSK__CORE_HIDDEN void osk__out_str(osk__out_t *o, const char *s, size_t n);
+OSK__CORE_HIDDEN void osk__out_u64(osk__out_t *o, uint64_t v);
+OSK__CORE_HIDDEN void osk__out_i64(osk__out_t *o, int64_t v);
+OSK__CORE_HIDDEN void osk__out_us(osk__out_t *o, int64_t ns);
+/* A double as %.10g; non-finite values become null (JSON has no NaN). */
+OSK__CORE_HIDDEN void osk__out_num(osk__out_t *o, double v);
+/* The same into out (at least 32 bytes, NUL-terminated); returns the length. */
+OSK__CORE_HIDDEN size_t osk__fmt_num(char *out, double v);
+/* Flushes, fsyncs, closes and renames the file into place; on any failure
+ * unlinks the temporary file (only it). Returns 0 or OSK_EIO. */
+OSK__CORE_HIDDEN int osk__out_commit(osk__out_t *o);
+/* Closes and unlinks the temporary file, and frees; safe after commit. */
+OSK__CORE_HIDDEN void osk__out_discard(osk__out_t *o);
+
+/* Writes v as decimal into out (at least 21 bytes); returns the length. */
+OSK__CORE_HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
+
+#endif

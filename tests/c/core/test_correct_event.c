@@ -1,0 +1,111 @@
+/* The correction formula (osk__correct_event), with its clamping, and the
+ * interning and metadata rules of the trace core. */
+#include "analysis.h"
+#include "testutil.h"
+
+#include <string.h>
+
+static void formula(void) {
+  osk__cost_t c = {.w_ns = 100, .delta_ns = 30, .w_py_ns = 500, .delta_py_ns = 200};
+  /* A leaf: reported - delta. */
+  osk__corrected_t k = osk__correct_event(&c, OSK__CLS_OP, 1000, 0, 0, 0);
+  CHECK_NEAR(k.total_ns, 970, 1e-9);
+  CHECK_NEAR(k.self_ns, 970, 1e-9);
+  CHECK(k.residual_ns == 0 && k.self_residual_ns == 0);
+  /* A parent with 3 operator and 2 Python descendants; its children's
+   * corrected time is 400. */
+  k = osk__correct_event(&c, OSK__CLS_OP, 5000, 3, 2, 400);
+  CHECK_NEAR(k.total_ns, 5000 - 30 - 3 * 100 - 2 * 500, 1e-9);
+  CHECK_NEAR(k.self_ns, 5000 - 30 - 300 - 1000 - 400, 1e-9);
+  /* A Python-class event pays its own delta. */
+  k = osk__correct_event(&c, OSK__CLS_PY, 5000, 1, 0, 0);
+  CHECK_NEAR(k.total_ns, 5000 - 200 - 100, 1e-9);
+  /* Over-compensation clamps at 0 and reports the residual. */
+  k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, 0);
+  CHECK(k.total_ns == 0 && k.self_ns == 0);
+  CHECK_NEAR(k.residual_ns, 30 + 300 - 200, 1e-9);
+  CHECK_NEAR(k.self_residual_ns, 130, 1e-9); /* the self column clamps too */
+  /* Self below zero: children's corrected time above the parent's. */
+  k = osk__correct_event(&c, OSK__CLS_OP, 1000, 1, 0, 900);
+  CHECK_NEAR(k.total_ns, 870, 1e-9);
+  CHECK(k.self_ns == 0);
+  CHECK_NEAR(k.self_residual_ns, 30, 1e-9);
+  /* A child's over-compensation stays the child's: the parent subtracts its
+   * children's totals before their clamping, so its self time is what the
+   * instrument left in its own exclusive time. */
+  osk__corrected_t child = osk__correct_event(&c, OSK__CLS_OP, 100, 1, 0, 0);
+  CHECK(child.total_ns == 0 && child.raw_ns < 0);
+  k = osk__correct_event(&c, OSK__CLS_OP, 3000, 2, 0, child.raw_ns);
+  /* reported self - delta - (W - delta) * children */
+  CHECK_NEAR(k.self_ns, (3000 - 100) - 30 - (100 - 30) * 1, 1e-9);
+  /* A clamped parent's self still comes from its raw total. */
+  k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, -500);
+  CHECK(k.total_ns == 0);
+  CHECK_NEAR(k.self_ns, 200 - 30 - 300 + 500, 1e-9);
+  /* No instrument cost: nothing changes. */
+  osk__cost_t zero = {0, 0, 0, 0};
+  k = osk__correct_event(&zero, OSK__CLS_OP, 1234, 7, 7, 1000);
+  CHECK(k.total_ns == 1234 && k.self_ns == 234);
+}
+
+static osk_trace_id_t num(int64_t v) { return (osk_trace_id_t){OSK_ID_INT, v, {NULL, 0}}; }
+static osk_trace_id_t str(const char *s) { return (osk_trace_id_t){OSK_ID_STR, 0, {s, strlen(s)}}; }
+
+static void interning(void) {
+  osk__names_t names = {0};
+  char buf[32];
+  for (int i = 0; i < 1000; i++) {
+    snprintf(buf, sizeof buf, "aten::op%d", i);
+    CHECK(osk__names_intern(&names, buf, strlen(buf)) == i);
+  }
+  CHECK(osk__names_intern(&names, "aten::op17", 10) == 17);
+  CHECK(osk__names_intern(&names, "a\0b", 3) == 1000); /* NUL bytes are part of a name */
+  CHECK(osk__names_intern(&names, "a", 1) == 1001);
+  CHECK(names.n == 1002 && names.str[1000].len == 3);
+  osk__names_free(&names);
+
+  osk__threads_t th = {0};
+  osk_trace_id_t p1 = num(1), t1 = num(7), ps = str("Spans"), ts = str("7");
+  CHECK(osk__threads_intern(&th, &p1, &t1) == 0);
+  CHECK(osk__threads_intern(&th, &ps, &t1) == 1);
+  CHECK(osk__threads_intern(&th, &p1, &ts) == 2); /* "7" is not 7 */
+  for (int i = 0; i < 300; i++) {
+    osk_trace_id_t t = num(100 + i);
+    CHECK(osk__threads_intern(&th, &p1, &t) == 3 + i);
+  }
+  CHECK(osk__threads_intern(&th, &ps, &t1) == 1);
+  CHECK(th.n == 303 && th.th[1].pid.kind == OSK_ID_STR && th.th[1].pid.str.ptr != ps.str.ptr);
+
+  /* Metadata: the latest name wins, per thread and per process. */
+  osk_trace_event_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.ph = (osk_str_t){"M", 1};
+  ev.name = (osk_str_t){"thread_name", 11};
+  ev.pid = p1;
+  ev.tid = num(9);
+  ev.arg_name = (osk_str_t){"worker", 6};
+  int64_t named = -2;
+  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == 303);
+  ev.arg_name = (osk_str_t){"main", 4};
+  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == 303);
+  CHECK(osk__str_is(th.th[303].name, "main", 4));
+  ev.name = (osk_str_t){"process_name", 12};
+  ev.arg_name = (osk_str_t){"python", 6};
+  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == -1);
+  ev.arg_name = (osk_str_t){"python3", 7};
+  CHECK(osk__threads_metadata(&th, &ev, NULL) == 0);
+  CHECK(th.n_procs == 1 && osk__str_is(th.procs[0].name, "python3", 7));
+  ev.arg_name = (osk_str_t){NULL, 0}; /* no string args.name: ignored */
+  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == -1);
+  ev.name = (osk_str_t){"process_sort_index", 18};
+  ev.arg_name = (osk_str_t){"x", 1};
+  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == -1 && th.n_procs == 1);
+  osk__threads_free(&th);
+}
+
+int main(void) {
+  formula();
+  interning();
+  puts("correct_event: ok");
+  return 0;
+}

@@ -1,0 +1,72 @@
+/* The tracer's summary and opskew correct apply one correction: the same
+ * events, written by the tracer as a Chrome trace and corrected from the
+ * file with the tracer's W and delta, give the same corrected totals and
+ * self times per name, clamping included. (The tracer's and the reader's
+ * public headers both define osk_trace_event_t for now, so the correcting
+ * side is trace_agrees_correct.c.) */
+#include "opskew_trace.h"
+#include "testutil.h"
+#include "trace_agrees.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void agree(const osk_trace_snapshot_t *s, double w, double delta, const char *path) {
+  osk_trace_calib_t cal = {.w_ns = w, .delta_ns = delta, .valid = 1};
+  int err = 0;
+  osk_trace_summary_t *sum = osk_trace_summarize(s, &cal, &err);
+  CHECK(sum && err == 0);
+  uint64_t clamped = 0;
+  for (size_t i = 0; i < osk_trace_summary_rows(sum); i++) {
+    const osk_trace_op_t *r = osk_trace_summary_row(sum, i);
+    agree_row_t row, *o = &row;
+    CHECK(agree_correct(path, w, delta, osk_trace_snapshot_name(s, r->name), o) == 0);
+    CHECK(o->calls == r->calls);
+    CHECK(o->reported_total_ns == r->total_ns && o->reported_self_ns == r->self_ns);
+    CHECK(o->descendants == r->descendants);
+    /* The tracer rounds each call to whole ns. */
+    double tol = (double)r->calls * 0.5 + 1e-6;
+    CHECK_NEAR((double)r->total_corrected_ns, o->corrected_total_ns, tol);
+    CHECK_NEAR((double)r->self_corrected_ns, o->corrected_self_ns, tol);
+    clamped += o->clamped;
+  }
+  if (w >= 1000) CHECK(clamped > 0); /* the case meant to clamp did */
+  osk_trace_summary_free(sum);
+}
+
+int main(void) {
+  osk_trace_name_t *parent = osk_trace_name("t::parent");
+  osk_trace_name_t *child = osk_trace_name("t::child");
+  osk_trace_name_t *leaf = osk_trace_name("t::leaf");
+  CHECK(osk_trace_start(NULL) == 0);
+  for (int i = 0; i < 50; i++) {
+    osk_trace_begin(parent, 0);
+    osk_spin_ns(20000);
+    for (int k = 0; k < 3; k++) {
+      osk_trace_begin(child, 0);
+      osk_spin_ns(100);
+      for (int j = 0; j < 2; j++) {
+        osk_trace_begin(leaf, 0);
+        osk_spin_ns(300);
+        osk_trace_end();
+      }
+      osk_trace_end();
+    }
+    osk_trace_end();
+  }
+  int err = 0;
+  osk_trace_snapshot_t *s = osk_trace_stop("test", &err);
+  CHECK(s && osk_trace_snapshot_events(s) == 500);
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/opskew-agree-%d.json", (int)getpid());
+  CHECK(osk_trace_write_chrome(s, path) == 0);
+  agree(s, 0, 0, path);
+  agree(s, 40, 15, path);     /* nothing clamps */
+  agree(s, 1000, 100, path);  /* children clamp; parents and leaves do not */
+  agree(s, 4000, 100, path);  /* parents and children clamp; leaves do not */
+  unlink(path);
+  osk_trace_snapshot_free(s);
+  puts("trace_agrees: ok");
+  return 0;
+}
