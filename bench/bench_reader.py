@@ -26,7 +26,7 @@ side with ratios to opskew. The traces are deleted at the end.
     .venv-reader/bin/python bench/bench_reader.py --sizes 100,600 \\
         --hta-python .venv-reader-hta/bin/python
 
-Speed is shown here, never asserted by tests (DESIGN.md).
+Speed is shown here, never asserted by tests (docs/design.md).
 """
 
 from __future__ import annotations

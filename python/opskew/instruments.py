@@ -5,7 +5,7 @@ instrument, runs `window()` (which times the workload's iterations and returns
 what it measured), closes it, and times each phase separately:
 
 * enter:  opening the instrument (profiler start);
-* window: the timed iterations, as the seed's verification snippet times them;
+* window: the timed iterations, timed inside the instrument's `with` block, where a user's loop timer sits;
 * stop:   closing it (``__exit__``: profiler stop, trace collection);
 * post:   post-processing the user would do next (``key_averages()``);
 * export: writing the trace (only when asked).

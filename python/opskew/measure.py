@@ -1,8 +1,8 @@
-"""The paired measurement method shared by every command (DESIGN.md).
+"""The paired measurement method shared by every command (docs/design.md).
 
 Warm up; then interleave baseline and instrumented trials, alternating the
 order within each pair (AB, BA, AB, ...) so that a slow drift of the machine
-cancels; time inside the instrumented window as the seed's snippet does, and
+cancels; time inside the instrumented window where a user's loop timer sits, and
 separately the instrument's enter, stop and post-processing; count events per
 trial from the instrument's own records; hand the per-trial numbers to the C
 engine for the statistics.

@@ -1,4 +1,4 @@
-"""Workloads: the built-in one from the seed, and TARGETs given by the user.
+"""Workloads: the built-in one (torch.add on small tensors in a loop), and TARGETs given by the user.
 
 A TARGET names a callable that runs ONE iteration of the user's workload:
 

@@ -12,7 +12,7 @@ from ..report import fmt_ns, write_json
 HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
 DESCRIPTION = """\
 Measures, for each instrument configuration, the constants of the overhead
-model (DESIGN.md):
+model (docs/design.md):
 
   W         the wall time the instrument adds per operator event (in-window,
             paired against the bare micro-workload, with a 95% CI);

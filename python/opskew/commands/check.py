@@ -88,7 +88,7 @@ def _print_human(result: dict, out=sys.stdout) -> None:
     rows += [
         ("", ""),
         ("baseline / iteration", fmt_time(b["per_iter_s"])),
-        ("profiled / iteration", f"{fmt_time(p['per_iter_s'])}  (in-window, as the seed's snippet times it)"),
+        ("profiled / iteration", f"{fmt_time(p['per_iter_s'])}  (in-window: timed inside the profiler's with-block)"),
     ]
     if "gpu" in result:
         g = result["gpu"]

@@ -31,7 +31,7 @@ CPU+CUDA activities.
 For each row: the in-window added cost per event with a 95% CI, stop and
 post-processing (key_averages) per event, export time and bytes per event, and
 the marginal cost over the minimal profiler with a 95% CI. A second table maps
-the results to the seed's sources of overhead.
+the results to the sources of profiler overhead.
 """
 
 
@@ -176,7 +176,7 @@ def _row(res, name):
 
 
 def sources(res: dict, device: str) -> list:
-    """Maps measured rows to the seed's sources of profiler latency."""
+    """Maps measured rows to the sources of profiler latency."""
     out = []
 
     def add(source, row, key, how):
@@ -253,7 +253,7 @@ def print_human(result: dict, out=sys.stdout) -> None:
         out.write(f"{name:18s} not measured: {why}\n")
     out.write("\nrows: " + "; ".join(f"{r['row']} = {r['label']}" for r in result.get("rows", [])
                                      if r["row"] != "baseline") + "\n")
-    out.write("\nWhere the time goes (the seed's sources of profiler latency), per event:\n")
+    out.write("\nWhere the time goes (by source of profiler latency), per event:\n")
     for s in result.get("sources", []):
         val = "n/a" if s["per_event_ns"] is None else _ci_text({"median": s["per_event_ns"], "ci95": s["ci95"]})
         extra = ""
