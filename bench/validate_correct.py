@@ -40,7 +40,7 @@ arrange()
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import torch  # noqa: E402
 
-from opskew import _correct  # noqa: E402
+from opskew.tracefile import correct  # noqa: E402  (failures raised as opskew errors)
 
 
 def tiny_loop():  # noqa: D103
@@ -188,7 +188,7 @@ def main():
                 for _ in range(args.iters):
                     step()
             t.write(tpath)
-            ref = _correct.correct(tpath, cal_tr["w_ns"]["median"],
+            ref = correct(tpath, cal_tr["w_ns"]["median"],
                                    min(cal_tr["delta_ns"]["median"], cal_tr["w_ns"]["median"]))
             return leaf_means(ref)
 
@@ -215,9 +215,9 @@ def main():
                     prof_wall = (time.perf_counter() - t0) / args.iters
                 path = os.path.join(tmp, "torch.json")
                 prof.export_chrome_trace(path)
-                res = _correct.correct(path, w, d, w_py_ns=wp, delta_py_ns=dp)
+                res = correct(path, w, d, w_py_ns=wp, delta_py_ns=dp)
                 itop = next(o for o in res["ops"] if o["name"] == "opskew::iteration")
-                res_w = _correct.correct(path, ww, min(d, max(ww, 0)), w_py_ns=wp, delta_py_ns=dp)
+                res_w = correct(path, ww, min(d, max(ww, 0)), w_py_ns=wp, delta_py_ns=dp)
                 itw = next(o for o in res_w["ops"] if o["name"] == "opskew::iteration")
                 n = itop["calls"]
                 walls.append(wall)
