@@ -221,3 +221,20 @@ def test_failed_in_run_correction_has_its_own_exit_code(tmp_path, monkeypatch, c
     r = json.loads(js.read_text())
     assert "out of memory" in r["correction_error"] and r["events_per_iter"] > 0
     assert not (tmp_path / "c.json").exists()
+
+
+def test_in_run_correction_keeps_an_opskew_errors_own_exit_code(tmp_path, monkeypatch, capsys):
+    """Bad input met while writing the corrected trace (an unwritable PATH)
+    stays bad input, exit 2; only failures inside opskew are exit 6."""
+    from opskew import cli, errors
+    from opskew.commands import check
+
+    def unwritable(*a, **kw):
+        raise errors.UsageError("cannot write the corrected trace to /nonexistent/c.json")
+
+    monkeypatch.setattr(check, "in_run_correction", unwritable)
+    rc = cli.main(["check", "--trials", "2", "--iters", "1", "--calls", "10", "--warmup", "0",
+                   "--corrected-trace", str(tmp_path / "c.json")])
+    err = capsys.readouterr().err
+    assert rc == errors.EXIT_USAGE == 2, err
+    assert "cannot write the corrected trace" in err

@@ -204,7 +204,8 @@ def snippet(result: dict, args) -> str:
     return "\n".join(line for line in lines if line is not None)
 
 
-def print_human(result, out=sys.stdout):
+def print_human(result, out=None):
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew advise: {c['workload']['description']}\n")
     out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s)\n")

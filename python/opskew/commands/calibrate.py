@@ -96,7 +96,8 @@ def _constants(cal: dict) -> str:
     return text
 
 
-def show(out=sys.stdout) -> int:
+def show(out=None) -> int:
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     from ..calibration import cache_dir, stored
 
     cals = stored()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, UsageError
+from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailure, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
@@ -66,7 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", metavar="PATH", help="with --corrected-trace: keep the uncorrected trace at PATH")
 
 
-def _print_human(result: dict, out=sys.stdout) -> None:
+def _print_human(result: dict, out=None) -> None:
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     title = f"opskew check: {c['workload']['description']}"
     rows = [
@@ -193,7 +194,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     wp = max(w_py["median"], 0.0)
     w = operator_event_cost(rounds.windows("baseline"), rounds.trials["instrument"], wp)
     if w["median"] < 0:
-        raise UsageError(f"W came out negative ({w['median']:.0f} ns): the machine is too noisy for an "
+        raise RuntimeFailure(f"W came out negative ({w['median']:.0f} ns): the machine is too noisy for an "
                          "in-run correction; rerun with more --trials")
     config = config_name(instrument.options)
     cal = find("torch.profiler", config, torch.__version__, device)
@@ -249,6 +250,7 @@ def run(args) -> int:
     })
     result.update(analyze_check(rounds.windows("baseline"), rounds.trials["instrument"],
                                 iters=args.iters, threshold=args.threshold))
+    correction_rc = EXIT_RUNTIME
     if (args.corrected_trace and rounds.error is None and not rounds.interrupted
             and result.get("events_per_iter")):
         from ..measure import make_window
@@ -259,6 +261,9 @@ def run(args) -> int:
                                                      device, progress_printer("opskew check (W_py)"))
         except Exception as exc:  # the check's own figures are still reported
             result["correction_error"] = f"{type(exc).__name__}: {exc}"
+            # An opskew error keeps its own code (an unwritable PATH is bad
+            # input, 2); anything else failed inside opskew (6).
+            correction_rc = exc.exit_code if isinstance(exc, OpskewError) else EXIT_RUNTIME
     rc = finish(rounds, result, _print_human, args.json, write_json)
     if rc is not None:
         return rc
@@ -266,7 +271,7 @@ def run(args) -> int:
         # The trials' figures stand; the step after them failed, which is
         # neither the user's input nor their workload: its own exit code.
         print(f"opskew check: no corrected trace: {result['correction_error']}", file=sys.stderr)
-        return EXIT_RUNTIME
+        return correction_rc
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW
     return EXIT_OK

@@ -97,7 +97,8 @@ def choose_calibration(args, found: dict) -> dict:
     return cal
 
 
-def print_human(res: dict, out=sys.stdout) -> None:
+def print_human(res: dict, out=None) -> None:
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     cal = res["calibration"]
     s = res["stats"]
     out.write(f"opskew correct: {res['trace']}\n")

@@ -225,7 +225,8 @@ def _ci_text(d: dict | None) -> str:
     return f"{fmt_ns(d['median'])} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]"
 
 
-def print_human(result: dict, out=sys.stdout) -> None:
+def print_human(result: dict, out=None) -> None:
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew matrix: {c['workload']['description']}\n")
     out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s); "

@@ -294,7 +294,8 @@ def plot(result, prefix) -> list:
     return paths
 
 
-def print_human(result, out=sys.stdout):
+def print_human(result, out=None):
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew sweep: torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), "
               f"{c['threads']} thread(s); medians of {c['trials']} rounds per size\n"
