@@ -1,7 +1,7 @@
 /*
  * opskew.h: the public C API of the opskew engine.
  *
- * Sections: version, errors, clock, statistics, busy-wait instrument.
+ * Sections: version, strings, errors, clock, statistics, busy-wait instrument.
  * The engine is plain C11 and never includes Python.h; the Python extension
  * (opskew._engine) is a thin binding over these functions.
  *
@@ -46,10 +46,37 @@ typedef enum {
 #undef OSK__ERR_ENUM
 } osk_errno_t;
 
+/* Where and why a call failed: the optional last argument of every
+ * function that reads input or builds an object (NULL: not wanted). The
+ * caller owns the struct; the function fills it on failure and, where it
+ * says so, on success (code 0, message ""). One struct for every module. */
+typedef struct {
+  int code;            /* 0, or the OSK_E* code the call returned */
+  const char *message; /* constant (static storage), never NULL after a failure; "" on success */
+  /* Byte offset in the input (for the reader: the JSON text after
+   * decompression) where the problem was found: the offending byte for
+   * OSK_EFORMAT, the end of input for OSK_ETRUNCATED. 0 when not about a
+   * position (OSK_EIO, OSK_ENOMEM). */
+  uint64_t offset;
+  int sys_errno;       /* errno for OSK_EIO, else 0 */
+} osk_error_t;
+
 /* Constant message for an error code; never NULL ("unknown error" otherwise). */
 const char *osk_strerror(int err);
 /* Constant symbolic name ("OSK_EINVAL"); never NULL. */
 const char *osk_err_name(int err);
+
+/* ---------------------------------------------------------------- strings */
+
+/* A byte string that is not NUL terminated, shared by every module. It may
+ * contain NUL bytes (the reader decodes "\u0000" escapes). Strings decoded
+ * from JSON are UTF-8 whenever the input was; the reader checks escapes, not
+ * the UTF-8 of raw bytes. Never owns its bytes: the function or object that
+ * hands one out says how long `ptr` stays valid. */
+typedef struct {
+  const char *ptr;
+  size_t len;
+} osk_str_t;
 
 /* ------------------------------------------------------------------ clock */
 

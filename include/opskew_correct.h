@@ -83,7 +83,7 @@ typedef struct {
   int truncated;              /* the input ended early; what was read is used */
 } osk_correct_stats_t;
 
-typedef struct osk_correction osk_correction_t;
+typedef struct osk_correct osk_correct_t;
 
 /* Reads `in_path` (JSON or gzip), compensates, and when `out_path` is not
  * NULL writes the corrected Chrome trace there (original ts and dur kept in
@@ -93,12 +93,12 @@ typedef struct osk_correction osk_correction_t;
  * NULL) says where. Corrected events keep their category; the args gain
  * "descendants" and "py_descendants". On success and OSK_ETRUNCATED *out must be freed. */
 int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
-                     osk_correction_t **out, osk_read_error_t *err);
+                     osk_correct_t **out, osk_error_t *err);
 
-size_t osk_correction_op_count(const osk_correction_t *c);
-const osk_correct_op_t *osk_correction_op(const osk_correction_t *c, size_t i);
-const osk_correct_stats_t *osk_correction_stats(const osk_correction_t *c);
-void osk_correction_free(osk_correction_t *c);
+size_t osk_correct_op_count(const osk_correct_t *c);
+const osk_correct_op_t *osk_correct_op(const osk_correct_t *c, size_t i);
+const osk_correct_stats_t *osk_correct_stats(const osk_correct_t *c);
+void osk_correct_free(osk_correct_t *c);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * opskew_reader.h: the streaming Chrome-trace reader and the trace analyzer.
  *
- * Sections: strings and ids, events, errors, reader (options, lifetime,
+ * Sections: ids, events, reader (options, lifetime,
  * reading), analyzer (options, lifetime, results), one-call summaries.
  *
  * The reader parses Chrome trace JSON as torch.profiler (Kineto) exports it
@@ -31,38 +31,32 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------- strings and ids */
+/* -------------------------------------------------------------------- ids */
 
-/* A byte string that is not NUL terminated. It may contain NUL bytes (from a
- * "\u0000" escape). Strings decoded from JSON are UTF-8 whenever the input
- * was; the reader checks escapes, not the UTF-8 of raw bytes. */
-typedef struct {
-  const char *ptr;
-  size_t len;
-} osk_str_t;
+/* osk_str_t and osk_error_t are opskew.h's, shared by every module. */
 
 /* pid and tid are numbers in most traces and strings in some ("Spans",
  * "Traces", "" in Kineto's own bookkeeping events). */
 typedef enum {
-  OSK_ID_NONE = 0, /* the field was absent */
-  OSK_ID_INT = 1,  /* an integer that fits int64: `num` */
-  OSK_ID_STR = 2,  /* a string, or a number that is not an int64, as text: `str` */
-} osk_id_kind_t;
+  OSK_READER_ID_NONE = 0, /* the field was absent */
+  OSK_READER_ID_INT = 1,  /* an integer that fits int64: `num` */
+  OSK_READER_ID_STR = 2,  /* a string, or a number that is not an int64, as text: `str` */
+} osk_reader_id_kind_t;
 
 typedef struct {
-  osk_id_kind_t kind;
+  osk_reader_id_kind_t kind;
   int64_t num;
   osk_str_t str;
-} osk_trace_id_t;
+} osk_reader_id_t;
 
 /* ----------------------------------------------------------------- events */
 
-/* Which fields an event carried (osk_trace_event_t.has). */
+/* Which fields an event carried (osk_reader_event_t.has). */
 enum {
-  OSK_EV_TS = 1 << 0,   /* ts is a number that fits int64 nanoseconds */
-  OSK_EV_DUR = 1 << 1,  /* dur likewise */
-  OSK_EV_NAME = 1 << 2, /* name is a string */
-  OSK_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
+  OSK_READER_EV_TS = 1 << 0,   /* ts is a number that fits int64 nanoseconds */
+  OSK_READER_EV_DUR = 1 << 1,  /* dur likewise */
+  OSK_READER_EV_NAME = 1 << 2, /* name is a string */
+  OSK_READER_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
 };
 
 /* One trace event, as the reader hands it to the callback. Every pointer is
@@ -71,8 +65,8 @@ typedef struct {
   osk_str_t ph;         /* phase: "X", "B", "E", "M", "i", "s", "f", ...; len 0 if absent */
   osk_str_t name;       /* len 0 if absent */
   osk_str_t cat;        /* len 0 if absent */
-  osk_trace_id_t pid;
-  osk_trace_id_t tid;
+  osk_reader_id_t pid;
+  osk_reader_id_t tid;
   /* ts and dur in integer nanoseconds. Chrome traces give microseconds;
    * Kineto writes a 3-digit fraction, which converts exactly; any other
    * number is rounded to the nearest ns (ties away from zero). */
@@ -81,23 +75,11 @@ typedef struct {
   osk_str_t arg_name;   /* args.name when it is a string (metadata events) */
   unsigned has;         /* OSK_EV_* bits */
   uint64_t offset;      /* byte offset of the event's '{' in the JSON text */
-} osk_trace_event_t;
+} osk_reader_event_t;
 
 /* Called once per element of traceEvents, in file order. Return 0 to go on,
  * or a negative OSK_E* code to stop: reading then returns that code. */
-typedef int (*osk_event_fn)(void *ctx, const osk_trace_event_t *ev);
-
-/* ----------------------------------------------------------------- errors */
-
-typedef struct {
-  int code;            /* 0, or the OSK_E* code the call returned */
-  const char *message; /* constant, never NULL after a failure; "" on success */
-  /* Byte offset in the JSON text (after decompression) where the problem was
-   * found: the offending byte for OSK_EFORMAT, the end of input for
-   * OSK_ETRUNCATED. 0 when not about a position (OSK_EIO, OSK_ENOMEM). */
-  uint64_t offset;
-  int sys_errno;       /* errno for OSK_EIO, else 0 */
-} osk_read_error_t;
+typedef int (*osk_reader_event_fn)(void *ctx, const osk_reader_event_t *ev);
 
 /* ----------------------------------------------------------------- reader */
 
@@ -120,20 +102,20 @@ typedef struct {
   uint64_t memory;           /* name is "[memory]": profile_memory */
   uint64_t module_hierarchy; /* args has "Module Hierarchy": with_modules */
   uint64_t flops;            /* args has "flops": with_flops */
-} osk_trace_marks_t;
+} osk_reader_marks_t;
 
 /* Counters of one read, for warnings and for the benchmark. */
 typedef struct {
   uint64_t bytes;            /* JSON bytes consumed (after decompression) */
   uint64_t compressed_bytes; /* gzip bytes read; 0 for plain input */
   uint64_t events;           /* elements of traceEvents delivered */
-  uint64_t bad_fields;       /* events with OSK_EV_BAD */
+  uint64_t bad_fields;       /* events with OSK_READER_EV_BAD */
   uint64_t lone_surrogates;  /* \uD800-\uDFFF escapes without a partner, read as U+FFFD */
   size_t peak_buffer;        /* largest read buffer used, bytes */
   int gzip;                  /* the input was gzip */
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
   int array_format;          /* the document is a bare array of events */
-  osk_trace_marks_t marks;   /* option marks of the traceEvents delivered */
+  osk_reader_marks_t marks;   /* option marks of the traceEvents delivered */
 } osk_reader_stats_t;
 
 typedef struct osk_reader osk_reader_t;
@@ -143,13 +125,13 @@ typedef struct osk_reader osk_reader_t;
  * until osk_reader_free. Returns 0, OSK_EINVAL (NULL path or out), OSK_EIO
  * (err->sys_errno says why), OSK_ENOMEM. `err` may be NULL. */
 int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
-                    osk_read_error_t *err);
+                    osk_error_t *err);
 
 /* Reads from memory, which the caller keeps valid and unchanged until
  * osk_reader_free. Gzip is recognized as for files. `piece` > 0 limits every
  * read to that many bytes, so tests can exercise chunk boundaries. */
 int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
-                        const osk_reader_opts_t *opts, osk_read_error_t *err);
+                        const osk_reader_opts_t *opts, osk_error_t *err);
 
 /* Reads the whole document and calls `fn` (which may be NULL to only
  * validate) for each event. Returns:
@@ -161,7 +143,7 @@ int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t
  *   OSK_ERANGE      an event exceeded max_unit_bytes;
  *   OSK_EIO, OSK_ENOMEM, or the callback's negative code.
  * A reader runs once; a second call returns OSK_EINVAL. */
-int osk_reader_run(osk_reader_t *r, osk_event_fn fn, void *ctx, osk_read_error_t *err);
+int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error_t *err);
 
 /* Counters so far; never NULL for a non-NULL reader. */
 const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
@@ -256,27 +238,27 @@ typedef struct {
    * aten::div_ -> aten::div_). torch's key_averages() folds these into the
    * parent, so its count is calls - only_child_same_name. */
   uint64_t only_child_same_name;
-} osk_op_stats_t;
+} osk_summary_op_t;
 
 typedef struct {
-  osk_trace_id_t pid, tid; /* strings owned by the summary */
+  osk_reader_id_t pid, tid; /* strings owned by the summary */
   osk_str_t name;          /* from a "thread_name" metadata event; len 0 if none */
   uint64_t complete_events;
   uint32_t max_depth;      /* deepest nesting seen (1: no nesting) */
   uint64_t overlaps;       /* events closed early by one that outlived them (or clipped) */
   int resorted;            /* out of order: nested from a sorted second pass */
-} osk_thread_info_t;
+} osk_summary_thread_t;
 
 typedef struct {
-  osk_trace_id_t pid;
+  osk_reader_id_t pid;
   osk_str_t name;          /* from "process_name" metadata */
-} osk_process_info_t;
+} osk_summary_process_t;
 
 typedef struct {
   uint64_t events;           /* every traceEvents element seen */
   uint64_t complete_events;  /* "X" (and matched B/E) events analyzed */
   uint64_t filtered_events;  /* dropped by the category filter */
-  uint64_t unusable_events;  /* X without name, ts or dur, negative dur, or OSK_EV_BAD */
+  uint64_t unusable_events;  /* X without name, ts or dur, negative dur, or OSK_READER_EV_BAD */
   uint64_t overlaps;         /* over all threads */
   uint64_t unmatched_end;    /* "E" without an open "B" */
   uint64_t unclosed_begin;   /* "B" still open at the end */
@@ -289,17 +271,17 @@ typedef struct {
  * OSK_ENOMEM. */
 int osk_summary_new(osk_summary_t **out, const osk_summary_opts_t *opts);
 
-/* Adds one event (an osk_event_fn: pass the summary as ctx). Returns 0 or
+/* Adds one event (an osk_reader_event_fn: pass the summary as ctx). Returns 0 or
  * OSK_ENOMEM. */
-int osk_summary_add(void *summary, const osk_trace_event_t *ev);
+int osk_summary_add(void *summary, const osk_reader_event_t *ev);
 
 /* Names the threads whose events were out of order (they need the sorted
  * second pass). Returns their count. */
 size_t osk_summary_unsorted_threads(const osk_summary_t *s);
 
 /* Second pass over the same events, for the out-of-order threads only (an
- * osk_event_fn); call osk_summary_finish after it. */
-int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev);
+ * osk_reader_event_fn); call osk_summary_finish after it. */
+int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev);
 
 /* Closes every open stack, sorts and nests held events, and merges per-thread
  * figures into the per-name results. Call once, after the last event; the
@@ -309,14 +291,14 @@ int osk_summary_finish(osk_summary_t *s);
 /* Results (after osk_summary_finish). Pointers stay valid until
  * osk_summary_free. Ops are in first-seen order. */
 size_t osk_summary_op_count(const osk_summary_t *s);
-const osk_op_stats_t *osk_summary_op(const osk_summary_t *s, size_t i);
+const osk_summary_op_t *osk_summary_op(const osk_summary_t *s, size_t i);
 /* Quantile q in [0,1] of op i's inclusive durations (see precision above).
  * Returns 0, OSK_ERANGE (bad i or q), OSK_ETOOFEW (no calls). */
 int osk_summary_op_quantile(const osk_summary_t *s, size_t i, double q, double *out_ns);
 size_t osk_summary_thread_count(const osk_summary_t *s);
-const osk_thread_info_t *osk_summary_thread(const osk_summary_t *s, size_t i);
+const osk_summary_thread_t *osk_summary_thread(const osk_summary_t *s, size_t i);
 size_t osk_summary_process_count(const osk_summary_t *s);
-const osk_process_info_t *osk_summary_process(const osk_summary_t *s, size_t i);
+const osk_summary_process_t *osk_summary_process(const osk_summary_t *s, size_t i);
 const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s);
 /* The document's top-level scalars, as osk_reader_meta_get; filled by the
  * one-call summaries only. */
@@ -334,14 +316,14 @@ void osk_summary_free(osk_summary_t *s);
  * of everything read before the end or the error (finished; free it with
  * osk_summary_free); on other failures *out is NULL. `rstats` (may be NULL)
  * receives the first pass's reader counters. Return codes as osk_reader_run. */
-int osk_summarize_path(const char *path, const osk_summary_opts_t *opts,
+int osk_summary_from_path(const char *path, const osk_summary_opts_t *opts,
                        const osk_reader_opts_t *ropts, osk_summary_t **out,
-                       osk_reader_stats_t *rstats, osk_read_error_t *err);
+                       osk_reader_stats_t *rstats, osk_error_t *err);
 
 /* The same from memory (`piece` as in osk_reader_open_mem). */
-int osk_summarize_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
+int osk_summary_from_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
                       const osk_reader_opts_t *ropts, osk_summary_t **out,
-                      osk_reader_stats_t *rstats, osk_read_error_t *err);
+                      osk_reader_stats_t *rstats, osk_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,9 @@
  * Not part of csrc/core: that is the measurement engine (clock, statistics)
  * the calibration links, and it has no business with trace files; here the
  * library boundary is the trace format, with its own tests (tests/c/core).
- * This header needs no reader types, so the tracer (whose public header has
- * its own osk_trace_event_t) includes it; the reading side's interning and
- * nesting are in analysis.h. Internal: not installed, symbols hidden from
+ * This header needs no reader types, so the tracer includes it without the
+ * reader; the reading side's interning and nesting (over
+ * osk_reader_event_t) are in analysis.h. Internal: not installed, symbols hidden from
  * the shared objects. Plain C11, never includes Python.h. Nothing here is
  * thread safe unless said so.
  */

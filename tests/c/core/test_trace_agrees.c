@@ -1,16 +1,39 @@
 /* The tracer's summary and opskew correct apply one correction: the same
  * events, written by the tracer as a Chrome trace and corrected from the
  * file with the tracer's W and delta, give the same corrected totals and
- * self times per name, clamping included. (The tracer's and the reader's
- * public headers both define osk_trace_event_t for now, so the correcting
- * side is trace_agrees_correct.c.) */
+ * self times per name, clamping included. */
+#include "opskew_correct.h"
 #include "opskew_trace.h"
 #include "testutil.h"
-#include "trace_agrees.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+typedef struct {
+  uint64_t calls, descendants, clamped;
+  int64_t reported_total_ns, reported_self_ns;
+  double corrected_total_ns, corrected_self_ns;
+} agree_row_t;
+
+/* Corrects the trace at `path` with W and delta (operator class only) and
+ * returns the figures of `name`: 0, or -1 if there is no such name. */
+static int agree_correct(const char *path, double w, double delta, const char *name, agree_row_t *out) {
+  osk_correct_opts_t opts = {.w_ns = w, .delta_ns = delta};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path(path, NULL, &opts, &c, &err) == 0);
+  int rc = -1;
+  for (size_t i = 0; i < osk_correct_op_count(c); i++) {
+    const osk_correct_op_t *o = osk_correct_op(c, i);
+    if (o->name.len != strlen(name) || memcmp(o->name.ptr, name, o->name.len)) continue;
+    *out = (agree_row_t){o->calls, o->descendants, o->clamped, o->reported_total_ns,
+                         o->reported_self_ns, o->corrected_total_ns, o->corrected_self_ns};
+    rc = 0;
+  }
+  osk_correct_free(c);
+  return rc;
+}
 
 static void agree(const osk_trace_snapshot_t *s, double w, double delta, const char *path) {
   osk_trace_calib_t cal = {.w_ns = w, .delta_ns = delta, .valid = 1};
