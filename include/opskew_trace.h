@@ -141,17 +141,22 @@ OSK_TRACE_API int osk_trace_start(const osk_trace_calib_t *calib);
 /* 1 while a session is active. */
 OSK_TRACE_API int osk_trace_active(void);
 
-/* Stops recording and returns a snapshot owning every event recorded since
- * osk_trace_start(), or NULL with *err set (OSK_EINVAL: no active session;
- * OSK_ENOMEM). `instrument` names what produced the events ("itt",
- * "pyhook", "nvtx"; at most 31 bytes); it is
+/* Stops recording and sets *out to a snapshot owning every event recorded
+ * since osk_trace_start(). `instrument` names what produced the events
+ * ("itt", "pyhook", "nvtx"; at most 31 bytes; NULL: "unknown"); it is
  * copied. Events still open at stop are not in the snapshot; their number is
- * reported (open_at_stop). Free with osk_trace_snapshot_free(). */
-OSK_TRACE_API osk_trace_snapshot_t *osk_trace_stop(const char *instrument, int *err);
+ * reported (open_at_stop). Returns 0; OSK_EINVAL (`out` NULL, or no active
+ * session: *out NULL); OSK_ENOMEM, with *out NULL, or with *out holding the
+ * events that could be copied (the rest stay with their threads for a
+ * later collect). The caller frees a non-NULL *out with
+ * osk_trace_snapshot_free(). These report only a code: there is no input
+ * position or errno to give, so they take no osk_error_t. */
+OSK_TRACE_API int osk_trace_stop(const char *instrument, osk_trace_snapshot_t **out);
 
 /* Takes events recorded so far without ending the session (used by tests
- * and by a flush at exit while threads may still run). Same ownership. */
-OSK_TRACE_API osk_trace_snapshot_t *osk_trace_collect(const char *instrument, int *err);
+ * and by a flush at exit while threads may still run). Same returns and
+ * ownership as osk_trace_stop(), except that it needs no active session. */
+OSK_TRACE_API int osk_trace_collect(const char *instrument, osk_trace_snapshot_t **out);
 
 OSK_TRACE_API void osk_trace_snapshot_free(osk_trace_snapshot_t *snap);
 
@@ -235,11 +240,14 @@ typedef struct {
 
 typedef struct osk_trace_summary osk_trace_summary_t;
 
-/* Builds the summary; `calib` NULL uses the snapshot's own. The summary
- * keeps a pointer to `snap` for names: free it first. NULL on OSK_ENOMEM. */
-OSK_TRACE_API osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *snap,
-                                                       const osk_trace_calib_t *calib,
-                                                       int *err);
+/* Builds the summary of `snap` into *out; `calib` NULL uses the snapshot's
+ * own (copied either way). The summary borrows `snap` for names: free the
+ * summary first. Returns 0, OSK_EINVAL (`snap` or `out` NULL), OSK_ENOMEM;
+ * *out is NULL on failure. The caller frees *out with
+ * osk_trace_summary_free(). */
+OSK_TRACE_API int osk_trace_summarize(const osk_trace_snapshot_t *snap,
+                                      const osk_trace_calib_t *calib,
+                                      osk_trace_summary_t **out);
 OSK_TRACE_API void osk_trace_summary_free(osk_trace_summary_t *sum);
 /* Rows sorted by self time, descending. */
 OSK_TRACE_API size_t osk_trace_summary_rows(const osk_trace_summary_t *sum);
@@ -289,8 +297,9 @@ OSK_TRACE_API int osk_collector_bound(void);
  * OSK_EINVAL if a session is already active. */
 OSK_TRACE_API int osk_collector_start(void);
 
-/* Stops the session: osk_trace_stop() with the collector's instrument name. */
-OSK_TRACE_API osk_trace_snapshot_t *osk_collector_stop(int *err);
+/* Stops the session: osk_trace_stop() with the collector's instrument name,
+ * same returns and ownership. */
+OSK_TRACE_API int osk_collector_stop(osk_trace_snapshot_t **out);
 
 /* Starts the `opskew record` session, which osk_collector_finish() writes
  * at exit (an atexit handler is registered). Refused (OSK_EINVAL) when this

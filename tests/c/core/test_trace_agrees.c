@@ -38,7 +38,8 @@ static int agree_correct(const char *path, double w, double delta, const char *n
 static void agree(const osk_trace_snapshot_t *s, double w, double delta, const char *path) {
   osk_trace_calib_t cal = {.w_ns = w, .delta_ns = delta, .valid = 1};
   int err = 0;
-  osk_trace_summary_t *sum = osk_trace_summarize(s, &cal, &err);
+  osk_trace_summary_t *sum = NULL;
+  err = osk_trace_summarize(s, &cal, &sum);
   CHECK(sum && err == 0);
   uint64_t clamped = 0;
   for (size_t i = 0; i < osk_trace_summary_rows(sum); i++) {
@@ -78,8 +79,8 @@ int main(void) {
     }
     osk_trace_end();
   }
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("test", &err);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(osk_trace_stop("test", &s) == 0);
   CHECK(s && osk_trace_snapshot_events(s) == 500);
   char path[64];
   snprintf(path, sizeof path, "/tmp/opskew-agree-%d.json", (int)getpid());
