@@ -1,7 +1,7 @@
 /* bench_trace_writer: the cost per event of stopping a session (collect into
  * a snapshot) and of writing it as Chrome trace JSON, without Python or
  * torch in the way. Not a test: run it with
- *   meson compile -C build-trace && build-trace/csrc/trace/bench_trace_writer [events] [out]
+ *   meson compile -C BUILD bench/bench_trace_writer && BUILD/bench/bench_trace_writer [events] [out]
  * Events: 80% leaves named like aten ops under 20% parents, two threads. The
  * medians of 5 runs are printed in ns per event. */
 #include "opskew_trace.h"
