@@ -22,10 +22,12 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 
-#define OSK_VERSION_MAJOR 0
-#define OSK_VERSION_MINOR 1
-#define OSK_VERSION_PATCH 0
-#define OSK_VERSION_STRING "0.1.0"
+/* The engine's version, "MAJOR.MINOR.PATCH", as meson.build's project()
+ * declares it (the one place it is written). Static storage; never NULL;
+ * any thread. Code built by meson may also include the generated
+ * "opskew_version.h" for OSK_VERSION_* macros at compile time; this header
+ * defines none, so it needs no generated file. */
+const char *osk_version(void);
 
 /* ----------------------------------------------------------------- errors */
 

@@ -385,7 +385,7 @@ static PyMethodDef reader_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static int reader_exec(PyObject *m) {
-  if (PyModule_AddStringConstant(m, "version", OSK_VERSION_STRING) < 0) return -1;
+  if (PyModule_AddStringConstant(m, "version", osk_version()) < 0) return -1;
   return 0;
 }
 
