@@ -289,13 +289,11 @@ static char *g_cats[OSK__MAX_CATEGORIES];
 static _Atomic uint32_t g_cats_n;
 
 static uint64_t name_hash(const char *s, uint32_t *len) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  /* One pass: the length is found while hashing. */
+  uint64_t h = OSK__HASH_SEED;
   const unsigned char *p = (const unsigned char *)s;
   uint32_t n = 0;
-  for (; p[n]; n++) {
-    h ^= p[n];
-    h *= 1099511628211ull;
-  }
+  for (; p[n]; n++) h = osk__hash_byte(h, p[n]);
   *len = n;
   return h;
 }

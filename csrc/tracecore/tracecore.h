@@ -42,10 +42,17 @@
 
 #define OSK__HASH_SEED 0xcbf29ce484222325ull
 
+/* FNV-1a, the one string hash of opskew: one byte into h. Inline, so a
+ * loop that hashes while it scans (the tracer's interning, which finds the
+ * length as it goes) pays what a hand-written FNV step would. */
+static inline uint64_t osk__hash_byte(uint64_t h, unsigned char c) {
+  return (h ^ c) * 0x100000001b3ull;
+}
+
 /* FNV-1a over n bytes, continuing from h (start with OSK__HASH_SEED). */
 static inline uint64_t osk__hash_bytes(uint64_t h, const void *p, size_t n) {
   const unsigned char *s = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < n; i++) h = osk__hash_byte(h, s[i]);
   return h;
 }
 
