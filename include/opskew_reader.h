@@ -1,8 +1,7 @@
 /*
  * opskew_reader.h: the streaming Chrome-trace reader and the trace analyzer.
  *
- * Sections: ids, events, reader (options, lifetime,
- * reading), analyzer (options, lifetime, results), one-call summaries.
+ * Contents: ids | events | reader | summary (analyzer) | one-call summaries
  *
  * The reader parses Chrome trace JSON as torch.profiler (Kineto) exports it
  * and as opskew's tracer writes it, plain or gzip-compressed, in bounded
@@ -15,8 +14,11 @@
  * osk_summary_t).
  *
  * Conventions (as in opskew.h): functions return 0 or a count on success and
- * a negative OSK_E* code on failure. Objects are not thread safe: use one
- * object from one thread at a time; distinct objects are independent. Plain C11,
+ * a negative OSK_E* code on failure; constructors fill an out-parameter and
+ * an optional osk_error_t. Prefixes: osk_reader_ for reading, osk_summary_
+ * for the analyzer. Objects (osk_reader_t, osk_summary_t) are not thread
+ * safe: use one object from one thread at a time; distinct objects are
+ * independent, so several threads may each read their own trace. Plain C11,
  * never includes Python.h.
  */
 #ifndef OPSKEW_READER_H
@@ -36,7 +38,9 @@ extern "C" {
 /* osk_str_t and osk_error_t are opskew.h's, shared by every module. */
 
 /* pid and tid are numbers in most traces and strings in some ("Spans",
- * "Traces", "" in Kineto's own bookkeeping events). */
+ * "Traces", "" in Kineto's own bookkeeping events). A value type; `str` is
+ * borrowed from whatever holds the id (an event: the callback; a summary
+ * row: the summary). */
 typedef enum {
   OSK_READER_ID_NONE = 0, /* the field was absent */
   OSK_READER_ID_INT = 1,  /* an integer that fits int64: `num` */
@@ -59,8 +63,10 @@ enum {
   OSK_READER_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
 };
 
-/* One trace event, as the reader hands it to the callback. Every pointer is
- * borrowed: valid only during the callback; copy what you keep. */
+/* One trace event, as the reader hands it to the callback. The reader owns
+ * it and every pointer in it: valid only during the callback; copy what you
+ * keep. (The tracer's recorded event is a different type,
+ * osk_trace_event_t in opskew_trace.h.) */
 typedef struct {
   osk_str_t ph;         /* phase: "X", "B", "E", "M", "i", "s", "f", ...; len 0 if absent */
   osk_str_t name;       /* len 0 if absent */
@@ -73,16 +79,19 @@ typedef struct {
   int64_t ts_ns;
   int64_t dur_ns;
   osk_str_t arg_name;   /* args.name when it is a string (metadata events) */
-  unsigned has;         /* OSK_EV_* bits */
+  unsigned has;         /* OSK_READER_EV_* bits */
   uint64_t offset;      /* byte offset of the event's '{' in the JSON text */
 } osk_reader_event_t;
 
-/* Called once per element of traceEvents, in file order. Return 0 to go on,
- * or a negative OSK_E* code to stop: reading then returns that code. */
+/* Called once per element of traceEvents, in file order, on the thread that
+ * called osk_reader_run, with the `ctx` given there. Return 0 to go on, or a
+ * negative OSK_E* code to stop: reading then returns that code. It must not
+ * call osk_reader_run or osk_reader_free on the reader that calls it. */
 typedef int (*osk_reader_event_fn)(void *ctx, const osk_reader_event_t *ev);
 
 /* ----------------------------------------------------------------- reader */
 
+/* Reading options. The caller owns them; the reader copies them at open. */
 typedef struct {
   /* Bytes asked of the source per read (default 1 MiB when 0). */
   size_t chunk_bytes;
@@ -95,7 +104,8 @@ typedef struct {
  * streaming: each is the number of events that carry the option's sign. A
  * trace made without the option has none of its events, so a count above
  * zero says the option was on (`opskew correct` picks its calibration by
- * them; see docs/design.md). Only the top level of args is looked at. */
+ * them; see docs/design.md). Only the top level of args is looked at.
+ * Plain values, inside osk_reader_stats_t. */
 typedef struct {
   uint64_t input_dims;       /* args has "Input Dims": record_shapes */
   uint64_t python_function;  /* cat is "python_function": with_stack */
@@ -104,7 +114,9 @@ typedef struct {
   uint64_t flops;            /* args has "flops": with_flops */
 } osk_reader_marks_t;
 
-/* Counters of one read, for warnings and for the benchmark. */
+/* Counters of one read, for warnings and for the benchmark. The reader owns
+ * them (osk_reader_stats returns a pointer into it, valid until
+ * osk_reader_free); the one-call summaries copy them into the caller's. */
 typedef struct {
   uint64_t bytes;            /* JSON bytes consumed (after decompression) */
   uint64_t compressed_bytes; /* gzip bytes read; 0 for plain input */
@@ -115,9 +127,13 @@ typedef struct {
   int gzip;                  /* the input was gzip */
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
   int array_format;          /* the document is a bare array of events */
-  osk_reader_marks_t marks;   /* option marks of the traceEvents delivered */
+  osk_reader_marks_t marks;  /* option marks of the traceEvents delivered */
 } osk_reader_stats_t;
 
+/* A reader of one trace. Opaque. Created by osk_reader_open or
+ * osk_reader_open_mem into the caller's pointer, which then owns it and
+ * frees it with osk_reader_free; everything the reader hands out (events,
+ * stats, members) is borrowed from it. One thread at a time. */
 typedef struct osk_reader osk_reader_t;
 
 /* Opens a trace file for reading; gzip is recognized by its magic bytes, not
@@ -212,9 +228,17 @@ void osk_reader_free(osk_reader_t *r);
  * else from a log-linear histogram (64 buckets per power of two: values below
  * 128 ns are exact, larger ones within 0.8% relative error, by bucket
  * midpoint, clamped to the observed min and max).
+ *
+ * Ownership: osk_summary_new or the one-call summaries create it into the
+ * caller's pointer; the caller frees it with osk_summary_free. The rows and
+ * strings the accessors return are the summary's, valid until then. One
+ * thread at a time while events are added; after osk_summary_finish it is
+ * only read, and its accessors may be called from several threads at once.
  */
 typedef struct osk_summary osk_summary_t;
 
+/* Summary options. The caller owns them; the summary copies them (and the
+ * strings) at osk_summary_new. */
 typedef struct {
   /* Only events whose "cat" is one of these are analyzed (NULL: all). The
    * strings are copied. */
@@ -226,6 +250,8 @@ typedef struct {
   size_t n_exclude_categories;
 } osk_summary_opts_t;
 
+/* One operator name's figures. Owned by the summary (osk_summary_op returns
+ * a pointer into it, valid until osk_summary_free), as are its strings. */
 typedef struct {
   osk_str_t name;          /* owned by the summary */
   osk_str_t cat;           /* category of the first event with this name */
@@ -240,6 +266,8 @@ typedef struct {
   uint64_t only_child_same_name;
 } osk_summary_op_t;
 
+/* One thread's figures; one process's names. Owned by the summary, as
+ * osk_summary_op_t. */
 typedef struct {
   osk_reader_id_t pid, tid; /* strings owned by the summary */
   osk_str_t name;          /* from a "thread_name" metadata event; len 0 if none */
@@ -254,6 +282,7 @@ typedef struct {
   osk_str_t name;          /* from "process_name" metadata */
 } osk_summary_process_t;
 
+/* Counters of the whole summary; owned by it, as osk_summary_op_t. */
 typedef struct {
   uint64_t events;           /* every traceEvents element seen */
   uint64_t complete_events;  /* "X" (and matched B/E) events analyzed */
