@@ -14,7 +14,8 @@
  * not be recorded is counted by cause and reported with the snapshot.
  *
  * A session is the interval between osk_trace_start() and osk_trace_stop();
- * stop hands the caller a snapshot that owns every event recorded in the session.
+ * stop hands the caller a snapshot that owns every event recorded in the
+ * session.
  * Snapshots are immutable and may be read from any thread.
  *
  * Thread safety: every function may be called from any thread unless its
