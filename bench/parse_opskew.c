@@ -6,7 +6,7 @@
 
 #include "opskew_reader.h"
 
-static int count(void *ctx, const osk_trace_event_t *ev) {
+static int count(void *ctx, const osk_reader_event_t *ev) {
   (void)ev;
   ++*(long *)ctx;
   return 0;
@@ -15,7 +15,7 @@ static int count(void *ctx, const osk_trace_event_t *ev) {
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   osk_reader_t *r;
-  osk_read_error_t err;
+  osk_error_t err;
   if (osk_reader_open(&r, argv[1], NULL, &err)) return 2;
   long events = 0;
   int rc = osk_reader_run(r, count, &events, &err);

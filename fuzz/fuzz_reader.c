@@ -38,13 +38,13 @@ static uint64_t members_digest(const osk_reader_t *r) {
     h = h * 31 + k.len;
   }
   if (osk_reader_object_get(r, n, NULL, NULL) != OSK_ERANGE) abort();
-  const osk_trace_marks_t *m = &osk_reader_stats(r)->marks;
+  const osk_reader_marks_t *m = &osk_reader_stats(r)->marks;
   uint64_t marked = m->input_dims + m->python_function + m->memory + m->module_hierarchy + m->flops;
   if (m->input_dims > osk_reader_stats(r)->events || m->memory > osk_reader_stats(r)->events) abort();
   return h * 7 + marked + 3 * m->input_dims + 5 * m->python_function + 11 * m->flops;
 }
 
-static int tally(void *ctx, const osk_trace_event_t *ev) {
+static int tally(void *ctx, const osk_reader_event_t *ev) {
   tally_t *t = ctx;
   t->n++;
   t->sum = t->sum * 31 + (uint64_t)ev->ts_ns + 7 * (uint64_t)ev->dur_ns + ev->name.len +
@@ -53,7 +53,7 @@ static int tally(void *ctx, const osk_trace_event_t *ev) {
 }
 
 static int read_once(const uint8_t *d, size_t n, size_t piece, size_t chunk, tally_t *t,
-                     osk_read_error_t *err) {
+                     osk_error_t *err) {
   osk_reader_t *r;
   osk_reader_opts_t o = {chunk, 1 << 20};
   if (osk_reader_open_mem(&r, d, n, piece, &o, err)) abort();
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   data++;
   size--;
   tally_t a, b;
-  osk_read_error_t ea, eb;
+  osk_error_t ea, eb;
   /* "Whole": no piece limit and a buffer larger than any input (max_len). */
   int ra = read_once(data, size, 0, 8192, &a, &ea);
   int rb = read_once(data, size, piece, chunk, &b, &eb);
@@ -89,10 +89,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The analyzer over the same input, including its sorted second pass. */
   osk_summary_t *s = NULL;
   osk_reader_opts_t ro = {chunk, 1 << 20};
-  int rs = osk_summarize_mem(data, size, piece, NULL, &ro, &s, NULL, NULL);
+  int rs = osk_summary_from_mem(data, size, piece, NULL, &ro, &s, NULL, NULL);
   if (rs != ra) abort();
   for (size_t i = 0; i < osk_summary_op_count(s); i++) {
-    const osk_op_stats_t *op = osk_summary_op(s, i);
+    const osk_summary_op_t *op = osk_summary_op(s, i);
     double v;
     if (op->self_ns < 0 || op->total_ns < 0) abort();
     /* An op can exist without calls: a "B" that never ended. */

@@ -1,14 +1,28 @@
 /*
  * opskew.h: the public C API of the opskew engine.
  *
- * Sections: version, errors, clock, statistics, busy-wait instrument.
- * The engine is plain C11 and never includes Python.h; the Python extension
- * (opskew._engine) is a thin binding over these functions.
+ * Contents: version | errors | strings | clock | statistics | busy-wait instrument
  *
- * Conventions: functions return 0 or a positive count on success and a
- * negative OSK_E* code on failure. Nothing here allocates memory that the
- * caller must free unless the function says so. Every function is safe to
- * call from any thread unless its comment says otherwise.
+ * The core every module shares: the error codes and error struct, the byte
+ * string, the clock, the statistics. The modules have their own headers,
+ * each with its own prefix: opskew_reader.h (osk_reader_, osk_summary_),
+ * opskew_correct.h (osk_correct_), opskew_trace.h (osk_trace_,
+ * osk_collector_). All four compile together, in C11 and in C++.
+ * The engine is plain C11 and never includes Python.h; the Python extensions
+ * are thin bindings over these functions.
+ *
+ * Conventions, for every module:
+ * - Functions return 0 or a positive count on success and a negative OSK_E*
+ *   code on failure.
+ * - A function that creates an object takes an out-parameter (`T **out`, set
+ *   to NULL on failure unless it says it returns a partial result) and, when
+ *   there is a position or an errno to report, an optional osk_error_t *.
+ *   The caller owns what it gets and frees it with the matching _free (NULL
+ *   is a no-op). The one exception is on the tracer's hot path and says why.
+ * - Pointers a function returns into an object are borrowed: valid until
+ *   that object is freed. Pointers passed in are not kept unless said so.
+ * - Each type's comment says who owns it and which threads may use it.
+ *   Functions in this header are safe from any thread at once.
  */
 #ifndef OPSKEW_H
 #define OPSKEW_H
@@ -22,10 +36,12 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 
-#define OSK_VERSION_MAJOR 0
-#define OSK_VERSION_MINOR 1
-#define OSK_VERSION_PATCH 0
-#define OSK_VERSION_STRING "0.1.0"
+/* The engine's version, "MAJOR.MINOR.PATCH", as meson.build's project()
+ * declares it (the one place it is written). Static storage; never NULL;
+ * any thread. Code built by meson may also include the generated
+ * "opskew_version.h" for OSK_VERSION_* macros at compile time; this header
+ * defines none, so it needs no generated file. */
+const char *osk_version(void);
 
 /* ----------------------------------------------------------------- errors */
 
@@ -46,10 +62,39 @@ typedef enum {
 #undef OSK__ERR_ENUM
 } osk_errno_t;
 
-/* Constant message for an error code; never NULL ("unknown error" otherwise). */
+/* Where and why a call failed: the optional last argument of every
+ * function that reads input (NULL: not wanted). One struct for every
+ * module. The caller owns it (usually on its stack); the function fills it
+ * on failure and, where it says so, on success (code 0, message ""). It
+ * holds no pointer to free: `message` is static. Thread: the caller's. */
+typedef struct {
+  int code;            /* 0, or the OSK_E* code the call returned */
+  const char *message; /* constant (static storage), never NULL after a failure; "" on success */
+  /* Byte offset in the input (for the reader: the JSON text after
+   * decompression) where the problem was found: the offending byte for
+   * OSK_EFORMAT, the end of input for OSK_ETRUNCATED. 0 when not about a
+   * position (OSK_EIO, OSK_ENOMEM). */
+  uint64_t offset;
+  int sys_errno;       /* errno for OSK_EIO, else 0 */
+} osk_error_t;
+
+/* Constant message for an error code; never NULL ("unknown error" otherwise).
+ * Static storage; any thread. */
 const char *osk_strerror(int err);
 /* Constant symbolic name ("OSK_EINVAL"); never NULL. */
 const char *osk_err_name(int err);
+
+/* ---------------------------------------------------------------- strings */
+
+/* A byte string that is not NUL terminated, shared by every module. It may
+ * contain NUL bytes (the reader decodes "\u0000" escapes). Strings decoded
+ * from JSON are UTF-8 whenever the input was; the reader checks escapes, not
+ * the UTF-8 of raw bytes. Never owns its bytes: the function or object that
+ * hands one out says how long `ptr` stays valid. */
+typedef struct {
+  const char *ptr;
+  size_t len;
+} osk_str_t;
 
 /* ------------------------------------------------------------------ clock */
 
@@ -59,6 +104,9 @@ typedef enum {
   OSK_CLOCK_MONOTONIC_RAW = 2, /* clock_gettime(CLOCK_MONOTONIC_RAW) */
 } osk_clock_kind_t;
 
+/* The process clock's calibration. The engine owns the one instance
+ * (static storage, written once under a lock, read-only after); callers get
+ * a const pointer and may read it from any thread. */
 typedef struct {
   osk_clock_kind_t kind;
   /* ns = (ticks - tick0) * ns_per_tick + ns0. For MONOTONIC_RAW ticks are ns. */
@@ -91,7 +139,8 @@ uint64_t osk_clock_monotonic_ns(void);
  * median obtained by inverting the sign test (order statistics k and n-k+1),
  * whose exact coverage is reported because with few pairs it exceeds the
  * nominal level. Test: exact two-sided sign test, and the exact Wilcoxon
- * signed-rank test (normal approximation above 60 pairs). */
+ * signed-rank test (normal approximation above 60 pairs). Plain values,
+ * no pointers: the caller owns it (osk_paired_analyze fills it). */
 typedef struct {
   size_t n;              /* pairs used */
   double median;         /* median of differences */
@@ -114,6 +163,9 @@ typedef struct {
  * what it is). Does not keep the pointers. */
 int osk_paired_analyze(const double *baseline, const double *treated, size_t n,
                        double scale, double level, osk_paired_t *out);
+
+/* The statistics keep no state: any thread, concurrently, on separate or
+ * shared (read-only) input. */
 
 /* Median of x[0..n) (copied, not modified). OSK_EINVAL on n == 0 or NULL. */
 int osk_median(const double *x, size_t n, double *out);

@@ -1,5 +1,7 @@
 /*
- * opskew_correct.h: overhead compensation of a trace (DESIGN.md's model).
+ * opskew_correct.h: overhead compensation of a trace (docs/design.md's model).
+ *
+ * Contents: options | per-name results | whole-trace results | compensation
  *
  * For every complete event of the instrumented categories:
  *   corrected = reported - delta - W * descendants - W_py * py_descendants
@@ -19,8 +21,8 @@
  *
  * Memory: the complete events of the instrumented categories are held (32
  * bytes each) and sorted per thread, since nesting needs start order and
- * traces do not promise it. Plain C11; never includes Python.h. Objects are
- * not thread safe.
+ * traces do not promise it. Plain C11; never includes Python.h. Prefix:
+ * osk_correct_. Conventions as in opskew.h.
  */
 #ifndef OPSKEW_CORRECT_H
 #define OPSKEW_CORRECT_H
@@ -35,6 +37,10 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- options */
+
+/* What the instrument costs and which events it recorded. The caller owns
+ * the options; osk_correct_path copies what it keeps (the strings too). */
 typedef struct {
   double w_ns;     /* instrument cost per event, >= 0 */
   double delta_ns; /* the part inside the event's own interval, 0 <= delta <= W */
@@ -52,6 +58,10 @@ typedef struct {
   size_t n_py_categories;
 } osk_correct_opts_t;
 
+/* ------------------------------------------------------- per-name results */
+
+/* One name's figures. Owned by the osk_correct_t (osk_correct_op returns a
+ * pointer into it, valid until osk_correct_free), as is `name`. */
 typedef struct {
   osk_str_t name;            /* owned by the correction */
   uint64_t calls;
@@ -66,6 +76,9 @@ typedef struct {
   double residual_ns;        /* sum of the negative parts removed by clamping */
 } osk_correct_op_t;
 
+/* ---------------------------------------------------- whole-trace results */
+
+/* The whole trace's figures; owned by the osk_correct_t, as osk_correct_op_t. */
 typedef struct {
   uint64_t events;            /* traceEvents elements read */
   uint64_t corrected_events;  /* complete events of the instrumented categories, both classes */
@@ -83,7 +96,13 @@ typedef struct {
   int truncated;              /* the input ended early; what was read is used */
 } osk_correct_stats_t;
 
-typedef struct osk_correction osk_correction_t;
+/* ----------------------------------------------------------- compensation */
+
+/* The result of one compensation. Opaque. osk_correct_path creates it into
+ * the caller's pointer; the caller frees it with osk_correct_free (NULL is a
+ * no-op). It is complete when returned and never changes: its accessors may
+ * be called from several threads at once; free it after the last of them. */
+typedef struct osk_correct osk_correct_t;
 
 /* Reads `in_path` (JSON or gzip), compensates, and when `out_path` is not
  * NULL writes the corrected Chrome trace there (original ts and dur kept in
@@ -91,14 +110,17 @@ typedef struct osk_correction osk_correction_t;
  * OSK_ETRUNCATED (what was read is corrected and written, *out is set),
  * OSK_EINVAL (bad options), OSK_EFORMAT, OSK_EIO, OSK_ENOMEM; `err` (may be
  * NULL) says where. Corrected events keep their category; the args gain
- * "descendants" and "py_descendants". On success and OSK_ETRUNCATED *out must be freed. */
+ * "descendants" and "py_descendants". On success and OSK_ETRUNCATED *out must be freed.
+ * Any thread; each call reads its own file and builds its own result. */
 int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
-                     osk_correction_t **out, osk_read_error_t *err);
+                     osk_correct_t **out, osk_error_t *err);
 
-size_t osk_correction_op_count(const osk_correction_t *c);
-const osk_correct_op_t *osk_correction_op(const osk_correction_t *c, size_t i);
-const osk_correct_stats_t *osk_correction_stats(const osk_correction_t *c);
-void osk_correction_free(osk_correction_t *c);
+/* Results: per name, in first-seen order (i < osk_correct_op_count; NULL
+ * when out of range), and for the whole trace. 0 / NULL for a NULL `c`. */
+size_t osk_correct_op_count(const osk_correct_t *c);
+const osk_correct_op_t *osk_correct_op(const osk_correct_t *c, size_t i);
+const osk_correct_stats_t *osk_correct_stats(const osk_correct_t *c);
+void osk_correct_free(osk_correct_t *c);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,7 @@
 /*
  * opskew_reader.h: the streaming Chrome-trace reader and the trace analyzer.
  *
- * Sections: strings and ids, events, errors, reader (options, lifetime,
- * reading), analyzer (options, lifetime, results), one-call summaries.
+ * Contents: ids | events | reader | summary (analyzer) | one-call summaries
  *
  * The reader parses Chrome trace JSON as torch.profiler (Kineto) exports it
  * and as opskew's tracer writes it, plain or gzip-compressed, in bounded
@@ -15,8 +14,11 @@
  * osk_summary_t).
  *
  * Conventions (as in opskew.h): functions return 0 or a count on success and
- * a negative OSK_E* code on failure. Objects are not thread safe: use one
- * object from one thread at a time; distinct objects are independent. Plain C11,
+ * a negative OSK_E* code on failure; constructors fill an out-parameter and
+ * an optional osk_error_t. Prefixes: osk_reader_ for reading, osk_summary_
+ * for the analyzer. Objects (osk_reader_t, osk_summary_t) are not thread
+ * safe: use one object from one thread at a time; distinct objects are
+ * independent, so several threads may each read their own trace. Plain C11,
  * never includes Python.h.
  */
 #ifndef OPSKEW_READER_H
@@ -31,76 +33,65 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------- strings and ids */
+/* -------------------------------------------------------------------- ids */
 
-/* A byte string that is not NUL terminated. It may contain NUL bytes (from a
- * "\u0000" escape). Strings decoded from JSON are UTF-8 whenever the input
- * was; the reader checks escapes, not the UTF-8 of raw bytes. */
-typedef struct {
-  const char *ptr;
-  size_t len;
-} osk_str_t;
+/* osk_str_t and osk_error_t are opskew.h's, shared by every module. */
 
 /* pid and tid are numbers in most traces and strings in some ("Spans",
- * "Traces", "" in Kineto's own bookkeeping events). */
+ * "Traces", "" in Kineto's own bookkeeping events). A value type; `str` is
+ * borrowed from whatever holds the id (an event: the callback; a summary
+ * row: the summary). */
 typedef enum {
-  OSK_ID_NONE = 0, /* the field was absent */
-  OSK_ID_INT = 1,  /* an integer that fits int64: `num` */
-  OSK_ID_STR = 2,  /* a string, or a number that is not an int64, as text: `str` */
-} osk_id_kind_t;
+  OSK_READER_ID_NONE = 0, /* the field was absent */
+  OSK_READER_ID_INT = 1,  /* an integer that fits int64: `num` */
+  OSK_READER_ID_STR = 2,  /* a string, or a number that is not an int64, as text: `str` */
+} osk_reader_id_kind_t;
 
 typedef struct {
-  osk_id_kind_t kind;
+  osk_reader_id_kind_t kind;
   int64_t num;
   osk_str_t str;
-} osk_trace_id_t;
+} osk_reader_id_t;
 
 /* ----------------------------------------------------------------- events */
 
-/* Which fields an event carried (osk_trace_event_t.has). */
+/* Which fields an event carried (osk_reader_event_t.has). */
 enum {
-  OSK_EV_TS = 1 << 0,   /* ts is a number that fits int64 nanoseconds */
-  OSK_EV_DUR = 1 << 1,  /* dur likewise */
-  OSK_EV_NAME = 1 << 2, /* name is a string */
-  OSK_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
+  OSK_READER_EV_TS = 1 << 0,   /* ts is a number that fits int64 nanoseconds */
+  OSK_READER_EV_DUR = 1 << 1,  /* dur likewise */
+  OSK_READER_EV_NAME = 1 << 2, /* name is a string */
+  OSK_READER_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
 };
 
-/* One trace event, as the reader hands it to the callback. Every pointer is
- * borrowed: valid only during the callback; copy what you keep. */
+/* One trace event, as the reader hands it to the callback. The reader owns
+ * it and every pointer in it: valid only during the callback; copy what you
+ * keep. (The tracer's recorded event is a different type,
+ * osk_trace_event_t in opskew_trace.h.) */
 typedef struct {
   osk_str_t ph;         /* phase: "X", "B", "E", "M", "i", "s", "f", ...; len 0 if absent */
   osk_str_t name;       /* len 0 if absent */
   osk_str_t cat;        /* len 0 if absent */
-  osk_trace_id_t pid;
-  osk_trace_id_t tid;
+  osk_reader_id_t pid;
+  osk_reader_id_t tid;
   /* ts and dur in integer nanoseconds. Chrome traces give microseconds;
    * Kineto writes a 3-digit fraction, which converts exactly; any other
    * number is rounded to the nearest ns (ties away from zero). */
   int64_t ts_ns;
   int64_t dur_ns;
   osk_str_t arg_name;   /* args.name when it is a string (metadata events) */
-  unsigned has;         /* OSK_EV_* bits */
+  unsigned has;         /* OSK_READER_EV_* bits */
   uint64_t offset;      /* byte offset of the event's '{' in the JSON text */
-} osk_trace_event_t;
+} osk_reader_event_t;
 
-/* Called once per element of traceEvents, in file order. Return 0 to go on,
- * or a negative OSK_E* code to stop: reading then returns that code. */
-typedef int (*osk_event_fn)(void *ctx, const osk_trace_event_t *ev);
-
-/* ----------------------------------------------------------------- errors */
-
-typedef struct {
-  int code;            /* 0, or the OSK_E* code the call returned */
-  const char *message; /* constant, never NULL after a failure; "" on success */
-  /* Byte offset in the JSON text (after decompression) where the problem was
-   * found: the offending byte for OSK_EFORMAT, the end of input for
-   * OSK_ETRUNCATED. 0 when not about a position (OSK_EIO, OSK_ENOMEM). */
-  uint64_t offset;
-  int sys_errno;       /* errno for OSK_EIO, else 0 */
-} osk_read_error_t;
+/* Called once per element of traceEvents, in file order, on the thread that
+ * called osk_reader_run, with the `ctx` given there. Return 0 to go on, or a
+ * negative OSK_E* code to stop: reading then returns that code. It must not
+ * call osk_reader_run or osk_reader_free on the reader that calls it. */
+typedef int (*osk_reader_event_fn)(void *ctx, const osk_reader_event_t *ev);
 
 /* ----------------------------------------------------------------- reader */
 
+/* Reading options. The caller owns them; the reader copies them at open. */
 typedef struct {
   /* Bytes asked of the source per read (default 1 MiB when 0). */
   size_t chunk_bytes;
@@ -113,29 +104,36 @@ typedef struct {
  * streaming: each is the number of events that carry the option's sign. A
  * trace made without the option has none of its events, so a count above
  * zero says the option was on (`opskew correct` picks its calibration by
- * them; see docs/design.md). Only the top level of args is looked at. */
+ * them; see docs/design.md). Only the top level of args is looked at.
+ * Plain values, inside osk_reader_stats_t. */
 typedef struct {
   uint64_t input_dims;       /* args has "Input Dims": record_shapes */
   uint64_t python_function;  /* cat is "python_function": with_stack */
   uint64_t memory;           /* name is "[memory]": profile_memory */
   uint64_t module_hierarchy; /* args has "Module Hierarchy": with_modules */
   uint64_t flops;            /* args has "flops": with_flops */
-} osk_trace_marks_t;
+} osk_reader_marks_t;
 
-/* Counters of one read, for warnings and for the benchmark. */
+/* Counters of one read, for warnings and for the benchmark. The reader owns
+ * them (osk_reader_stats returns a pointer into it, valid until
+ * osk_reader_free); the one-call summaries copy them into the caller's. */
 typedef struct {
   uint64_t bytes;            /* JSON bytes consumed (after decompression) */
   uint64_t compressed_bytes; /* gzip bytes read; 0 for plain input */
   uint64_t events;           /* elements of traceEvents delivered */
-  uint64_t bad_fields;       /* events with OSK_EV_BAD */
+  uint64_t bad_fields;       /* events with OSK_READER_EV_BAD */
   uint64_t lone_surrogates;  /* \uD800-\uDFFF escapes without a partner, read as U+FFFD */
   size_t peak_buffer;        /* largest read buffer used, bytes */
   int gzip;                  /* the input was gzip */
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
   int array_format;          /* the document is a bare array of events */
-  osk_trace_marks_t marks;   /* option marks of the traceEvents delivered */
+  osk_reader_marks_t marks;  /* option marks of the traceEvents delivered */
 } osk_reader_stats_t;
 
+/* A reader of one trace. Opaque. Created by osk_reader_open or
+ * osk_reader_open_mem into the caller's pointer, which then owns it and
+ * frees it with osk_reader_free; everything the reader hands out (events,
+ * stats, members) is borrowed from it. One thread at a time. */
 typedef struct osk_reader osk_reader_t;
 
 /* Opens a trace file for reading; gzip is recognized by its magic bytes, not
@@ -143,13 +141,13 @@ typedef struct osk_reader osk_reader_t;
  * until osk_reader_free. Returns 0, OSK_EINVAL (NULL path or out), OSK_EIO
  * (err->sys_errno says why), OSK_ENOMEM. `err` may be NULL. */
 int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
-                    osk_read_error_t *err);
+                    osk_error_t *err);
 
 /* Reads from memory, which the caller keeps valid and unchanged until
  * osk_reader_free. Gzip is recognized as for files. `piece` > 0 limits every
  * read to that many bytes, so tests can exercise chunk boundaries. */
 int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
-                        const osk_reader_opts_t *opts, osk_read_error_t *err);
+                        const osk_reader_opts_t *opts, osk_error_t *err);
 
 /* Reads the whole document and calls `fn` (which may be NULL to only
  * validate) for each event. Returns:
@@ -161,7 +159,7 @@ int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t
  *   OSK_ERANGE      an event exceeded max_unit_bytes;
  *   OSK_EIO, OSK_ENOMEM, or the callback's negative code.
  * A reader runs once; a second call returns OSK_EINVAL. */
-int osk_reader_run(osk_reader_t *r, osk_event_fn fn, void *ctx, osk_read_error_t *err);
+int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error_t *err);
 
 /* Counters so far; never NULL for a non-NULL reader. */
 const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
@@ -230,9 +228,17 @@ void osk_reader_free(osk_reader_t *r);
  * else from a log-linear histogram (64 buckets per power of two: values below
  * 128 ns are exact, larger ones within 0.8% relative error, by bucket
  * midpoint, clamped to the observed min and max).
+ *
+ * Ownership: osk_summary_new or the one-call summaries create it into the
+ * caller's pointer; the caller frees it with osk_summary_free. The rows and
+ * strings the accessors return are the summary's, valid until then. One
+ * thread at a time while events are added; after osk_summary_finish it is
+ * only read, and its accessors may be called from several threads at once.
  */
 typedef struct osk_summary osk_summary_t;
 
+/* Summary options. The caller owns them; the summary copies them (and the
+ * strings) at osk_summary_new. */
 typedef struct {
   /* Only events whose "cat" is one of these are analyzed (NULL: all). The
    * strings are copied. */
@@ -244,6 +250,8 @@ typedef struct {
   size_t n_exclude_categories;
 } osk_summary_opts_t;
 
+/* One operator name's figures. Owned by the summary (osk_summary_op returns
+ * a pointer into it, valid until osk_summary_free), as are its strings. */
 typedef struct {
   osk_str_t name;          /* owned by the summary */
   osk_str_t cat;           /* category of the first event with this name */
@@ -256,27 +264,30 @@ typedef struct {
    * aten::div_ -> aten::div_). torch's key_averages() folds these into the
    * parent, so its count is calls - only_child_same_name. */
   uint64_t only_child_same_name;
-} osk_op_stats_t;
+} osk_summary_op_t;
 
+/* One thread's figures; one process's names. Owned by the summary, as
+ * osk_summary_op_t. */
 typedef struct {
-  osk_trace_id_t pid, tid; /* strings owned by the summary */
+  osk_reader_id_t pid, tid; /* strings owned by the summary */
   osk_str_t name;          /* from a "thread_name" metadata event; len 0 if none */
   uint64_t complete_events;
   uint32_t max_depth;      /* deepest nesting seen (1: no nesting) */
   uint64_t overlaps;       /* events closed early by one that outlived them (or clipped) */
   int resorted;            /* out of order: nested from a sorted second pass */
-} osk_thread_info_t;
+} osk_summary_thread_t;
 
 typedef struct {
-  osk_trace_id_t pid;
+  osk_reader_id_t pid;
   osk_str_t name;          /* from "process_name" metadata */
-} osk_process_info_t;
+} osk_summary_process_t;
 
+/* Counters of the whole summary; owned by it, as osk_summary_op_t. */
 typedef struct {
   uint64_t events;           /* every traceEvents element seen */
   uint64_t complete_events;  /* "X" (and matched B/E) events analyzed */
   uint64_t filtered_events;  /* dropped by the category filter */
-  uint64_t unusable_events;  /* X without name, ts or dur, negative dur, or OSK_EV_BAD */
+  uint64_t unusable_events;  /* X without name, ts or dur, negative dur, or OSK_READER_EV_BAD */
   uint64_t overlaps;         /* over all threads */
   uint64_t unmatched_end;    /* "E" without an open "B" */
   uint64_t unclosed_begin;   /* "B" still open at the end */
@@ -289,17 +300,17 @@ typedef struct {
  * OSK_ENOMEM. */
 int osk_summary_new(osk_summary_t **out, const osk_summary_opts_t *opts);
 
-/* Adds one event (an osk_event_fn: pass the summary as ctx). Returns 0 or
+/* Adds one event (an osk_reader_event_fn: pass the summary as ctx). Returns 0 or
  * OSK_ENOMEM. */
-int osk_summary_add(void *summary, const osk_trace_event_t *ev);
+int osk_summary_add(void *summary, const osk_reader_event_t *ev);
 
 /* Names the threads whose events were out of order (they need the sorted
  * second pass). Returns their count. */
 size_t osk_summary_unsorted_threads(const osk_summary_t *s);
 
 /* Second pass over the same events, for the out-of-order threads only (an
- * osk_event_fn); call osk_summary_finish after it. */
-int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev);
+ * osk_reader_event_fn); call osk_summary_finish after it. */
+int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev);
 
 /* Closes every open stack, sorts and nests held events, and merges per-thread
  * figures into the per-name results. Call once, after the last event; the
@@ -309,14 +320,14 @@ int osk_summary_finish(osk_summary_t *s);
 /* Results (after osk_summary_finish). Pointers stay valid until
  * osk_summary_free. Ops are in first-seen order. */
 size_t osk_summary_op_count(const osk_summary_t *s);
-const osk_op_stats_t *osk_summary_op(const osk_summary_t *s, size_t i);
+const osk_summary_op_t *osk_summary_op(const osk_summary_t *s, size_t i);
 /* Quantile q in [0,1] of op i's inclusive durations (see precision above).
  * Returns 0, OSK_ERANGE (bad i or q), OSK_ETOOFEW (no calls). */
 int osk_summary_op_quantile(const osk_summary_t *s, size_t i, double q, double *out_ns);
 size_t osk_summary_thread_count(const osk_summary_t *s);
-const osk_thread_info_t *osk_summary_thread(const osk_summary_t *s, size_t i);
+const osk_summary_thread_t *osk_summary_thread(const osk_summary_t *s, size_t i);
 size_t osk_summary_process_count(const osk_summary_t *s);
-const osk_process_info_t *osk_summary_process(const osk_summary_t *s, size_t i);
+const osk_summary_process_t *osk_summary_process(const osk_summary_t *s, size_t i);
 const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s);
 /* The document's top-level scalars, as osk_reader_meta_get; filled by the
  * one-call summaries only. */
@@ -334,14 +345,14 @@ void osk_summary_free(osk_summary_t *s);
  * of everything read before the end or the error (finished; free it with
  * osk_summary_free); on other failures *out is NULL. `rstats` (may be NULL)
  * receives the first pass's reader counters. Return codes as osk_reader_run. */
-int osk_summarize_path(const char *path, const osk_summary_opts_t *opts,
+int osk_summary_from_path(const char *path, const osk_summary_opts_t *opts,
                        const osk_reader_opts_t *ropts, osk_summary_t **out,
-                       osk_reader_stats_t *rstats, osk_read_error_t *err);
+                       osk_reader_stats_t *rstats, osk_error_t *err);
 
 /* The same from memory (`piece` as in osk_reader_open_mem). */
-int osk_summarize_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
+int osk_summary_from_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
                       const osk_reader_opts_t *ropts, osk_summary_t **out,
-                      osk_reader_stats_t *rstats, osk_read_error_t *err);
+                      osk_reader_stats_t *rstats, osk_error_t *err);
 
 #ifdef __cplusplus
 }

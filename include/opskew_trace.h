@@ -1,8 +1,8 @@
 /*
  * opskew_trace.h: the operator tracer runtime (C11, no Python.h).
  *
- * Sections: recording (called by collectors on the hot path), sessions and
- * snapshots, calibration, Chrome trace writer, summary.
+ * Contents: recording | losses | calibration | sessions and snapshots |
+ *           Chrome trace | summary | session outputs | collectors | layouts
  *
  * Model. A collector (the ITT collector in csrc/trace/itt_collector.c, or a
  * test) calls osk_trace_begin()/osk_trace_end() from whatever thread runs an
@@ -14,12 +14,21 @@
  * not be recorded is counted by cause and reported with the snapshot.
  *
  * A session is the interval between osk_trace_start() and osk_trace_stop();
- * stop returns a snapshot that owns every event recorded in the session.
+ * stop hands the caller a snapshot that owns every event recorded in the
+ * session.
  * Snapshots are immutable and may be read from any thread.
  *
  * Thread safety: every function may be called from any thread unless its
  * comment says otherwise. Recording functions never block except when a
  * chunk fills (one short mutex section per 4096 events).
+ *
+ * Ownership: the tracer owns the interned names and categories for the life
+ * of the process. Snapshots and summaries are created into the caller's
+ * pointer (int return, `T **out`, as everywhere in opskew) and freed by the
+ * caller; strings the summary formats are malloc'ed and freed with
+ * osk_trace_free(). Prefixes: osk_trace_ for the runtime, osk_collector_ for
+ * the life cycle every collector exports. The tracer's event type,
+ * osk_trace_event_t, is not the reader's (osk_reader_event_t).
  */
 #ifndef OPSKEW_TRACE_H
 #define OPSKEW_TRACE_H
@@ -42,8 +51,9 @@ extern "C" {
 
 /* -------------------------------------------------------------- recording */
 
-/* An interned operator name. Entries are never freed or moved, so a pointer
- * stays valid for the life of the process. */
+/* An interned operator name. Opaque. The tracer owns every entry: never
+ * freed or moved, so a pointer stays valid for the life of the process and
+ * may be shared by any threads. */
 typedef struct osk_trace_name osk_trace_name_t;
 
 /* Returns the interned entry for the NUL-terminated string `s`. The fast path
@@ -51,7 +61,11 @@ typedef struct osk_trace_name osk_trace_name_t;
  * copy (a caller may reuse the same buffer for another string); a miss falls
  * back to a lock-free content hash lookup, and a new name is inserted under a
  * mutex. Returns NULL if `s` is NULL or memory ran out (counted as a loss of
- * cause OSK_TRACE_LOSS_NAME when the event is then recorded without name). */
+ * cause OSK_TRACE_LOSS_NAME when the event is then recorded without name).
+ * Unlike the constructors it returns the entry itself, not a code and an
+ * out-parameter: it runs on the hot path, once per operator a collector
+ * sees, the caller frees nothing, and its one failure needs no detail (the
+ * event is recorded without a name and the loss counted). */
 OSK_TRACE_API osk_trace_name_t *osk_trace_name(const char *s);
 
 /* Dense id of a name (1, 2, ...; 0 is reserved for "no name"). */
@@ -111,7 +125,8 @@ OSK_TRACE_API const char *osk_trace_loss_message(int cause);
  * time one begin+end pair adds. Both are medians over `rounds` rounds of
  * `pairs` pairs. Scope: the collector's entry points only; the cost of
  * PyTorch's RecordFunction dispatch is not included (the bench measures
- * that). The summary subtracts them: see osk_trace_summarize(). */
+ * that). The summary subtracts them: see osk_trace_summarize(). Plain
+ * values: the caller owns it; a session and its snapshot keep a copy. */
 typedef struct {
   double w_ns;
   double delta_ns;
@@ -132,6 +147,11 @@ OSK_TRACE_API int osk_trace_calibrate(osk_trace_pair_fn pair, void *ctx,
 
 /* ------------------------------------------------- sessions and snapshots */
 
+/* The events of a session, with their names, losses and calibration.
+ * Opaque. osk_trace_stop() or osk_trace_collect() creates it into the
+ * caller's pointer; the caller frees it with osk_trace_snapshot_free(),
+ * after any summary made from it. It never changes once made: any threads
+ * may read it at once. */
 typedef struct osk_trace_snapshot osk_trace_snapshot_t;
 
 /* Starts recording. `calib` (may be NULL) is stored with the session and
@@ -141,18 +161,24 @@ OSK_TRACE_API int osk_trace_start(const osk_trace_calib_t *calib);
 /* 1 while a session is active. */
 OSK_TRACE_API int osk_trace_active(void);
 
-/* Stops recording and returns a snapshot owning every event recorded since
- * osk_trace_start(), or NULL with *err set (OSK_EINVAL: no active session;
- * OSK_ENOMEM). `instrument` names what produced the events ("itt",
- * "pyhook", "nvtx"; at most 31 bytes); it is
+/* Stops recording and sets *out to a snapshot owning every event recorded
+ * since osk_trace_start(). `instrument` names what produced the events
+ * ("itt", "pyhook", "nvtx"; at most 31 bytes; NULL: "unknown"); it is
  * copied. Events still open at stop are not in the snapshot; their number is
- * reported (open_at_stop). Free with osk_trace_snapshot_free(). */
-OSK_TRACE_API osk_trace_snapshot_t *osk_trace_stop(const char *instrument, int *err);
+ * reported (open_at_stop). Returns 0; OSK_EINVAL (`out` NULL, or no active
+ * session: *out NULL); OSK_ENOMEM, with *out NULL, or with *out holding the
+ * events that could be copied (the rest stay with their threads for a
+ * later collect). The caller frees a non-NULL *out with
+ * osk_trace_snapshot_free(). These report only a code: there is no input
+ * position or errno to give, so they take no osk_error_t. */
+OSK_TRACE_API int osk_trace_stop(const char *instrument, osk_trace_snapshot_t **out);
 
 /* Takes events recorded so far without ending the session (used by tests
- * and by a flush at exit while threads may still run). Same ownership. */
-OSK_TRACE_API osk_trace_snapshot_t *osk_trace_collect(const char *instrument, int *err);
+ * and by a flush at exit while threads may still run). Same returns and
+ * ownership as osk_trace_stop(), except that it needs no active session. */
+OSK_TRACE_API int osk_trace_collect(const char *instrument, osk_trace_snapshot_t **out);
 
+/* Frees the snapshot and its events; NULL is a no-op. */
 OSK_TRACE_API void osk_trace_snapshot_free(osk_trace_snapshot_t *snap);
 
 /* Counts. */
@@ -170,7 +196,9 @@ OSK_TRACE_API const char *osk_trace_snapshot_name(const osk_trace_snapshot_t *sn
 OSK_TRACE_API uint32_t osk_trace_snapshot_categories(const osk_trace_snapshot_t *snap);
 OSK_TRACE_API const char *osk_trace_snapshot_category(const osk_trace_snapshot_t *snap, uint32_t id);
 
-/* One complete event, in nanoseconds on CLOCK_MONOTONIC_RAW's time line. */
+/* One complete event, in nanoseconds on CLOCK_MONOTONIC_RAW's time line.
+ * Plain values, copied into the caller's array by osk_trace_snapshot_copy;
+ * `name` and `category` are ids into the snapshot's tables. */
 typedef struct {
   int64_t ts_ns;
   int64_t dur_ns;
@@ -217,7 +245,9 @@ OSK_TRACE_API size_t osk_trace_json_escape(const char *s, char *out, size_t cap)
  *   self_corrected  = total_corrected - the children's total_corrected
  *                   = self - delta - (W - delta)*children
  * each clamped at 0 (the children's totals taken before their clamping);
- * the clamped amounts are reported as residual. */
+ * the clamped amounts are reported as residual. Owned by the summary
+ * (osk_trace_summary_row returns a pointer into it, valid until
+ * osk_trace_summary_free). */
 typedef struct {
   uint32_t name;
   uint64_t calls;
@@ -233,13 +263,21 @@ typedef struct {
   uint64_t descendants; /* all nested events of all calls */
 } osk_trace_op_t;
 
+/* A snapshot's per-operator summary. Opaque. osk_trace_summarize() creates
+ * it into the caller's pointer; the caller frees it with
+ * osk_trace_summary_free(). It borrows its snapshot (for names), so it must
+ * be freed first. It never changes once made: any threads may read it. */
 typedef struct osk_trace_summary osk_trace_summary_t;
 
-/* Builds the summary; `calib` NULL uses the snapshot's own. The summary
- * keeps a pointer to `snap` for names: free it first. NULL on OSK_ENOMEM. */
-OSK_TRACE_API osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *snap,
-                                                       const osk_trace_calib_t *calib,
-                                                       int *err);
+/* Builds the summary of `snap` into *out; `calib` NULL uses the snapshot's
+ * own (copied either way). The summary borrows `snap` for names: free the
+ * summary first. Returns 0, OSK_EINVAL (`snap` or `out` NULL), OSK_ENOMEM;
+ * *out is NULL on failure. The caller frees *out with
+ * osk_trace_summary_free(). */
+OSK_TRACE_API int osk_trace_summarize(const osk_trace_snapshot_t *snap,
+                                      const osk_trace_calib_t *calib,
+                                      osk_trace_summary_t **out);
+/* Frees the summary (not its snapshot); NULL is a no-op. */
 OSK_TRACE_API void osk_trace_summary_free(osk_trace_summary_t *sum);
 /* Rows sorted by self time, descending. */
 OSK_TRACE_API size_t osk_trace_summary_rows(const osk_trace_summary_t *sum);
@@ -289,8 +327,9 @@ OSK_TRACE_API int osk_collector_bound(void);
  * OSK_EINVAL if a session is already active. */
 OSK_TRACE_API int osk_collector_start(void);
 
-/* Stops the session: osk_trace_stop() with the collector's instrument name. */
-OSK_TRACE_API osk_trace_snapshot_t *osk_collector_stop(int *err);
+/* Stops the session: osk_trace_stop() with the collector's instrument name,
+ * same returns and ownership. */
+OSK_TRACE_API int osk_collector_stop(osk_trace_snapshot_t **out);
 
 /* Starts the `opskew record` session, which osk_collector_finish() writes
  * at exit (an atexit handler is registered). Refused (OSK_EINVAL) when this

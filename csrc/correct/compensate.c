@@ -23,7 +23,7 @@ typedef struct {
   uint32_t cat; /* index into the correction's categories; >= n_op_cats: Python class */
 } osk__ev_t;
 
-struct osk_correction {
+struct osk_correct {
   osk_correct_opts_t opts;
   osk__cost_t cost;
   char **cats;    /* the operator class's categories, then the Python class's */
@@ -38,7 +38,7 @@ struct osk_correction {
   osk_correct_stats_t stats;
 };
 
-static int64_t intern_name(osk_correction_t *c, osk_str_t s) {
+static int64_t intern_name(osk_correct_t *c, osk_str_t s) {
   int64_t id = osk__names_intern(&c->names, s.ptr, s.len);
   if (id < 0 || (size_t)id < c->n_ops) return id;
   if (osk__grow((void **)&c->ops, &c->cap_ops, (size_t)id + 1, sizeof *c->ops)) return OSK_ENOMEM;
@@ -51,24 +51,24 @@ static int64_t intern_name(osk_correction_t *c, osk_str_t s) {
 }
 
 /* The category's index, or -1 when its events are not corrected. */
-static long category_index(const osk_correction_t *c, osk_str_t cat) {
+static long category_index(const osk_correct_t *c, osk_str_t cat) {
   for (size_t i = 0; i < c->n_cats; i++)
     if (osk__str_is(cat, c->cats[i], strlen(c->cats[i]))) return (long)i;
   return -1;
 }
 
-static uint32_t class_of(const osk_correction_t *c, uint32_t cat) {
+static uint32_t class_of(const osk_correct_t *c, uint32_t cat) {
   return cat >= c->n_op_cats ? OSK__CLS_PY : OSK__CLS_OP;
 }
 
-static int on_event(void *ctx, const osk_trace_event_t *ev) {
-  osk_correction_t *c = ctx;
+static int on_event(void *ctx, const osk_reader_event_t *ev) {
+  osk_correct_t *c = ctx;
   c->stats.events++;
   if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata(&c->th, ev, NULL);
   if (!osk__str_is(ev->ph, "X", 1)) return 0;
-  const unsigned need = OSK_EV_TS | OSK_EV_DUR | OSK_EV_NAME;
+  const unsigned need = OSK_READER_EV_TS | OSK_READER_EV_DUR | OSK_READER_EV_NAME;
   /* An end past INT64_MAX ns is as unusable as a negative duration. */
-  if ((ev->has & need) != need || (ev->has & OSK_EV_BAD) || ev->dur_ns < 0 ||
+  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD) || ev->dur_ns < 0 ||
       ev->ts_ns > INT64_MAX - ev->dur_ns)
     return 0;
   long cat = category_index(c, ev->cat);
@@ -106,9 +106,9 @@ static int cmp_ev(const void *pa, const void *pb) {
 
 /* ------------------------------------------------------------ the output */
 
-static void put_id(osk__out_t *o, const osk_trace_id_t *id) {
-  if (id->kind == OSK_ID_INT) osk__out_i64(o, id->num);
-  else if (id->kind == OSK_ID_STR) osk__out_str(o, id->str.ptr, id->str.len);
+static void put_id(osk__out_t *o, const osk_reader_id_t *id) {
+  if (id->kind == OSK_READER_ID_INT) osk__out_i64(o, id->num);
+  else if (id->kind == OSK_READER_ID_STR) osk__out_str(o, id->str.ptr, id->str.len);
   else osk__out_puts(o, "0");
 }
 
@@ -119,7 +119,7 @@ static void put_cstr(osk__out_t *o, const char *s) { osk__out_str(o, s, strlen(s
 /* One thread's pass: the nesting rule closes events through on_close, which
  * corrects them and places them on the compressed time line. */
 typedef struct {
-  osk_correction_t *c;
+  osk_correct_t *c;
   osk__out_t *o; /* NULL: no corrected trace */
   int first;     /* no event written yet */
   const osk__thread_id_t *thread;
@@ -129,7 +129,7 @@ typedef struct {
 
 /* The instrument's cost of one event of the class: outside its interval on
  * each side (`half`) and inside it (`delta`). */
-static void event_cost(const osk_correction_t *c, uint32_t cls, double *half, double *delta) {
+static void event_cost(const osk_correct_t *c, uint32_t cls, double *half, double *delta) {
   double w = cls == OSK__CLS_PY ? c->cost.w_py_ns : c->cost.w_ns;
   *delta = cls == OSK__CLS_PY ? c->cost.delta_py_ns : c->cost.delta_ns;
   *half = (w - *delta) / 2.0;
@@ -165,7 +165,7 @@ static void write_event(run_t *r, const osk__nest_frame_t *x, int64_t ts2, int64
  * place its end on the compressed time line. */
 static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *parent, int64_t cut) {
   run_t *r = ctx;
-  osk_correction_t *c = r->c;
+  osk_correct_t *c = r->c;
   (void)cut; /* the core counts x for its parent only up to the cut */
   double half, delta;
   event_cost(c, x->cls, &half, &delta);
@@ -201,7 +201,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   return 0;
 }
 
-static int compensate(osk_correction_t *c, osk__out_t *o, int first) {
+static int compensate(osk_correct_t *c, osk__out_t *o, int first) {
   qsort(c->ev, c->n_ev, sizeof *c->ev, cmp_ev);
   osk__nest_t nest = {0};
   run_t r = {c, o, first, NULL, 0, INT64_MIN};
@@ -246,7 +246,7 @@ static int compensate(osk_correction_t *c, osk__out_t *o, int first) {
 static const char *const default_cats[] = {"cpu_op", "user_annotation"};
 static const char *const default_py_cats[] = {"python_function"};
 
-static int add_categories(osk_correction_t *c, const char *const *cats, size_t n) {
+static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
   for (size_t i = 0; i < n; i++) {
     for (size_t j = 0; j < c->n_cats; j++)
       if (strcmp(c->cats[j], cats[i]) == 0) return OSK_EINVAL; /* in both classes, or twice */
@@ -258,7 +258,7 @@ static int add_categories(osk_correction_t *c, const char *const *cats, size_t n
 
 /* The document's own top-level members, the correction's, and the metadata
  * events. Returns whether it wrote an event (so the next needs a comma). */
-static int write_header(osk__out_t *o, const osk_correction_t *c, const osk_reader_t *r,
+static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_t *r,
                         const char *in_path) {
   osk__out_puts(o, "{\n");
   size_t nm = osk_reader_meta_count(r);
@@ -284,7 +284,7 @@ static int write_header(osk__out_t *o, const osk_correction_t *c, const osk_read
                    "py_descendants; time line compressed per thread\"}},\n\"traceEvents\":[\n");
   int wrote = 0;
   for (size_t i = 0; i < c->th.n_procs; i++) {
-    const osk_process_info_t *p = &c->th.procs[i];
+    const osk_summary_process_t *p = &c->th.procs[i];
     osk__out_puts(o, wrote ? ",\n" : "");
     wrote = 1;
     osk__out_puts(o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
@@ -310,8 +310,8 @@ static int write_header(osk__out_t *o, const osk_correction_t *c, const osk_read
 }
 
 int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
-                     osk_correction_t **out, osk_read_error_t *err) {
-  osk_read_error_t local;
+                     osk_correct_t **out, osk_error_t *err) {
+  osk_error_t local;
   if (!err) err = &local;
   memset(err, 0, sizeof *err);
   err->message = "";
@@ -323,7 +323,7 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
     return OSK_EINVAL;
   }
   *out = NULL;
-  osk_correction_t *c = calloc(1, sizeof *c);
+  osk_correct_t *c = calloc(1, sizeof *c);
   if (!c) return OSK_ENOMEM;
   c->opts = *opts;
   c->cost = (osk__cost_t){opts->w_ns, opts->delta_ns, opts->w_py_ns, opts->delta_py_ns};
@@ -340,7 +340,7 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
       err->code = OSK_EINVAL;
       err->message = "a category is listed twice (or in both classes)";
     }
-    osk_correction_free(c);
+    osk_correct_free(c);
     return crc0;
   }
   c->opts.categories = NULL;
@@ -348,13 +348,13 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   osk_reader_t *r = NULL;
   int rc = osk_reader_open(&r, in_path, NULL, err);
   if (rc) {
-    osk_correction_free(c);
+    osk_correct_free(c);
     return rc;
   }
   rc = osk_reader_run(r, on_event, c, err);
   if (rc && rc != OSK_ETRUNCATED) {
     osk_reader_free(r);
-    osk_correction_free(c);
+    osk_correct_free(c);
     return rc;
   }
   int truncated = rc == OSK_ETRUNCATED;
@@ -372,7 +372,7 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
         err->message = "cannot open the output file";
       }
       osk_reader_free(r);
-      osk_correction_free(c);
+      osk_correct_free(c);
       return orc;
     }
     first = !write_header(&o, c, r, in_path);
@@ -393,24 +393,24 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
     }
   }
   if (crc) {
-    osk_correction_free(c);
+    osk_correct_free(c);
     return crc;
   }
   *out = c;
   return truncated ? OSK_ETRUNCATED : 0;
 }
 
-size_t osk_correction_op_count(const osk_correction_t *c) { return c ? c->n_ops : 0; }
+size_t osk_correct_op_count(const osk_correct_t *c) { return c ? c->n_ops : 0; }
 
-const osk_correct_op_t *osk_correction_op(const osk_correction_t *c, size_t i) {
+const osk_correct_op_t *osk_correct_op(const osk_correct_t *c, size_t i) {
   return c && i < c->n_ops ? &c->ops[i] : NULL;
 }
 
-const osk_correct_stats_t *osk_correction_stats(const osk_correction_t *c) {
+const osk_correct_stats_t *osk_correct_stats(const osk_correct_t *c) {
   return c ? &c->stats : NULL;
 }
 
-void osk_correction_free(osk_correction_t *c) {
+void osk_correct_free(osk_correct_t *c) {
   if (!c) return;
   for (size_t i = 0; i < c->n_cats; i++) free(c->cats[i]);
   free(c->cats);

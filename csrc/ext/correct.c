@@ -61,8 +61,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   opts.categories = cats;
   opts.py_categories = py_cats;
-  osk_correction_t *c = NULL;
-  osk_read_error_t err = {0, "", 0, 0};
+  osk_correct_t *c = NULL;
+  osk_error_t err = {0, "", 0, 0};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = osk_correct_path(path, out, &opts, &c, &err);
   Py_END_ALLOW_THREADS PyMem_Free(cats);
@@ -70,14 +70,14 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   Py_XDECREF(fast);
   Py_XDECREF(py_fast);
   if (rc && rc != OSK_ETRUNCATED) {
-    osk_correction_free(c);
+    osk_correct_free(c);
     /* As data, not raised: read_error.h. */
     return Py_BuildValue("{s:s,s:N}", "status", osk_py_status(rc), "error", osk_py_error(rc, &err));
   }
   PyObject *ops = PyList_New(0);
   if (!ops) goto fail;
-  for (size_t i = 0; i < osk_correction_op_count(c); i++) {
-    const osk_correct_op_t *op = osk_correction_op(c, i);
+  for (size_t i = 0; i < osk_correct_op_count(c); i++) {
+    const osk_correct_op_t *op = osk_correct_op(c, i);
     if (!op->calls) continue;
     PyObject *d = Py_BuildValue(
         "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
@@ -93,7 +93,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     }
     Py_DECREF(d);
   }
-  const osk_correct_stats_t *s = osk_correction_stats(c);
+  const osk_correct_stats_t *s = osk_correct_stats(c);
   PyObject *res = Py_BuildValue(
       "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K},s:O,s:s,s:K}", "status",
       osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
@@ -105,10 +105,10 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       (unsigned long long)s->overlaps, "truncated", s->truncated ? Py_True : Py_False, "warning",
       s->truncated ? "the trace ended early (a profiler killed mid-write?); what was read is corrected" : "",
       "truncated_at", (unsigned long long)(s->truncated ? err.offset : 0));
-  osk_correction_free(c);
+  osk_correct_free(c);
   return res;
 fail:
-  osk_correction_free(c);
+  osk_correct_free(c);
   return NULL;
 }
 

@@ -258,7 +258,7 @@ static PyMethodDef engine_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static int engine_exec(PyObject *m) {
-  if (PyModule_AddStringConstant(m, "version", OSK_VERSION_STRING) < 0) return -1;
+  if (PyModule_AddStringConstant(m, "version", osk_version()) < 0) return -1;
   /* The codes themselves, from the same table (EINVAL = OSK_EINVAL, ...). */
 #define OSK__ERR_CONST(name, code, msg) \
   if (PyModule_AddIntConstant(m, "E" #name, (code)) < 0) return -1;

@@ -23,7 +23,7 @@ static inline const char *osk_py_status(int rc) {
  * the OSK_E* value, "message": the C's message, "offset": byte in the JSON
  * text, "sys_errno"}: from_c_error's arguments. New reference, NULL with an
  * exception set when out of memory. */
-static inline PyObject *osk_py_error(int rc, const osk_read_error_t *err) {
+static inline PyObject *osk_py_error(int rc, const osk_error_t *err) {
   if (!rc) Py_RETURN_NONE;
   return Py_BuildValue("{s:s,s:i,s:s,s:K,s:i}", "code", osk_err_name(rc), "number", rc, "message",
                        err->message && *err->message ? err->message : osk_strerror(rc), "offset",

@@ -25,9 +25,9 @@ static PyObject *str_obj(osk_str_t s) {
   return PyUnicode_DecodeUTF8(s.ptr ? s.ptr : "", (Py_ssize_t)s.len, "replace");
 }
 
-static PyObject *id_obj(const osk_trace_id_t *id) {
-  if (id->kind == OSK_ID_INT) return PyLong_FromLongLong(id->num);
-  if (id->kind == OSK_ID_STR) return str_obj(id->str);
+static PyObject *id_obj(const osk_reader_id_t *id) {
+  if (id->kind == OSK_READER_ID_INT) return PyLong_FromLongLong(id->num);
+  if (id->kind == OSK_READER_ID_STR) return str_obj(id->str);
   Py_RETURN_NONE;
 }
 
@@ -43,7 +43,7 @@ static PyObject *ops_list(const osk_summary_t *s) {
   PyObject *list = PyList_New(0);
   if (!list) return NULL;
   for (size_t i = 0; i < osk_summary_op_count(s); i++) {
-    const osk_op_stats_t *o = osk_summary_op(s, i);
+    const osk_summary_op_t *o = osk_summary_op(s, i);
     if (o->calls == 0) continue; /* a "B" that never ended */
     double p50 = 0, p99 = 0;
     osk_summary_op_quantile(s, i, 0.5, &p50);
@@ -73,7 +73,7 @@ static PyObject *threads_list(const osk_summary_t *s) {
   PyObject *list = PyList_New(0);
   if (!list) return NULL;
   for (size_t i = 0; i < osk_summary_thread_count(s); i++) {
-    const osk_thread_info_t *t = osk_summary_thread(s, i);
+    const osk_summary_thread_t *t = osk_summary_thread(s, i);
     PyObject *d = PyDict_New();
     if (!d || put(d, "pid", id_obj(&t->pid)) || put(d, "tid", id_obj(&t->tid)) ||
         put(d, "name", t->name.ptr ? str_obj(t->name) : new_ref(Py_None)) ||
@@ -94,7 +94,7 @@ static PyObject *processes_list(const osk_summary_t *s) {
   PyObject *list = PyList_New(0);
   if (!list) return NULL;
   for (size_t i = 0; i < osk_summary_process_count(s); i++) {
-    const osk_process_info_t *p = osk_summary_process(s, i);
+    const osk_summary_process_t *p = osk_summary_process(s, i);
     PyObject *d = PyDict_New();
     if (!d || put(d, "pid", id_obj(&p->pid)) || put(d, "name", str_obj(p->name)) ||
         PyList_Append(list, d)) {
@@ -193,8 +193,8 @@ fail:
   return NULL;
 }
 
-/* Counts of the torch.profiler option marks (osk_trace_marks_t), by option. */
-static PyObject *marks_dict(const osk_trace_marks_t *m) {
+/* Counts of the torch.profiler option marks (osk_reader_marks_t), by option. */
+static PyObject *marks_dict(const osk_reader_marks_t *m) {
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "record_shapes", (unsigned long long)m->input_dims,
                        "with_stack", (unsigned long long)m->python_function, "profile_memory",
                        (unsigned long long)m->memory, "with_modules",
@@ -215,7 +215,7 @@ static int reader_stats_into(PyObject *d, const osk_reader_stats_t *rs) {
 }
 
 /* A read's outcome as "status" and "error" in `result` (read_error.h). */
-static int put_outcome(PyObject *result, int rc, const osk_read_error_t *err) {
+static int put_outcome(PyObject *result, int rc, const osk_error_t *err) {
   return put(result, "status", PyUnicode_FromString(osk_py_status(rc))) ||
          put(result, "error", osk_py_error(rc, err));
 }
@@ -293,9 +293,9 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
   osk_summary_opts_t opts = {cats.items, cats.n, ex.items, ex.n};
   osk_reader_opts_t ropts = {chunk > 0 ? (size_t)chunk : 0, 0};
   osk_reader_stats_t rstats = {0};
-  osk_read_error_t err = {0, "", 0, 0};
+  osk_error_t err = {0, "", 0, 0};
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = osk_summarize_path(path, &opts, &ropts, &s, &rstats, &err);
+  Py_BEGIN_ALLOW_THREADS rc = osk_summary_from_path(path, &opts, &ropts, &s, &rstats, &err);
   Py_END_ALLOW_THREADS
 
   result = PyDict_New();
@@ -311,7 +311,7 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
     goto done;
   }
   if (!s) { /* OSK_EIO, OSK_ERANGE and the like: nothing was summarized */
-    osk_trace_marks_t none = {0};
+    osk_reader_marks_t none = {0};
     if (put(result, "ops", PyList_New(0)) || put(result, "threads", PyList_New(0)) ||
         put(result, "processes", PyList_New(0)) || put(result, "metadata", PyDict_New()) ||
         put(result, "stats", PyDict_New()) || put(result, "marks", marks_dict(&none)))
@@ -337,7 +337,7 @@ static PyObject *reader_scan(PyObject *self, PyObject *args, PyObject *kw) {
     return NULL;
   const char *path = PyBytes_AS_STRING(path_obj);
   osk_reader_opts_t ropts = {chunk > 0 ? (size_t)chunk : 0, 0};
-  osk_read_error_t err = {0, "", 0, 0};
+  osk_error_t err = {0, "", 0, 0};
   osk_reader_t *r = NULL;
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = osk_reader_open(&r, path, &ropts, &err);
@@ -385,7 +385,7 @@ static PyMethodDef reader_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static int reader_exec(PyObject *m) {
-  if (PyModule_AddStringConstant(m, "version", OSK_VERSION_STRING) < 0) return -1;
+  if (PyModule_AddStringConstant(m, "version", osk_version()) < 0) return -1;
   return 0;
 }
 

@@ -163,7 +163,7 @@ static const char *skip_ws(const char *p) {
   return p;
 }
 
-static void set_err(osk_read_error_t *err, int code, const char *msg, uint64_t off, int sys) {
+static void set_err(osk_error_t *err, int code, const char *msg, uint64_t off, int sys) {
   if (!err) return;
   err->code = code;
   err->message = msg;
@@ -280,7 +280,7 @@ static int reader_alloc(osk_reader_t **out, const osk_reader_opts_t *opts) {
 }
 
 /* Reads the first bytes and switches to zlib on the gzip magic. */
-static int sniff(osk_reader_t *r, osk_read_error_t *err) {
+static int sniff(osk_reader_t *r, osk_error_t *err) {
   while (r->zin_len < 2 && !r->src_eof) {
     ssize_t got = raw_read(r, r->zin + r->zin_len, r->zin_cap - r->zin_len);
     if (got < 0) {
@@ -303,7 +303,7 @@ static int sniff(osk_reader_t *r, osk_read_error_t *err) {
 }
 
 int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
-                    osk_read_error_t *err) {
+                    osk_error_t *err) {
   set_err(err, 0, "", 0, 0);
   if (!out || !path) {
     set_err(err, OSK_EINVAL, "no path given", 0, 0);
@@ -333,7 +333,7 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
 }
 
 int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
-                        const osk_reader_opts_t *opts, osk_read_error_t *err) {
+                        const osk_reader_opts_t *opts, osk_error_t *err) {
   set_err(err, 0, "", 0, 0);
   if (!out || (!data && len)) {
     set_err(err, OSK_EINVAL, "no data given", 0, 0);
@@ -754,17 +754,17 @@ static int parse_time(osk_reader_t *r, const char *p, const char *end, const cha
     if (osk__us_text_to_ns(p, *next, out) == 0)
       *has |= bit;
     else
-      *has |= OSK_EV_BAD;
+      *has |= OSK_READER_EV_BAD;
     return P_OK;
   }
-  *has |= OSK_EV_BAD;
+  *has |= OSK_READER_EV_BAD;
   return skip_value(r, p, end, next, 2);
 }
 
 static int parse_id(osk_reader_t *r, const char *p, const char *end, const char **next,
-                    osk_trace_id_t *id, unsigned *has) {
+                    osk_reader_id_t *id, unsigned *has) {
   if (*p == '"') {
-    id->kind = OSK_ID_STR;
+    id->kind = OSK_READER_ID_STR;
     id->num = 0;
     return scan_string(r, p, end, &id->str, next);
   }
@@ -778,22 +778,22 @@ static int parse_id(osk_reader_t *r, const char *p, const char *end, const char 
       int64_t v = 0;
       const char *s = p + (*p == '-');
       for (; s < *next; s++) v = v * 10 + (*s - '0');
-      id->kind = OSK_ID_INT;
+      id->kind = OSK_READER_ID_INT;
       id->num = *p == '-' ? -v : v;
       id->str = (osk_str_t){NULL, 0};
     } else {
-      id->kind = OSK_ID_STR;
+      id->kind = OSK_READER_ID_STR;
       id->str = (osk_str_t){p, (size_t)(*next - p)};
     }
     return P_OK;
   }
-  *has |= OSK_EV_BAD;
+  *has |= OSK_READER_EV_BAD;
   return skip_value(r, p, end, next, 2);
 }
 
 /* args: only args.name is kept (metadata events name threads with it). */
 static int parse_args(osk_reader_t *r, const char *p, const char *end, const char **next,
-                      osk_trace_event_t *ev) {
+                      osk_reader_event_t *ev) {
   const char *s = skip_ws(p + 1);
   if (s >= end) return P_MORE;
   if (*s == '}') {
@@ -813,7 +813,7 @@ static int parse_args(osk_reader_t *r, const char *p, const char *end, const cha
     if (key.len == 4 && memcmp(key.ptr, "name", 4) == 0 && *s == '"') {
       rc = scan_string(r, s, end, &ev->arg_name, &s);
     } else {
-      /* The keys torch.profiler's options add (osk_trace_marks_t). */
+      /* The keys torch.profiler's options add (osk_reader_marks_t). */
       if (key.len == 10 && memcmp(key.ptr, "Input Dims", 10) == 0)
         r->ev_marks |= MARK_INPUT_DIMS;
       else if (key.len == 16 && memcmp(key.ptr, "Module Hierarchy", 16) == 0)
@@ -845,7 +845,7 @@ static int key_is(osk_str_t k, const char *lit, size_t n) {
 /* One element of traceEvents. Elements that are not objects are valid JSON
  * but not events: they are skipped and counted as bad. *is_event says which. */
 static int parse_event(osk_reader_t *r, const char *p, const char *end, const char **next,
-                       osk_trace_event_t *ev, int *is_event) {
+                       osk_reader_event_t *ev, int *is_event) {
   r->slen = 0;
   if (*p != '{') {
     *is_event = 0;
@@ -879,14 +879,14 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
     case 2:
       if (key_is(key, "ph", 2)) str_field = &ev->ph;
       else if (key_is(key, "ts", 2)) {
-        rc = parse_time(r, s, end, &s, &ev->ts_ns, &ev->has, OSK_EV_TS);
+        rc = parse_time(r, s, end, &s, &ev->ts_ns, &ev->has, OSK_READER_EV_TS);
         goto value_done;
       }
       break;
     case 3:
       if (key_is(key, "cat", 3)) str_field = &ev->cat;
       else if (key_is(key, "dur", 3)) {
-        rc = parse_time(r, s, end, &s, &ev->dur_ns, &ev->has, OSK_EV_DUR);
+        rc = parse_time(r, s, end, &s, &ev->dur_ns, &ev->has, OSK_READER_EV_DUR);
         goto value_done;
       } else if (key_is(key, "pid", 3)) {
         rc = parse_id(r, s, end, &s, &ev->pid, &ev->has);
@@ -899,7 +899,7 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
     case 4:
       if (key_is(key, "name", 4)) {
         str_field = &ev->name;
-        str_bit = OSK_EV_NAME;
+        str_bit = OSK_READER_EV_NAME;
       } else if (key_is(key, "args", 4) && *s == '{') {
         rc = parse_args(r, s, end, &s, ev);
         goto value_done;
@@ -915,7 +915,7 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
       } else {
         *str_field = (osk_str_t){NULL, 0};
         if (str_bit) ev->has &= ~str_bit;
-        ev->has |= OSK_EV_BAD;
+        ev->has |= OSK_READER_EV_BAD;
         rc = skip_value(r, s, end, &s, 2);
       }
     } else {
@@ -979,8 +979,8 @@ static void add_object(osk_reader_t *r, const char *text, size_t n) {
 }
 
 /* Counts the option marks of one delivered event. */
-static void count_marks(osk_reader_t *r, const osk_trace_event_t *ev) {
-  osk_trace_marks_t *m = &r->stats.marks;
+static void count_marks(osk_reader_t *r, const osk_reader_event_t *ev) {
+  osk_reader_marks_t *m = &r->stats.marks;
   if (r->ev_marks) {
     m->input_dims += (r->ev_marks & MARK_INPUT_DIMS) != 0;
     m->module_hierarchy += (r->ev_marks & MARK_MODULE_HIERARCHY) != 0;
@@ -993,7 +993,7 @@ static void count_marks(osk_reader_t *r, const osk_trace_event_t *ev) {
 /* Runs the state machine over the buffered data. Returns P_MORE with r->pos
  * at the start of the unfinished unit, P_ERR, P_OK at the end of the
  * document, or a negative code from the callback. */
-static int walk(osk_reader_t *r, osk_event_fn fn, void *ctx) {
+static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
   const char *buf = r->buf;
   const char *end = buf + r->len;
   const char *p = buf + r->pos;
@@ -1115,13 +1115,13 @@ static int walk(osk_reader_t *r, osk_event_fn fn, void *ctx) {
         p++;
         break;
       }
-      osk_trace_event_t ev;
+      osk_reader_event_t ev;
       int is_event;
       rc = parse_event(r, p, end, &p, &ev, &is_event);
       if (rc == P_MORE) goto more;
       if (rc) return rc;
       r->stats.events++;
-      if (!is_event || (ev.has & OSK_EV_BAD)) r->stats.bad_fields++;
+      if (!is_event || (ev.has & OSK_READER_EV_BAD)) r->stats.bad_fields++;
       if (is_event) count_marks(r, &ev);
       if (is_event && fn) {
         r->pos = (size_t)(p - buf); /* so a stop leaves a consistent position */
@@ -1191,7 +1191,7 @@ static int walk(osk_reader_t *r, osk_event_fn fn, void *ctx) {
 
 /* Moves the unfinished unit to the front and appends input. Returns 0, or
  * a negative code with err filled. */
-static int refill(osk_reader_t *r, osk_read_error_t *err) {
+static int refill(osk_reader_t *r, osk_error_t *err) {
   size_t keep = r->len - r->pos;
   if (r->pos) {
     memmove(r->buf, r->buf + r->pos, keep);
@@ -1250,7 +1250,7 @@ static const char *truncation_message(int state) {
   }
 }
 
-int osk_reader_run(osk_reader_t *r, osk_event_fn fn, void *ctx, osk_read_error_t *err) {
+int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error_t *err) {
   set_err(err, 0, "", 0, 0);
   if (!r || r->used) {
     set_err(err, OSK_EINVAL, "a reader runs once", 0, 0);

@@ -103,7 +103,7 @@ static void hist_free(hist_t *h) {
 /* ----------------------------------------------------------- structures */
 
 typedef struct {
-  osk_op_stats_t pub; /* name points into the name table */
+  osk_summary_op_t pub; /* name points into the name table */
   hist_t hist;
 } op_t;
 
@@ -124,7 +124,7 @@ typedef struct {
 } self_t;
 
 typedef struct {
-  osk_thread_info_t pub; /* pid, tid and name point into the thread table */
+  osk_summary_thread_t pub; /* pid, tid and name point into the thread table */
   osk__nest_t nest;
   be_frame_t *be;
   uint32_t be_depth, be_cap;
@@ -218,7 +218,7 @@ static thread_t *thread_at(osk_summary_t *s, int64_t id) {
   return &s->threads[id];
 }
 
-static thread_t *thread_get(osk_summary_t *s, const osk_trace_id_t *pid, const osk_trace_id_t *tid) {
+static thread_t *thread_get(osk_summary_t *s, const osk_reader_id_t *pid, const osk_reader_id_t *tid) {
   return thread_at(s, osk__threads_intern(&s->th, pid, tid));
 }
 
@@ -353,13 +353,13 @@ int osk_summary_new(osk_summary_t **out, const osk_summary_opts_t *opts) {
 }
 
 /* Checks what every analyzed event needs; counts the ones that fail. */
-static int usable(osk_summary_t *s, const osk_trace_event_t *ev, unsigned need, int check_cat) {
+static int usable(osk_summary_t *s, const osk_reader_event_t *ev, unsigned need, int check_cat) {
   if (check_cat && s->filter && !cat_selected(s, ev->cat)) {
     s->stats.filtered_events++;
     return 0;
   }
-  if ((ev->has & need) != need || (ev->has & OSK_EV_BAD) ||
-      ((need & OSK_EV_DUR) && (ev->dur_ns < 0 || ev->ts_ns > INT64_MAX - ev->dur_ns))) {
+  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD) ||
+      ((need & OSK_READER_EV_DUR) && (ev->dur_ns < 0 || ev->ts_ns > INT64_MAX - ev->dur_ns))) {
     s->stats.unusable_events++;
     return 0;
   }
@@ -367,7 +367,7 @@ static int usable(osk_summary_t *s, const osk_trace_event_t *ev, unsigned need, 
 }
 
 /* The metadata rule is the trace core's; a thread it names is one of ours. */
-static int on_metadata(osk_summary_t *s, const osk_trace_event_t *ev) {
+static int on_metadata(osk_summary_t *s, const osk_reader_event_t *ev) {
   int64_t named;
   int rc = osk__threads_metadata(&s->th, ev, &named);
   if (rc || named < 0) return rc;
@@ -385,7 +385,7 @@ static void span(osk_summary_t *s, int64_t start, int64_t end) {
 
 #define BE_IGNORED UINT32_MAX
 
-static int on_begin_end(osk_summary_t *s, thread_t *t, const osk_trace_event_t *ev, int begin,
+static int on_begin_end(osk_summary_t *s, thread_t *t, const osk_reader_event_t *ev, int begin,
                         int keep) {
   if (begin) {
     int64_t id = BE_IGNORED;
@@ -425,14 +425,14 @@ static int on_begin_end(osk_summary_t *s, thread_t *t, const osk_trace_event_t *
   return 0;
 }
 
-int osk_summary_add(void *summary, const osk_trace_event_t *ev) {
+int osk_summary_add(void *summary, const osk_reader_event_t *ev) {
   osk_summary_t *s = summary;
   if (!s || !ev) return OSK_EINVAL;
   s->stats.events++;
   if (ev->ph.len != 1) return 0;
   switch (ev->ph.ptr[0]) {
   case 'X': {
-    if (!usable(s, ev, OSK_EV_NAME | OSK_EV_TS | OSK_EV_DUR, 1)) return 0;
+    if (!usable(s, ev, OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR, 1)) return 0;
     thread_t *t = thread_get(s, &ev->pid, &ev->tid);
     if (!t) return OSK_ENOMEM;
     int64_t id = op_intern(s, ev->name, ev->cat);
@@ -463,7 +463,7 @@ int osk_summary_add(void *summary, const osk_trace_event_t *ev) {
     int begin = ev->ph.ptr[0] == 'B';
     int keep = !begin || !s->filter || cat_selected(s, ev->cat);
     if (!keep) s->stats.filtered_events++;
-    if (!usable(s, ev, begin ? OSK_EV_NAME | OSK_EV_TS : OSK_EV_TS, 0)) return 0;
+    if (!usable(s, ev, begin ? OSK_READER_EV_NAME | OSK_READER_EV_TS : OSK_READER_EV_TS, 0)) return 0;
     thread_t *t = thread_get(s, &ev->pid, &ev->tid);
     if (!t) return OSK_ENOMEM;
     return on_begin_end(s, t, ev, begin, keep);
@@ -481,13 +481,13 @@ size_t osk_summary_unsorted_threads(const osk_summary_t *s) {
   return n;
 }
 
-int osk_summary_add_resort(void *summary, const osk_trace_event_t *ev) {
+int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev) {
   osk_summary_t *s = summary;
   if (!s || !ev) return OSK_EINVAL;
   if (ev->ph.len != 1 || ev->ph.ptr[0] != 'X') return 0;
   if (s->filter && !cat_selected(s, ev->cat)) return 0;
-  unsigned need = OSK_EV_NAME | OSK_EV_TS | OSK_EV_DUR;
-  if ((ev->has & need) != need || (ev->has & OSK_EV_BAD) || ev->dur_ns < 0 ||
+  unsigned need = OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR;
+  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD) || ev->dur_ns < 0 ||
       ev->ts_ns > INT64_MAX - ev->dur_ns)
     return 0;
   thread_t *t = thread_get(s, &ev->pid, &ev->tid);
@@ -533,7 +533,7 @@ int osk_summary_finish(osk_summary_t *s) {
     s->stats.unclosed_begin += t->be_depth;
     for (size_t j = 0; j < t->sm_cap; j++) {
       if (!t->sm_keys[j]) continue;
-      osk_op_stats_t *o = &s->ops[t->sm_keys[j] - 1].pub;
+      osk_summary_op_t *o = &s->ops[t->sm_keys[j] - 1].pub;
       o->self_ns = osk__sat_add(o->self_ns, t->sm_vals[j].self_ns);
       o->descendants += t->sm_vals[j].desc;
       o->only_child_same_name += t->sm_vals[j].dup;
@@ -545,7 +545,7 @@ int osk_summary_finish(osk_summary_t *s) {
 
 size_t osk_summary_op_count(const osk_summary_t *s) { return s ? s->n_ops : 0; }
 
-const osk_op_stats_t *osk_summary_op(const osk_summary_t *s, size_t i) {
+const osk_summary_op_t *osk_summary_op(const osk_summary_t *s, size_t i) {
   return s && i < s->n_ops ? &s->ops[i].pub : NULL;
 }
 
@@ -600,13 +600,13 @@ int osk_summary_op_quantile(const osk_summary_t *s, size_t i, double q, double *
 
 size_t osk_summary_thread_count(const osk_summary_t *s) { return s ? s->n_threads : 0; }
 
-const osk_thread_info_t *osk_summary_thread(const osk_summary_t *s, size_t i) {
+const osk_summary_thread_t *osk_summary_thread(const osk_summary_t *s, size_t i) {
   return s && i < s->n_threads ? &s->threads[i].pub : NULL;
 }
 
 size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->th.n_procs : 0; }
 
-const osk_process_info_t *osk_summary_process(const osk_summary_t *s, size_t i) {
+const osk_summary_process_t *osk_summary_process(const osk_summary_t *s, size_t i) {
   return s && i < s->th.n_procs ? &s->th.procs[i] : NULL;
 }
 
@@ -681,22 +681,22 @@ typedef struct {
 } source_t;
 
 static int open_source(const source_t *src, const osk_reader_opts_t *ropts, osk_reader_t **r,
-                       osk_read_error_t *err) {
+                       osk_error_t *err) {
   if (src->path) return osk_reader_open(r, src->path, ropts, err);
   return osk_reader_open_mem(r, src->data, src->len, src->piece, ropts, err);
 }
 
 static int summarize(const source_t *src, const osk_summary_opts_t *opts,
                      const osk_reader_opts_t *ropts, osk_summary_t **out,
-                     osk_reader_stats_t *rstats, osk_read_error_t *err) {
-  osk_read_error_t local;
+                     osk_reader_stats_t *rstats, osk_error_t *err) {
+  osk_error_t local;
   if (!err) err = &local;
   if (!out) return OSK_EINVAL;
   *out = NULL;
   osk_summary_t *s;
   int rc = osk_summary_new(&s, opts);
   if (rc) {
-    *err = (osk_read_error_t){rc, osk_strerror(rc), 0, 0};
+    *err = (osk_error_t){rc, osk_strerror(rc), 0, 0};
     return rc;
   }
   osk_reader_t *r;
@@ -711,7 +711,7 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
   osk_reader_free(r);
   if (mrc) {
     osk_summary_free(s);
-    *err = (osk_read_error_t){mrc, osk_strerror(mrc), 0, 0};
+    *err = (osk_error_t){mrc, osk_strerror(mrc), 0, 0};
     return mrc;
   }
   if (rc && rc != OSK_ETRUNCATED && rc != OSK_EFORMAT) {
@@ -719,7 +719,7 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
     return rc;
   }
   if (osk_summary_unsorted_threads(s)) {
-    osk_read_error_t err2;
+    osk_error_t err2;
     int rc2 = open_source(src, ropts, &r, &err2);
     if (!rc2) {
       rc2 = osk_reader_run(r, osk_summary_add_resort, s, &err2);
@@ -735,24 +735,24 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
   int frc = osk_summary_finish(s);
   if (frc) {
     osk_summary_free(s);
-    *err = (osk_read_error_t){frc, osk_strerror(frc), 0, 0};
+    *err = (osk_error_t){frc, osk_strerror(frc), 0, 0};
     return frc;
   }
   *out = s;
   return rc;
 }
 
-int osk_summarize_path(const char *path, const osk_summary_opts_t *opts,
+int osk_summary_from_path(const char *path, const osk_summary_opts_t *opts,
                        const osk_reader_opts_t *ropts, osk_summary_t **out,
-                       osk_reader_stats_t *rstats, osk_read_error_t *err) {
+                       osk_reader_stats_t *rstats, osk_error_t *err) {
   source_t src = {path, NULL, 0, 0};
   if (!path) return OSK_EINVAL;
   return summarize(&src, opts, ropts, out, rstats, err);
 }
 
-int osk_summarize_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
+int osk_summary_from_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
                       const osk_reader_opts_t *ropts, osk_summary_t **out,
-                      osk_reader_stats_t *rstats, osk_read_error_t *err) {
+                      osk_reader_stats_t *rstats, osk_error_t *err) {
   source_t src = {NULL, data, len, piece};
   return summarize(&src, opts, ropts, out, rstats, err);
 }

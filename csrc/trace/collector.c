@@ -107,8 +107,8 @@ int osk_collector_finish(void) {
   if (!ours) return OSK_COLLECTOR_NOT_OURS; /* never started here, or a forked child */
   int expected = 0;
   if (!atomic_compare_exchange_strong(&g_finished, &expected, 1)) return OSK_COLLECTOR_NOT_OURS;
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop(osk__collector.instrument, &err);
+  osk_trace_snapshot_t *s = NULL;
+  int err = osk_trace_stop(osk__collector.instrument, &s);
   if (!s) {
     fprintf(stderr, "opskew: no trace written: %s\n", osk_strerror(err));
     return err ? err : OSK_EINVAL;
@@ -129,4 +129,4 @@ int osk_collector_bound(void) {
 
 int osk_collector_start(void) { return osk_trace_start(session_calib()); }
 
-osk_trace_snapshot_t *osk_collector_stop(int *err) { return osk_trace_stop(osk__collector.instrument, err); }
+int osk_collector_stop(osk_trace_snapshot_t **out) { return osk_trace_stop(osk__collector.instrument, out); }

@@ -113,12 +113,9 @@ static osk_trace_name_t *name_slow(const char *s, uint32_t len, osk__nvtx_slot_t
 
 /* The interned name of the prefix of `s` up to the first ','. */
 static inline osk_trace_name_t *prefix_name(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a over the prefix */
+  uint64_t h = OSK__HASH_SEED; /* hashed while the prefix is scanned */
   uint32_t len = 0;
-  for (; s[len] && s[len] != ','; len++) {
-    h ^= (unsigned char)s[len];
-    h *= 1099511628211ull;
-  }
+  for (; s[len] && s[len] != ','; len++) h = osk__hash_byte(h, (unsigned char)s[len]);
   osk__nvtx_slot_t *slot = &t_cache[(h ^ (h >> 29)) & (OSK__NVTX_CACHE - 1)];
   if (OSK__LIKELY(slot->name && slot->hash == h && slot->len == len &&
                   memcmp(slot->name->str, s, len) == 0))

@@ -23,8 +23,8 @@ int osk_trace_write_outputs(const osk_trace_snapshot_t *s, const char *trace_pat
   if (rc) fprintf(stderr, "opskew: could not write the trace to %s: %s\n", trace_path, osk_strerror(rc));
   int want_txt = summary_txt && *summary_txt, want_json = summary_json && *summary_json;
   if (!want_txt && !want_json) return rc;
-  int err = 0;
-  osk_trace_summary_t *sum = osk_trace_summarize(s, NULL, &err);
+  osk_trace_summary_t *sum = NULL;
+  (void)osk_trace_summarize(s, NULL, &sum); /* NULL on failure: reported below as OSK_EIO */
   char *t = sum && want_txt ? osk_trace_summary_table(sum, max_rows) : NULL;
   char *j = sum && want_json ? osk_trace_summary_json(sum) : NULL;
   if (want_txt && (!t || write_text(summary_txt, t) != 0)) rc = rc ? rc : OSK_EIO;

@@ -289,13 +289,11 @@ static char *g_cats[OSK__MAX_CATEGORIES];
 static _Atomic uint32_t g_cats_n;
 
 static uint64_t name_hash(const char *s, uint32_t *len) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  /* One pass: the length is found while hashing. */
+  uint64_t h = OSK__HASH_SEED;
   const unsigned char *p = (const unsigned char *)s;
   uint32_t n = 0;
-  for (; p[n]; n++) {
-    h ^= p[n];
-    h *= 1099511628211ull;
-  }
+  for (; p[n]; n++) h = osk__hash_byte(h, p[n]);
   *len = n;
   return h;
 }
@@ -580,11 +578,12 @@ static osk_trace_snapshot_t *collect(const char *instrument, int *err) {
   return s;
 }
 
-osk_trace_snapshot_t *osk_trace_collect(const char *instrument, int *err) {
-  int g = osk_trace_guard_enter();
-  osk_trace_snapshot_t *s = collect(instrument, err);
+int osk_trace_collect(const char *instrument, osk_trace_snapshot_t **out) {
+  if (!out) return OSK_EINVAL;
+  int err = 0, g = osk_trace_guard_enter();
+  *out = collect(instrument, &err);
   osk_trace_guard_leave(g);
-  return s;
+  return err;
 }
 
 int osk_trace_start(const osk_trace_calib_t *calib) {
@@ -606,13 +605,12 @@ int osk_trace_start(const osk_trace_calib_t *calib) {
 
 int osk_trace_active(void) { return atomic_load_explicit(&g_active, memory_order_relaxed); }
 
-osk_trace_snapshot_t *osk_trace_stop(const char *instrument, int *err) {
+int osk_trace_stop(const char *instrument, osk_trace_snapshot_t **out) {
+  if (!out) return OSK_EINVAL;
+  *out = NULL;
   int expected = 1;
-  if (!atomic_compare_exchange_strong(&g_active, &expected, 0)) {
-    if (err) *err = OSK_EINVAL;
-    return NULL;
-  }
-  return osk_trace_collect(instrument, err);
+  if (!atomic_compare_exchange_strong(&g_active, &expected, 0)) return OSK_EINVAL;
+  return osk_trace_collect(instrument, out);
 }
 
 size_t osk_trace_snapshot_events(const osk_trace_snapshot_t *s) { return s ? s->n_events : 0; }

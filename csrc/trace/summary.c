@@ -54,15 +54,11 @@ static int cmp_row(const void *pa, const void *pb) {
   return (a->name > b->name) - (a->name < b->name);
 }
 
-osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *calib,
-                                         int *err) {
-  int dummy;
-  if (!err) err = &dummy;
-  *err = 0;
-  if (!s) {
-    *err = OSK_EINVAL;
-    return NULL;
-  }
+int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *calib,
+                        osk_trace_summary_t **out) {
+  if (!out) return OSK_EINVAL;
+  *out = NULL;
+  if (!s) return OSK_EINVAL;
   uint32_t nn = s->n_names ? s->n_names : 1;
   osk_trace_summary_t *sum = calloc(1, sizeof *sum);
   osk_trace_op_t *by = calloc(nn, sizeof *by);
@@ -163,7 +159,8 @@ osk_trace_summary_t *osk_trace_summarize(const osk_trace_snapshot_t *s, const os
   free(acc);
   free(off);
   free(durs);
-  return sum;
+  *out = sum;
+  return 0;
 nomem:
   if (sum) free(sum->rows);
   free(sum);
@@ -171,8 +168,7 @@ nomem:
   free(acc);
   free(off);
   free(durs);
-  *err = OSK_ENOMEM;
-  return NULL;
+  return OSK_ENOMEM;
 }
 
 void osk_trace_summary_free(osk_trace_summary_t *sum) {

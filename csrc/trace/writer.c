@@ -154,7 +154,9 @@ static void write_header(osk__out_t *o, const osk_trace_snapshot_t *s, int64_t b
   osk__out_puts(o, "{\"schemaVersion\":1,\"deviceProperties\":[],\"displayTimeUnit\":\"ms\",");
   osk__out_puts(o, "\"baseTimeNanoseconds\":");
   osk__out_i64(o, base_ns);
-  osk__out_puts(o, ",\n\"opskew\":{\"version\":\"" OSK_VERSION_STRING "\",\"instrument\":");
+  osk__out_puts(o, ",\n\"opskew\":{\"version\":\"");
+  osk__out_puts(o, osk_version());
+  osk__out_puts(o, "\",\"instrument\":");
   put_json_str(o, s->instrument);
   osk__out_puts(o, ",\"clock\":{\"kind\":\"");
   osk__out_puts(o, s->clock.kind == OSK_CLOCK_TSC ? "tsc" : "monotonic_raw");

@@ -36,7 +36,7 @@ OSK__CORE_HIDDEN void osk__names_free(osk__names_t *t);
 
 /* A thread of a trace, known by (pid, tid); string ids are owned copies. */
 typedef struct {
-  osk_trace_id_t pid, tid;
+  osk_reader_id_t pid, tid;
   osk_str_t name; /* the latest thread_name metadata; ptr NULL when none */
   uint64_t hash;
 } osk__thread_id_t;
@@ -46,19 +46,19 @@ typedef struct {
   size_t n, cap;
   osk__index_t idx;
   size_t last; /* id + 1 of the last thread found: events come in runs */
-  osk_process_info_t *procs; /* process_name metadata, one per pid */
+  osk_summary_process_t *procs; /* process_name metadata, one per pid */
   size_t n_procs, procs_cap;
 } osk__threads_t;
 
 /* Returns the thread's id, adding it if new, or a negative OSK_E* code. */
-OSK__CORE_HIDDEN int64_t osk__threads_intern(osk__threads_t *t, const osk_trace_id_t *pid,
-                                             const osk_trace_id_t *tid);
+OSK__CORE_HIDDEN int64_t osk__threads_intern(osk__threads_t *t, const osk_reader_id_t *pid,
+                                             const osk_reader_id_t *tid);
 /* The metadata rule: a "thread_name" event names its (pid, tid), adding the
  * thread if new; a "process_name" event names its pid; the latest name wins;
  * an event without a string args.name, and any other metadata, is ignored.
  * *named (may be NULL) gets the id of the thread it named, or -1. Returns 0
  * or a negative OSK_E* code. */
-OSK__CORE_HIDDEN int osk__threads_metadata(osk__threads_t *t, const osk_trace_event_t *ev,
+OSK__CORE_HIDDEN int osk__threads_metadata(osk__threads_t *t, const osk_reader_event_t *ev,
                                            int64_t *named);
 OSK__CORE_HIDDEN void osk__threads_free(osk__threads_t *t);
 

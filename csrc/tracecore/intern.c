@@ -89,23 +89,23 @@ void osk__names_free(osk__names_t *t) {
 
 /* --------------------------------------------------------------- threads */
 
-static uint64_t id_hash(uint64_t h, const osk_trace_id_t *id) {
+static uint64_t id_hash(uint64_t h, const osk_reader_id_t *id) {
   h = osk__hash_bytes(h, &id->kind, sizeof id->kind);
-  if (id->kind == OSK_ID_INT) return osk__hash_bytes(h, &id->num, sizeof id->num);
-  if (id->kind == OSK_ID_STR) return osk__hash_bytes(h, id->str.ptr, id->str.len);
+  if (id->kind == OSK_READER_ID_INT) return osk__hash_bytes(h, &id->num, sizeof id->num);
+  if (id->kind == OSK_READER_ID_STR) return osk__hash_bytes(h, id->str.ptr, id->str.len);
   return h;
 }
 
-static int id_eq(const osk_trace_id_t *a, const osk_trace_id_t *b) {
+static int id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) {
   if (a->kind != b->kind) return 0;
-  if (a->kind == OSK_ID_INT) return a->num == b->num;
-  if (a->kind == OSK_ID_STR) return osk__str_is(a->str, b->str.ptr, b->str.len);
+  if (a->kind == OSK_READER_ID_INT) return a->num == b->num;
+  if (a->kind == OSK_READER_ID_STR) return osk__str_is(a->str, b->str.ptr, b->str.len);
   return 1;
 }
 
-static int id_copy(osk_trace_id_t *dst, const osk_trace_id_t *src) {
+static int id_copy(osk_reader_id_t *dst, const osk_reader_id_t *src) {
   *dst = *src;
-  if (src->kind == OSK_ID_STR) {
+  if (src->kind == OSK_READER_ID_STR) {
     char *p = osk__dup_bytes(src->str.ptr, src->str.len);
     if (!p) return OSK_ENOMEM;
     dst->str.ptr = p;
@@ -115,12 +115,12 @@ static int id_copy(osk_trace_id_t *dst, const osk_trace_id_t *src) {
   return 0;
 }
 
-static void id_free(osk_trace_id_t *id) {
-  if (id->kind == OSK_ID_STR) free((void *)id->str.ptr);
+static void id_free(osk_reader_id_t *id) {
+  if (id->kind == OSK_READER_ID_STR) free((void *)id->str.ptr);
 }
 
-int64_t osk__threads_intern(osk__threads_t *t, const osk_trace_id_t *pid,
-                            const osk_trace_id_t *tid) {
+int64_t osk__threads_intern(osk__threads_t *t, const osk_reader_id_t *pid,
+                            const osk_reader_id_t *tid) {
   if (t->last) {
     osk__thread_id_t *x = &t->th[t->last - 1];
     if (id_eq(&x->tid, tid) && id_eq(&x->pid, pid)) return (int64_t)(t->last - 1);
@@ -162,7 +162,7 @@ static int set_name(osk_str_t *dst, osk_str_t src) {
   return 0;
 }
 
-int osk__threads_metadata(osk__threads_t *t, const osk_trace_event_t *ev, int64_t *named) {
+int osk__threads_metadata(osk__threads_t *t, const osk_reader_event_t *ev, int64_t *named) {
   int64_t dummy;
   if (!named) named = &dummy;
   *named = -1;
@@ -175,7 +175,7 @@ int osk__threads_metadata(osk__threads_t *t, const osk_trace_event_t *ev, int64_
     return rc;
   }
   if (osk__str_is(ev->name, "process_name", 12)) {
-    osk_process_info_t *p = NULL;
+    osk_summary_process_t *p = NULL;
     for (size_t i = 0; i < t->n_procs && !p; i++)
       if (id_eq(&t->procs[i].pid, &ev->pid)) p = &t->procs[i];
     if (!p) {

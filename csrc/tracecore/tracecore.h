@@ -17,9 +17,9 @@
  * Not part of csrc/core: that is the measurement engine (clock, statistics)
  * the calibration links, and it has no business with trace files; here the
  * library boundary is the trace format, with its own tests (tests/c/core).
- * This header needs no reader types, so the tracer (whose public header has
- * its own osk_trace_event_t) includes it; the reading side's interning and
- * nesting are in analysis.h. Internal: not installed, symbols hidden from
+ * This header needs no reader types, so the tracer includes it without the
+ * reader; the reading side's interning and nesting (over
+ * osk_reader_event_t) are in analysis.h. Internal: not installed, symbols hidden from
  * the shared objects. Plain C11, never includes Python.h. Nothing here is
  * thread safe unless said so.
  */
@@ -42,10 +42,17 @@
 
 #define OSK__HASH_SEED 0xcbf29ce484222325ull
 
+/* FNV-1a, the one string hash of opskew: one byte into h. Inline, so a
+ * loop that hashes while it scans (the tracer's interning, which finds the
+ * length as it goes) pays what a hand-written FNV step would. */
+static inline uint64_t osk__hash_byte(uint64_t h, unsigned char c) {
+  return (h ^ c) * 0x100000001b3ull;
+}
+
 /* FNV-1a over n bytes, continuing from h (start with OSK__HASH_SEED). */
 static inline uint64_t osk__hash_bytes(uint64_t h, const void *p, size_t n) {
   const unsigned char *s = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < n; i++) h = osk__hash_byte(h, s[i]);
   return h;
 }
 

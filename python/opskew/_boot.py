@@ -146,12 +146,12 @@ def declare(lib):
     """Declares the surface every collector exports (osk_collector_*, osk_trace_*,
     osk_strerror) on `lib` and checks the struct mirrors; returns lib."""
     P, I, U32, U64, SZ = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t
-    PSZ, PI = ctypes.POINTER(SZ), ctypes.POINTER(I)
+    PSZ, PP = ctypes.POINTER(SZ), ctypes.POINTER(P)
     sig = {
         "osk_collector_instrument": (ctypes.c_char_p, []),
         "osk_collector_bound": (I, []),
         "osk_collector_start": (I, []),
-        "osk_collector_stop": (P, [PI]),
+        "osk_collector_stop": (I, [PP]),
         "osk_collector_record_begin": (I, []),
         "osk_collector_finish": (I, []),
         "osk_strerror": (ctypes.c_char_p, [I]),
@@ -172,7 +172,7 @@ def declare(lib):
         "osk_trace_snapshot_name": (ctypes.c_char_p, [P, U32]),
         "osk_trace_snapshot_columns": (SZ, [P, P, P, P, P, P]),
         "osk_trace_write_chrome": (I, [P, ctypes.c_char_p]),
-        "osk_trace_summarize": (P, [P, P, PI]),
+        "osk_trace_summarize": (I, [P, P, PP]),
         "osk_trace_summary_free": (None, [P]),
         "osk_trace_summary_rows": (SZ, [P]),
         "osk_trace_summary_row": (ctypes.POINTER(Op), [P, SZ]),
@@ -225,12 +225,12 @@ class Session:
         self._original = original_bootstrap
 
     def stop(self):
-        err = ctypes.c_int(0)
+        snap = ctypes.c_void_p()
         try:
-            snap = self.lib.osk_collector_stop(ctypes.byref(err))
+            rc = self.lib.osk_collector_stop(ctypes.byref(snap))
         finally:
             self._turn_off()
-        return snap, err.value
+        return snap.value, rc
 
     def finish(self):
         try:

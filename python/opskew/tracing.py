@@ -214,8 +214,9 @@ class Summary:
 
 
 def _summarize(trace: "Trace") -> Summary:
-    lib, snap, err = trace._lib, trace._snap, ctypes.c_int(0)
-    s = lib.osk_trace_summarize(snap, None, ctypes.byref(err))
+    lib, snap, out = trace._lib, trace._snap, ctypes.c_void_p()
+    lib.osk_trace_summarize(snap, None, ctypes.byref(out))
+    s = out.value
     if not s:
         raise MemoryError("opskew tracer: out of memory building the summary")
     try:

@@ -167,7 +167,9 @@ def test_summary_rows_read_through_ctypes_match_c_json(tmp_path):
         lib, s = t._lib, None
         lib.osk_trace_summary_json.restype = ctypes.c_void_p
         lib.osk_trace_summary_json.argtypes = [ctypes.c_void_p]
-        s = lib.osk_trace_summarize(t._snap, None, None)
+        out = ctypes.c_void_p()
+        assert lib.osk_trace_summarize(t._snap, None, ctypes.byref(out)) == 0
+        s = out.value
         doc = json.loads(ctypes.string_at(lib.osk_trace_summary_json(s)).decode())
         lib.osk_trace_summary_free(s)
         sm = t.summary

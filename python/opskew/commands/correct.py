@@ -36,7 +36,7 @@ refused unless --force.
 
 # The torch.profiler options whose traces can be told apart, in the order of
 # the configuration names (calibration.config_name); the C reader counts the
-# events that carry each one's mark (osk_trace_marks_t, docs/reader.md).
+# events that carry each one's mark (osk_reader_marks_t, docs/reader.md).
 _OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "with_flops")
 
 

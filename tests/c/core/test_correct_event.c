@@ -48,8 +48,8 @@ static void formula(void) {
   CHECK(k.total_ns == 1234 && k.self_ns == 234);
 }
 
-static osk_trace_id_t num(int64_t v) { return (osk_trace_id_t){OSK_ID_INT, v, {NULL, 0}}; }
-static osk_trace_id_t str(const char *s) { return (osk_trace_id_t){OSK_ID_STR, 0, {s, strlen(s)}}; }
+static osk_reader_id_t num(int64_t v) { return (osk_reader_id_t){OSK_READER_ID_INT, v, {NULL, 0}}; }
+static osk_reader_id_t str(const char *s) { return (osk_reader_id_t){OSK_READER_ID_STR, 0, {s, strlen(s)}}; }
 
 static void interning(void) {
   osk__names_t names = {0};
@@ -65,19 +65,19 @@ static void interning(void) {
   osk__names_free(&names);
 
   osk__threads_t th = {0};
-  osk_trace_id_t p1 = num(1), t1 = num(7), ps = str("Spans"), ts = str("7");
+  osk_reader_id_t p1 = num(1), t1 = num(7), ps = str("Spans"), ts = str("7");
   CHECK(osk__threads_intern(&th, &p1, &t1) == 0);
   CHECK(osk__threads_intern(&th, &ps, &t1) == 1);
   CHECK(osk__threads_intern(&th, &p1, &ts) == 2); /* "7" is not 7 */
   for (int i = 0; i < 300; i++) {
-    osk_trace_id_t t = num(100 + i);
+    osk_reader_id_t t = num(100 + i);
     CHECK(osk__threads_intern(&th, &p1, &t) == 3 + i);
   }
   CHECK(osk__threads_intern(&th, &ps, &t1) == 1);
-  CHECK(th.n == 303 && th.th[1].pid.kind == OSK_ID_STR && th.th[1].pid.str.ptr != ps.str.ptr);
+  CHECK(th.n == 303 && th.th[1].pid.kind == OSK_READER_ID_STR && th.th[1].pid.str.ptr != ps.str.ptr);
 
   /* Metadata: the latest name wins, per thread and per process. */
-  osk_trace_event_t ev;
+  osk_reader_event_t ev;
   memset(&ev, 0, sizeof ev);
   ev.ph = (osk_str_t){"M", 1};
   ev.name = (osk_str_t){"thread_name", 11};

@@ -1,21 +1,45 @@
 /* The tracer's summary and opskew correct apply one correction: the same
  * events, written by the tracer as a Chrome trace and corrected from the
  * file with the tracer's W and delta, give the same corrected totals and
- * self times per name, clamping included. (The tracer's and the reader's
- * public headers both define osk_trace_event_t for now, so the correcting
- * side is trace_agrees_correct.c.) */
+ * self times per name, clamping included. */
+#include "opskew_correct.h"
 #include "opskew_trace.h"
 #include "testutil.h"
-#include "trace_agrees.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+typedef struct {
+  uint64_t calls, descendants, clamped;
+  int64_t reported_total_ns, reported_self_ns;
+  double corrected_total_ns, corrected_self_ns;
+} agree_row_t;
+
+/* Corrects the trace at `path` with W and delta (operator class only) and
+ * returns the figures of `name`: 0, or -1 if there is no such name. */
+static int agree_correct(const char *path, double w, double delta, const char *name, agree_row_t *out) {
+  osk_correct_opts_t opts = {.w_ns = w, .delta_ns = delta};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path(path, NULL, &opts, &c, &err) == 0);
+  int rc = -1;
+  for (size_t i = 0; i < osk_correct_op_count(c); i++) {
+    const osk_correct_op_t *o = osk_correct_op(c, i);
+    if (o->name.len != strlen(name) || memcmp(o->name.ptr, name, o->name.len)) continue;
+    *out = (agree_row_t){o->calls, o->descendants, o->clamped, o->reported_total_ns,
+                         o->reported_self_ns, o->corrected_total_ns, o->corrected_self_ns};
+    rc = 0;
+  }
+  osk_correct_free(c);
+  return rc;
+}
+
 static void agree(const osk_trace_snapshot_t *s, double w, double delta, const char *path) {
   osk_trace_calib_t cal = {.w_ns = w, .delta_ns = delta, .valid = 1};
   int err = 0;
-  osk_trace_summary_t *sum = osk_trace_summarize(s, &cal, &err);
+  osk_trace_summary_t *sum = NULL;
+  err = osk_trace_summarize(s, &cal, &sum);
   CHECK(sum && err == 0);
   uint64_t clamped = 0;
   for (size_t i = 0; i < osk_trace_summary_rows(sum); i++) {
@@ -55,8 +79,8 @@ int main(void) {
     }
     osk_trace_end();
   }
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("test", &err);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(osk_trace_stop("test", &s) == 0);
   CHECK(s && osk_trace_snapshot_events(s) == 500);
   char path[64];
   snprintf(path, sizeof path, "/tmp/opskew-agree-%d.json", (int)getpid());

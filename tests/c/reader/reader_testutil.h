@@ -16,16 +16,16 @@ typedef struct {
   char lines[64][256];
 } rec_t;
 
-static inline void rec_id(char *out, size_t cap, const osk_trace_id_t *id) {
-  if (id->kind == OSK_ID_INT)
+static inline void rec_id(char *out, size_t cap, const osk_reader_id_t *id) {
+  if (id->kind == OSK_READER_ID_INT)
     snprintf(out, cap, "%lld", (long long)id->num);
-  else if (id->kind == OSK_ID_STR)
+  else if (id->kind == OSK_READER_ID_STR)
     snprintf(out, cap, "'%.*s'", (int)id->str.len, id->str.ptr);
   else
     snprintf(out, cap, "-");
 }
 
-static inline int rec_event(void *ctx, const osk_trace_event_t *ev) {
+static inline int rec_event(void *ctx, const osk_reader_event_t *ev) {
   rec_t *r = ctx;
   if (r->n >= 64) return 0;
   char pid[64], tid[64];
@@ -42,7 +42,7 @@ static inline int rec_event(void *ctx, const osk_trace_event_t *ev) {
 /* Reads `text` in pieces of `piece` bytes (0: all at once) with a small
  * buffer, so units cross chunk boundaries and the buffer must grow. */
 static inline int read_text(const char *text, size_t len, size_t piece, size_t chunk, rec_t *rec,
-                     osk_read_error_t *err) {
+                     osk_error_t *err) {
   osk_reader_t *r;
   osk_reader_opts_t o = {chunk, 0};
   int rc = osk_reader_open_mem(&r, text, len, piece, &o, err);
@@ -55,13 +55,13 @@ static inline int read_text(const char *text, size_t len, size_t piece, size_t c
 
 /* Reads `text` every way (whole; 1-byte pieces with a 16-byte buffer; 7-byte
  * pieces) and checks that all ways agree; returns the code. */
-static inline int read_all_ways(const char *text, rec_t *rec, osk_read_error_t *err) {
+static inline int read_all_ways(const char *text, rec_t *rec, osk_error_t *err) {
   size_t len = strlen(text);
   int rc = read_text(text, len, 0, 0, rec, err);
   static const size_t pieces[][2] = {{1, 16}, {7, 32}, {3, 1}};
   for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
     rec_t r2;
-    osk_read_error_t e2;
+    osk_error_t e2;
     int rc2 = read_text(text, len, pieces[k][0], pieces[k][1], &r2, &e2);
     if (rc2 != rc || r2.n != rec->n || e2.offset != err->offset) {
       fprintf(stderr, "piece %zu: rc %d vs %d, n %zu vs %zu, offset %llu vs %llu\n",

@@ -5,7 +5,7 @@
 
 static void expect_events(const char *text, int want_rc, const char *const *lines, size_t n) {
   rec_t rec;
-  osk_read_error_t err;
+  osk_error_t err;
   int rc = read_all_ways(text, &rec, &err);
   if (rc != want_rc) {
     fprintf(stderr, "rc %d (%s at %llu), expected %d for: %s\n", rc, err.message,
@@ -18,7 +18,7 @@ static void expect_events(const char *text, int want_rc, const char *const *line
 
 static void expect_error(const char *text, int want_rc, uint64_t offset, const char *fragment) {
   rec_t rec;
-  osk_read_error_t err;
+  osk_error_t err;
   int rc = read_all_ways(text, &rec, &err);
   if (rc != want_rc || err.offset != offset || !strstr(err.message, fragment)) {
     fprintf(stderr, "got rc %d offset %llu '%s', expected rc %d offset %llu '%s' for: %s\n", rc,
@@ -75,7 +75,7 @@ static void test_escapes_and_unicode(void) {
       "{\"\\u0070h\":\"X\",\"n\\u0061me\":\"esc key\",\"ts\":0,\"dur\":0},"
       "{\"ph\":\"X\",\"name\":\"\\u0000nul\",\"ts\":0,\"dur\":0}]}";
   rec_t rec;
-  osk_read_error_t err;
+  osk_error_t err;
   CHECK(read_all_ways(t, &rec, &err) == 0);
   CHECK(rec.n == 6);
   CHECK_STR(rec.lines[0], "X|q\"b\\s/n\n\t\r\b\f||-|-|0|0||7");
@@ -158,7 +158,7 @@ static void test_errors(void) {
   expect_error("{\"traceEvents\":[{\"a\":\"\x01\"}]}", OSK_EFORMAT, 22, "control character");
   /* A real NUL byte in the input is an error at its own offset, not an end. */
   rec_t rec;
-  osk_read_error_t err;
+  osk_error_t err;
   const char nul[] = "{\"traceEvents\":[\0]}";
   CHECK(read_text(nul, sizeof nul - 1, 0, 0, &rec, &err) == OSK_EFORMAT && err.offset == 16);
   CHECK(read_text(nul, sizeof nul - 1, 1, 4, &rec, &err) == OSK_EFORMAT && err.offset == 16);
@@ -181,7 +181,7 @@ static void test_deep_nesting(void) {
     for (int i = 0; i < depth; i++) t[k++] = ']';
     k += (size_t)sprintf(t + k, "}]}");
     rec_t rec;
-    osk_read_error_t err;
+    osk_error_t err;
     int rc = read_text(t, k, 0, 0, &rec, &err);
     if (depth == 1000) {
       CHECK(rc == 0 && rec.n == 1);

@@ -10,7 +10,7 @@ static osk_reader_t *run_text(const char *text, size_t len, size_t piece, size_t
                               size_t max_unit, int want_rc) {
   osk_reader_t *r;
   osk_reader_opts_t o = {chunk, max_unit};
-  osk_read_error_t err;
+  osk_error_t err;
   CHECK(osk_reader_open_mem(&r, text, len, piece, &o, &err) == 0);
   int rc = osk_reader_run(r, NULL, NULL, &err);
   if (rc != want_rc) {
@@ -115,7 +115,7 @@ static void test_objects_errors_and_truncation(void) {
   for (size_t w = 0; w < N_WAYS; w++) {
     osk_reader_t *r;
     osk_reader_opts_t o = {ways[w][1], 0};
-    osk_read_error_t err;
+    osk_error_t err;
     CHECK(osk_reader_open_mem(&r, bad, strlen(bad), ways[w][0], &o, &err) == 0);
     CHECK(osk_reader_run(r, NULL, NULL, &err) == OSK_EFORMAT);
     CHECK(err.offset == 17);
@@ -159,7 +159,7 @@ static void test_option_marks(void) {
       "5]}";
   for (size_t w = 0; w < N_WAYS; w++) {
     osk_reader_t *r = run_text(t, strlen(t), ways[w][0], ways[w][1], 0, 0);
-    const osk_trace_marks_t *m = &osk_reader_stats(r)->marks;
+    const osk_reader_marks_t *m = &osk_reader_stats(r)->marks;
     CHECK(m->input_dims == 2);
     CHECK(m->flops == 1);
     CHECK(m->module_hierarchy == 1);
@@ -177,7 +177,7 @@ static void test_option_marks(void) {
   osk_reader_free(r);
   const char *plain = "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}]";
   r = run_text(plain, strlen(plain), 0, 0, 0, 0);
-  osk_trace_marks_t zero = {0};
+  osk_reader_marks_t zero = {0};
   CHECK(memcmp(&osk_reader_stats(r)->marks, &zero, sizeof zero) == 0);
   osk_reader_free(r);
 }
@@ -187,7 +187,7 @@ static void test_summarize_carries_marks(void) {
                   "\"ts\":1,\"dur\":2,\"args\":{\"Input Dims\":[]}}]}";
   osk_summary_t *s = NULL;
   osk_reader_stats_t rs;
-  CHECK(osk_summarize_mem(t, strlen(t), 0, NULL, NULL, &s, &rs, NULL) == 0);
+  CHECK(osk_summary_from_mem(t, strlen(t), 0, NULL, NULL, &s, &rs, NULL) == 0);
   CHECK(rs.marks.python_function == 1 && rs.marks.input_dims == 1 && rs.marks.flops == 0);
   osk_summary_free(s);
 }

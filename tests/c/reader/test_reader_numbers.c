@@ -58,7 +58,7 @@ static void test_grammar_at_boundaries(void) {
     snprintf(t, sizeof t, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"n\",\"dur\":%s,\"ts\":%s}]}",
              nums[i], nums[i]);
     rec_t rec;
-    osk_read_error_t err;
+    osk_error_t err;
     CHECK(read_all_ways(t, &rec, &err) == 0);
     CHECK(rec.n == 1);
     int64_t v = ns(nums[i]);

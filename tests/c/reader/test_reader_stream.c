@@ -38,7 +38,7 @@ static void check_same(const rec_t *a, const rec_t *b) {
 }
 
 static void test_every_piece_size(rec_t *ref) {
-  osk_read_error_t err;
+  osk_error_t err;
   size_t len = strlen(TRACE);
   CHECK(read_text(TRACE, len, 0, 0, ref, &err) == 0);
   CHECK(ref->n == 4);
@@ -62,7 +62,7 @@ static void test_truncation_everywhere(void) {
   size_t last_n = 0;
   for (size_t cut = 0; cut < len; cut++) {
     rec_t rec;
-    osk_read_error_t err;
+    osk_error_t err;
     int rc = read_text(TRACE, cut, 0, 0, &rec, &err);
     int only_ws_left = strspn(TRACE + cut, " \n") == len - cut;
     if (only_ws_left) {
@@ -78,14 +78,14 @@ static void test_truncation_everywhere(void) {
     CHECK(rec.n >= last_n);
     last_n = rec.n;
     rec_t rec1;
-    osk_read_error_t err1;
+    osk_error_t err1;
     CHECK(read_text(TRACE, cut, 1, 8, &rec1, &err1) == rc);
     check_same(&rec1, &rec);
   }
   CHECK(last_n == 4);
   /* The message says where it ended. */
   rec_t rec;
-  osk_read_error_t err;
+  osk_error_t err;
   CHECK(read_text(TRACE, 200, 0, 0, &rec, &err) == OSK_ETRUNCATED);
   CHECK(strstr(err.message, "traceEvents"));
   CHECK(read_text(TRACE, 0, 0, 0, &rec, &err) == OSK_ETRUNCATED);
@@ -98,7 +98,7 @@ static void test_gzip(const rec_t *ref) {
   size_t n = gzip_bytes(TRACE, len, gz, sizeof gz);
   for (size_t piece = 0; piece <= 5; piece++) {
     rec_t rec;
-    osk_read_error_t err;
+    osk_error_t err;
     osk_reader_t *r;
     CHECK(osk_reader_open_mem(&r, gz, n, piece, NULL, &err) == 0);
     CHECK(osk_reader_run(r, rec_event, (memset(&rec, 0, sizeof rec), &rec), &err) == 0);
@@ -114,7 +114,7 @@ static void test_gzip(const rec_t *ref) {
   size_t n1 = gzip_bytes(TRACE, half, gz2, sizeof gz2);
   size_t n2 = gzip_bytes(TRACE + half, len - half, gz2 + n1, sizeof gz2 - n1);
   rec_t rec;
-  osk_read_error_t err;
+  osk_error_t err;
   CHECK(read_text((const char *)gz2, n1 + n2, 3, 16, &rec, &err) == 0);
   check_same(&rec, ref);
   /* A cut compressed file is a truncated trace, or a complete one whose
@@ -155,7 +155,7 @@ static void test_files(const rec_t *ref) {
   const char *paths[] = {plain, gzpath};
   for (int i = 0; i < 2; i++) {
     osk_reader_t *r;
-    osk_read_error_t err;
+    osk_error_t err;
     rec_t rec;
     memset(&rec, 0, sizeof rec);
     CHECK(osk_reader_open(&r, paths[i], NULL, &err) == 0);
@@ -164,7 +164,7 @@ static void test_files(const rec_t *ref) {
     check_same(&rec, ref);
   }
   osk_reader_t *r = (osk_reader_t *)1;
-  osk_read_error_t err;
+  osk_error_t err;
   char missing[300];
   snprintf(missing, sizeof missing, "%s/missing.json", dir);
   CHECK(osk_reader_open(&r, missing, NULL, &err) == OSK_EIO);
@@ -178,14 +178,14 @@ static void test_files(const rec_t *ref) {
   rmdir(dir);
 }
 
-static int stop_at_second(void *ctx, const osk_trace_event_t *ev) {
+static int stop_at_second(void *ctx, const osk_reader_event_t *ev) {
   (void)ev;
   return ++*(int *)ctx == 2 ? OSK_ENOMEM : 0;
 }
 
 static void test_callback_stop(void) {
   osk_reader_t *r;
-  osk_read_error_t err;
+  osk_error_t err;
   int seen = 0;
   CHECK(osk_reader_open_mem(&r, TRACE, strlen(TRACE), 0, NULL, &err) == 0);
   CHECK(osk_reader_run(r, stop_at_second, &seen, &err) == OSK_ENOMEM);
@@ -202,7 +202,7 @@ static void test_large_event_and_bounded_buffer(void) {
   for (size_t i = 0; i < big; i++) t[k++] = (char)('a' + i % 26);
   k += (size_t)sprintf(t + k, "\"},\"name\":\"big\",\"ts\":1,\"dur\":2}]}");
   osk_reader_t *r;
-  osk_read_error_t err;
+  osk_error_t err;
   osk_reader_opts_t o = {4096, 0};
   rec_t rec;
   memset(&rec, 0, sizeof rec);

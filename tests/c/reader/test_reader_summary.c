@@ -8,9 +8,9 @@
 static osk_summary_t *summarize(const char *text, const char *const *cats, size_t n_cats,
                                 int want_rc) {
   osk_summary_t *s = NULL;
-  osk_read_error_t err;
+  osk_error_t err;
   osk_summary_opts_t o = {cats, n_cats, NULL, 0};
-  int rc = osk_summarize_mem(text, strlen(text), 5, cats ? &o : NULL, NULL, &s, NULL, &err);
+  int rc = osk_summary_from_mem(text, strlen(text), 5, cats ? &o : NULL, NULL, &s, NULL, &err);
   if (rc != want_rc) {
     fprintf(stderr, "rc %d (%s), expected %d\n", rc, err.message, want_rc);
     abort();
@@ -19,9 +19,9 @@ static osk_summary_t *summarize(const char *text, const char *const *cats, size_
   return s;
 }
 
-static const osk_op_stats_t *op(const osk_summary_t *s, const char *name) {
+static const osk_summary_op_t *op(const osk_summary_t *s, const char *name) {
   for (size_t i = 0; i < osk_summary_op_count(s); i++) {
-    const osk_op_stats_t *o = osk_summary_op(s, i);
+    const osk_summary_op_t *o = osk_summary_op(s, i);
     if (o->name.len == strlen(name) && memcmp(o->name.ptr, name, o->name.len) == 0) return o;
   }
   fprintf(stderr, "no op %s\n", name);
@@ -29,7 +29,7 @@ static const osk_op_stats_t *op(const osk_summary_t *s, const char *name) {
 }
 
 static size_t op_index(const osk_summary_t *s, const char *name) {
-  const osk_op_stats_t *o = op(s, name);
+  const osk_summary_op_t *o = op(s, name);
   for (size_t i = 0;; i++)
     if (osk_summary_op(s, i) == o) return i;
 }
@@ -37,7 +37,7 @@ static size_t op_index(const osk_summary_t *s, const char *name) {
 #define X(name, ts, dur) "{\"ph\":\"X\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" ts ",\"dur\":" dur "}"
 
 static void check_basic(const osk_summary_t *s) {
-  const osk_op_stats_t *o = op(s, "outer");
+  const osk_summary_op_t *o = op(s, "outer");
   CHECK(o->calls == 2 && o->total_ns == 15000 && o->self_ns == 10000 && o->descendants == 3);
   CHECK(o->min_ns == 5000 && o->max_ns == 10000);
   o = op(s, "mid");
@@ -137,8 +137,8 @@ static void test_threads_and_metadata(void) {
   /* tid 1 and tid "1" are different threads. */
   CHECK(osk_summary_thread_count(s) == 3);
   CHECK(op(s, "a")->self_ns == 18000 && op(s, "b")->self_ns == 4000);
-  const osk_thread_info_t *th = osk_summary_thread(s, 0);
-  CHECK(th->tid.kind == OSK_ID_INT && th->tid.num == 2 && th->name.len == 3);
+  const osk_summary_thread_t *th = osk_summary_thread(s, 0);
+  CHECK(th->tid.kind == OSK_READER_ID_INT && th->tid.num == 2 && th->name.len == 3);
   CHECK(osk_summary_process_count(s) == 1);
   CHECK(osk_summary_process(s, 0)->name.len == 6);
   const osk_summary_stats_t *st = osk_summary_stats(s);
@@ -204,13 +204,13 @@ static void test_quantiles(void) {
   int64_t vals[4000];
   for (int i = 0; i < 4000; i++) {
     vals[i] = (int64_t)(1.0 * pow(1e9, i / 3999.0));
-    osk_trace_event_t ev;
+    osk_reader_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.ph = (osk_str_t){"X", 1};
     ev.name = (osk_str_t){"w", 1};
     ev.ts_ns = (int64_t)i * 2000000000;
     ev.dur_ns = vals[i];
-    ev.has = OSK_EV_NAME | OSK_EV_TS | OSK_EV_DUR;
+    ev.has = OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR;
     CHECK(osk_summary_add(w, &ev) == 0);
   }
   CHECK(osk_summary_finish(w) == 0);
@@ -245,13 +245,13 @@ static void test_category_filter(void) {
   /* Excluding a category keeps every other one, listed or not. */
   const char *ex[] = {"python_function"};
   osk_summary_opts_t o = {NULL, 0, ex, 1};
-  CHECK(osk_summarize_mem(t, strlen(t), 0, &o, NULL, &s, NULL, NULL) == 0);
+  CHECK(osk_summary_from_mem(t, strlen(t), 0, &o, NULL, &s, NULL, NULL) == 0);
   CHECK(osk_summary_op_count(s) == 2 && op(s, "g")->calls == 1);
   CHECK(osk_summary_stats(s)->filtered_events == 1);
   osk_summary_free(s);
   /* An include list and an exclusion combine. */
   o = (osk_summary_opts_t){cats, 2, cats, 1};
-  CHECK(osk_summarize_mem(t, strlen(t), 0, &o, NULL, &s, NULL, NULL) == 0);
+  CHECK(osk_summary_from_mem(t, strlen(t), 0, &o, NULL, &s, NULL, NULL) == 0);
   CHECK(osk_summary_op_count(s) == 0 && osk_summary_stats(s)->filtered_events == 3);
   osk_summary_free(s);
 }
@@ -265,8 +265,8 @@ static void test_truncated_and_invalid(void) {
   CHECK(op(s, "a")->calls == 1);
   osk_summary_free(s);
   osk_summary_t *none = (osk_summary_t *)1;
-  osk_read_error_t err;
-  CHECK(osk_summarize_path("/nonexistent/trace.json", NULL, NULL, &none, NULL, &err) == OSK_EIO);
+  osk_error_t err;
+  CHECK(osk_summary_from_path("/nonexistent/trace.json", NULL, NULL, &none, NULL, &err) == OSK_EIO);
   CHECK(none == NULL);
 }
 

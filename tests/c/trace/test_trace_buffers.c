@@ -36,7 +36,8 @@ int main(void) {
   osk_trace_end();
   CHECK(!osk_trace_active());
   int err = 0;
-  CHECK(osk_trace_stop("t", &err) == NULL && err == OSK_EINVAL);
+  osk_trace_snapshot_t *none = NULL;
+  CHECK(osk_trace_stop("t", &none) == OSK_EINVAL && none == NULL);
 
   /* An operator open across start is not recorded, its end pairs up. */
   osk_trace_begin(outer, 0);
@@ -69,7 +70,8 @@ int main(void) {
   osk_trace_guard_leave(g);
 
   /* A partial collect in the middle takes events exactly once. */
-  osk_trace_snapshot_t *mid = osk_trace_collect("t", &err);
+  osk_trace_snapshot_t *mid = NULL;
+  err = osk_trace_collect("t", &mid);
   CHECK(mid && err == 0);
   size_t nmid = osk_trace_snapshot_events(mid);
   CHECK(nmid == (size_t)(2 * N + wn));
@@ -77,7 +79,8 @@ int main(void) {
     osk_trace_begin(inner, 0);
     osk_trace_end();
   }
-  osk_trace_snapshot_t *s = osk_trace_stop("test", &err);
+  osk_trace_snapshot_t *s = NULL;
+  err = osk_trace_stop("test", &s);
   CHECK(s && err == 0 && !osk_trace_active());
   CHECK(osk_trace_snapshot_events(s) == 100);
   CHECK(osk_trace_snapshot_unmatched_ends(mid) == 1);
@@ -138,7 +141,7 @@ int main(void) {
   for (int i = 0; i < DEEP; i++) osk_trace_begin(inner, 0);
   for (int i = 0; i < DEEP; i++) osk_trace_end();
   osk_trace_begin(outer, 0); /* open at stop */
-  s = osk_trace_stop("test", &err);
+  err = osk_trace_stop("test", &s);
   CHECK(s);
   size_t recorded = osk_trace_snapshot_events(s);
   uint64_t lost = osk_trace_snapshot_lost(s, OSK_TRACE_LOSS_DEPTH);
@@ -155,13 +158,13 @@ int main(void) {
   osk_trace_calib_t cal;
   CHECK(osk_trace_calibrate(NULL, NULL, &cal) == 0);
   CHECK(cal.valid && cal.w_ns > 0 && cal.delta_ns >= 0 && cal.delta_ns <= cal.w_ns * 50);
-  s = osk_trace_stop("test", &err);
+  err = osk_trace_stop("test", &s);
   CHECK(s && osk_trace_snapshot_events(s) == 0);
   osk_trace_snapshot_free(s);
 
   /* The calibration given at start travels with the snapshot. */
   CHECK(osk_trace_start(&cal) == 0);
-  s = osk_trace_stop("test", &err);
+  err = osk_trace_stop("test", &s);
   CHECK(s && osk_trace_snapshot_calib(s)->valid && osk_trace_snapshot_calib(s)->w_ns == cal.w_ns);
   osk_trace_snapshot_free(s);
   printf("ok: buffers (W %.1f ns, delta %.1f ns)\n", cal.w_ns, cal.delta_ns);

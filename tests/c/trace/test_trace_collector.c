@@ -52,17 +52,17 @@ int main(void) {
   int pairs = g_pairs;
   CHECK(osk_collector_start() == OSK_EINVAL); /* sessions do not nest */
   record_ops(3);
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_collector_stop(&err);
-  CHECK(s && err == 0);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(osk_collector_stop(&s) == 0 && s);
   CHECK(osk_trace_snapshot_events(s) == 3); /* the calibration pairs are not in it */
   CHECK(!strcmp(s->instrument, "test"));
   CHECK(osk_trace_snapshot_calib(s)->valid && osk_trace_snapshot_calib(s)->w_ns > 0);
   CHECK(osk_trace_snapshot_threads(s) == 1);
   osk_trace_snapshot_free(s);
-  CHECK(osk_collector_stop(&err) == NULL && err == OSK_EINVAL);
+  CHECK(osk_collector_stop(&s) == OSK_EINVAL && s == NULL);
   CHECK(osk_collector_start() == 0 && g_pairs == pairs); /* measured once per process */
-  osk_trace_snapshot_free(osk_collector_stop(&err));
+  CHECK(osk_collector_stop(&s) == 0);
+  osk_trace_snapshot_free(s);
 
   /* Nothing of ours to write before a record session. */
   CHECK(osk_collector_finish() == OSK_COLLECTOR_NOT_OURS);

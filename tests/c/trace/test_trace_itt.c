@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
   memcpy(&end, &p_end, sizeof p_end);
 
   int (*start)(void);
-  osk_trace_snapshot_t *(*stop)(int *);
+  int (*stop)(osk_trace_snapshot_t **);
   size_t (*nevents)(const osk_trace_snapshot_t *);
   size_t (*copy)(const osk_trace_snapshot_t *, size_t, size_t, osk_trace_event_t *);
   const char *(*name)(const osk_trace_snapshot_t *, uint32_t);
@@ -144,8 +144,8 @@ int main(int argc, char **argv) {
   end(mine);
   begin(&torch_dom, null_id, null_id, NULL);
   end(&torch_dom);
-  int err = 0;
-  osk_trace_snapshot_t *s = stop(&err);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(stop(&s) == 0);
   CHECK(s && nevents(s) == 1003);
   CHECK(calib(s)->valid && calib(s)->w_ns > 0);
   osk_trace_event_t ev[1003];

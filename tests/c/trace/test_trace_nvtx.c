@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
   CHECK(init);
   int (*bound)(void);
   int (*start)(void);
-  osk_trace_snapshot_t *(*stop)(int *);
+  int (*stop)(osk_trace_snapshot_t **);
   *(void **)&bound = dlsym(lib, "osk_collector_bound");
   *(void **)&start = dlsym(lib, "osk_collector_start");
   *(void **)&stop = dlsym(lib, "osk_collector_stop");
@@ -146,8 +146,8 @@ int main(int argc, char **argv) {
   ((pop_t)g_inst[0].slot[11])();
   ((pop_t)g_inst[0].slot[11])(); /* unmatched: counted, not recorded */
 
-  int err = 0;
-  osk_trace_snapshot_t *s = stop(&err);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(stop(&s) == 0);
   CHECK(s);
   size_t (*n_events)(const osk_trace_snapshot_t *);
   size_t (*copy)(const osk_trace_snapshot_t *, size_t, size_t, osk_trace_event_t *);

@@ -72,14 +72,14 @@ int main(void) {
   static collected_t c;
   while (atomic_load(&g_done) < THREADS && c.n < 4000) {
     int err = 0;
-    osk_trace_snapshot_t *s = osk_trace_collect("stress", &err);
+    osk_trace_snapshot_t *s = NULL;
+    err = osk_trace_collect("stress", &s);
     CHECK(s && err == 0);
     c.snaps[c.n++] = s;
     usleep(200);
   }
   for (int i = 0; i < THREADS; i++) CHECK(pthread_join(th[i], NULL) == 0);
-  int err = 0;
-  c.snaps[c.n++] = osk_trace_stop("stress", &err);
+  CHECK(osk_trace_stop("stress", &c.snaps[c.n++]) == 0);
   CHECK(c.snaps[c.n - 1]);
 
   size_t per_thread[THREADS] = {0}, total = 0;

@@ -36,7 +36,8 @@ int main(void) {
     osk_trace_end();
   }
   int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("test", &err);
+  osk_trace_snapshot_t *s = NULL;
+  err = osk_trace_stop("test", &s);
   CHECK(s && osk_trace_snapshot_events(s) == (size_t)(5 * N));
 
   /* Expected values straight from the events. */
@@ -51,7 +52,8 @@ int main(void) {
     if (k > 0) kids[k - 1] += ev[i].dur_ns;
   }
   osk_trace_calib_t cal = {.w_ns = 40.0, .delta_ns = 15.0, .valid = 1};
-  osk_trace_summary_t *sum = osk_trace_summarize(s, &cal, &err);
+  osk_trace_summary_t *sum = NULL;
+  err = osk_trace_summarize(s, &cal, &sum);
   CHECK(sum && err == 0 && osk_trace_summary_rows(sum) == 3);
   const osk_trace_op_t *rp = row(sum, s, "t::parent");
   const osk_trace_op_t *rc = row(sum, s, "t::child");
@@ -93,7 +95,7 @@ int main(void) {
 
   /* Tiny events with a large calibration clamp at zero, never negative. */
   osk_trace_calib_t big = {.w_ns = 1e6, .delta_ns = 1e6, .valid = 1};
-  sum = osk_trace_summarize(s, &big, &err);
+  err = osk_trace_summarize(s, &big, &sum);
   CHECK(sum);
   for (size_t i = 0; i < osk_trace_summary_rows(sum); i++) {
     CHECK(osk_trace_summary_row(sum, i)->self_corrected_ns == 0);
@@ -105,8 +107,8 @@ int main(void) {
 
   /* An empty snapshot summarizes to nothing, cleanly. */
   CHECK(osk_trace_start(NULL) == 0);
-  s = osk_trace_stop("test", &err);
-  sum = osk_trace_summarize(s, NULL, &err);
+  err = osk_trace_stop("test", &s);
+  err = osk_trace_summarize(s, NULL, &sum);
   CHECK(sum && osk_trace_summary_rows(sum) == 0);
   json = osk_trace_summary_json(sum);
   CHECK(json && json_valid(json) && strstr(json, "\"calibration\":null"));

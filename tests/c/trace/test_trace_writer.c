@@ -56,8 +56,8 @@ int main(void) {
   }
   osk_trace_begin(NULL, 0); /* unnamed */
   osk_trace_end();
-  int err = 0;
-  osk_trace_snapshot_t *s = osk_trace_stop("test", &err);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(osk_trace_stop("test", &s) == 0);
   CHECK(s && osk_trace_snapshot_events(s) == 10001);
 
   char path[] = "/tmp/opskew_test_writer_XXXXXX";
@@ -104,7 +104,8 @@ int main(void) {
   CHECK(osk_trace_start(NULL) == 0);
   for (int i = 0; i < 300; i++) osk_trace_begin(add, 0);
   for (int i = 0; i < 300; i++) osk_trace_end();
-  osk_trace_snapshot_t *s2 = osk_trace_stop("test", &err);
+  osk_trace_snapshot_t *s2 = NULL;
+  CHECK(osk_trace_stop("test", &s2) == 0);
   CHECK(s2 && osk_trace_snapshot_lost_total(s2) > 0);
   CHECK(osk_trace_write_chrome(s2, path) == 0);
   text = slurp(path);

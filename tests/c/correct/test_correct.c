@@ -13,9 +13,9 @@ static void write_file(const char *path, const char *text) {
   CHECK(fclose(f) == 0);
 }
 
-static const osk_correct_op_t *op_named(const osk_correction_t *c, const char *name) {
-  for (size_t i = 0; i < osk_correction_op_count(c); i++) {
-    const osk_correct_op_t *op = osk_correction_op(c, i);
+static const osk_correct_op_t *op_named(const osk_correct_t *c, const char *name) {
+  for (size_t i = 0; i < osk_correct_op_count(c); i++) {
+    const osk_correct_op_t *op = osk_correct_op(c, i);
     if (op->name.len == strlen(name) && memcmp(op->name.ptr, name, op->name.len) == 0) return op;
   }
   return NULL;
@@ -39,7 +39,7 @@ typedef struct {
   char name[8][8];
 } seen_t;
 
-static int collect(void *ctx, const osk_trace_event_t *ev) {
+static int collect(void *ctx, const osk_reader_event_t *ev) {
   seen_t *s = ctx;
   if (ev->ph.len != 1 || ev->ph.ptr[0] != 'X') return 0;
   CHECK(s->n < 8);
@@ -53,7 +53,7 @@ static int collect(void *ctx, const osk_trace_event_t *ev) {
 /* Reads a corrected trace's complete events into *s. */
 static void read_back(const char *path, seen_t *s) {
   osk_reader_t *r = NULL;
-  osk_read_error_t err;
+  osk_error_t err;
   memset(s, 0, sizeof *s);
   CHECK(osk_reader_open(&r, path, NULL, &err) == 0);
   CHECK(osk_reader_run(r, collect, s, &err) == 0);
@@ -69,10 +69,10 @@ static int find(const seen_t *s, const char *name) {
 static void test_known_nesting(void) {
   write_file("correct_in.json", TRACE);
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
-  osk_correction_t *c = NULL;
-  osk_read_error_t err;
+  osk_correct_t *c = NULL;
+  osk_error_t err;
   CHECK(osk_correct_path("correct_in.json", "correct_out.json", &opts, &c, &err) == 0);
-  const osk_correct_stats_t *st = osk_correction_stats(c);
+  const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK(st->corrected_events == 4 && st->other_events == 1 && st->threads == 2);
   const osk_correct_op_t *a = op_named(c, "A"), *b = op_named(c, "B"), *p = op_named(c, "P");
   const osk_correct_op_t *t = op_named(c, "tiny");
@@ -87,7 +87,7 @@ static void test_known_nesting(void) {
   CHECK_NEAR(t->corrected_total_ns, 0, 0);
   CHECK(st->reported_top_ns == 1005);
   CHECK_NEAR(st->corrected_top_ns, 790, 1e-9);
-  osk_correction_free(c);
+  osk_correct_free(c);
 
   /* The corrected trace reads back with the same durations and proper
    * nesting: every child inside its parent. */
@@ -106,8 +106,8 @@ static void test_known_nesting(void) {
 
 static void test_errors_and_truncation(void) {
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
-  osk_correction_t *c = NULL;
-  osk_read_error_t err;
+  osk_correct_t *c = NULL;
+  osk_error_t err;
   CHECK(osk_correct_path("no-such-file.json", NULL, &opts, &c, &err) == OSK_EIO && !c);
   osk_correct_opts_t bad = {.w_ns = 10.0, .delta_ns = 20.0}; /* delta > W */
   CHECK(osk_correct_path("x", NULL, &bad, &c, &err) == OSK_EINVAL);
@@ -127,8 +127,8 @@ static void test_errors_and_truncation(void) {
              "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":1,\"tid\":1,"
              "\"ts\":1,\"dur\":1},{\"ph\":\"X\",\"na");
   CHECK(osk_correct_path("correct_cut.json", "correct_cut_out.json", &opts, &c, &err) == OSK_ETRUNCATED);
-  CHECK(c && osk_correction_stats(c)->truncated && osk_correction_stats(c)->corrected_events == 1);
-  osk_correction_free(c);
+  CHECK(c && osk_correct_stats(c)->truncated && osk_correct_stats(c)->corrected_events == 1);
+  osk_correct_free(c);
   FILE *f = fopen("correct_cut_out.json", "r");
   CHECK(f);
   fclose(f);
@@ -151,10 +151,10 @@ static const char *PY_TRACE =
 static void test_python_class(void) {
   write_file("correct_py.json", PY_TRACE);
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .w_py_ns = 50.0, .delta_py_ns = 5.0};
-  osk_correction_t *c = NULL;
-  osk_read_error_t err;
+  osk_correct_t *c = NULL;
+  osk_error_t err;
   CHECK(osk_correct_path("correct_py.json", "correct_py_out.json", &opts, &c, &err) == 0);
-  const osk_correct_stats_t *st = osk_correction_stats(c);
+  const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK(st->corrected_events == 5 && st->py_events == 3 && st->other_events == 0);
   const osk_correct_op_t *it = op_named(c, "iter"), *f = op_named(c, "f"), *add = op_named(c, "add");
   const osk_correct_op_t *op = op_named(c, "aten::add"), *g = op_named(c, "g");
@@ -168,7 +168,7 @@ static void test_python_class(void) {
   CHECK(it->descendants == 1 && it->py_descendants == 3);
   CHECK_NEAR(it->corrected_total_ns, 2740, 1e-9);  /* 3000 - 10 - 100 - 3 * 50 */
   CHECK_NEAR(st->corrected_top_ns, 2740, 1e-9);
-  osk_correction_free(c);
+  osk_correct_free(c);
 
   /* Read back: durations as corrected, children inside parents, and the
    * Python events keep their category. */
@@ -208,10 +208,10 @@ static const char *OVERLAP_TRACE =
 static void test_overlapping_annotation(void) {
   write_file("correct_ov.json", OVERLAP_TRACE);
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .w_py_ns = 50.0, .delta_py_ns = 5.0};
-  osk_correction_t *c = NULL;
-  osk_read_error_t err;
+  osk_correct_t *c = NULL;
+  osk_error_t err;
   CHECK(osk_correct_path("correct_ov.json", "correct_ov_out.json", &opts, &c, &err) == 0);
-  const osk_correct_stats_t *st = osk_correction_stats(c);
+  const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK(st->overlaps == 2);
   const osk_correct_op_t *en = op_named(c, "enter"), *it = op_named(c, "iter"), *op = op_named(c, "op"),
                          *ex = op_named(c, "exit");
@@ -223,7 +223,7 @@ static void test_overlapping_annotation(void) {
   CHECK_NEAR(ex->corrected_total_ns, 495, 1e-9);
   CHECK(st->reported_top_ns == 4000);
   CHECK_NEAR(st->corrected_top_ns, 3880, 1e-9);
-  osk_correction_free(c);
+  osk_correct_free(c);
   seen_t s;
   read_back("correct_ov_out.json", &s);
   int ie = find(&s, "enter"), ii = find(&s, "iter"), io = find(&s, "op"), ix = find(&s, "exit");
@@ -249,8 +249,8 @@ static void test_overlapping_annotation(void) {
   CHECK(w && w->reported_self_ns == 500 && w->descendants == 2 && w->py_descendants == 2);
   /* 4000 - 5 - 100 * 2 - 50 * 2 */
   CHECK_NEAR(w->corrected_total_ns, 3695, 1e-9);
-  CHECK(osk_correction_stats(c)->overlaps == 2);
-  osk_correction_free(c);
+  CHECK(osk_correct_stats(c)->overlaps == 2);
+  osk_correct_free(c);
   remove("correct_ov.json");
 }
 
