@@ -46,6 +46,23 @@ def has_itt(torch):
         return False
 
 
+def no_itt_message(torch, pyhook_option):
+    """Why ITT cannot be used with this torch, and what to do instead;
+    `pyhook_option` is how the caller spells the fallback instrument."""
+    return ("this torch build has no ITT support (x86-64 builds have it; this one, torch %s on %s, "
+            "does not); use %s (torch builtin calls only), or leave the instrument unset to fall "
+            "back to it automatically" % (torch.__version__, os.uname().machine, pyhook_option))
+
+
+def cuda_missing_reason(torch):
+    """Why CUDA cannot be traced with this torch, or None if it can."""
+    if getattr(torch.version, "cuda", None) is None:
+        return "torch %s is a CPU-only build (no CUDA); install a CUDA build of torch" % torch.__version__
+    if not torch.cuda.is_available():
+        return "torch %s (CUDA %s) sees no CUDA device" % (torch.__version__, torch.version.cuda)
+    return None
+
+
 def profiler_ctx(factory):
     """on_start for hook_new_threads: enters factory() in the new thread."""
     def start():

@@ -117,17 +117,12 @@ def main():
 
     boot = _load_boot()
     if inst == "nvtx":
-        if getattr(torch.version, "cuda", None) is None:
-            _fail("--device cuda: torch %s is a CPU-only build (no CUDA)" % torch.__version__)
-        if not torch.cuda.is_available():
-            _fail("--device cuda: torch %s (CUDA %s) sees no CUDA device" % (torch.__version__, torch.version.cuda))
+        why = boot.cuda_missing_reason(torch)
+        if why:
+            _fail("--device cuda: " + why)
     elif inst == "itt" or (inst == "auto" and boot.has_itt(torch)):
         if not boot.has_itt(torch):
-            _fail(
-                "this torch build has no ITT support (x86-64 builds have it; this one, torch %s "
-                "on %s, does not); use --instrument pyhook, or leave --instrument unset to fall "
-                "back to it" % (torch.__version__, os.uname().machine)
-            )
+            _fail(boot.no_itt_message(torch, "--instrument pyhook"))
         inst = "itt"
     else:
         inst = "pyhook"

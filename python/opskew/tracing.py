@@ -42,9 +42,9 @@ import os
 import sys
 from typing import Iterator, NamedTuple, Optional
 
-from . import _boot
+from . import _boot, _engine
 from ._boot import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
-from .errors import OpskewError, UsageError
+from .errors import OpskewError, UsageError, from_c_error
 
 COLLECTOR_ENV = _boot.ENV["itt"]
 NVTX_ENV = _boot.ENV["nvtx"]
@@ -82,15 +82,6 @@ def resolve_instrument(instrument: Optional[str], device: str = "cpu") -> str:
     if inst == "auto" and device == "cuda":
         inst = "nvtx"
     return inst
-
-
-def cuda_missing_reason(torch) -> Optional[str]:
-    """Why CUDA cannot be traced with this torch, or None if it can."""
-    if getattr(torch.version, "cuda", None) is None:
-        return f"torch {torch.__version__} is a CPU-only build (no CUDA); install a CUDA build of torch"
-    if not torch.cuda.is_available():
-        return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device"
-    return None
 
 
 _TORCH_FIRST = {
@@ -149,7 +140,7 @@ def _not_bound(instrument: str, path: str):
 
 def _take_string(lib, ptr) -> str:
     if not ptr:
-        raise MemoryError("opskew tracer: out of memory")
+        raise from_c_error(_engine.ENOMEM, "opskew tracer: a string from C")
     try:
         return ctypes.string_at(ptr).decode("utf-8", "replace")
     finally:
@@ -215,10 +206,10 @@ class Summary:
 
 def _summarize(trace: "Trace") -> Summary:
     lib, snap, out = trace._lib, trace._snap, ctypes.c_void_p()
-    lib.osk_trace_summarize(snap, None, ctypes.byref(out))
+    rc = lib.osk_trace_summarize(snap, None, ctypes.byref(out))
     s = out.value
-    if not s:
-        raise MemoryError("opskew tracer: out of memory building the summary")
+    if rc != 0 or not s:  # *out is NULL on failure
+        raise from_c_error(rc or _engine.ENOMEM, "opskew tracer: building the summary")
     try:
         table = _take_string(lib, lib.osk_trace_summary_table(s, 0))
         fields = [f for f, _ in _boot.Op._fields_]
@@ -314,7 +305,7 @@ class Trace:
         path = os.path.abspath(path)
         rc = self._lib.osk_trace_write_chrome(self._snap, os.fsencode(path))
         if rc != 0:
-            raise OpskewError(f"could not write the trace to {path}: {_boot.strerror(self._lib, rc)}")
+            raise from_c_error(rc, f"could not write the trace to {path}", path=path)
         return path
 
     def __del__(self):
@@ -366,7 +357,7 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
             path = arrange("nvtx")
             import torch
 
-            why = cuda_missing_reason(torch)
+            why = _boot.cuda_missing_reason(torch)
             if why:
                 raise TracerSetupError(f"device=\"cuda\" asked for, but {why}")
             return self._start(inst, torch, path)
@@ -381,11 +372,7 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         if not _boot.has_itt(torch):
             if inst == "auto":
                 return self._start("pyhook", torch)
-            raise TracerSetupError(
-                f"this torch build ({torch.__version__}) has no ITT support (x86-64 builds "
-                "have it); use instrument=\"pyhook\" (torch builtin calls only) or leave "
-                "instrument unset to fall back automatically"
-            )
+            raise TracerSetupError(_boot.no_itt_message(torch, 'instrument="pyhook"'))
         return self._start("itt", torch, path)
 
     def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
@@ -407,8 +394,7 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         snap, err = session.stop()  # stops recording first, then turns the instrument off
         if not snap:
             if exc_type is None:
-                raise OpskewError("opskew tracer: stopping the session failed: "
-                                  f"{_boot.strerror(session.lib, err)}")
+                raise from_c_error(err, "opskew tracer: stopping the session")
             return False
         self._result._attach(session.lib, snap)
         if self.path:
