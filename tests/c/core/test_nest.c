@@ -20,7 +20,7 @@ typedef struct {
 typedef struct {
   closed_t c[32];
   int n;
-  double corr; /* what each close sets as its corrected duration */
+  double corr; /* what each close sets as its corrected duration; -1: its dur */
 } log_t;
 
 static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *p, int64_t cut) {
@@ -28,7 +28,7 @@ static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *p,
   CHECK(l->n < 32);
   l->c[l->n++] = (closed_t){f->name, f->child_ns, cut, f->desc[OSK__CLS_OP], f->desc[OSK__CLS_PY],
                             p != NULL, p ? p->name : 0, f->child_corr_ns};
-  f->corr_ns = l->corr >= 0 ? l->corr : (double)f->dur;
+  f->corr_ns = l->corr != -1 ? l->corr : (double)f->dur;
   return 0;
 }
 
@@ -162,6 +162,16 @@ static void corrected_share(void) {
   CHECK_NEAR(find(&l, 1)->child_corr, 20.0, 1e-9);
   CHECK(find(&l, 1)->child_ns == 10);
   osk__nest_free(&m);
+  /* A zero-duration child has nothing to prorate: its whole corrected value
+   * (negative: -delta - W x desc) counts for its parent. */
+  osk__nest_t z = {0};
+  l = (log_t){.corr = -7};
+  push(&z, &l, 0, 100, 1, OSK__CLS_OP);
+  push(&z, &l, 10, 0, 2, OSK__CLS_OP);
+  push(&z, &l, 50, 10, 3, OSK__CLS_OP); /* 2 ended at 10 */
+  CHECK(z.depth == 2 && z.stack[0].child_ns == 0);
+  CHECK_NEAR(z.stack[0].child_corr_ns, -7.0, 1e-9);
+  osk__nest_free(&z);
 }
 
 static int order_cmp(const void *a, const void *b) {
