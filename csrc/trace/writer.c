@@ -279,9 +279,14 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
 
   osk__out_puts(&o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
   osk__out_puts(&o, pidbuf);
-  osk__out_puts(&o, ",\"tid\":0,\"args\":{\"name\":\"python (opskew ");
-  osk__out_puts(&o, s->instrument);
-  osk__out_puts(&o, ")\"}}");
+  osk__out_puts(&o, ",\"tid\":0,\"args\":{\"name\":");
+  {
+    /* The instrument name is the caller's: escaped like every string. */
+    char pname[sizeof s->instrument + 32];
+    snprintf(pname, sizeof pname, "python (opskew %s)", s->instrument);
+    put_json_str(&o, pname);
+  }
+  osk__out_puts(&o, "}}");
   /* One thread_name per thread that has events (the list may hold threads
    * that recorded nothing in this session; a tid reused by a later thread
    * keeps the latest name). */
