@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char osk__digits2[201] =
@@ -134,6 +135,10 @@ int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
     return OSK_EIO;
   }
   o->tmp = tmp; /* ours from here on: discard removes it */
+  /* rename gives the target the temporary's mode: a regular file we replace
+   * keeps its own permission bits (best effort; not its owner). */
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(o->fd, st.st_mode & 0777);
   return 0;
 }
 
