@@ -286,14 +286,10 @@ static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_
     osk__out_puts(o, ",\n");
   }
   /* The one number formatter: any finite value fits, none truncates. */
-  osk__out_puts(o, "\"opskew\":{\"corrected\":{\"w_ns\":");
-  osk__out_num(o, c->opts.w_ns);
-  osk__out_puts(o, ",\"delta_ns\":");
-  osk__out_num(o, c->opts.delta_ns);
-  osk__out_puts(o, ",\"w_py_ns\":");
-  osk__out_num(o, c->opts.w_py_ns);
-  osk__out_puts(o, ",\"delta_py_ns\":");
-  osk__out_num(o, c->opts.delta_py_ns);
+  osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", c->opts.w_ns);
+  osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
+  osk__out_key_num(o, ",\"w_py_ns\":", c->opts.w_py_ns);
+  osk__out_key_num(o, ",\"delta_py_ns\":", c->opts.delta_py_ns);
   osk__out_puts(o, ",\"source\":");
   put_cstr(o, in_path);
   osk__out_puts(o, ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "

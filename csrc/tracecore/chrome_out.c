@@ -219,6 +219,11 @@ void osk__out_num(osk__out_t *o, double v) {
   osk__out_put(o, tmp, osk__fmt_num(tmp, v));
 }
 
+void osk__out_key_num(osk__out_t *o, const char *text, double v) {
+  osk__out_puts(o, text);
+  osk__out_num(o, v);
+}
+
 int osk__out_commit(osk__out_t *o) {
   if (o->fd < 0) return OSK_EIO;
   osk__out_flush(o);

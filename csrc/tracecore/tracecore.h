@@ -209,6 +209,9 @@ OSK__CORE_HIDDEN void osk__out_i64(osk__out_t *o, int64_t v);
 OSK__CORE_HIDDEN void osk__out_us(osk__out_t *o, int64_t ns);
 /* A double as %.10g; non-finite values become null (JSON has no NaN). */
 OSK__CORE_HIDDEN void osk__out_num(osk__out_t *o, double v);
+/* `text` (what precedes the number: separator, quoted key, colon), then v
+ * as osk__out_num writes it: one number member of a JSON object. */
+OSK__CORE_HIDDEN void osk__out_key_num(osk__out_t *o, const char *text, double v);
 /* The same into out (at least 32 bytes, NUL-terminated); returns the length. */
 OSK__CORE_HIDDEN size_t osk__fmt_num(char *out, double v);
 /* Flushes, fsyncs, closes and renames the file into place; on any failure
