@@ -55,7 +55,7 @@ static int tally(void *ctx, const osk_reader_event_t *ev) {
 static int read_once(const uint8_t *d, size_t n, size_t piece, size_t chunk, tally_t *t,
                      osk_error_t *err) {
   osk_reader_t *r;
-  osk_reader_opts_t o = {chunk, 1 << 20};
+  osk_reader_opts_t o = {.chunk_bytes = chunk, .max_unit_bytes = 1 << 20};
   if (osk_reader_open_mem(&r, d, n, piece, &o, err)) abort();
   memset(t, 0, sizeof *t);
   int rc = osk_reader_run(r, tally, t, err);
@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (ra && (!ea.message || !*ea.message)) abort();
   /* The analyzer over the same input, including its sorted second pass. */
   osk_summary_t *s = NULL;
-  osk_reader_opts_t ro = {chunk, 1 << 20};
+  osk_reader_opts_t ro = {.chunk_bytes = chunk, .max_unit_bytes = 1 << 20};
   int rs = osk_summary_from_mem(data, size, piece, NULL, &ro, &s, NULL, NULL);
   if (rs != ra) abort();
   for (size_t i = 0; i < osk_summary_op_count(s); i++) {

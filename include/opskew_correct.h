@@ -11,7 +11,17 @@
  * every Python call), cost W_py each, delta_py of it inside their own
  * interval; they are nested and corrected with the operators, and an event's
  * descendants are counted per class. A result below zero is clamped and the
- * residual reported, never a negative duration.
+ * residual reported, never a negative duration: the residual is what
+ * clamping the corrected total at 0 removed (clamping a self time is not
+ * counted in it).
+ *
+ * Self time and residual (the same words in opskew_trace.h and
+ * opskew_correct.h): a corrected self time is the event's corrected total
+ * before its clamp less its children's corrected totals before theirs,
+ * clamped at 0, so a child's over-compensation stays the child's; it is not
+ * bounded by the corrected total (under a clamped total it can exceed it).
+ * The residual is what clamping corrected totals at 0 removed; clamping a
+ * self time is not counted in it.
  *
  * The corrected trace keeps nesting exact by compressing each thread's time
  * line: the instrument's cost is taken out where it happened, (W - delta)/2
@@ -68,12 +78,12 @@ typedef struct {
   int64_t reported_total_ns; /* sum of inclusive durations as reported */
   int64_t reported_self_ns;  /* sum of exclusive durations as reported */
   double corrected_total_ns;
-  double corrected_self_ns;  /* corrected total less the children's, taken before their clamping */
+  double corrected_self_ns;  /* see the top of this file: may exceed a clamped total */
   uint64_t descendants;      /* operator-class events nested inside, summed */
   uint64_t py_descendants;   /* Python-class events nested inside, summed */
   int py_class;              /* 1: the name's events are of the Python class */
   uint64_t clamped;          /* calls whose corrected duration fell below zero */
-  double residual_ns;        /* sum of the negative parts removed by clamping */
+  double residual_ns;        /* sum of what clamping corrected totals at 0 removed */
 } osk_correct_op_t;
 
 /* ---------------------------------------------------- whole-trace results */

@@ -98,6 +98,13 @@ typedef struct {
   /* A single event (or top-level scalar) larger than this is refused with
    * OSK_ERANGE, which bounds the reader's memory (default 256 MiB when 0). */
   size_t max_unit_bytes;
+  /* Nonzero: read only the header, the top-level members before
+   * "traceEvents" (opskew's writers put their "opskew" object there), and
+   * stop where the events array begins: no event is delivered, members after
+   * the events are not seen, osk_reader_run returns 0 (or the error met
+   * before that point) and stats.header_only_stopped is set. A document
+   * without "traceEvents" is read whole; a bare array stops at once. */
+  int header_only;
 } osk_reader_opts_t;
 
 /* Marks of the torch.profiler options that made a trace, counted while
@@ -128,6 +135,9 @@ typedef struct {
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
   int array_format;          /* the document is a bare array of events */
   osk_reader_marks_t marks;  /* option marks of the traceEvents delivered */
+  uint64_t objects_not_kept; /* top-level objects that could be kept but were too
+                              * large or too deep (see osk_reader_object_get) */
+  int header_only_stopped;   /* header_only: the read stopped at traceEvents */
 } osk_reader_stats_t;
 
 /* A reader of one trace. Opaque. Created by osk_reader_open or
@@ -178,13 +188,17 @@ int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str
  * Kineto's "distributedInfo", ...) are kept as their raw JSON text, in file
  * order: at most OSK_READER_OBJECTS_MAX of them, each at most
  * OSK_READER_OBJECT_MAX_BYTES of text (and at most the reader's
- * max_unit_bytes). Larger ones, later ones and those with keys over 4 KiB are
- * read past in bounded memory as before, and not kept. The text is valid JSON
+ * max_unit_bytes) nesting at most OSK_READER_OBJECT_MAX_DEPTH levels of
+ * objects and arrays (itself included), so that any JSON reader can decode
+ * it. Larger or deeper ones (counted in stats.objects_not_kept), later ones
+ * and those with keys over 4 KiB are read past in bounded memory as before,
+ * and not kept. The text is valid JSON
  * (the reader checked it) and NUL terminated; `key` is decoded. A key that
  * appears twice is kept twice. Pointers stay valid until osk_reader_free.
  * Members after an error or a truncation point are not seen. */
 #define OSK_READER_OBJECTS_MAX 8
 #define OSK_READER_OBJECT_MAX_BYTES ((size_t)64 << 10)
+#define OSK_READER_OBJECT_MAX_DEPTH 64
 
 /* Number of kept objects; 0 for NULL. */
 size_t osk_reader_object_count(const osk_reader_t *r);

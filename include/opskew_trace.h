@@ -225,7 +225,8 @@ OSK_TRACE_API size_t osk_trace_snapshot_columns(const osk_trace_snapshot_t *snap
  * (ph "X", cat "cpu_op", ts/dur in microseconds with nanosecond fractions,
  * process and thread metadata events) and an "opskew" object with the
  * clock, the calibration and the losses. Writes a new temporary file next
- * to `path` (mode 0666 less the umask), fsyncs it and renames it over
+ * to `path` (mode 0666 less the umask, or an existing regular file's own
+ * permission bits), fsyncs it and renames it over
  * `path`, so a reader never sees half a file. Returns 0, OSK_EIO, OSK_ENOMEM
  * or OSK_EINVAL. */
 OSK_TRACE_API int osk_trace_write_chrome(const osk_trace_snapshot_t *snap, const char *path);
@@ -241,11 +242,16 @@ OSK_TRACE_API size_t osk_trace_json_escape(const char *s, char *out, size_t cap)
  * the time of nested operators. The corrected figures remove the tracer's
  * own cost with the calibration, per call, by the formula opskew correct
  * applies to trace files (docs/design.md, "The overhead model"):
- *   total_corrected = total - delta - W*descendants
- *   self_corrected  = total_corrected - the children's total_corrected
- *                   = self - delta - (W - delta)*children
- * each clamped at 0 (the children's totals taken before their clamping);
- * the clamped amounts are reported as residual. Owned by the summary
+ *   total_corrected = total - delta - W*descendants, clamped at 0
+ *   self_corrected  = self - delta - (W - delta)*children, clamped at 0
+ * Self time and residual (the same words in opskew_trace.h and
+ * opskew_correct.h): a corrected self time is the event's corrected total
+ * before its clamp less its children's corrected totals before theirs,
+ * clamped at 0, so a child's over-compensation stays the child's; it is not
+ * bounded by the corrected total (under a clamped total it can exceed it).
+ * The residual is what clamping corrected totals at 0 removed; clamping a
+ * self time is not counted in it.
+ * The JSON summary's "residual_ns" is that residual. Owned by the summary
  * (osk_trace_summary_row returns a pointer into it, valid until
  * osk_trace_summary_free). */
 typedef struct {

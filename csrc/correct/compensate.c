@@ -66,11 +66,7 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   c->stats.events++;
   if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata(&c->th, ev, NULL);
   if (!osk__str_is(ev->ph, "X", 1)) return 0;
-  const unsigned need = OSK_READER_EV_TS | OSK_READER_EV_DUR | OSK_READER_EV_NAME;
-  /* An end past INT64_MAX ns is as unusable as a negative duration. */
-  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD) || ev->dur_ns < 0 ||
-      ev->ts_ns > INT64_MAX - ev->dur_ns)
-    return 0;
+  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
   long cat = category_index(c, ev->cat);
   if (cat < 0) {
     c->stats.other_events++;
@@ -135,6 +131,22 @@ static void event_cost(const osk_correct_t *c, uint32_t cls, double *half, doubl
   *half = (w - *delta) / 2.0;
 }
 
+/* t moved back by `removed` ns on the compressed time line. Saturates
+ * within +-2^62, so that a huge W (any finite one is accepted) neither
+ * overflows here nor in the difference of two such times. */
+static int64_t moved_back(int64_t t, double removed) {
+  const int64_t lim = INT64_C(1) << 62;
+  double v = (double)t - removed;
+  if (!(v < (double)lim)) return lim;
+  if (!(v > -(double)lim)) return -lim;
+  /* An absurd removal: the double result, rounded. */
+  if (!(removed < (double)lim && removed > -(double)lim)) return (int64_t)v;
+  /* Otherwise exact in integers (ns timestamps exceed double's 53 bits);
+   * t - k is within a rounding of v, so it cannot overflow. */
+  int64_t m = t - llround(removed);
+  return m < -lim ? -lim : m > lim ? lim : m;
+}
+
 static void write_event(run_t *r, const osk__nest_frame_t *x, int64_t ts2, int64_t dur2) {
   osk__out_t *o = r->o;
   osk__out_puts(o, r->first ? "{\"ph\":\"X\",\"cat\":" : ",\n{\"ph\":\"X\",\"cat\":");
@@ -171,7 +183,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   event_cost(c, x->cls, &half, &delta);
   int64_t begin2 = x->user[0];
   /* The compressed end: every instrument nanosecond before it is removed. */
-  int64_t end2 = x->start + x->dur - (int64_t)llround(r->removed);
+  int64_t end2 = moved_back(x->start + x->dur, r->removed);
   if (end2 < r->last2) end2 = r->last2; /* over-compensation: keep time monotonic */
   if (end2 < begin2) end2 = begin2;
   r->last2 = end2;
@@ -228,7 +240,7 @@ static int compensate(osk_correct_t *c, osk__out_t *o, int first) {
     /* The new begin: (W - delta)/2 before it and delta after it. */
     event_cost(c, cls, &half, &delta);
     r.removed += half;
-    int64_t begin2 = e->ts - (int64_t)llround(r.removed);
+    int64_t begin2 = moved_back(e->ts, r.removed);
     if (begin2 < r.last2) begin2 = r.last2;
     r.last2 = begin2;
     r.removed += delta;
@@ -273,12 +285,12 @@ static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_
     else osk__out_put(o, v.ptr, v.len);
     osk__out_puts(o, ",\n");
   }
-  char num[256];
-  snprintf(num, sizeof num,
-           "\"opskew\":{\"corrected\":{\"w_ns\":%.3f,\"delta_ns\":%.3f,\"w_py_ns\":%.3f,"
-           "\"delta_py_ns\":%.3f,\"source\":",
-           c->opts.w_ns, c->opts.delta_ns, c->opts.w_py_ns, c->opts.delta_py_ns);
-  osk__out_puts(o, num);
+  /* The one number formatter: any finite value fits, none truncates. */
+  osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", c->opts.w_ns);
+  osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
+  osk__out_key_num(o, ",\"w_py_ns\":", c->opts.w_py_ns);
+  osk__out_key_num(o, ",\"delta_py_ns\":", c->opts.delta_py_ns);
+  osk__out_puts(o, ",\"source\":");
   put_cstr(o, in_path);
   osk__out_puts(o, ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
                    "py_descendants; time line compressed per thread\"}},\n\"traceEvents\":[\n");

@@ -177,6 +177,15 @@ static PyObject *objects_dict(const osk_reader_t *r) {
     osk_reader_object_get(r, i, &k, &v);
     PyObject *key = str_obj(k), *text = str_obj(v), *val = NULL;
     if (key && text) val = PyObject_CallFunctionObjArgs(loads, text, NULL);
+    /* The reader keeps no object deeper than OSK_READER_OBJECT_MAX_DEPTH;
+     * should json.loads still refuse one for its depth, that object is left
+     * out, as the reader leaves out the ones it does not keep. */
+    if (!val && key && text && PyErr_ExceptionMatches(PyExc_RecursionError)) {
+      PyErr_Clear();
+      Py_DECREF(key);
+      Py_DECREF(text);
+      continue;
+    }
     int rc = val ? PyDict_SetItem(d, key, val) : -1;
     Py_XDECREF(key);
     Py_XDECREF(text);
@@ -211,6 +220,8 @@ static int reader_stats_into(PyObject *d, const osk_reader_stats_t *rs) {
          put(d, "array_format", PyBool_FromLong(rs->array_format)) ||
          put(d, "bad_fields", PyLong_FromUnsignedLongLong(rs->bad_fields)) ||
          put(d, "lone_surrogates", PyLong_FromUnsignedLongLong(rs->lone_surrogates)) ||
+         put(d, "objects_not_kept", PyLong_FromUnsignedLongLong(rs->objects_not_kept)) ||
+         put(d, "header_only_stopped", PyBool_FromLong(rs->header_only_stopped)) ||
          put(d, "peak_buffer_bytes", PyLong_FromSize_t(rs->peak_buffer));
 }
 
@@ -291,7 +302,7 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
       str_list(&ex, ex_obj, "exclude_categories must be a sequence of str"))
     goto done;
   osk_summary_opts_t opts = {cats.items, cats.n, ex.items, ex.n};
-  osk_reader_opts_t ropts = {chunk > 0 ? (size_t)chunk : 0, 0};
+  osk_reader_opts_t ropts = {.chunk_bytes = chunk > 0 ? (size_t)chunk : 0};
   osk_reader_stats_t rstats = {0};
   osk_error_t err = {0, "", 0, 0};
   int rc;
@@ -329,14 +340,15 @@ done:
  * itself, for commands that must know it before they act on the trace. */
 static PyObject *reader_scan(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
-  static char *kwlist[] = {"path", "chunk_bytes", NULL};
+  static char *kwlist[] = {"path", "chunk_bytes", "header_only", NULL};
   PyObject *path_obj;
   Py_ssize_t chunk = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|n:scan", kwlist, PyUnicode_FSConverter, &path_obj,
-                                   &chunk))
+  int header_only = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|n$p:scan", kwlist, PyUnicode_FSConverter,
+                                   &path_obj, &chunk, &header_only))
     return NULL;
   const char *path = PyBytes_AS_STRING(path_obj);
-  osk_reader_opts_t ropts = {chunk > 0 ? (size_t)chunk : 0, 0};
+  osk_reader_opts_t ropts = {.chunk_bytes = chunk > 0 ? (size_t)chunk : 0, .header_only = header_only};
   osk_error_t err = {0, "", 0, 0};
   osk_reader_t *r = NULL;
   int rc;
@@ -375,13 +387,19 @@ static PyMethodDef reader_methods[] = {
      "categories, only events whose 'cat' is listed are analyzed; events whose\n"
      "'cat' is in exclude_categories are not."},
     {"scan", (PyCFunction)(void (*)(void))reader_scan, METH_VARARGS | METH_KEYWORDS,
-     "scan(path, chunk_bytes=0) -> dict\n\n"
+     "scan(path, chunk_bytes=0, *, header_only=False) -> dict\n\n"
      "Reads a Chrome trace in C without analyzing it and returns what it says\n"
      "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects\n"
      "such as opskew's 'opskew' header, decoded; see osk_reader_object_get for\n"
      "the bound), 'marks' (events per torch.profiler option sign:\n"
      "record_shapes, with_stack, profile_memory, with_modules, with_flops),\n"
-     "the reader's 'stats', 'status' and 'error' as summarize() has them."},
+     "the reader's 'stats', 'status' and 'error' as summarize() has them.\n"
+     "With header_only=True the read stops where 'traceEvents' begins: only\n"
+     "the members before it (opskew's writers put 'opskew' there) are seen,\n"
+     "no events (marks and stats['events'] are 0), and\n"
+     "stats['header_only_stopped'] says whether it stopped there.\n"
+     "Objects nesting deeper than 64 levels are not kept (counted in\n"
+     "stats['objects_not_kept'], with the too large ones)."},
     {NULL, NULL, 0, NULL}};
 
 static int reader_exec(PyObject *m) {

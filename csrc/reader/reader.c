@@ -35,7 +35,7 @@
 
 /* ------------------------------------------------------------ constants */
 
-enum { P_OK = 0, P_MORE = 1, P_ERR = 2 };
+enum { P_OK = 0, P_MORE = 1, P_ERR = 2, P_HEADER = 3 /* header_only: events begin */ };
 
 #define DEFAULT_CHUNK ((size_t)1 << 20)
 #define DEFAULT_MAX_UNIT ((size_t)256 << 20)
@@ -969,6 +969,26 @@ static void add_meta(osk_reader_t *r, const char *v, size_t n, int is_string) {
   r->n_meta++;
 }
 
+/* The deepest nesting of objects and arrays in valid JSON text (1 for a
+ * flat object). */
+static int text_depth(const char *s, size_t n) {
+  int d = 0, max = 0, in_str = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (in_str) {
+      if (c == '\\') i++;
+      else if (c == '"') in_str = 0;
+    } else if (c == '"') {
+      in_str = 1;
+    } else if (c == '{' || c == '[') {
+      if (++d > max) max = d;
+    } else if (c == '}' || c == ']') {
+      d--;
+    }
+  }
+  return max;
+}
+
 /* Keeps a top-level object's text (the caller checked the bounds). */
 static void add_object(osk_reader_t *r, const char *text, size_t n) {
   object_entry_t *o = &r->objects[r->n_objects];
@@ -1019,6 +1039,10 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
         r->stats.array_format = 1;
         r->ev_return = S_END;
         r->state = S_EV_FIRST;
+        if (r->opts.header_only) { /* a bare array has no header */
+          r->pos = (size_t)(p + 1 - buf);
+          return P_HEADER;
+        }
       } else {
         FAIL(r, p, "expected '{' or '[' at the start of a trace");
       }
@@ -1054,6 +1078,10 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
         r->ev_return = S_OBJ_AFTER;
         r->state = S_EV_FIRST;
         p++;
+        if (r->opts.header_only) {
+          r->pos = (size_t)(p - buf);
+          return P_HEADER;
+        }
         break;
       }
       if (is_events) FAIL(r, p, "traceEvents is not an array");
@@ -1066,15 +1094,21 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
         const char *after;
         rc = skip_value(r, p, end, &after, 1);
         if (rc == P_OK && (size_t)(after - unit) <= OSK_READER_OBJECT_MAX_BYTES) {
-          add_object(r, unit, (size_t)(after - unit));
-          p = after;
-          r->state = S_OBJ_AFTER;
-          break;
+          /* Too deep an object is not kept either: other JSON readers
+           * (Python's json.loads near 1000 levels) may refuse it. */
+          if (text_depth(unit, (size_t)(after - unit)) <= OSK_READER_OBJECT_MAX_DEPTH) {
+            add_object(r, unit, (size_t)(after - unit));
+            p = after;
+            r->state = S_OBJ_AFTER;
+            break;
+          }
+        } else {
+          if (rc == P_ERR) return rc;
+          size_t have = (size_t)(end - unit);
+          if (rc == P_MORE && have <= OSK_READER_OBJECT_MAX_BYTES && have < r->opts.max_unit_bytes)
+            goto more;
         }
-        if (rc == P_ERR) return rc;
-        size_t have = (size_t)(end - unit);
-        if (rc == P_MORE && have <= OSK_READER_OBJECT_MAX_BYTES && have < r->opts.max_unit_bytes)
-          goto more;
+        r->stats.objects_not_kept++;
       }
       if (*p == '[' || *p == '{') {
         r->c_is_obj = *p == '{';
@@ -1259,6 +1293,11 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
   r->used = 1;
   for (;;) {
     int rc = walk(r, fn, ctx);
+    if (rc == P_HEADER) { /* header_only: the members before the events are read */
+      r->stats.header_only_stopped = 1;
+      r->stats.bytes = r->base + r->pos;
+      return 0;
+    }
     if (rc == P_OK) {
       if (!r->eof) { /* data may follow the document: it must be white space */
         rc = refill(r, err);

@@ -358,8 +358,7 @@ static int usable(osk_summary_t *s, const osk_reader_event_t *ev, unsigned need,
     s->stats.filtered_events++;
     return 0;
   }
-  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD) ||
-      ((need & OSK_READER_EV_DUR) && (ev->dur_ns < 0 || ev->ts_ns > INT64_MAX - ev->dur_ns))) {
+  if (!osk__event_usable(ev, need)) {
     s->stats.unusable_events++;
     return 0;
   }
@@ -432,7 +431,7 @@ int osk_summary_add(void *summary, const osk_reader_event_t *ev) {
   if (ev->ph.len != 1) return 0;
   switch (ev->ph.ptr[0]) {
   case 'X': {
-    if (!usable(s, ev, OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR, 1)) return 0;
+    if (!usable(s, ev, OSK__EV_COMPLETE, 1)) return 0;
     thread_t *t = thread_get(s, &ev->pid, &ev->tid);
     if (!t) return OSK_ENOMEM;
     int64_t id = op_intern(s, ev->name, ev->cat);
@@ -486,10 +485,7 @@ int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev) {
   if (!s || !ev) return OSK_EINVAL;
   if (ev->ph.len != 1 || ev->ph.ptr[0] != 'X') return 0;
   if (s->filter && !cat_selected(s, ev->cat)) return 0;
-  unsigned need = OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR;
-  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD) || ev->dur_ns < 0 ||
-      ev->ts_ns > INT64_MAX - ev->dur_ns)
-    return 0;
+  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
   thread_t *t = thread_get(s, &ev->pid, &ev->tid);
   if (!t) return OSK_ENOMEM;
   if (!t->unsorted) return 0;

@@ -24,7 +24,7 @@ struct osk_trace_summary {
   osk_trace_op_t *rows;
   size_t nrows;
   size_t n_threads;
-  int64_t residual_ns; /* what clamping corrected values at 0 removed */
+  int64_t residual_ns; /* what clamping corrected totals at 0 removed (not self times) */
 };
 
 typedef struct {
@@ -118,7 +118,9 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
       int64_t self = dur - kid_sum;
       if (self < 0) self = 0;
       osk__corrected_t c = osk__correct_event(&cost, OSK__CLS_OP, dur, desc, 0, kid_corr);
-      sum->residual_ns += (int64_t)c.residual_ns + (int64_t)c.self_residual_ns;
+      /* The residual is the clamped part of the corrected total only, as
+       * in osk_correct_stats_t: one definition for both callers. */
+      sum->residual_ns += (int64_t)c.residual_ns;
       osk__acc_t *me = &acc[d];
       if (me->count == 0 || t0 < me->min_t0) me->min_t0 = t0;
       me->sum += dur;

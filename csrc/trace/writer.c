@@ -160,18 +160,13 @@ static void write_header(osk__out_t *o, const osk_trace_snapshot_t *s, int64_t b
   put_json_str(o, s->instrument);
   osk__out_puts(o, ",\"clock\":{\"kind\":\"");
   osk__out_puts(o, s->clock.kind == OSK_CLOCK_TSC ? "tsc" : "monotonic_raw");
-  osk__out_puts(o, "\",\"ns_per_tick\":");
-  osk__out_num(o, s->clock.ns_per_tick);
-  osk__out_puts(o, ",\"rel_uncertainty\":");
-  osk__out_num(o, s->clock.rel_uncertainty);
+  osk__out_key_num(o, "\",\"ns_per_tick\":", s->clock.ns_per_tick);
+  osk__out_key_num(o, ",\"rel_uncertainty\":", s->clock.rel_uncertainty);
   osk__out_puts(o, "},\"calibration\":");
   if (s->calib.valid) {
-    osk__out_puts(o, "{\"w_ns\":");
-    osk__out_num(o, s->calib.w_ns);
-    osk__out_puts(o, ",\"delta_ns\":");
-    osk__out_num(o, s->calib.delta_ns);
-    osk__out_puts(o, ",\"w_spread_ns\":");
-    osk__out_num(o, s->calib.w_spread_ns);
+    osk__out_key_num(o, "{\"w_ns\":", s->calib.w_ns);
+    osk__out_key_num(o, ",\"delta_ns\":", s->calib.delta_ns);
+    osk__out_key_num(o, ",\"w_spread_ns\":", s->calib.w_spread_ns);
     osk__out_puts(o, ",\"pairs\":");
     osk__out_u64(o, s->calib.pairs);
     osk__out_puts(o, ",\"rounds\":");
@@ -279,9 +274,14 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
 
   osk__out_puts(&o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
   osk__out_puts(&o, pidbuf);
-  osk__out_puts(&o, ",\"tid\":0,\"args\":{\"name\":\"python (opskew ");
-  osk__out_puts(&o, s->instrument);
-  osk__out_puts(&o, ")\"}}");
+  osk__out_puts(&o, ",\"tid\":0,\"args\":{\"name\":");
+  {
+    /* The instrument name is the caller's: escaped like every string. */
+    char pname[sizeof s->instrument + 32];
+    snprintf(pname, sizeof pname, "python (opskew %s)", s->instrument);
+    put_json_str(&o, pname);
+  }
+  osk__out_puts(&o, "}}");
   /* One thread_name per thread that has events (the list may hold threads
    * that recorded nothing in this session; a tid reused by a later thread
    * keeps the latest name). */

@@ -12,6 +12,21 @@ static inline int osk__str_is(osk_str_t a, const char *b, size_t n) {
   return a.len == n && (n == 0 || memcmp(a.ptr, b, n) == 0);
 }
 
+/* ------------------------------------------------------- usable events */
+
+/* What a complete ("X") event needs to be analyzed. */
+#define OSK__EV_COMPLETE (OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR)
+
+/* THE usable-event rule, for every pass over read events: the fields in
+ * `need` are present, the reader marked nothing BAD, and when a duration is
+ * needed it is >= 0 and its end (ts + dur) fits in int64 ns. Complete events
+ * pass OSK__EV_COMPLETE; only events that pass may reach osk__nest_push. */
+static inline int osk__event_usable(const osk_reader_event_t *ev, unsigned need) {
+  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD)) return 0;
+  if (need & OSK_READER_EV_DUR) return ev->dur_ns >= 0 && ev->ts_ns <= INT64_MAX - ev->dur_ns;
+  return 1;
+}
+
 /* ----------------------------------------------------------- interning */
 
 /* An open-addressing index from 64-bit hashes to dense ids; the caller keeps
@@ -109,6 +124,8 @@ typedef struct {
  * above an outlived event is the new event's end clipped to the outlived
  * one's (an overlap too): sorted input never needs it.
  * Events must arrive in start order; osk__nest_order sorts them so.
+ * Precondition: dur >= 0 and start + dur <= INT64_MAX (osk__event_usable
+ * checks both for read events); the end is computed without a check.
  * `*pushed` (may be NULL) gets the new frame, valid until the next call.
  * Returns 0, OSK_ENOMEM, or the callback's code. */
 OSK__CORE_HIDDEN int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name,

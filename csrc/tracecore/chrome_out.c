@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char osk__digits2[201] =
@@ -134,6 +135,10 @@ int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
     return OSK_EIO;
   }
   o->tmp = tmp; /* ours from here on: discard removes it */
+  /* rename gives the target the temporary's mode: a regular file we replace
+   * keeps its own permission bits (best effort; not its owner). */
+  struct stat st;
+  if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(o->fd, st.st_mode & 0777);
   return 0;
 }
 
@@ -212,6 +217,11 @@ size_t osk__fmt_num(char *out, double v) {
 void osk__out_num(osk__out_t *o, double v) {
   char tmp[32];
   osk__out_put(o, tmp, osk__fmt_num(tmp, v));
+}
+
+void osk__out_key_num(osk__out_t *o, const char *text, double v) {
+  osk__out_puts(o, text);
+  osk__out_num(o, v);
 }
 
 int osk__out_commit(osk__out_t *o) {

@@ -103,14 +103,15 @@ static int id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) {
   return 1;
 }
 
+/* On failure dst still owns nothing it would free: never a pointer into
+ * the reader's buffer, which id_free would then free. */
 static int id_copy(osk_reader_id_t *dst, const osk_reader_id_t *src) {
   *dst = *src;
+  dst->str = (osk_str_t){NULL, 0};
   if (src->kind == OSK_READER_ID_STR) {
     char *p = osk__dup_bytes(src->str.ptr, src->str.len);
     if (!p) return OSK_ENOMEM;
-    dst->str.ptr = p;
-  } else {
-    dst->str = (osk_str_t){NULL, 0};
+    dst->str = (osk_str_t){p, src->str.len};
   }
   return 0;
 }

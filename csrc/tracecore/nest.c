@@ -21,8 +21,10 @@ static int pop(osk__nest_t *n, osk__close_fn close, void *ctx, int64_t cut) {
     int64_t span = (f.end < cut ? f.end : cut) - f.start;
     p->child_ns = osk__sat_add(p->child_ns, span);
     /* The streaming summary corrects nothing (corr_ns 0): no division
-     * per event there. */
-    if (f.corr_ns != 0 && f.dur > 0) p->child_corr_ns += f.corr_ns * (double)span / (double)f.dur;
+     * per event there. A zero-duration child (whole-microsecond traces
+     * have many) has nothing to prorate: its whole correction counts. */
+    if (f.corr_ns != 0)
+      p->child_corr_ns += f.dur > 0 ? f.corr_ns * (double)span / (double)f.dur : f.corr_ns;
     p->desc[OSK__CLS_OP] += f.desc[OSK__CLS_OP];
     p->desc[OSK__CLS_PY] += f.desc[OSK__CLS_PY];
     p->desc[f.cls ? OSK__CLS_PY : OSK__CLS_OP]++;

@@ -86,15 +86,19 @@ typedef struct {
 typedef struct {
   double total_ns;         /* corrected inclusive duration, >= 0 */
   double self_ns;          /* corrected exclusive duration, >= 0 */
-  double residual_ns;      /* what clamping total_ns at 0 removed */
-  double self_residual_ns; /* what clamping self_ns at 0 removed */
+  double residual_ns;      /* what clamping total_ns at 0 removed: THE residual
+                            * both callers report */
+  double self_residual_ns; /* what clamping self_ns at 0 removed; not part of
+                            * any reported residual */
   double raw_ns;           /* total_ns before clamping: what its parent's self subtracts */
 } osk__corrected_t;
 
 /* THE correction formula (docs/design.md, "The overhead model"):
  *   total = reported - delta(cls) - W * op_desc - W_py * py_desc
  *   self  = total - children_raw_ns
- * each clamped at 0, what the clamp removed reported as a residual.
+ * each clamped at 0, total before its clamp; the residual callers report is
+ * what clamping total removed (residual_ns) only. self is not clamped to
+ * total: under a clamped total it can exceed it.
  * children_raw_ns is the sum of the children's totals before clamping (their
  * raw_ns, in proportion to the part of them inside this event), so that a
  * child's over-compensation stays the child's: without cuts the self time is
@@ -188,8 +192,11 @@ typedef struct {
 
 /* Creates the temporary file, "<path>.tmp-opskew.<pid>.<n>", with O_EXCL and
  * O_NOFOLLOW (so it never writes through someone's link) and mode 0666 less
- * the umask, as the target would get. `slack`: bytes callers may append
- * directly at buf + len beyond cap before the next osk__out_reserve.
+ * the umask, as a new target would get; when the target is an existing
+ * regular file, the temporary takes its permission bits (0777 of them), so
+ * replacing it keeps its mode (not its owner). `slack`: bytes callers may
+ * append directly at buf + len beyond cap; a caller writing directly calls
+ * osk__out_flush before len would pass cap + slack.
  * Returns 0, OSK_EIO (sys_errno says why) or OSK_ENOMEM. */
 OSK__CORE_HIDDEN int osk__out_open(osk__out_t *o, const char *path, size_t slack);
 OSK__CORE_HIDDEN void osk__out_flush(osk__out_t *o);
@@ -202,6 +209,9 @@ OSK__CORE_HIDDEN void osk__out_i64(osk__out_t *o, int64_t v);
 OSK__CORE_HIDDEN void osk__out_us(osk__out_t *o, int64_t ns);
 /* A double as %.10g; non-finite values become null (JSON has no NaN). */
 OSK__CORE_HIDDEN void osk__out_num(osk__out_t *o, double v);
+/* `text` (what precedes the number: separator, quoted key, colon), then v
+ * as osk__out_num writes it: one number member of a JSON object. */
+OSK__CORE_HIDDEN void osk__out_key_num(osk__out_t *o, const char *text, double v);
 /* The same into out (at least 32 bytes, NUL-terminated); returns the length. */
 OSK__CORE_HIDDEN size_t osk__fmt_num(char *out, double v);
 /* Flushes, fsyncs, closes and renames the file into place; on any failure

@@ -251,3 +251,21 @@ def test_reader_module_direct(tmp_path):
     with pytest.raises(TypeError):
         _reader.summarize(str(t), categories=[1])
     assert _reader.summarize(os.fspath(t), categories=["nothing"])["ops"] == []
+
+
+def test_scan_header_only_and_deep_objects(tmp_path):
+    # header_only stops where traceEvents begins: the header is read, no
+    # event, and the (here unfinished) rest is never looked at.
+    t = tmp_path / "h.json"
+    t.write_text('{"opskew":{"version":"x"},"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":1},{"ph')
+    r = _reader.scan(str(t), header_only=True)
+    assert r["status"] == "ok" and r["objects"] == {"opskew": {"version": "x"}}
+    assert r["stats"]["events"] == 0 and r["stats"]["header_only_stopped"] is True
+    assert _reader.scan(str(t))["status"] == "truncated"
+    # A hostile header nested past what json.loads takes is skipped and
+    # counted, not a RecursionError.
+    deep = tmp_path / "d.json"
+    deep.write_text('{"deep":' + '{"a":' * 1010 + '{}' + '}' * 1010 + ',"opskew":{"v":1},"traceEvents":[]}')
+    r = _reader.scan(str(deep))
+    assert r["status"] == "ok" and r["objects"] == {"opskew": {"v": 1}}
+    assert r["stats"]["objects_not_kept"] == 1

@@ -88,6 +88,12 @@ static void file(void) {
   osk__out_discard(&o);
   CHECK(stat(path, &st) == 0 && st.st_size > 600000);
   CHECK(count_like(dir, "t.json.tmp-opskew.") == 0);
+  /* Replacing an existing regular file keeps its mode, whatever the umask. */
+  CHECK(chmod(path, 0604) == 0);
+  CHECK(osk__out_open(&o, path, 0) == 0);
+  osk__out_puts(&o, "{}");
+  CHECK(osk__out_commit(&o) == 0);
+  CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0604 && st.st_size == 2);
   /* A directory that does not exist: EIO with errno, nothing created. */
   char bad[128];
   snprintf(bad, sizeof bad, "%s/missing/t.json", dir);

@@ -20,7 +20,7 @@ typedef struct {
 typedef struct {
   closed_t c[32];
   int n;
-  double corr; /* what each close sets as its corrected duration */
+  double corr; /* what each close sets as its corrected duration; -1: its dur */
 } log_t;
 
 static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *p, int64_t cut) {
@@ -28,7 +28,7 @@ static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *p,
   CHECK(l->n < 32);
   l->c[l->n++] = (closed_t){f->name, f->child_ns, cut, f->desc[OSK__CLS_OP], f->desc[OSK__CLS_PY],
                             p != NULL, p ? p->name : 0, f->child_corr_ns};
-  f->corr_ns = l->corr >= 0 ? l->corr : (double)f->dur;
+  f->corr_ns = l->corr != -1 ? l->corr : (double)f->dur;
   return 0;
 }
 
@@ -162,6 +162,16 @@ static void corrected_share(void) {
   CHECK_NEAR(find(&l, 1)->child_corr, 20.0, 1e-9);
   CHECK(find(&l, 1)->child_ns == 10);
   osk__nest_free(&m);
+  /* A zero-duration child has nothing to prorate: its whole corrected value
+   * (negative: -delta - W x desc) counts for its parent. */
+  osk__nest_t z = {0};
+  l = (log_t){.corr = -7};
+  push(&z, &l, 0, 100, 1, OSK__CLS_OP);
+  push(&z, &l, 10, 0, 2, OSK__CLS_OP);
+  push(&z, &l, 50, 10, 3, OSK__CLS_OP); /* 2 ended at 10 */
+  CHECK(z.depth == 2 && z.stack[0].child_ns == 0);
+  CHECK_NEAR(z.stack[0].child_corr_ns, -7.0, 1e-9);
+  osk__nest_free(&z);
 }
 
 static int order_cmp(const void *a, const void *b) {
@@ -175,7 +185,26 @@ static void order(void) {
   CHECK(ev[0][2] == 1 && ev[1][2] == 2 && ev[2][2] == 3 && ev[3][2] == 0);
 }
 
+/* The one usable-event rule every pass applies before osk__nest_push. */
+static void usable(void) {
+  osk_reader_event_t ev = {.has = OSK__EV_COMPLETE, .ts_ns = 5, .dur_ns = 0};
+  CHECK(osk__event_usable(&ev, OSK__EV_COMPLETE)); /* zero duration is usable */
+  ev.dur_ns = -1;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE));
+  CHECK(osk__event_usable(&ev, OSK_READER_EV_TS)); /* no duration needed */
+  ev.dur_ns = INT64_MAX - 5;
+  CHECK(osk__event_usable(&ev, OSK__EV_COMPLETE)); /* ends exactly at INT64_MAX */
+  ev.dur_ns = INT64_MAX - 4;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE)); /* end overflows */
+  ev.dur_ns = 1;
+  ev.has = OSK_READER_EV_TS | OSK_READER_EV_DUR;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE)); /* no name */
+  ev.has = OSK__EV_COMPLETE | OSK_READER_EV_BAD;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE));
+}
+
 int main(void) {
+  usable();
   proper();
   equal_starts();
   outlived();

@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,6 +36,17 @@ static int agree_correct(const char *path, double w, double delta, const char *n
   return rc;
 }
 
+/* The whole trace's residual by opskew correct. */
+static double correct_residual(const char *path, double w, double delta) {
+  osk_correct_opts_t opts = {.w_ns = w, .delta_ns = delta};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path(path, NULL, &opts, &c, &err) == 0);
+  double r = osk_correct_stats(c)->residual_ns;
+  osk_correct_free(c);
+  return r;
+}
+
 static void agree(const osk_trace_snapshot_t *s, double w, double delta, const char *path) {
   osk_trace_calib_t cal = {.w_ns = w, .delta_ns = delta, .valid = 1};
   int err = 0;
@@ -56,6 +68,14 @@ static void agree(const osk_trace_snapshot_t *s, double w, double delta, const c
     clamped += o->clamped;
   }
   if (w >= 1000) CHECK(clamped > 0); /* the case meant to clamp did */
+  /* One residual: the clamped part of corrected totals, in both. The tracer
+   * truncates each call's to whole ns. */
+  char *json = osk_trace_summary_json(sum);
+  const char *p = json ? strstr(json, "\"residual_ns\":") : NULL;
+  CHECK(p);
+  double traced = strtod(p + 14, NULL);
+  free(json);
+  CHECK_NEAR(traced, correct_residual(path, w, delta), (double)osk_trace_snapshot_events(s) + 1e-6);
   osk_trace_summary_free(sum);
 }
 

@@ -254,7 +254,44 @@ static void test_overlapping_annotation(void) {
   remove("correct_ov.json");
 }
 
+/* A huge finite W is written whole by the one number formatter: the
+ * corrected trace stays valid JSON. A zero-duration child's correction
+ * (-delta) counts whole for its parent's self time. */
+static void test_huge_w_and_zero_child(void) {
+  write_file("correct_z_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Z\",\"pid\":1,\"tid\":1,\"ts\":0.5,\"dur\":0}\n"
+             "]}\n");
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_z_in.json", "correct_z_out.json", &opts, &c, &err) == 0);
+  const osk_correct_op_t *p = op_named(c, "P"), *z = op_named(c, "Z");
+  CHECK(p && z && z->clamped == 1);
+  CHECK_NEAR(z->residual_ns, 10, 1e-9);
+  CHECK_NEAR(p->corrected_total_ns, 890, 1e-9);  /* 1000 - 10 - 100 */
+  CHECK_NEAR(p->corrected_self_ns, 900, 1e-9);   /* 890 - (-10) */
+  CHECK_NEAR(osk_correct_stats(c)->residual_ns, 10, 1e-9);
+  osk_correct_free(c);
+
+  osk_correct_opts_t huge = {.w_ns = 1e300, .delta_ns = 1e299, .w_py_ns = 1.5e200};
+  CHECK(osk_correct_path("correct_z_in.json", "correct_z_out.json", &huge, &c, &err) == 0);
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_z_out.json", &s); /* the reader accepts the whole file */
+  CHECK(s.n == 2);
+  FILE *f = fopen("correct_z_out.json", "r");
+  CHECK(f);
+  char head[512] = {0};
+  CHECK(fread(head, 1, sizeof head - 1, f) > 0 && fclose(f) == 0);
+  CHECK(strstr(head, "\"w_ns\":1e+300,\"delta_ns\":1e+299,\"w_py_ns\":1.5e+200,\"delta_py_ns\":0,"));
+  remove("correct_z_in.json");
+  remove("correct_z_out.json");
+}
+
 int main(void) {
+  test_huge_w_and_zero_child();
   test_overlapping_annotation();
   test_known_nesting();
   test_python_class();

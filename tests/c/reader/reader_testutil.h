@@ -44,7 +44,7 @@ static inline int rec_event(void *ctx, const osk_reader_event_t *ev) {
 static inline int read_text(const char *text, size_t len, size_t piece, size_t chunk, rec_t *rec,
                      osk_error_t *err) {
   osk_reader_t *r;
-  osk_reader_opts_t o = {chunk, 0};
+  osk_reader_opts_t o = {.chunk_bytes = chunk};
   int rc = osk_reader_open_mem(&r, text, len, piece, &o, err);
   CHECK(rc == 0);
   memset(rec, 0, sizeof *rec);

@@ -9,7 +9,7 @@
 static osk_reader_t *run_text(const char *text, size_t len, size_t piece, size_t chunk,
                               size_t max_unit, int want_rc) {
   osk_reader_t *r;
-  osk_reader_opts_t o = {chunk, max_unit};
+  osk_reader_opts_t o = {.chunk_bytes = chunk, .max_unit_bytes = max_unit};
   osk_error_t err;
   CHECK(osk_reader_open_mem(&r, text, len, piece, &o, &err) == 0);
   int rc = osk_reader_run(r, NULL, NULL, &err);
@@ -54,6 +54,78 @@ static void test_opskew_header_is_kept(void) {
   }
   CHECK(osk_reader_object_count(NULL) == 0);
   CHECK(osk_reader_object_get(NULL, 0, NULL, NULL) == OSK_ERANGE);
+}
+
+static int count_events(void *ctx, const osk_reader_event_t *ev) {
+  (void)ev;
+  ++*(int *)ctx;
+  return 0;
+}
+
+/* header_only stops where traceEvents begins: the members before it are
+ * kept, no event is delivered, members after it are not seen, and the run
+ * returns 0 even though the rest of the text (here cut short) is unread. */
+static void test_header_only(void) {
+  const char *t =
+      "{\"schemaVersion\":1,\"opskew\":{\"version\":\"0.1.0\"},\"traceEvents\":["
+      "{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1},{\"ph\":\"X\",\"na";
+  for (size_t w = 0; w < N_WAYS; w++) {
+    osk_reader_t *r;
+    osk_reader_opts_t o = {.chunk_bytes = ways[w][1], .header_only = 1};
+    osk_error_t err;
+    CHECK(osk_reader_open_mem(&r, t, strlen(t), ways[w][0], &o, &err) == 0);
+    int n = 0;
+    CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
+    CHECK(n == 0 && osk_reader_stats(r)->events == 0 && osk_reader_stats(r)->header_only_stopped);
+    osk_str_t v;
+    CHECK(osk_reader_object_find(r, "opskew", &v) == 0);
+    CHECK_STR(v.ptr, "{\"version\":\"0.1.0\"}");
+    CHECK(osk_reader_meta_count(r) == 1);
+    CHECK(osk_reader_stats(r)->bytes == (uint64_t)(strchr(t, '[') - t + 1));
+    osk_reader_free(r);
+  }
+  /* Without traceEvents the document is read whole; a bare array stops at once. */
+  const char *none = "{\"opskew\":{\"a\":1}}";
+  const char *arr = "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}]";
+  osk_reader_t *r;
+  osk_reader_opts_t o = {.header_only = 1};
+  osk_error_t err;
+  CHECK(osk_reader_open_mem(&r, none, strlen(none), 0, &o, &err) == 0);
+  CHECK(osk_reader_run(r, NULL, NULL, &err) == 0 && !osk_reader_stats(r)->header_only_stopped);
+  CHECK(osk_reader_object_count(r) == 1);
+  osk_reader_free(r);
+  CHECK(osk_reader_open_mem(&r, arr, strlen(arr), 0, &o, &err) == 0);
+  int n = 0;
+  CHECK(osk_reader_run(r, count_events, &n, &err) == 0 && n == 0);
+  CHECK(osk_reader_stats(r)->header_only_stopped && osk_reader_stats(r)->array_format);
+  osk_reader_free(r);
+}
+
+/* A kept object nests at most OSK_READER_OBJECT_MAX_DEPTH levels: a deeper
+ * one (which Python's json.loads may refuse near 1000) is read past, not
+ * kept, and counted; the document still reads. */
+static void test_object_depth(void) {
+  for (int depth = OSK_READER_OBJECT_MAX_DEPTH; depth <= 1000; depth += 1000 - OSK_READER_OBJECT_MAX_DEPTH) {
+    size_t cap = (size_t)depth * 8 + 128, n = 0;
+    char *t = malloc(cap);
+    CHECK(t);
+    n += (size_t)snprintf(t + n, cap - n, "{\"deep\":");
+    for (int i = 1; i < depth; i++) n += (size_t)snprintf(t + n, cap - n, "{\"a\":");
+    n += (size_t)snprintf(t + n, cap - n, "{}");
+    for (int i = 1; i < depth; i++) t[n++] = '}';
+    n += (size_t)snprintf(t + n, cap - n, ",\"ok\":{\"b\":[1]},\"traceEvents\":[]}");
+    int keep = depth <= OSK_READER_OBJECT_MAX_DEPTH;
+    for (size_t w = 0; w < N_WAYS; w++) {
+      osk_reader_t *r = run_text(t, n, ways[w][0], ways[w][1], 0, 0);
+      osk_str_t v;
+      CHECK((osk_reader_object_find(r, "deep", &v) == 0) == keep);
+      CHECK(osk_reader_stats(r)->objects_not_kept == (uint64_t)!keep);
+      CHECK(osk_reader_object_find(r, "ok", &v) == 0);
+      CHECK_STR(v.ptr, "{\"b\":[1]}");
+      osk_reader_free(r);
+    }
+    free(t);
+  }
 }
 
 static void test_object_bounds(void) {
@@ -114,7 +186,7 @@ static void test_objects_errors_and_truncation(void) {
   const char *bad = "{\"opskew\":{\"a\":1,}, \"traceEvents\":[]}";
   for (size_t w = 0; w < N_WAYS; w++) {
     osk_reader_t *r;
-    osk_reader_opts_t o = {ways[w][1], 0};
+    osk_reader_opts_t o = {.chunk_bytes = ways[w][1]};
     osk_error_t err;
     CHECK(osk_reader_open_mem(&r, bad, strlen(bad), ways[w][0], &o, &err) == 0);
     CHECK(osk_reader_run(r, NULL, NULL, &err) == OSK_EFORMAT);
@@ -195,6 +267,8 @@ static void test_summarize_carries_marks(void) {
 int main(void) {
   test_opskew_header_is_kept();
   test_object_bounds();
+  test_header_only();
+  test_object_depth();
   test_objects_errors_and_truncation();
   test_option_marks();
   test_summarize_carries_marks();

@@ -203,7 +203,7 @@ static void test_large_event_and_bounded_buffer(void) {
   k += (size_t)sprintf(t + k, "\"},\"name\":\"big\",\"ts\":1,\"dur\":2}]}");
   osk_reader_t *r;
   osk_error_t err;
-  osk_reader_opts_t o = {4096, 0};
+  osk_reader_opts_t o = {.chunk_bytes = 4096};
   rec_t rec;
   memset(&rec, 0, sizeof rec);
   CHECK(osk_reader_open_mem(&r, t, k, 0, &o, &err) == 0);

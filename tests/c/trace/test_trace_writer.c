@@ -116,6 +116,20 @@ int main(void) {
   snprintf(expect, sizeof expect, "\"depth\":%llu", (unsigned long long)osk_trace_snapshot_lost(s2, OSK_TRACE_LOSS_DEPTH));
   CHECK(strstr(text, expect));
   free(text);
+
+  /* The instrument name is escaped wherever it appears, the process name
+   * included. */
+  CHECK(osk_trace_start(NULL) == 0);
+  osk_trace_begin(add, 0);
+  osk_trace_end();
+  osk_trace_snapshot_t *s3 = NULL;
+  CHECK(osk_trace_stop("in\"st\\x", &s3) == 0);
+  CHECK(osk_trace_write_chrome(s3, path) == 0);
+  text = slurp(path);
+  CHECK(json_valid(text));
+  CHECK(strstr(text, "\"name\":\"python (opskew in\\\"st\\\\x)\""));
+  free(text);
+  osk_trace_snapshot_free(s3);
   unlink(path);
   osk_trace_snapshot_free(s2);
   osk_trace_snapshot_free(s);
