@@ -53,16 +53,19 @@ def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -
     return _raise_unless_read(result, path, f"trace {path}")
 
 
-def scan(path: str) -> dict:
+def scan(path: str, *, header_only: bool = False) -> dict:
     """What the trace at `path` says about itself, from one C pass without
     analysis: "objects" (top-level objects such as opskew's "opskew" header,
     decoded), "metadata" (top-level scalars), "marks" (events per
     torch.profiler option sign), "stats", "status" ("ok" or "truncated") and
-    "error". Raises as summarize() does."""
+    "error". With `header_only`, the reader stops where "traceEvents" begins
+    (opskew's writers put their "opskew" object before it), so the cost does
+    not grow with the trace; the marks then count nothing. Raises as
+    summarize() does."""
     from . import _reader
 
     _check_path(path)
-    return _raise_unless_read(_reader.scan(path), path, f"trace {path}")
+    return _raise_unless_read(_reader.scan(path, header_only=header_only), path, f"trace {path}")
 
 
 def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, **kw) -> dict:

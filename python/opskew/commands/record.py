@@ -132,13 +132,14 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
 
 
 def _header(path: str) -> dict:
-    """The trace's "opskew" object, as the C reader keeps it (tracefile.scan);
+    """The trace's "opskew" object, as the C reader keeps it (tracefile.scan,
+    stopping where the events begin);
     {} when the trace has none or cannot be read (the line printed then says
     "?")."""
     from ..tracefile import scan
 
     try:
-        header = scan(path)["objects"].get("opskew")
+        header = scan(path, header_only=True)["objects"].get("opskew")
     except OpskewError:
         return {}
     return header if isinstance(header, dict) else {}
