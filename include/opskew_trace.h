@@ -288,6 +288,9 @@ OSK_TRACE_API void osk_trace_summary_free(osk_trace_summary_t *sum);
 /* Rows sorted by self time, descending. */
 OSK_TRACE_API size_t osk_trace_summary_rows(const osk_trace_summary_t *sum);
 OSK_TRACE_API const osk_trace_op_t *osk_trace_summary_row(const osk_trace_summary_t *sum, size_t i);
+/* What clamping corrected totals at 0 removed, summed over every event (the
+ * residual of docs/design.md's model); 0 for a NULL summary. */
+OSK_TRACE_API int64_t osk_trace_summary_residual_ns(const osk_trace_summary_t *sum);
 
 /* A key_averages()-like table (`max_rows` 0: all) or JSON (schema
  * "opskew.trace.summary/1"), as a malloc'ed NUL-terminated string the caller

@@ -181,6 +181,10 @@ void osk_trace_summary_free(osk_trace_summary_t *sum) {
 
 size_t osk_trace_summary_rows(const osk_trace_summary_t *sum) { return sum ? sum->nrows : 0; }
 
+int64_t osk_trace_summary_residual_ns(const osk_trace_summary_t *sum) {
+  return sum ? sum->residual_ns : 0;
+}
+
 const osk_trace_op_t *osk_trace_summary_row(const osk_trace_summary_t *sum, size_t i) {
   return (sum && i < sum->nrows) ? &sum->rows[i] : NULL;
 }

@@ -192,6 +192,7 @@ def declare(lib):
         "osk_trace_summarize": (I, [P, P, PP]),
         "osk_trace_summary_free": (None, [P]),
         "osk_trace_summary_rows": (SZ, [P]),
+        "osk_trace_summary_residual_ns": (ctypes.c_int64, [P]),
         "osk_trace_summary_row": (ctypes.POINTER(Op), [P, SZ]),
         "osk_trace_summary_table": (P, [P, SZ]),
         "osk_trace_free": (None, [P]),

@@ -190,7 +190,7 @@ class Summary:
     the table (C's); .rows one dict per operator (the fields of
     osk_trace_op_t, with the name as a string), sorted by self time; .data
     the session's figures with .rows under "ops", the keys of the JSON
-    summary (schema opskew.trace.summary/1) but its "residual_ns"."""
+    summary (schema opskew.trace.summary/1)."""
 
     def __init__(self, table: str, data: dict):
         self.table = table
@@ -219,13 +219,14 @@ def _summarize(trace: "Trace") -> Summary:
             row = {f: getattr(r, f) for f in fields}
             row["name"] = lib.osk_trace_snapshot_name(snap, r.name).decode("utf-8", "replace")
             rows.append(row)
+        residual = int(lib.osk_trace_summary_residual_ns(s))
     finally:
         lib.osk_trace_summary_free(s)
     data = {"schema": "opskew.trace.summary/1", "instrument": trace.instrument, "events": trace.n_events,
             "threads": int(lib.osk_trace_snapshot_threads(snap)), "lost": trace.lost,
             "unmatched_ends": int(lib.osk_trace_snapshot_unmatched_ends(snap)),
             "open_at_stop": int(lib.osk_trace_snapshot_open_at_stop(snap)),
-            "calibration": trace.calibration, "ops": rows}
+            "calibration": trace.calibration, "residual_ns": residual, "ops": rows}
     return Summary(table, data)
 
 

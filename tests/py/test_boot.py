@@ -178,7 +178,7 @@ def test_summary_rows_read_through_ctypes_match_c_json(tmp_path):
         for mine, theirs in zip(sm.rows, doc["ops"]):
             for k, v in theirs.items():
                 assert v == mine[k] or math.isclose(v, mine[k], rel_tol=1e-9), (k, mine, theirs)
-        for k in ("instrument", "events", "threads", "lost", "unmatched_ends", "open_at_stop"):
+        for k in ("instrument", "events", "threads", "lost", "unmatched_ends", "open_at_stop", "residual_ns"):
             assert sm.data[k] == doc[k], (k, sm.data[k], doc[k])
         assert math.isclose(sm.data["calibration"]["w_ns"], doc["calibration"]["w_ns"], rel_tol=1e-9)
         assert "torch.add" in str(sm)
