@@ -42,14 +42,14 @@ import os
 import sys
 from typing import Iterator, NamedTuple, Optional
 
-from . import _boot, _engine
+from . import _boot, _engine, native
 from ._boot import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
 from .errors import OpskewError, UsageError, from_c_error
 
 COLLECTOR_ENV = _boot.ENV["itt"]
 NVTX_ENV = _boot.ENV["nvtx"]
 INSTRUMENT_ENV = "OPSKEW_INSTRUMENT"
-INSTRUMENTS = ("auto", "itt", "pyhook", "nvtx")
+INSTRUMENTS = ("auto", "native", "itt", "pyhook", "nvtx")
 
 __all__ = ["trace", "arrange", "collector_path", "resolve_instrument", "Trace", "TracerSetupError"]
 
@@ -361,23 +361,44 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
             if why:
                 raise TracerSetupError(f"device=\"cuda\" asked for, but {why}")
             return self._start(inst, torch, path)
-        # itt, or auto: arrange ITT, and fall back where this torch has none.
-        if inst == "auto" and "torch" in sys.modules and not os.environ.get(COLLECTOR_ENV):
-            torch = sys.modules["torch"]
-            if not _boot.has_itt(torch):
-                return self._start("pyhook", torch)
+        if inst in ("native", "auto"):
+            return self._enter_native(inst)
         path = arrange("itt")
         import torch  # only now: the collector is arranged
 
         if not _boot.has_itt(torch):
-            if inst == "auto":
-                return self._start("pyhook", torch)
             raise TracerSetupError(_boot.no_itt_message(torch, 'instrument="pyhook"'))
         return self._start("itt", torch, path)
 
-    def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
+    def _enter_native(self, inst: str) -> Trace:
+        """native, or auto on CPU: the native collector, else ITT, else pyhook.
+        ITT is arranged first while it still can be (before `import torch`),
+        only so that the fallback stays possible."""
+        itt_path = None
         try:
-            if inst == "pyhook":
+            itt_path = arrange("itt")
+        except TracerSetupError:
+            pass  # torch imported without it, or another ITT tool: no ITT fallback
+        import torch
+
+        lib, why = native.shim(torch)
+        if lib is not None:
+            try:
+                return self._start("native", torch, collector_path("native"), shim=lib)
+            except TracerSetupError as exc:
+                if str(exc) == _boot.ALREADY_ACTIVE:
+                    raise
+                why = str(exc)
+        fallback = "itt" if itt_path and _boot.has_itt(torch) else "pyhook"
+        print(f"opskew: the native collector is unavailable ({why}); recording with {fallback} instead",
+              file=sys.stderr, flush=True)
+        return self._start(fallback, torch, itt_path if fallback == "itt" else None)
+
+    def _start(self, inst: str, torch, path: Optional[str] = None, shim=None) -> Trace:
+        try:
+            if inst == "native":
+                self._session = _boot.start_native(shim, path)
+            elif inst == "pyhook":
                 from . import _pyhook
 
                 self._session = _boot.start_pyhook(_pyhook, torch)
