@@ -1,16 +1,21 @@
 """opskew.trace(): the C operator tracer, in process.
 
-    import opskew                      # before torch: opskew must arrange the collector
+    import torch, opskew               # any order for the default (native)
     with opskew.trace("trace.json") as t:
         model(x)
     print(t.summary)                   # key_averages()-like table, self-time corrected
     t.summary.rows                     # list of dicts (schema opskew.trace.summary/1)
     t.events                           # columns: ts_ns, dur_ns, name_id, tid, depth
-    t.instrument                       # "itt", "nvtx" or "pyhook"
+    t.instrument                       # "native", "itt", "nvtx" or "pyhook"
 
 Instruments (all feed the same C runtime and writer):
 
-- ``itt`` (CPU, the default where torch has ITT): PyTorch's statically linked
+- ``native`` (CPU, the default): opskew's own RecordFunction callback, a C++
+  shim compiled against the imported torch at first use and cached
+  (opskew.native), forwarding to libopskew_native.so. No import order. When
+  it cannot be built or OPSKEW_NATIVE=0, the session falls back to ITT (if it
+  could still be arranged), else pyhook, with one line on stderr.
+- ``itt`` (``instrument="itt"``; the first fallback): PyTorch's statically linked
   ittnotify loads the collector library named by INTEL_LIBITTNOTIFY64
   (libopskew_itt.so, next to this file) and `emit_itt()` sends every operator
   to it. ITT creates PyTorch's domain when libtorch loads, so the variable must
@@ -28,7 +33,7 @@ Python talks to the collector through ctypes (dlopen of the same path returns
 the library that ITT or NVTX loaded): every collector exports the same
 osk_collector_* life cycle, declared once in opskew._boot, which also turns
 the instruments on (the same code `opskew record`'s child runs).
-``OPSKEW_INSTRUMENT`` (itt, pyhook, nvtx) forces an instrument when
+``OPSKEW_INSTRUMENT`` (native, itt, pyhook, nvtx) forces an instrument when
 ``instrument=`` is not given.
 
 This module never imports torch at import time.
@@ -59,8 +64,9 @@ class TracerSetupError(UsageError):
 
 
 def collector_path(instrument: str = "itt") -> str:
-    """Absolute path of the collector library torch loads for `instrument`
-    ("itt" or "nvtx"; OPSKEW_ITT_COLLECTOR / OPSKEW_NVTX_COLLECTOR override)."""
+    """Absolute path of the collector library for `instrument` ("itt", "nvtx"
+    or "native"; OPSKEW_ITT_COLLECTOR / OPSKEW_NVTX_COLLECTOR /
+    OPSKEW_NATIVE_COLLECTOR override)."""
     path = _boot.default_path(instrument)
     if not os.path.isfile(path):
         raise TracerSetupError(
@@ -73,7 +79,7 @@ def collector_path(instrument: str = "itt") -> str:
 def resolve_instrument(instrument: Optional[str], device: str = "cpu") -> str:
     """The instrument asked for: `instrument`, else $OPSKEW_INSTRUMENT, else
     "auto"; "auto" is "nvtx" for device "cuda" and otherwise stays "auto"
-    (ITT where torch has it, else the pyhook fallback, decided at import)."""
+    (native, else ITT, else pyhook, decided when the session starts)."""
     if device not in ("cpu", "cuda"):
         raise UsageError(f"device must be 'cpu' or 'cuda', not {device!r}")
     inst = instrument or os.environ.get(INSTRUMENT_ENV) or "auto"
@@ -231,7 +237,7 @@ def _summarize(trace: "Trace") -> Summary:
 
 class Trace:
     """What one opskew.trace() session recorded. Available after the block.
-    `instrument` says what recorded it: "itt", "nvtx" or "pyhook"."""
+    `instrument` says what recorded it: "native", "itt", "nvtx" or "pyhook"."""
 
     def __init__(self, path: Optional[str], instrument: str = "itt"):
         self.path = path
@@ -328,9 +334,10 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
 
     path: where to write a Chrome trace when the block ends (None: don't write;
     call .write(path) on the result later).
-    instrument: "auto" (default; $OPSKEW_INSTRUMENT overrides), "itt",
-    "nvtx" or "pyhook" (see the module documentation). "auto" is ITT on CPU
-    where torch has it, else the pyhook fallback, and NVTX for device="cuda".
+    instrument: "auto" (default; $OPSKEW_INSTRUMENT overrides), "native",
+    "itt", "nvtx" or "pyhook" (see the module documentation). "auto" is
+    native on CPU (falling back to ITT, else pyhook, with one line on stderr),
+    and NVTX for device="cuda".
     device: "cpu" or "cuda" (needs a CUDA build of torch and a device).
 
     Threads started inside the block are recorded too; threads that were
