@@ -10,7 +10,9 @@ out of the build requirements.
 
 It is never required: ``shim(torch)`` returns (library, None) or (None, why),
 and the caller falls back to ITT or pyhook and prints one line saying why.
-``OPSKEW_NATIVE=0`` turns it off.
+``OPSKEW_NATIVE=0`` turns it off. A failed build leaves ``<name>.failed`` (the
+error) next to where the library would be, and is not retried until that file
+is deleted.
 """
 
 from __future__ import annotations
@@ -79,6 +81,10 @@ def shim(torch):
     except OSError as exc:
         return None, f"its source is missing ({exc})"
     so = os.path.join(d, name + ".so")
+    failed = os.path.join(d, name + ".failed")
+    if not os.path.isfile(so) and os.path.isfile(failed):
+        # Not retried on every run: a failed build costs as much as a good one.
+        return None, f"an earlier build failed (delete {failed} to retry)"
     if not os.path.isfile(so):
         if _compiler() is None:
             return None, f"no C++ compiler ({os.environ.get('CXX') or 'c++'} is not on PATH)"
@@ -92,6 +98,11 @@ def shim(torch):
                                extra_cflags=["-O2"], with_cuda=False, verbose=False)
         except Exception as exc:  # noqa: BLE001 - any failure means: fall back
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            try:
+                with open(failed, "w") as f:
+                    f.write(str(exc))
+            except OSError:
+                pass
             return None, f"compiling it failed ({first[:160]}; build folder {d})"
         if not os.path.isfile(so):
             return None, f"the build left no {so}"

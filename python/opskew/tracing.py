@@ -96,8 +96,10 @@ _TORCH_FIRST = {
         "creates its ITT domain when it is imported. Do one of: (1) call opskew.trace() "
         "or opskew.tracing.arrange() before `import torch`; (2) start Python with "
         "{env}={path} in the environment; (3) run the script under "
-        "`opskew record -o trace.json -- python script.py`; or (4) use the fallback "
-        "opskew.trace(instrument=\"pyhook\"), which records torch builtin calls only."
+        "`opskew record -o trace.json -- python script.py`; (4) use the default instrument, "
+        "native (opskew.trace() without instrument=\"itt\"), which needs no import order; or "
+        "(5) use the fallback opskew.trace(instrument=\"pyhook\"), which records torch builtin "
+        "calls only."
     ),
     "nvtx": (
         "torch was imported before opskew could arrange its NVTX collector, and NVTX "

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import run_opskew
+from conftest import run_opskew, seed_native_cache
 
 HERE = os.path.dirname(__file__)
 CAL = ("--trials", "5", "--iters", "3", "--calls", "300", "--warmup", "0.1", "--config", "minimal",
@@ -31,6 +31,7 @@ p.export_chrome_trace(sys.argv[1])
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     d = tmp_path_factory.mktemp("cache")
+    seed_native_cache(d)
     p = run_opskew("calibrate", *CAL, "--inject", "2000", env={"OPSKEW_CACHE_DIR": str(d)})
     assert p.returncode == 0, p.stderr
     assert "validation: injected 2000 ns" in p.stdout

@@ -180,3 +180,25 @@ def test_record_native_and_its_fallback(shim, tmp_path):
         assert sum(ev.get("name") == "aten::add" for ev in doc["traceEvents"]) == 1000
         notice = [ln for ln in p.stderr.splitlines() if "native collector is unavailable" in ln]
         assert len(notice) == (1 if want == "itt" else 0), p.stderr
+
+
+def test_failed_compile_falls_back_with_one_line(tmp_path):
+    # A "compiler" that fails every build, in a fresh cache: cpp_extension
+    # raises, and the session records with the fallback after one line.
+    fake = tmp_path / "bin" / "c++"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    env = {"CXX": str(fake), "OPSKEW_CACHE_DIR": str(tmp_path / "c")}
+    p = py(FALLBACK, tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    want = "itt" if torch.profiler.itt.is_available() else "pyhook"
+    assert p.stdout.split()[0] == want, p.stdout
+    notice = [ln for ln in p.stderr.splitlines() if "native collector is unavailable" in ln]
+    assert len(notice) == 1 and "compiling it failed" in notice[0], p.stderr
+    assert "Traceback" not in p.stderr
+    # Not retried on the next run (it would cost a build each time).
+    p = py(FALLBACK, tmp_path, env=env)
+    assert p.returncode == 0 and p.stdout.split()[0] == want, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "an earlier build failed" in lines[0], p.stderr
