@@ -101,8 +101,9 @@ def _start(boot, torch, inst):
 
 
 def _start_native(boot, torch):
-    """The native instrument's record session, or None after one line saying
-    why it is unavailable (the caller falls back)."""
+    """The native instrument's record session, or, after one line saying why
+    it is unavailable, the name of the instrument to fall back to: ITT if
+    `opskew record` arranged opskew's collector and torch has ITT, else pyhook."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         native = _load_by_path("_opskew_native", os.path.join(here, "native.py"))
@@ -116,7 +117,9 @@ def _start_native(boot, torch):
             if str(exc) == boot.ALREADY_ACTIVE:
                 _fail(str(exc))
             why = str(exc)
-    fallback = "itt" if boot.has_itt(torch) and os.environ.get(boot.ENV["itt"]) else "pyhook"
+    itt = os.environ.get(boot.ENV["itt"], "")
+    ours = bool(itt) and os.path.realpath(itt) == os.path.realpath(boot.default_path("itt"))
+    fallback = "itt" if ours and boot.has_itt(torch) else "pyhook"
     sys.stderr.write("opskew record: the native collector is unavailable (%s); recording with %s instead\n"
                      % (why, fallback))
     sys.stderr.flush()
