@@ -10,7 +10,13 @@ rounds):
                   calls return at once (the floor of the ITT route)
   empty-observer  torch._C._autograd._set_empty_test_observer(True, 1.0):
                   RecordFunction active with an empty callback that boxes inputs
-  opskew          opskew.trace(): emit_itt + opskew's ITT collector
+  opskew          opskew.trace(instrument="itt"): emit_itt + opskew's ITT collector
+  native-floor    opskew's native shim with its counting-only callback (thread-local,
+                  no inputs/outputs/ids): the floor of the native route
+  native-floor-global  the same callback registered globally
+  opskew-native   opskew.trace(instrument="native"): the shim's thread-local callback
+                  forwarding to opskew's native collector
+  opskew-native-global  the same with one global callback (OPSKEW_NATIVE_SCOPE=global)
   opskew-pyhook   opskew.trace(instrument="pyhook"): the fallback, a C profile
                   hook on torch builtins (one event per torch.add call here too)
   torch.profiler  torch.profiler.profile(activities=[CPU]), minimal config
@@ -37,7 +43,8 @@ import sys
 import tempfile
 import time
 
-INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "opskew-pyhook", "torch.profiler"]
+INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "opskew-pyhook", "torch.profiler",
+               "native-floor", "native-floor-global", "opskew-native", "opskew-native-global"]
 
 WORKER = r"""
 import json, os, sys, time, tempfile
@@ -45,9 +52,16 @@ inst, ops, trials = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if inst == "opskew":
     import opskew
     opskew.tracing.arrange()          # before torch: the collector must be arranged
-elif inst == "opskew-pyhook":
+elif inst.startswith("opskew-") or inst.startswith("native-"):
     import opskew
 import torch
+if inst.startswith("native-floor"):
+    from opskew import native
+    shim, why = native.shim(torch)
+    if shim is None:
+        raise SystemExit("native shim unavailable: " + why)
+if inst == "opskew-native-global":
+    os.environ["OPSKEW_NATIVE_SCOPE"] = "global"
 torch.set_num_threads(1)
 a = torch.ones(1)
 add = torch.add
@@ -73,8 +87,17 @@ def window():
         finally:
             torch._C._autograd._clear_callbacks()
         return t, None, None, ops
-    if inst in ("opskew", "opskew-pyhook"):
-        ctx = opskew.trace(instrument="pyhook" if inst == "opskew-pyhook" else "itt")
+    if inst.startswith("native-floor"):
+        glob = inst.endswith("global")
+        (shim.osk_shim_attach_global if glob else shim.osk_shim_attach_thread)(1)
+        try:
+            t = loop()
+        finally:
+            (shim.osk_shim_detach_global if glob else shim.osk_shim_detach_thread)()
+        return t, None, None, ops
+    if inst.startswith("opskew"):
+        want = {"opskew": "itt", "opskew-pyhook": "pyhook"}.get(inst, "native")
+        ctx = opskew.trace(instrument=want)
         tr = ctx.__enter__()
         t = loop()
         s0 = time.perf_counter_ns()
@@ -82,6 +105,8 @@ def window():
         s1 = time.perf_counter_ns()
         tr.write(os.path.join(tmp, "o.json"))
         s2 = time.perf_counter_ns()
+        if tr.instrument != want:
+            raise SystemExit(f"{inst}: recorded with {tr.instrument}, not {want}")
         return t, s1 - s0, s2 - s1, tr.n_events
     if inst == "torch.profiler":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
@@ -196,6 +221,16 @@ def main():
     print(f"goal 2: opskew in-window <= 0.5x torch.profiler minimal: {ratio:.2f}x -> "
           f"{'met' if ratio <= 0.5 else 'NOT met'}")
     o_out = o["stop"] + o["export"]
+    n, nf = rows["opskew-native"], rows["native-floor"]
+    ng, nfg = rows["opskew-native-global"], rows["native-floor-global"]
+    print(f"native: opskew-native - native-floor: {n['added'] - nf['added']:+.1f} ns/op (target <= 30); "
+          f"global: {ng['added'] - nfg['added']:+.1f} ns/op over its own floor")
+    print(f"native: opskew-native / torch.profiler minimal, in-window: {n['added'] / tp['added']:.2f}x "
+          f"(target <= 0.3x); opskew (ITT): {ratio:.2f}x; opskew-native-global: {ng['added'] / tp['added']:.2f}x")
+    print(f"native: thread-local vs global callback, forwarding: {n['added']:.1f} vs {ng['added']:.1f} ns/op; "
+          f"counting only: {nf['added']:.1f} vs {nfg['added']:.1f} ns/op")
+    n_out = n["stop"] + n["export"]
+    print(f"native: stop+write per event {n_out:.1f} ns vs ITT collector's {o_out:.1f} ns")
     print(f"goal 3: opskew flush+write per event <= 1/100 of torch.profiler stop+export: "
           f"{o_out:.1f} vs {tp_out:.1f} ns/event = 1/{tp_out / o_out:.0f} -> {'met' if o_out * 100 <= tp_out else 'NOT met'}")
 

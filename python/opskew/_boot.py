@@ -19,9 +19,13 @@ import threading
 # Per instrument that torch loads: the variable torch reads at import, the
 # library's file next to this one, and the variable that overrides it.
 ENV = {"itt": "INTEL_LIBITTNOTIFY64", "nvtx": "NVTX_INJECTION64_PATH"}
-FILE = {"itt": "libopskew_itt.so", "nvtx": "libopskew_nvtx.so"}
-OVERRIDE = {"itt": "OPSKEW_ITT_COLLECTOR", "nvtx": "OPSKEW_NVTX_COLLECTOR"}
-WHAT = {"itt": "ITT", "nvtx": "NVTX"}
+FILE = {"itt": "libopskew_itt.so", "nvtx": "libopskew_nvtx.so", "native": "libopskew_native.so"}
+OVERRIDE = {"itt": "OPSKEW_ITT_COLLECTOR", "nvtx": "OPSKEW_NVTX_COLLECTOR", "native": "OPSKEW_NATIVE_COLLECTOR"}
+WHAT = {"itt": "ITT", "nvtx": "NVTX", "native": "native"}
+# How the native shim reaches threads: "thread" (a thread-local callback in
+# this thread and every thread started later, as emit_itt does) or "global"
+# (one callback for every thread). docs/tracer.md says which is the default and why.
+NATIVE_SCOPE_ENV = "OPSKEW_NATIVE_SCOPE"
 
 ALREADY_ACTIVE = ("an opskew tracing session is already active in this process "
                   "(a trace() block, or `opskew record`); sessions do not nest")
@@ -32,7 +36,7 @@ class SetupError(Exception):
 
 
 def default_path(instrument):
-    """Where the collector library for `instrument` ("itt", "nvtx") is, unless overridden."""
+    """Where the collector library for `instrument` ("itt", "nvtx", "native") is, unless overridden."""
     return os.environ.get(OVERRIDE[instrument]) or os.path.join(
         os.path.dirname(os.path.abspath(__file__)), FILE[instrument])
 
@@ -315,3 +319,48 @@ def start_pyhook(hook, torch, record=False):
 
     original = hook_new_threads(on_thread_start)
     return Session(lib, "pyhook", lambda: hook.set_profile(False, True), original)
+
+
+class _Detach:
+    """What hook_new_threads exits when a thread ends: the thread's callback."""
+
+    def __init__(self, shim):
+        self._shim = shim
+
+    def __exit__(self, *exc):
+        self._shim.osk_shim_detach_thread()
+
+
+def start_native(shim, path, record=False, scope=None):
+    """Starts the native instrument: `shim` is the compiled RecordFunction
+    shim (ctypes, opskew/native.py), `path` libopskew_native.so. The shim
+    gets the collector's entry points, then a session starts, then the
+    callback is attached: thread-local in this thread and every thread
+    started later (scope "thread"), or one global callback ("global")."""
+    scope = scope or os.environ.get(NATIVE_SCOPE_ENV) or "thread"
+    if scope not in ("thread", "global"):
+        raise SetupError(f"{NATIVE_SCOPE_ENV} must be 'thread' or 'global', not {scope!r}")
+    lib = load(path, must_be_loaded=False)
+    if lib is None:
+        raise SetupError(f"cannot load opskew's native collector ({path}); reinstall opskew")
+    if lib.osk_trace_active():
+        raise SetupError(ALREADY_ACTIVE)
+    shim.osk_shim_set(ctypes.cast(lib.osk_native_begin, ctypes.c_void_p),
+                      ctypes.cast(lib.osk_native_end, ctypes.c_void_p))
+    _begin(lib, record)
+    attach = shim.osk_shim_attach_global if scope == "global" else shim.osk_shim_attach_thread
+    if attach(0) < 0:
+        snap = ctypes.c_void_p()
+        lib.osk_collector_stop(ctypes.byref(snap))
+        lib.osk_trace_snapshot_free(snap)
+        raise SetupError("torch refused opskew's RecordFunction callback")
+    lib.osk_native_attached.restype, lib.osk_native_attached.argtypes = None, []
+    lib.osk_native_attached()
+    if scope == "global":
+        return Session(lib, "native", shim.osk_shim_detach_global, None)
+
+    def on_thread_start():
+        return _Detach(shim) if shim.osk_shim_attach_thread(0) == 0 else None
+
+    original = hook_new_threads(on_thread_start)
+    return Session(lib, "native", shim.osk_shim_detach_thread, original)

@@ -14,7 +14,8 @@ gets SIGINT/SIGTERM (both become exceptions that unwind). A SIGKILL or
 os._exit() writes nothing, and neither does a forked child.
 
 Environment (set by `opskew record`):
-  OPSKEW_INSTRUMENT   itt, nvtx, pyhook, or auto (ITT if torch has it, else pyhook)
+  OPSKEW_INSTRUMENT   native, itt, nvtx, pyhook, or auto (native, else ITT if torch has
+                      it, else pyhook; native falls back the same way, with one line)
   INTEL_LIBITTNOTIFY64 / NVTX_INJECTION64_PATH   the collector, set before torch loads
   OPSKEW_PYHOOK_PATH  the opskew._pyhook extension (loaded by path)
   OPSKEW_TRACE_OUT    the trace path
@@ -99,10 +100,36 @@ def _start(boot, torch, inst):
                                 "%s disabled in this build?" % (what, path, env, what))
 
 
+def _start_native(boot, torch):
+    """The native instrument's record session, or, after one line saying why
+    it is unavailable, the name of the instrument to fall back to: ITT if
+    `opskew record` arranged opskew's collector and torch has ITT, else pyhook."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        native = _load_by_path("_opskew_native", os.path.join(here, "native.py"))
+        shim, why = native.shim(torch)
+    except Exception as exc:  # noqa: BLE001 - never break the run for it
+        shim, why = None, "its builder failed: %s" % exc
+    if shim is not None:
+        try:
+            return boot.start_native(shim, boot.default_path("native"), record=True)
+        except boot.SetupError as exc:
+            if str(exc) == boot.ALREADY_ACTIVE:
+                _fail(str(exc))
+            why = str(exc)
+    itt = os.environ.get(boot.ENV["itt"], "")
+    ours = bool(itt) and os.path.realpath(itt) == os.path.realpath(boot.default_path("itt"))
+    fallback = "itt" if ours and boot.has_itt(torch) else "pyhook"
+    sys.stderr.write("opskew record: the native collector is unavailable (%s); recording with %s instead\n"
+                     % (why, fallback))
+    sys.stderr.flush()
+    return fallback
+
+
 def main():
     kind, target, user_argv = _parse(sys.argv[1:])
     inst = os.environ.get("OPSKEW_INSTRUMENT") or "auto"
-    if not os.environ.get("OPSKEW_TRACE_OUT") or inst not in ("auto", "itt", "pyhook", "nvtx"):
+    if not os.environ.get("OPSKEW_TRACE_OUT") or inst not in ("auto", "native", "itt", "pyhook", "nvtx"):
         _fail("run this through `opskew record`, which sets OPSKEW_INSTRUMENT and OPSKEW_TRACE_OUT")
     # Only this process writes the trace; children inheriting the
     # environment (multiprocessing, subprocess) must not overwrite it.
@@ -116,20 +143,21 @@ def main():
         _fail("cannot import torch in the traced interpreter: %s" % exc)
 
     boot = _load_boot()
-    if inst == "nvtx":
-        why = boot.cuda_missing_reason(torch)
-        if why:
-            _fail("--device cuda: " + why)
-    elif inst == "itt" or (inst == "auto" and boot.has_itt(torch)):
-        if not boot.has_itt(torch):
+    session = None
+    if inst in ("native", "auto"):
+        started = _start_native(boot, torch)  # a Session, or the fallback's name
+        session, inst = (None, started) if isinstance(started, str) else (started, "native")
+    if session is None:
+        if inst == "nvtx":
+            why = boot.cuda_missing_reason(torch)
+            if why:
+                _fail("--device cuda: " + why)
+        elif inst == "itt" and not boot.has_itt(torch):
             _fail(boot.no_itt_message(torch, "--instrument pyhook"))
-        inst = "itt"
-    else:
-        inst = "pyhook"
-    try:
-        session = _start(boot, torch, inst)
-    except boot.SetupError as exc:
-        _fail(str(exc))
+        try:
+            session = _start(boot, torch, inst)
+        except boot.SetupError as exc:
+            _fail(str(exc))
 
     def _finish():
         # A second Ctrl-C must not interrupt the write.

@@ -327,28 +327,65 @@ class EmptyObserver(_Timed):
         torch._C._autograd._clear_callbacks()
 
 
-class OpskewTracer(Instrument):
-    """opskew's own C tracer (`opskew.trace()`, fed by PyTorch's ITT hooks).
-    The process must have arranged the collector before importing torch
-    (`opskew.tracing.arrange()`); `stop` is the snapshot, `export` the C
-    Chrome writer."""
+class NativeFloor(_Timed):
+    """opskew's native shim with its counting-only callback (thread-local, no
+    inputs, outputs or ids): RecordFunction runs a callback that calls
+    nothing. The floor of the native route."""
 
-    name = "opskew"
-    counts_events = True
+    name = "native-floor"
 
-    def __init__(self, export: bool = True):
-        self.export = export
+    @staticmethod
+    def available() -> str | None:
+        """None when usable here, else why not (and builds the shim once)."""
+        import torch
+
+        from . import native
+
+        return native.shim(torch)[1]
 
     def label(self):
-        return "opskew tracer (ITT collector)"
+        return "native callback, counting only (native floor)"
+
+    def _open(self):
+        import torch
+
+        from . import native
+
+        self._shim = native.shim(torch)[0]
+        self._shim.osk_shim_attach_thread(1)
+
+    def _close(self):
+        self._shim.osk_shim_detach_thread()
+
+
+class OpskewTracer(Instrument):
+    """opskew's own C tracer (`opskew.trace()`), fed by PyTorch's ITT hooks
+    (instrument "itt", row "opskew") or by opskew's native RecordFunction
+    callback ("native", row "opskew-native"). For ITT the process must have
+    arranged the collector before importing torch (`opskew.tracing.arrange()`);
+    `stop` is the snapshot, `export` the C Chrome writer."""
+
+    counts_events = True
+
+    def __init__(self, export: bool = True, instrument: str = "itt"):
+        self.export = export
+        self.instrument = instrument
+        self.name = "opskew" if instrument == "itt" else "opskew-" + instrument
+
+    def label(self):
+        return f"opskew tracer ({'ITT' if self.instrument == 'itt' else self.instrument} collector)"
 
     def trial(self, window):
         from .tracing import trace
 
-        session = trace(None, instrument="itt")  # aten operators; never the pyhook fallback
+        session = trace(None, instrument=self.instrument)  # aten operators
         t0 = time.perf_counter()
         rec = session.__enter__()
         t1 = time.perf_counter()
+        if rec.instrument != self.instrument:  # a fallback would price another instrument
+            session.__exit__(None, None, None)
+            raise RuntimeError(f"opskew's {self.instrument} collector is unavailable here "
+                               f"(it fell back to {rec.instrument})")
         try:
             result = window()
         except BaseException as exc:

@@ -1,16 +1,21 @@
 """opskew.trace(): the C operator tracer, in process.
 
-    import opskew                      # before torch: opskew must arrange the collector
+    import torch, opskew               # any order for the default (native)
     with opskew.trace("trace.json") as t:
         model(x)
     print(t.summary)                   # key_averages()-like table, self-time corrected
     t.summary.rows                     # list of dicts (schema opskew.trace.summary/1)
     t.events                           # columns: ts_ns, dur_ns, name_id, tid, depth
-    t.instrument                       # "itt", "nvtx" or "pyhook"
+    t.instrument                       # "native", "itt", "nvtx" or "pyhook"
 
 Instruments (all feed the same C runtime and writer):
 
-- ``itt`` (CPU, the default where torch has ITT): PyTorch's statically linked
+- ``native`` (CPU, the default): opskew's own RecordFunction callback, a C++
+  shim compiled against the imported torch at first use and cached
+  (opskew.native), forwarding to libopskew_native.so. No import order. When
+  it cannot be built or OPSKEW_NATIVE=0, the session falls back to ITT (if it
+  could still be arranged), else pyhook, with one line on stderr.
+- ``itt`` (``instrument="itt"``; the first fallback): PyTorch's statically linked
   ittnotify loads the collector library named by INTEL_LIBITTNOTIFY64
   (libopskew_itt.so, next to this file) and `emit_itt()` sends every operator
   to it. ITT creates PyTorch's domain when libtorch loads, so the variable must
@@ -28,7 +33,7 @@ Python talks to the collector through ctypes (dlopen of the same path returns
 the library that ITT or NVTX loaded): every collector exports the same
 osk_collector_* life cycle, declared once in opskew._boot, which also turns
 the instruments on (the same code `opskew record`'s child runs).
-``OPSKEW_INSTRUMENT`` (itt, pyhook, nvtx) forces an instrument when
+``OPSKEW_INSTRUMENT`` (native, itt, pyhook, nvtx) forces an instrument when
 ``instrument=`` is not given.
 
 This module never imports torch at import time.
@@ -42,14 +47,14 @@ import os
 import sys
 from typing import Iterator, NamedTuple, Optional
 
-from . import _boot, _engine
+from . import _boot, _engine, native
 from ._boot import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
 from .errors import OpskewError, UsageError, from_c_error
 
 COLLECTOR_ENV = _boot.ENV["itt"]
 NVTX_ENV = _boot.ENV["nvtx"]
 INSTRUMENT_ENV = "OPSKEW_INSTRUMENT"
-INSTRUMENTS = ("auto", "itt", "pyhook", "nvtx")
+INSTRUMENTS = ("auto", "native", "itt", "pyhook", "nvtx")
 
 __all__ = ["trace", "arrange", "collector_path", "resolve_instrument", "Trace", "TracerSetupError"]
 
@@ -59,8 +64,9 @@ class TracerSetupError(UsageError):
 
 
 def collector_path(instrument: str = "itt") -> str:
-    """Absolute path of the collector library torch loads for `instrument`
-    ("itt" or "nvtx"; OPSKEW_ITT_COLLECTOR / OPSKEW_NVTX_COLLECTOR override)."""
+    """Absolute path of the collector library for `instrument` ("itt", "nvtx"
+    or "native"; OPSKEW_ITT_COLLECTOR / OPSKEW_NVTX_COLLECTOR /
+    OPSKEW_NATIVE_COLLECTOR override)."""
     path = _boot.default_path(instrument)
     if not os.path.isfile(path):
         raise TracerSetupError(
@@ -73,7 +79,7 @@ def collector_path(instrument: str = "itt") -> str:
 def resolve_instrument(instrument: Optional[str], device: str = "cpu") -> str:
     """The instrument asked for: `instrument`, else $OPSKEW_INSTRUMENT, else
     "auto"; "auto" is "nvtx" for device "cuda" and otherwise stays "auto"
-    (ITT where torch has it, else the pyhook fallback, decided at import)."""
+    (native, else ITT, else pyhook, decided when the session starts)."""
     if device not in ("cpu", "cuda"):
         raise UsageError(f"device must be 'cpu' or 'cuda', not {device!r}")
     inst = instrument or os.environ.get(INSTRUMENT_ENV) or "auto"
@@ -90,8 +96,10 @@ _TORCH_FIRST = {
         "creates its ITT domain when it is imported. Do one of: (1) call opskew.trace() "
         "or opskew.tracing.arrange() before `import torch`; (2) start Python with "
         "{env}={path} in the environment; (3) run the script under "
-        "`opskew record -o trace.json -- python script.py`; or (4) use the fallback "
-        "opskew.trace(instrument=\"pyhook\"), which records torch builtin calls only."
+        "`opskew record -o trace.json -- python script.py`; (4) use the default instrument, "
+        "native (opskew.trace() without instrument=\"itt\"), which needs no import order; or "
+        "(5) use the fallback opskew.trace(instrument=\"pyhook\"), which records torch builtin "
+        "calls only."
     ),
     "nvtx": (
         "torch was imported before opskew could arrange its NVTX collector, and NVTX "
@@ -232,7 +240,7 @@ def _summarize(trace: "Trace") -> Summary:
 
 class Trace:
     """What one opskew.trace() session recorded. Available after the block.
-    `instrument` says what recorded it: "itt", "nvtx" or "pyhook"."""
+    `instrument` says what recorded it: "native", "itt", "nvtx" or "pyhook"."""
 
     def __init__(self, path: Optional[str], instrument: str = "itt"):
         self.path = path
@@ -329,9 +337,10 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
 
     path: where to write a Chrome trace when the block ends (None: don't write;
     call .write(path) on the result later).
-    instrument: "auto" (default; $OPSKEW_INSTRUMENT overrides), "itt",
-    "nvtx" or "pyhook" (see the module documentation). "auto" is ITT on CPU
-    where torch has it, else the pyhook fallback, and NVTX for device="cuda".
+    instrument: "auto" (default; $OPSKEW_INSTRUMENT overrides), "native",
+    "itt", "nvtx" or "pyhook" (see the module documentation). "auto" is
+    native on CPU (falling back to ITT, else pyhook, with one line on stderr),
+    and NVTX for device="cuda".
     device: "cpu" or "cuda" (needs a CUDA build of torch and a device).
 
     Threads started inside the block are recorded too; threads that were
@@ -362,23 +371,44 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
             if why:
                 raise TracerSetupError(f"device=\"cuda\" asked for, but {why}")
             return self._start(inst, torch, path)
-        # itt, or auto: arrange ITT, and fall back where this torch has none.
-        if inst == "auto" and "torch" in sys.modules and not os.environ.get(COLLECTOR_ENV):
-            torch = sys.modules["torch"]
-            if not _boot.has_itt(torch):
-                return self._start("pyhook", torch)
+        if inst in ("native", "auto"):
+            return self._enter_native(inst)
         path = arrange("itt")
         import torch  # only now: the collector is arranged
 
         if not _boot.has_itt(torch):
-            if inst == "auto":
-                return self._start("pyhook", torch)
             raise TracerSetupError(_boot.no_itt_message(torch, 'instrument="pyhook"'))
         return self._start("itt", torch, path)
 
-    def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
+    def _enter_native(self, inst: str) -> Trace:
+        """native, or auto on CPU: the native collector, else ITT, else pyhook.
+        ITT is arranged first while it still can be (before `import torch`),
+        only so that the fallback stays possible."""
+        itt_path = None
         try:
-            if inst == "pyhook":
+            itt_path = arrange("itt")
+        except TracerSetupError:
+            pass  # torch imported without it, or another ITT tool: no ITT fallback
+        import torch
+
+        lib, why = native.shim(torch)
+        if lib is not None:
+            try:
+                return self._start("native", torch, collector_path("native"), shim=lib)
+            except TracerSetupError as exc:
+                if str(exc) == _boot.ALREADY_ACTIVE:
+                    raise
+                why = str(exc)
+        fallback = "itt" if itt_path and _boot.has_itt(torch) else "pyhook"
+        print(f"opskew: the native collector is unavailable ({why}); recording with {fallback} instead",
+              file=sys.stderr, flush=True)
+        return self._start(fallback, torch, itt_path if fallback == "itt" else None)
+
+    def _start(self, inst: str, torch, path: Optional[str] = None, shim=None) -> Trace:
+        try:
+            if inst == "native":
+                self._session = _boot.start_native(shim, path)
+            elif inst == "pyhook":
                 from . import _pyhook
 
                 self._session = _boot.start_pyhook(_pyhook, torch)

@@ -14,6 +14,19 @@ def run_opskew(*args, timeout=300, env=None, cwd=None):
                           timeout=timeout, env=e, cwd=cwd)
 
 
+def seed_native_cache(cache_dir):
+    """Copies the native shim, built once per test run in the default cache,
+    into a test's own OPSKEW_CACHE_DIR, so the run compiles it only once."""
+    import shutil
+
+    import torch
+
+    from opskew import native
+
+    if native.shim(torch)[0] is not None:
+        shutil.copytree(native.cache_root(), os.path.join(str(cache_dir), "native"), dirs_exist_ok=True)
+
+
 @pytest.fixture
 def opskew():
     return run_opskew

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import run_opskew
+from conftest import run_opskew, seed_native_cache
 
 HERE = os.path.dirname(__file__)
 CAL = ("--trials", "5", "--iters", "3", "--calls", "300", "--warmup", "0.1", "--config", "minimal",
@@ -31,6 +31,7 @@ p.export_chrome_trace(sys.argv[1])
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     d = tmp_path_factory.mktemp("cache")
+    seed_native_cache(d)
     p = run_opskew("calibrate", *CAL, "--inject", "2000", env={"OPSKEW_CACHE_DIR": str(d)})
     assert p.returncode == 0, p.stderr
     assert "validation: injected 2000 ns" in p.stdout
@@ -59,6 +60,7 @@ def test_calibrate_stores_and_shows(cache):
     files = sorted(os.listdir(cache / "calibrations"))
     assert any(f.startswith("torch.profiler-minimal-cpu-t1-") for f in files)
     assert any(f.startswith("opskew-itt-cpu-t1-") for f in files)
+    assert any(f.startswith("opskew-native-cpu-t1-") for f in files)
     cal = json.loads((cache / "calibrations" / [f for f in files if f.startswith("torch")][0]).read_text())
     assert cal["schema"] == "opskew.calibration/1"
     assert cal["key"]["instrument"] == "torch.profiler" and cal["key"]["torch"].startswith("2.")
@@ -160,16 +162,18 @@ def test_correct_refuses_mismatched_calibration(cache, tmp_path):
     assert p.returncode == 0, p.stderr
 
 
-def test_correct_opskew_trace(cache, tmp_path):
+@pytest.mark.parametrize("instrument", ["itt", "native"])
+def test_correct_opskew_trace(cache, tmp_path, instrument):
     trace = tmp_path / "t.json"
-    p = run_opskew("record", "-o", str(trace), "--", sys.executable, "-c",
+    p = run_opskew("record", "-o", str(trace), "--instrument", instrument, "--", sys.executable, "-c",
                    "import torch; a=torch.ones(1); [torch.add(a, a) for _ in range(1000)]")
     assert p.returncode == 0, p.stderr
     js = tmp_path / "r.json"
     p = run_opskew("correct", str(trace), "--json", str(js), env={"OPSKEW_CACHE_DIR": str(cache)})
     assert p.returncode == 0, p.stderr
     r = json.loads(js.read_text())
-    assert r["detected"] == {"instrument": "opskew", "config": "itt", "options": {}}
+    # The trace header's instrument picks the calibration (calibrate stores both).
+    assert r["detected"] == {"instrument": "opskew", "config": instrument, "options": {}}
     assert {o["name"]: o for o in r["ops"]}["aten::add"]["calls"] == 1000
 
 

@@ -49,7 +49,13 @@ def test_every_cpu_row_filled_with_ci(matrix_run):
     assert tr["in_window_per_event_ns"]["ci_reaches_95"]
     assert tr["postprocess_per_event_ns"]["median"] < got["minimal"]["postprocess_per_event_ns"]["median"]
     assert tr["export_bytes_per_event"] > 50
+    # The native route, in process: its floor and opskew's collector over it.
+    nat = got["opskew-native"]
+    assert nat["events_per_iter"] == 300 and nat["label"] == "opskew tracer (native collector)"
+    assert nat["marginal_over"] == "native-floor" and len(nat["marginal_in_window_ns"]["ci95"]) == 2
+    assert got["native-floor"]["in_window_per_event_ns"]["ci_reaches_95"]
     srcs = {s["source"]: s for s in r["sources"]}
+    assert srcs["opskew's native collector (over the native floor)"]["per_event_ns"] is not None
     assert any(k.startswith("stack walking") for k in srcs)
     assert "Where the time goes" in p.stdout
 

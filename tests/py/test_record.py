@@ -19,8 +19,10 @@ PY = sys.executable
 
 
 def record(tmp_path, *cmd, extra=(), timeout=240, **kw):
+    # These are the ITT route's acceptance runs, named explicitly now that
+    # auto means native (test_native.py holds the native route's).
     out = tmp_path / "t.json"
-    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(out), *extra, "--", *cmd],
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(out), "--instrument", "itt", *extra, "--", *cmd],
                        capture_output=True, text=True, timeout=timeout, cwd=tmp_path, **kw)
     return p, out
 
@@ -183,7 +185,7 @@ while True:
 def _run_until_started(tmp_path, **popen_kw):
     (tmp_path / "loop.py").write_text(LOOP)
     out = tmp_path / "t.json"
-    proc = subprocess.Popen([PY, "-m", "opskew", "record", "-o", str(out), "--", PY, "loop.py"],
+    proc = subprocess.Popen([PY, "-m", "opskew", "record", "-o", str(out), "--instrument", "itt", "--", PY, "loop.py"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kw)
     deadline = time.monotonic() + 120
     while not (tmp_path / "started").exists():

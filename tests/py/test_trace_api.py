@@ -61,10 +61,11 @@ def test_trace_in_process(tmp_path):
 
 
 def test_trace_after_torch_import_says_what_to_do(tmp_path):
+    # ITT only: the default (native) needs no import order (test_native.py).
     p = py("""
         import torch, opskew
         try:
-            with opskew.trace():
+            with opskew.trace(instrument="itt"):
                 pass
         except opskew.tracing.TracerSetupError as e:
             print("ERR", e)
@@ -83,7 +84,7 @@ def test_trace_with_env_set_after_torch_import_is_detected(tmp_path):
         import os, torch, opskew
         os.environ["INTEL_LIBITTNOTIFY64"] = opskew.tracing.collector_path()
         try:
-            with opskew.trace():
+            with opskew.trace(instrument="itt"):
                 pass
         except opskew.tracing.TracerSetupError as e:
             print("ERR", e)

@@ -195,6 +195,15 @@ def run(args) -> int:
         arms[name] = profiler(opts)
     if use_tracer:
         arms["opskew"] = OpskewTracer(export=False)
+    # The native collector, keyed ("opskew", "native"): W in-window like the
+    # others, delta from its own self-calibration.
+    use_native = False
+    if not args.no_tracer:
+        from .. import native
+
+        use_native = native.shim(torch)[0] is not None
+    if use_native:
+        arms["opskew-native"] = OpskewTracer(export=False, instrument="native")
     if args.inject:
         arms["busy-wait:0"] = BusyWait(0)
         arms[f"busy-wait:{args.inject}"] = BusyWait(args.inject)
@@ -219,6 +228,8 @@ def run(args) -> int:
         u_arms = {"baseline": None, **{n: profiler(o) for n, o in configs.items()}}
         if use_tracer:
             u_arms["opskew"] = arms["opskew"]
+        if use_native:
+            u_arms["opskew-native"] = arms["opskew-native"]
         u_rounds = complete(run_rounds(user.iteration, u_arms, trials=args.trials, iters=u_iters,
                                        device=device, warmup_s=args.warmup,
                                        progress=progress_printer("opskew calibrate (TARGET)")),
@@ -256,17 +267,19 @@ def run(args) -> int:
                       "ok": abs(got["median"] - args.inject) <= 0.2 * args.inject,
                       "method": "busy-wait:NS against busy-wait:0 in the same rounds"}
     tracer_delta = tracer_leaf = None
-    if use_tracer:
-        tr = rounds.trials["opskew"]
-        tracer_leaf = leaf_per_call("opskew")
-        # The tracer's self-calibration, taken at each session start; the median.
-        tracer_delta = _engine.quantile([t.extra.get("delta_ns", 10.0) for t in tr], 0.5)
+    tracers = (["opskew"] if use_tracer else []) + (["opskew-native"] if use_native else [])
+    # The tracer's self-calibration, taken at each session start; the median.
+    own_delta = {n: _engine.quantile([t.extra.get("delta_ns", 10.0) for t in rounds.trials[n]], 0.5)
+                 for n in tracers}
+    if tracers:
+        tracer_leaf = leaf_per_call(tracers[0])
+        tracer_delta = own_delta[tracers[0]]
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     src = u_rounds or rounds
     common = {"schema": SCHEMA, "date": date, "workload": (user or wl).description,
               "rounds": src.n, "iters": u_iters if user else args.iters, "validation": validation}
     results = []
-    for name in list(configs) + (["opskew"] if use_tracer else []):
+    for name in list(configs) + tracers:
         extra = {}
         w_py = 0.0
         if name in py_configs:
@@ -275,9 +288,10 @@ def run(args) -> int:
             extra = {"w_py_ns": {k: wp[k] for k in ("median", "ci95", "ci_coverage")}, "delta_py_ns": dp,
                      "python_workload": py_description}
         w = operator_event_cost(src.windows("baseline"), src.trials[name], w_py)
-        if name == "opskew":
-            key = make_key("opskew", "itt", torch.__version__, device, args.threads)
-            delta = {"median": tracer_delta, "method": "the tracer's self-calibration (collector only)"}
+        if name in tracers:
+            key = make_key("opskew", "itt" if name == "opskew" else "native", torch.__version__, device,
+                           args.threads)
+            delta = {"median": own_delta[name], "method": "the tracer's self-calibration (collector only)"}
         else:
             key = make_key("torch.profiler", name, torch.__version__, device, args.threads)
             leaf = leaf_per_call(name)

@@ -89,7 +89,7 @@ def choose_calibration(args, found: dict) -> dict:
         return cal
     cal = find(found["instrument"], found["config"], torch.__version__)
     if cal is None:
-        hint = ("opskew calibrate (with the ITT tracer)" if found["instrument"] == "opskew"
+        hint = ("opskew calibrate (it measures opskew's ITT and native tracers)" if found["instrument"] == "opskew"
                 else f"opskew calibrate --config {found['config'].replace('+', ',')}")
         raise UsageError(f"no stored calibration for {found['instrument']} ({found['config']}) with "
                          f"torch {torch.__version__} on this machine; run `{hint}` first, or pass "

@@ -8,7 +8,7 @@ import sys
 from .. import _engine
 from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
-from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, TorchProfiler
+from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
 from ..report import fmt_ns, write_json
 from ._common import add_workload_arguments, finish, load_workload, prepare
 
@@ -23,8 +23,9 @@ with the baseline, and each option with the minimal profiler, round by round.
 
 Rows: baseline; emit_itt with no collector (the floor of the ITT route);
 RecordFunction's empty observer (the floor of anything that records shapes);
-opskew's own tracer (in a second process, since its collector must load
-before torch); torch.profiler minimal; minimal plus each of record_shapes, with_stack,
+opskew's own tracer through ITT (in a second process, since its collector
+must load before torch); opskew's native callback counting only (the floor of
+the native route) and opskew's tracer through it; torch.profiler minimal; minimal plus each of record_shapes, with_stack,
 profile_memory, with_flops, with_modules; everything on; on CUDA, CPU-only vs
 CPU+CUDA activities.
 
@@ -39,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_arguments(p, trials=15, iters=10)
     p.add_argument("--no-export", action="store_true", help="skip timing export_chrome_trace")
     p.add_argument("--no-tracer", action="store_true",
-                   help="skip opskew's tracer row (measured in a second process)")
+                   help="skip opskew's tracer rows (ITT: measured in a second process; native: "
+                        "its floor and collector)")
     p.add_argument("--inject", type=int, metavar="NS",
                    help="add two test rows, busy-wait:0 and busy-wait:NS (a C hook that busy-waits "
                    "NS ns around each torch call): the method must attribute NS to the second")
@@ -47,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the result as JSON (schema opskew.matrix/1) to PATH, or - for stdout")
 
 
-def build_arms(device: str, export: bool, inject: int | None):
+def build_arms(device: str, export: bool, inject: int | None, no_tracer: bool = False):
     """The rows of the matrix: name -> (instrument or None, reference row for
     the marginal cost or None). Rows that cannot run here are returned apart
     with the reason."""
@@ -66,6 +68,13 @@ def build_arms(device: str, export: bool, inject: int | None):
     if device == "cuda":
         arms["minimal-cpu-only"] = (TorchProfiler(device, export=export, cuda_activity=False), None)
         arms["minimal"] = (arms["minimal"][0], "minimal-cpu-only")
+    if not no_tracer:
+        why_native = NativeFloor.available()
+        if why_native is None:
+            arms["native-floor"] = (NativeFloor(), None)
+            arms["opskew-native"] = (OpskewTracer(export=export, instrument="native"), "native-floor")
+        else:
+            skipped["native-floor"] = skipped["opskew-native"] = "native collector unavailable: " + why_native
     if inject is not None:
         arms["busy-wait:0"] = (BusyWait(0), None)
         arms[f"busy-wait:{inject}"] = (BusyWait(inject), "busy-wait:0")
@@ -194,6 +203,10 @@ def sources(res: dict, device: str) -> list:
                     "measure": "difference of medians across two processes (no paired CI)",
                     "per_event_ns": tr["in_window_per_event_ns"]["median"]
                     - fl["in_window_per_event_ns"]["median"], "ci95": None})
+    add("operator interception (RecordFunction, native callback)", "native-floor", "in_window_per_event_ns",
+        "opskew's counting-only callback over baseline")
+    add("opskew's native collector (over the native floor)", "opskew-native", "marginal_in_window_ns",
+        "opskew-native over native-floor, paired")
     add("argument boxing (RecordFunction needsInputs)", "empty-observer", "in_window_per_event_ns",
         "empty observer over baseline")
     add("event logging (Kineto records)", "minimal", "marginal_in_window_ns",
@@ -272,7 +285,7 @@ def run(args) -> int:
     from ..measure import conditions, progress_printer, run_rounds
 
     workload = load_workload(args, device)
-    arms, skipped = build_arms(device, not args.no_export, args.inject)
+    arms, skipped = build_arms(device, not args.no_export, args.inject, args.no_tracer)
     rounds = run_rounds(workload.iteration, {k: v[0] for k, v in arms.items()}, trials=args.trials,
                         iters=args.iters, device=device, warmup_s=args.warmup,
                         progress=progress_printer("opskew matrix"))

@@ -23,14 +23,19 @@ opskew's C tracer fed by PyTorch, records every operator of every thread
 chrome://tracing and HolisticTraceAnalysis open (Kineto's conventions).
 
 Instruments (--instrument; the line printed at the end says which was used):
-  itt     CPU, the default where torch has ITT (x86-64 builds): emit_itt() and
-          opskew's ITT collector; every aten operator, backward included
+  native  CPU, the default: opskew's RecordFunction callback (a small C++ shim
+          compiled against your torch at first use, ~5-60 s, then cached) and
+          opskew's native collector; every aten operator, backward included.
+          Unavailable (no C++ compiler, a failed build, OPSKEW_NATIVE=0): ITT,
+          else pyhook, with one line saying why
+  itt     emit_itt() and opskew's ITT collector (x86-64 builds of torch);
+          every aten operator, backward included
   nvtx    the default for --device cuda (chosen over ITT there): emit_nvtx()
           and opskew's NVTX injection library; CPU-side operator ranges
   pyhook  the fallback where torch has no ITT: a C profile hook that records
           torch *builtin calls* ("torch.add"), not aten operators; `a + b`,
           ops inside other ops and backward ops are not seen
-  auto    itt if available, else pyhook (nvtx with --device cuda)
+  auto    native if available, else itt, else pyhook (nvtx with --device cuda)
 OPSKEW_INSTRUMENT sets the default.
 
 The environment is set before the command imports torch (INTEL_LIBITTNOTIFY64
@@ -67,9 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                    help="cuda: record CPU-side operator ranges of a CUDA run through NVTX "
                         "(needs a CUDA build of torch and a device; default: %(default)s)")
-    p.add_argument("--instrument", default=None, choices=("auto", "itt", "nvtx", "pyhook"),
-                   help="what feeds the tracer (default: $OPSKEW_INSTRUMENT or auto: itt, else "
-                        "pyhook; nvtx with --device cuda)")
+    p.add_argument("--instrument", default=None, choices=("auto", "native", "itt", "nvtx", "pyhook"),
+                   help="what feeds the tracer (default: $OPSKEW_INSTRUMENT or auto: native, else "
+                        "itt, else pyhook; nvtx with --device cuda)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS]")
 
@@ -171,12 +176,15 @@ def run(args) -> int:
         env[NVTX_ENV] = collector
         # Only NVTX: on a CUDA build with ITT, loading both would record twice.
         env.pop(COLLECTOR_ENV, None)
-    elif inst in ("itt", "auto"):
+    elif inst in ("itt", "auto", "native"):
+        # native falls back to ITT, which must be arranged before torch loads.
         collector = collector_path()
-        if os.environ.get(COLLECTOR_ENV) and os.path.realpath(os.environ[COLLECTOR_ENV]) != os.path.realpath(collector):
+        foreign = os.environ.get(COLLECTOR_ENV) and os.path.realpath(os.environ[COLLECTOR_ENV]) != os.path.realpath(collector)
+        if foreign and inst == "itt":
             raise UsageError(f"{COLLECTOR_ENV} is set to another ITT collector ({os.environ[COLLECTOR_ENV]}); unset it")
-        env[COLLECTOR_ENV] = collector
-    if inst in ("pyhook", "auto"):
+        if not foreign:
+            env[COLLECTOR_ENV] = collector
+    if inst in ("pyhook", "auto", "native"):
         from .. import _pyhook
 
         env["OPSKEW_PYHOOK_PATH"] = os.path.abspath(_pyhook.__file__)

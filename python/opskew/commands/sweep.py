@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="add, mul, matmul or file.py:function (repeatable; default: add)")
     p.add_argument("--instrument", action="append", metavar="SPEC",
                    help="torch (minimal torch.profiler), torch:OPT[,OPT] (with options, e.g. "
-                   "torch:record_shapes,with_stack) or opskew (the C tracer); repeatable "
+                   "torch:record_shapes,with_stack), opskew (the C tracer through ITT) or opskew-native "
+                   "(through opskew's native callback); repeatable "
                    "(default: torch, torch:record_shapes,with_stack, and opskew)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     p.add_argument("--threads", type=int, default=1, metavar="N")
@@ -104,6 +105,15 @@ def _instruments(specs, device):
             if not torch.profiler.itt.is_available():
                 raise UsageError("--instrument opskew needs a torch build with ITT (x86-64)")
             out["opskew"] = OpskewTracer(export=False)
+        elif spec == "opskew-native":
+            import torch
+
+            from .. import native
+
+            why = native.shim(torch)[1]
+            if why:
+                raise UsageError(f"--instrument opskew-native: the native collector is unavailable ({why})")
+            out[spec] = OpskewTracer(export=False, instrument="native")
         elif spec == "torch" or spec.startswith("torch:"):
             opts = [o for o in spec.partition(":")[2].split(",") if o]
             bad = [o for o in opts if o not in PROFILER_OPTIONS]
@@ -111,7 +121,7 @@ def _instruments(specs, device):
                 raise UsageError(f"unknown profiler option(s) {', '.join(bad)} in {spec!r}")
             out[spec] = TorchProfiler(device, **{o: True for o in opts})
         else:
-            raise UsageError(f"unknown instrument {spec!r}: expected torch, torch:OPT[,OPT] or opskew")
+            raise UsageError(f"unknown instrument {spec!r}: expected torch, torch:OPT[,OPT], opskew or opskew-native")
     del IttFloor
     return out
 
@@ -208,7 +218,7 @@ def measure(args, device, ops, instruments, progress=True):
                     pt["by"][iname] = d
                 # The operator's own duration: opskew's trace when present (its
                 # in-interval cost is ~10 ns), else the first instrument's trace.
-                src = "opskew" if "opskew" in pt["by"] else next(iter(pt["by"]))
+                src = next((n for n in ("opskew", "opskew-native") if n in pt["by"]), next(iter(pt["by"])))
                 pt["op_duration_s"] = pt["by"][src]["reported_per_call_s"]
                 pt["op_duration_from"] = src
                 for d in pt["by"].values():

@@ -1,0 +1,110 @@
+// _native_shim.cpp: opskew's RecordFunction callback, the only C++ in opskew.
+//
+// Compiled against the user's torch at first use (opskew/native.py, through
+// torch.utils.cpp_extension, cached per torch version and this file's hash),
+// never at install. It forwards every operator's begin and end to opskew's C
+// runtime through two function addresses Python hands it (osk_native_begin
+// and osk_native_end of libopskew_native.so), so it needs no link to that
+// library. Python calls the extern "C" functions below through ctypes; none
+// lets a C++ exception out.
+//
+// The callback asks for no inputs, outputs or ids: RecordFunction then boxes
+// nothing, and the name is all the tracer records. Scopes: all, as
+// emit_itt() registers them (an empty scope set means every scope), so
+// forward and backward aten operators, autograd nodes and user scopes.
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace {
+
+using begin_fn = void (*)(const char *);
+using end_fn = void (*)();
+
+std::atomic<begin_fn> g_begin{nullptr};
+std::atomic<end_fn> g_end{nullptr};
+
+std::unique_ptr<at::ObserverContext> on_begin(const at::RecordFunction &fn) {
+  g_begin.load(std::memory_order_relaxed)(fn.name());
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction &, at::ObserverContext *) { g_end.load(std::memory_order_relaxed)(); }
+
+// The bare floor (bench only): a callback that counts and calls nothing.
+thread_local uint64_t t_count = 0;
+
+std::unique_ptr<at::ObserverContext> count_begin(const at::RecordFunction &) {
+  ++t_count;
+  return nullptr;
+}
+
+void count_end(const at::RecordFunction &, at::ObserverContext *) {}
+
+at::RecordFunctionCallback make(bool counting) {
+  auto cb = counting ? at::RecordFunctionCallback(count_begin, count_end) : at::RecordFunctionCallback(on_begin, on_end);
+  cb.needsInputs(false).needsOutputs(false).needsIds(false);
+  return cb;
+}
+
+thread_local at::CallbackHandle t_handle = 0;
+std::atomic<at::CallbackHandle> g_handle{0};
+
+}  // namespace
+
+extern "C" {
+
+// Sets the runtime's entry points; call before attaching.
+void osk_shim_set(void *begin, void *end) {
+  g_begin.store(reinterpret_cast<begin_fn>(begin), std::memory_order_relaxed);
+  g_end.store(reinterpret_cast<end_fn>(end), std::memory_order_relaxed);
+}
+
+// Mode 0: forward to the runtime; 1: count only (the bare floor).
+// Thread-local: this thread, and the autograd work it hands to other threads
+// (autograd propagates thread-local RecordFunction state). Returns 0, 1 if
+// already attached on this thread, -1 on failure.
+int osk_shim_attach_thread(int mode) {
+  if (t_handle) return 1;
+  try {
+    t_handle = at::addThreadLocalCallback(make(mode == 1));
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+void osk_shim_detach_thread() {
+  if (!t_handle) return;
+  try {
+    at::removeCallback(t_handle);
+  } catch (...) {
+  }
+  t_handle = 0;
+}
+
+// Global: every thread of the process, already running or not.
+int osk_shim_attach_global(int mode) {
+  if (g_handle.load()) return 1;
+  try {
+    g_handle.store(at::addGlobalCallback(make(mode == 1)));
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+void osk_shim_detach_global() {
+  at::CallbackHandle h = g_handle.exchange(0);
+  if (!h) return;
+  try {
+    at::removeCallback(h);
+  } catch (...) {
+  }
+}
+
+// Operators the counting callback saw on this thread.
+uint64_t osk_shim_count() { return t_count; }
+
+}  // extern "C"
