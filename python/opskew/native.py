@@ -89,7 +89,7 @@ def shim(torch):
         if _compiler() is None:
             return None, f"no C++ compiler ({os.environ.get('CXX') or 'c++'} is not on PATH)"
         print(f"opskew: building opskew's native collector for torch {torch.__version__} "
-              f"(once, ~1 min) in {d}", file=sys.stderr, flush=True)
+              f"(once for this torch, seconds to a minute) in {d}", file=sys.stderr, flush=True)
         try:
             os.makedirs(d, exist_ok=True)
             from torch.utils import cpp_extension
