@@ -14,6 +14,7 @@ and the start of a session for each instrument.
 
 import ctypes
 import os
+import sys
 import threading
 
 # Per instrument that torch loads: the variable torch reads at import, the
@@ -329,6 +330,37 @@ class _Detach:
 
     def __exit__(self, *exc):
         self._shim.osk_shim_detach_thread()
+
+
+def start_native_or_why(native_mod, torch, path, record=False):
+    """The native instrument's session, built and started: (session, None);
+    or (None, why) when it is unavailable here (no compiler, a failed build,
+    a refused callback). A session already active is not a reason to fall
+    back: SetupError(ALREADY_ACTIVE) is raised. `native_mod` is opskew's
+    native.py (the record child loads it by path)."""
+    try:
+        shim, why = native_mod.shim(torch)
+    except Exception as exc:  # noqa: BLE001 - never break the run for it
+        shim, why = None, "its builder failed: %s" % exc
+    if shim is None:
+        return None, why
+    try:
+        return start_native(shim, path, record=record), None
+    except SetupError as exc:
+        if str(exc) == ALREADY_ACTIVE:
+            raise
+        return None, str(exc)
+
+
+def native_fallback(torch, itt_arranged, why, who):
+    """The instrument to record with when native is unavailable: ITT where
+    opskew's ITT collector was arranged before torch loaded and torch has ITT,
+    else pyhook. Says so in one line on stderr, `who` naming the caller."""
+    fallback = "itt" if itt_arranged and has_itt(torch) else "pyhook"
+    sys.stderr.write("%s: the native collector is unavailable (%s); recording with %s instead\n"
+                     % (who, why, fallback))
+    sys.stderr.flush()
+    return fallback
 
 
 def start_native(shim, path, record=False, scope=None):

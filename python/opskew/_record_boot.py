@@ -107,24 +107,16 @@ def _start_native(boot, torch):
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         native = _load_by_path("_opskew_native", os.path.join(here, "native.py"))
-        shim, why = native.shim(torch)
-    except Exception as exc:  # noqa: BLE001 - never break the run for it
-        shim, why = None, "its builder failed: %s" % exc
-    if shim is not None:
-        try:
-            return boot.start_native(shim, boot.default_path("native"), record=True)
-        except boot.SetupError as exc:
-            if str(exc) == boot.ALREADY_ACTIVE:
-                _fail(str(exc))
-            why = str(exc)
+        session, why = boot.start_native_or_why(native, torch, boot.default_path("native"), record=True)
+    except boot.SetupError as exc:  # a session already active
+        _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - loading native.py failed: never break the run for it
+        session, why = None, "its builder failed: %s" % exc
+    if session is not None:
+        return session
     itt = os.environ.get(boot.ENV["itt"], "")
     ours = bool(itt) and os.path.realpath(itt) == os.path.realpath(boot.default_path("itt"))
-    fallback = "itt" if ours and boot.has_itt(torch) else "pyhook"
-    sys.stderr.write("opskew record: the native collector is unavailable (%s); recording with %s instead\n"
-                     % (why, fallback))
-    sys.stderr.flush()
-    return fallback
-
+    return boot.native_fallback(torch, ours, why, "opskew record")
 
 def main():
     kind, target, user_argv = _parse(sys.argv[1:])

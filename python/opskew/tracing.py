@@ -391,31 +391,29 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
             pass  # torch imported without it, or another ITT tool: no ITT fallback
         import torch
 
-        lib, why = native.shim(torch)
-        if lib is not None:
-            try:
-                return self._start("native", torch, collector_path("native"), shim=lib)
-            except TracerSetupError as exc:
-                if str(exc) == _boot.ALREADY_ACTIVE:
-                    raise
-                why = str(exc)
-        fallback = "itt" if itt_path and _boot.has_itt(torch) else "pyhook"
-        print(f"opskew: the native collector is unavailable ({why}); recording with {fallback} instead",
-              file=sys.stderr, flush=True)
-        return self._start(fallback, torch, itt_path if fallback == "itt" else None)
-
-    def _start(self, inst: str, torch, path: Optional[str] = None, shim=None) -> Trace:
         try:
-            if inst == "native":
-                self._session = _boot.start_native(shim, path)
-            elif inst == "pyhook":
-                from . import _pyhook
-
-                self._session = _boot.start_pyhook(_pyhook, torch)
-            else:
-                self._session = _boot.start_collector(torch, inst, path, _not_bound(inst, path))
+            session, why = _boot.start_native_or_why(native, torch, collector_path("native"))
         except _boot.SetupError as exc:
             raise TracerSetupError(str(exc)) from None
+        if session is not None:
+            return self._started(session, "native")
+        fallback = _boot.native_fallback(torch, itt_path is not None, why, "opskew")
+        return self._start(fallback, torch, itt_path if fallback == "itt" else None)
+
+    def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
+        try:
+            if inst == "pyhook":
+                from . import _pyhook
+
+                session = _boot.start_pyhook(_pyhook, torch)
+            else:
+                session = _boot.start_collector(torch, inst, path, _not_bound(inst, path))
+        except _boot.SetupError as exc:
+            raise TracerSetupError(str(exc)) from None
+        return self._started(session, inst)
+
+    def _started(self, session, inst: str) -> Trace:
+        self._session = session
         self.instrument = inst
         self._result = Trace(self.path, inst)
         return self._result
