@@ -15,12 +15,11 @@ SCHEMA = "opskew.calibration/1"
 
 
 def cache_dir() -> str:
-    """$OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew, else ~/.cache/opskew."""
-    d = os.environ.get("OPSKEW_CACHE_DIR")
-    if not d:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "opskew")
-    return os.path.join(d, "calibrations")
+    """<cache home>/calibrations (native.cache_home: $OPSKEW_CACHE_DIR, else
+    $XDG_CACHE_HOME/opskew, else ~/.cache/opskew)."""
+    from .native import cache_home
+
+    return os.path.join(cache_home(), "calibrations")
 
 
 def machine() -> str:

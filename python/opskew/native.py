@@ -29,12 +29,21 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native_shim.
 _cache = {}
 
 
-def cache_root() -> str:
+def cache_home() -> str:
+    """opskew's cache folder: $OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew,
+    else ~/.cache/opskew. The one rule for every cache (calibrations too); it
+    lives here because this module must stay stdlib-only (record's child loads
+    it by path)."""
     d = os.environ.get("OPSKEW_CACHE_DIR")
     if not d:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         d = os.path.join(base, "opskew")
-    return os.path.join(d, "native")
+    return d
+
+
+def cache_root() -> str:
+    """Where built shims are kept: <cache home>/native."""
+    return os.path.join(cache_home(), "native")
 
 
 def _compiler():
