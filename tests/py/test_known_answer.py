@@ -14,15 +14,17 @@ ARGS = ("--trials", "9", "--iters", "5", "--calls", "400", "--warmup", "0.2")
 
 @pytest.mark.parametrize("ns", [200, 2000, 20000])
 def test_injected_cost_is_recovered_within_20_percent(check_json, ns):
-    for attempt in range(2):  # one retry absorbs a rare burst of noise on a shared machine
+    for attempt in range(3):  # retries absorb bursts of noise on a shared machine
         _, r = check_json("--instrument", f"busy-wait:{ns}", "--against", "busy-wait:0", *ARGS)
         recovered = r["added_per_event_ns"]["median"]
-        if abs(recovered - ns) <= 0.2 * ns:
+        # The spin's own clock counts a preemption in the middle of a spin as
+        # spun time (a mean over events), so a loaded machine shows here too.
+        spun = r["busy_wait_spun_per_event_ns"]
+        if abs(recovered - ns) <= 0.2 * ns and spun < 1.2 * ns + 50:
             break
     assert r["conditions"]["instrument"] == {"instrument": "busy-wait", "ns_per_event": ns}
     assert r["conditions"]["baseline_instrument"] == "busy-wait(0 ns/event)"
     assert r["events_per_iter"] == 400  # the hook's own count of torch calls
-    spun = r["busy_wait_spun_per_event_ns"]
     assert ns <= spun < 1.2 * ns + 50  # what was injected, by the engine's clock
     assert abs(recovered - ns) <= 0.2 * ns, f"injected {ns} ns ({spun:.0f} spun), recovered {recovered:.1f} ns"
     lo, hi = r["added_per_event_ns"]["ci95"]
