@@ -15,8 +15,9 @@ def run_opskew(*args, timeout=300, env=None, cwd=None):
 
 
 def seed_native_cache(cache_dir):
-    """Copies the native shim, built once per test run in the default cache,
-    into a test's own OPSKEW_CACHE_DIR, so the run compiles it only once."""
+    """Copies the native shim, built once per test run in the run's cache
+    (_cache_in_a_temp_dir), into a test's own OPSKEW_CACHE_DIR, so the run
+    compiles it only once."""
     import shutil
 
     import torch
@@ -25,6 +26,23 @@ def seed_native_cache(cache_dir):
 
     if native.shim(torch)[0] is not None:
         shutil.copytree(native.cache_root(), os.path.join(str(cache_dir), "native"), dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_in_a_temp_dir(tmp_path_factory):
+    """Every cache opskew keeps (calibrations, the native shim built at first
+    use) goes to a temporary folder for the whole run, never to the user's
+    ~/.cache: subprocesses inherit OPSKEW_CACHE_DIR, and the shim is built once
+    per run there. Tests that need an empty cache set their own."""
+    old = os.environ.get("OPSKEW_CACHE_DIR")
+    os.environ["OPSKEW_CACHE_DIR"] = str(tmp_path_factory.mktemp("opskew-cache"))
+    # matplotlib's font cache (sweep's plots) stays out of the home folder too.
+    os.environ.setdefault("MPLCONFIGDIR", str(tmp_path_factory.mktemp("mplconfig")))
+    yield
+    if old is None:
+        os.environ.pop("OPSKEW_CACHE_DIR", None)
+    else:
+        os.environ["OPSKEW_CACHE_DIR"] = old
 
 
 @pytest.fixture

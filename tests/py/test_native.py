@@ -1,8 +1,8 @@
 """The native instrument (issue 12): opskew's C++ RecordFunction shim, compiled
 against this torch at first use, feeding libopskew_native.so. Real torch, no
 mocks. The shim is built once per test run (the session fixture; later builds
-hit the cache under $OPSKEW_CACHE_DIR or ~/.cache/opskew), and every other
-case reuses it, subprocesses included."""
+hit the run's cache, a temporary $OPSKEW_CACHE_DIR set in conftest.py), and
+every other case reuses it, subprocesses included."""
 
 import collections
 import json
