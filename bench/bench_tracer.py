@@ -132,13 +132,16 @@ print(json.dumps({"instrument": inst, "torch": torch.__version__, "trials": out}
 """
 
 
-def run_worker(inst, ops, trials, python=None):
+def run_worker(inst, ops, trials, baseline_python=None):
+    """One worker process; opskew-base runs opskew's ITT row with the baseline
+    Python (another opskew), every other row with this one."""
     env = dict(os.environ)
     env.pop("INTEL_LIBITTNOTIFY64", None)  # only opskew's worker arranges it
     env.setdefault("OMP_NUM_THREADS", "1")
+    python = sys.executable
     if inst == "opskew-base":
-        python, inst = python, "opskew"
-    p = subprocess.run([python or sys.executable, "-c", WORKER, inst, str(ops), str(trials)],
+        python, inst = baseline_python, "opskew"
+    p = subprocess.run([python, "-c", WORKER, inst, str(ops), str(trials)],
                        capture_output=True, text=True, env=env, timeout=900)
     if p.returncode != 0:
         sys.exit(f"worker {inst} failed ({p.returncode}):\n{p.stderr}")
