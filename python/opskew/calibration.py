@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import socket
+import stat
+import sys
 
 from .errors import UsageError
 
@@ -57,33 +61,194 @@ def store(cal: dict) -> str:
     return path
 
 
-def load(path: str) -> dict:
-    try:
-        with open(path) as f:
-            cal = json.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"calibration file not found: {path}") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read calibration {path}: {exc}") from None
-    if not isinstance(cal, dict) or cal.get("schema") != SCHEMA:
-        raise UsageError(f"{path} is not an opskew calibration (schema {SCHEMA})")
+# What a stored calibration may hold. Every constant is in nanoseconds per
+# event; none is plausible at a millisecond or more (a whole operator costs
+# less), and none is negative (calibrate does not store one that is).
+MAX_NS = 1e6
+_KEY_STR = ("machine", "torch", "instrument", "config", "device")
+
+
+class CalibrationError(UsageError):
+    """A calibration file that cannot be used: unreadable, not one, or with a
+    constant of the wrong type or out of range. The message names the file
+    and the field."""
+
+
+def _num(v) -> bool:
+    # bool is an int in Python: true/false are not numbers here.
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _constant(cal: dict, field: str, *, required: bool, upper: float | None = None) -> float | None:
+    c = cal.get(field)
+    if c is None and not required:
+        return None
+    if not isinstance(c, dict):
+        raise ValueError(f"{field} is {_kind(c)}, not an object with a median")
+    m = c.get("median")
+    if not _num(m):
+        raise ValueError(f"{field}.median is {_kind(m)}, not a finite number")
+    if m < 0:
+        raise ValueError(f"{field}.median is negative ({m!r} ns)")
+    bound = MAX_NS if upper is None else upper
+    if m > bound:
+        what = "1 ms" if upper is None else f"W ({upper!r} ns)"
+        raise ValueError(f"{field}.median ({m!r} ns) is above {what}: not a plausible cost per event")
+    ci = c.get("ci95")
+    if ci is not None:
+        if not (isinstance(ci, list) and len(ci) == 2 and all(_num(x) for x in ci) and ci[0] <= ci[1]):
+            raise ValueError(f"{field}.ci95 is not a pair of finite numbers [low, high]")
+    return float(m)
+
+
+def _kind(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+
+
+def validate(cal) -> dict:
+    """`cal` as a usable calibration, or ValueError saying which field is
+    wrong. Types, finiteness and ranges: W and W_py in [0, 1 ms], delta in
+    [0, W], delta_py in [0, W_py]; the key's fields are strings, threads a
+    positive integer."""
+    if not isinstance(cal, dict):
+        raise ValueError(f"the file holds {_kind(cal)}, not an object")
+    if cal.get("schema") != SCHEMA:
+        raise ValueError(f"not an opskew calibration (schema {SCHEMA})")
+    key = cal.get("key")
+    if not isinstance(key, dict):
+        raise ValueError(f"key is {_kind(key)}, not an object")
+    for k in _KEY_STR:
+        if not isinstance(key.get(k), str) or not key[k]:
+            raise ValueError(f"key.{k} is {_kind(key.get(k))}, not a non-empty string")
+    t = key.get("threads")
+    if not (isinstance(t, int) and not isinstance(t, bool) and t >= 1):
+        raise ValueError(f"key.threads is {_kind(t)}, not a positive integer")
+    if "workload" in key and not isinstance(key["workload"], str):
+        raise ValueError(f"key.workload is {_kind(key['workload'])}, not a string")
+    if "date" in cal and not isinstance(cal["date"], str):
+        raise ValueError(f"date is {_kind(cal['date'])}, not a string")
+    w = _constant(cal, "w_ns", required=True)
+    _constant(cal, "delta_ns", required=True, upper=w)
+    w_py = _constant(cal, "w_py_ns", required=False)
+    if w_py is not None:
+        _constant(cal, "delta_py_ns", required=False, upper=w_py)
+    elif cal.get("delta_py_ns") is not None:
+        raise ValueError("delta_py_ns is set without w_py_ns")
     return cal
 
 
-def stored() -> list:
+def load(path: str) -> dict:
+    """The calibration in `path`, validated; CalibrationError (exit 2) with
+    one line naming the file and what is wrong with it."""
+    try:
+        # O_NONBLOCK: a FIFO planted in the cache must not hang the command.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise CalibrationError(f"calibration file not found: {path}") from None
+    except OSError as exc:
+        raise CalibrationError(f"cannot read calibration {path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CalibrationError(f"calibration {path}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read((1 << 20) + 1)
+    except OSError as exc:
+        raise CalibrationError(f"cannot read calibration {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return loads(raw, path)
+
+
+def loads(raw: bytes, path: str = "<bytes>") -> dict:
+    """The calibration in `raw` (a file's bytes), validated, or
+    CalibrationError naming `path` (the loader's fuzz target: fuzz/)."""
+    if len(raw) > 1 << 20:
+        raise CalibrationError(f"calibration {path}: larger than 1 MiB, not an opskew calibration")
+    try:
+        # NaN and Infinity are not JSON: refuse them while parsing.
+        cal = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        return validate(cal)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise CalibrationError(f"calibration {path}: {_one_line(exc)}") from None
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _one_line(exc) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+_warned: set = set()
+
+
+def stored(warn=None) -> list:
+    """Every usable calibration in the cache. A file that is not one is
+    skipped with a one-line warning naming it (once per process): one bad
+    file never breaks a command."""
     d = cache_dir()
     out = []
-    if not os.path.isdir(d):
+    try:
+        names = sorted(os.listdir(d))
+    except (FileNotFoundError, NotADirectoryError):
         return out
-    for name in sorted(os.listdir(d)):
-        if name.endswith(".json"):
-            try:
-                cal = load(os.path.join(d, name))
-            except UsageError:
-                continue
-            cal["_path"] = os.path.join(d, name)
-            out.append(cal)
+    except OSError as exc:
+        _warn_once(warn, d, f"opskew: warning: cannot list calibrations in {d}: {exc.strerror or exc}")
+        return out
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(d, name)
+        try:
+            cal = load(path)
+        except CalibrationError as exc:
+            _warn_once(warn, path, f"opskew: warning: skipped {exc}")
+            continue
+        cal["_path"] = path
+        out.append(cal)
     return out
+
+
+def _warn_once(warn, what, line) -> None:
+    if what in _warned:
+        return
+    _warned.add(what)
+    (warn or (lambda s: print(s, file=sys.stderr)))(line)
+
+
+# A file calibrate wrote: key_id's characters, a 10-digit hash, .json.
+_OURS = re.compile(r"[A-Za-z0-9_.+-]+-[0-9a-f]{10}\.json")
+
+
+def clear() -> tuple[list, list]:
+    """Removes the calibrations calibrate stored: regular files named as
+    key_id names them, in the cache's calibrations directory, and nothing
+    else (no symlink, no other file). Returns (removed, left)."""
+    d = cache_dir()
+    removed, left = [], []
+    try:
+        names = sorted(os.listdir(d))
+    except FileNotFoundError:
+        return removed, left
+    for name in names:
+        path = os.path.join(d, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if _OURS.fullmatch(name) and stat.S_ISREG(st.st_mode):
+            os.unlink(path)
+            removed.append(path)
+        else:
+            left.append(path)
+    return removed, left
 
 
 def find(instrument: str, config: str, torch_version: str, device: str | None = None) -> dict | None:

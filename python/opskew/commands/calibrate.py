@@ -39,7 +39,9 @@ method that made it.
 
 Calibrations are stored in $OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew, else
 ~/.cache/opskew, keyed by machine, torch version, instrument, configuration,
-device and threads. --show lists them.
+device and threads. --show lists them; --clear removes them. A stored file
+that is not a valid calibration (wrong types, W or delta out of range) is
+skipped by every command with a one-line warning naming it.
 """
 
 
@@ -53,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "commas (record_shapes,with_stack); repeatable (default: minimal)")
     p.add_argument("--no-tracer", action="store_true", help="do not calibrate opskew's tracer")
     p.add_argument("--show", action="store_true", help="list stored calibrations and exit")
+    p.add_argument("--clear", action="store_true",
+                   help="remove the stored calibrations (only the files calibrate wrote) and exit")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     p.add_argument("--threads", type=int, default=1, metavar="N")
     p.add_argument("--trials", type=int, default=15, metavar="N",
@@ -153,9 +157,27 @@ def _iters_for(iteration, window_s: float, device: str) -> int:
         n = max(n * 2, int(n * window_s / max(took, 1e-9) * 1.1) + 1)
 
 
+def clear(out=None) -> int:
+    out = out or sys.stdout
+    from ..calibration import cache_dir
+    from ..calibration import clear as clear_cache
+
+    removed, left = clear_cache()
+    out.write(f"calibrations in {cache_dir()}: removed {len(removed)}\n")
+    for path in removed:
+        out.write(f"  removed {path}\n")
+    for path in left:
+        out.write(f"  left {path} (not a file calibrate wrote)\n")
+    return EXIT_OK
+
+
 def run(args) -> int:
+    if args.show and args.clear:
+        raise UsageError("--show and --clear do not go together")
     if args.show:
         return show()
+    if args.clear:
+        return clear()
     if args.trials < 2 or args.iters < 1 or args.calls < 1 or args.numel < 1 or args.threads < 1:
         raise UsageError("--trials must be >= 2 and --iters, --calls, --numel, --threads >= 1")
     if args.inject < 0:
@@ -174,7 +196,7 @@ def run(args) -> int:
 
     from .. import _engine
     from ..analysis import operator_event_cost, per_event_diff, python_event_cost
-    from ..calibration import SCHEMA, make_key, python_call_rounds, store
+    from ..calibration import SCHEMA, make_key, python_call_rounds, store, validate
     from ..instruments import BusyWait, OpskewTracer, TorchProfiler
     from ..measure import progress_printer, run_rounds
     from ..workload import load_target
@@ -308,7 +330,14 @@ def run(args) -> int:
                    delta_ns=delta, op_events_per_iter=_engine.quantile(events, 0.5) / common["iters"],
                    **extra)
         cal["noisy"] = _noisy(cal)
-        cal["_path"] = store(cal)
+        try:
+            validate(cal)
+        except ValueError as exc:
+            # `correct` would skip it anyway: say why now, and keep the cache clean.
+            cal["_path"] = None
+            cal["rejected"] = str(exc)
+        else:
+            cal["_path"] = store(cal)
         results.append(cal)
     print(f"opskew calibrate: {(user or wl).description}; torch {torch.__version__}, {device}, "
           f"{torch.get_num_threads()} thread(s); {src.n} rounds x {common['iters']} iterations")
@@ -322,7 +351,10 @@ def run(args) -> int:
         print(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}")
         if cal["noisy"]:
             print(f"      WARNING: {cal['noisy']}")
-        print(f"      stored: {cal['_path']}")
+        if cal["_path"]:
+            print(f"      stored: {cal['_path']}")
+        else:
+            print(f"      NOT stored: {cal['rejected']} (rerun on a quieter machine, with more --trials)")
     if args.json:
         write_json({"schema": "opskew.calibrate/1", "calibrations": results}, args.json)
     return EXIT_OK
