@@ -198,7 +198,7 @@ def test_corrected_trace_with_in_run_calibration(check_json, opskew, tmp_path):
     raw_events = [e for e in json.loads(raw.read_text())["traceEvents"] if e.get("ph") == "X"]
     assert any(e.get("cat") == "python_function" for e in raw_events)
     # Wrong combinations are refused before anything runs.
-    for bad in (("--trace", str(raw)), ("--instrument", "busy-wait:100", "--corrected-trace", str(out)),
+    for bad in (("--trace", str(raw), "--no-verdict"), ("--instrument", "busy-wait:100", "--corrected-trace", str(out)),
                 ("--corrected-trace", str(tmp_path / "no" / "such" / "dir.json"))):
         q = opskew("check", *bad)
         assert q.returncode == 2 and "Traceback" not in q.stderr, q.stderr
@@ -222,7 +222,7 @@ def test_failed_in_run_correction_has_its_own_exit_code(tmp_path, monkeypatch, c
                    "--corrected-trace", str(tmp_path / "c.json"), "--json", str(js)])
     err = capsys.readouterr().err
     assert rc == errors.EXIT_RUNTIME == 6, err
-    assert "no corrected trace" in err and "out of memory" in err
+    assert "no per-operator verdict" in err and "out of memory" in err
     r = json.loads(js.read_text())
     assert "out of memory" in r["correction_error"] and r["events_per_iter"] > 0
     assert not (tmp_path / "c.json").exists()

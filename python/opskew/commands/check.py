@@ -31,14 +31,24 @@ confidence interval for the median (sign-test inversion; its exact coverage is
 printed). The verdict is "skewed" when that interval excludes zero and the
 in-window slowdown is at least --threshold.
 
-With --corrected-trace PATH, one more profiled window runs after the trials,
-and its trace is written corrected (as `opskew correct` does) with W measured
-by these very trials: an in-run calibration, in the same process and minutes,
-which carries over better than a stored one where the machine's speed drifts.
-With --with-stack, W_py per Python event is measured first on empty Python
-calls and taken out of W. --trace PATH keeps the uncorrected trace too. If
-that extra window or its correction fails, the figures of the trials are still
-reported and the exit code is 6.
+After the trials, one more profiled window runs and its trace is read with
+W measured by these very trials (an in-run calibration, in the same process
+and minutes, which carries over better than a stored one where the machine's
+speed drifts): the per-operator verdict. For the top operators by self time
+it prints what the trace reports, what the instrument added (delta inside
+the operator's own events, W per operator event below it, W_py per Python
+event below it), the corrected self and total with the interval W's CI gives
+them, and a trust mark: believable as reported, inflated (use the corrected
+value), or unknowable (the correction is larger than what remains). A line
+says in plain words where the skew lands: inside the leaves' own intervals,
+or between events, where it inflates the step's wall time and parents'
+inclusive times. With --with-stack, W_py per Python event is measured first
+on empty Python calls and taken out of W.
+
+--corrected-trace PATH writes that window's trace corrected (as `opskew
+correct` does); --trace PATH keeps it uncorrected; --plot PATH draws the
+verdict (PNG, or SVG by the suffix). If that extra window or its correction
+fails, the figures of the trials are still reported and the exit code is 6.
 """
 
 
@@ -61,9 +71,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the result as JSON (schema opskew.check/1) to PATH, or - for stdout")
     p.add_argument("--fail-on-skew", action="store_true", help="exit 3 when the skew is significant")
     p.add_argument("--corrected-trace", metavar="PATH",
-                   help="profile one more window after the trials and write its trace corrected with the "
-                   "W measured by them (torch instrument only)")
-    p.add_argument("--trace", metavar="PATH", help="with --corrected-trace: keep the uncorrected trace at PATH")
+                   help="write the verdict window's trace corrected with the W measured by the trials "
+                   "(torch instrument only)")
+    p.add_argument("--trace", metavar="PATH", help="keep the verdict window's uncorrected trace at PATH")
+    p.add_argument("--plot", metavar="PATH",
+                   help="draw the per-operator verdict: reported against corrected time with W's "
+                   "uncertainty, coloured by trust mark (.png or .svg)")
+    p.add_argument("--top", type=int, default=15, metavar="N",
+                   help="operators in the verdict table, by reported self time (default: 15; 0: all)")
+    p.add_argument("--no-verdict", action="store_true",
+                   help="skip the per-operator verdict's extra profiled window")
 
 
 def _print_human(result: dict, out=None) -> None:
@@ -135,7 +152,7 @@ def _print_human(result: dict, out=None) -> None:
             rows.append(("export / event", f"{fmt_ns(result['export_per_event_ns'])}, "
                          f"{result['export_bytes_per_event']:.0f} bytes/event"))
         if result.get("correction_error"):
-            rows.append(("corrected trace", f"not written: {result['correction_error']}"))
+            rows.append(("per-operator verdict", f"not made: {result['correction_error']}"))
         if "correction" in result:
             cr = result["correction"]
             rows.append(("", ""))
@@ -144,8 +161,9 @@ def _print_human(result: dict, out=None) -> None:
                 text += (f", W_py {fmt_ns(cr['w_py_ns']['median'])} {fmt_ci(*cr['w_py_ns']['ci95'])} "
                          "per Python event")
             rows.append(("in-run calibration", text + f", delta {fmt_ns(cr['delta_ns'])}"))
-            rows.append(("corrected trace", f"{cr['corrected_trace']}: {cr['events']} events, "
+            rows.append(("verdict window", f"{cr['events']} events, "
                          f"{100 * cr['instrument_share']:.1f}% of the top-level time was instrument"
+                         + (f"; corrected trace {cr['corrected_trace']}" if cr["corrected_trace"] else "")
                          + (f"; raw trace {cr['trace']}" if cr["trace"] else "")))
         v = result["verdict"]
         rows.append(("", ""))
@@ -158,25 +176,38 @@ def _print_human(result: dict, out=None) -> None:
     if result.get("error"):
         rows.append(("error", result["error"]))
     table(rows, title, out)
+    if "operators" in result:
+        from ..verdict import render
+
+        out.write("\nper-operator verdict (one profiled window, corrected with the in-run W):\n")
+        render(result["operators"], out, top=result["operators"]["top"])
 
 
 def _check_paths(args):
     import os
 
-    if args.trace and not args.corrected_trace:
-        raise UsageError("--trace goes with --corrected-trace")
-    if args.corrected_trace and args.instrument not in ("torch", "torch.profiler"):
-        raise UsageError("--corrected-trace needs the torch instrument")
-    if args.corrected_trace and args.against:
-        raise UsageError("--corrected-trace measures W against the bare workload: drop --against")
-    for path in (args.corrected_trace, args.trace):
+    if args.top < 0:
+        raise UsageError("--top must be >= 0")
+    window_outputs = [o for o in ("corrected_trace", "trace", "plot") if getattr(args, o)]
+    for o in window_outputs:
+        flag = "--" + o.replace("_", "-")
+        if args.no_verdict:
+            raise UsageError(f"{flag} needs the verdict window: drop --no-verdict")
+        if args.instrument not in ("torch", "torch.profiler"):
+            raise UsageError(f"{flag} needs the torch instrument")
+        if args.against:
+            raise UsageError(f"{flag} needs W against the bare workload: drop --against")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise UsageError("--plot PATH must end in .png or .svg")
+    for path in (args.corrected_trace, args.trace, args.plot):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
 
 
 def in_run_correction(args, rounds, instrument, window, device, progress) -> dict:
     """W from this run's pairs (W_py from empty Python calls under with_stack),
-    then one more profiled window, exported and corrected with them."""
+    then one more profiled window, exported, and read with them: the
+    per-operator verdict (opskew.verdict), and the corrected trace when asked."""
     import os
     import tempfile
 
@@ -184,7 +215,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
 
     from ..analysis import operator_event_cost, python_event_cost
     from ..calibration import config_name, find, python_call_rounds
-    from ..tracefile import correct
+    from ..verdict import per_operator
 
     w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
     if instrument.options.get("with_stack"):
@@ -209,22 +240,26 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
         os.close(fd)
     try:
         prof.export_chrome_trace(raw)
-        res = correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
+        v = per_operator(raw, {k: w[k] for k in ("median", "ci95")}, delta,
+                         w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
+                         threshold=args.threshold, out=args.corrected_trace)
     finally:
         if args.trace is None:
             os.unlink(raw)
-    st = res["stats"]
+    v["top"] = args.top
+    st = v["stats"]
     return {
         "w_ns": {k: w[k] for k in ("median", "ci95", "ci_coverage")},
         "w_py_ns": {k: w_py[k] for k in ("median", "ci95")},
         "delta_ns": delta, "delta_py_ns": delta_py,
         "delta_source": cal["_path"] if cal else "none stored: 0 (leaf operators keep their delta, tens of ns)",
-        "trace": args.trace, "corrected_trace": os.path.abspath(args.corrected_trace),
+        "trace": args.trace,
+        "corrected_trace": os.path.abspath(args.corrected_trace) if args.corrected_trace else None,
         "events": st["corrected_events"], "python_events": st["py_events"],
         "reported_top_ns": st["reported_top_ns"], "corrected_top_ns": st["corrected_top_ns"],
         "instrument_share": (1 - st["corrected_top_ns"] / st["reported_top_ns"]) if st["reported_top_ns"] else 0.0,
         "clamped": st["clamped"],
-    }
+    }, v
 
 
 def run(args) -> int:
@@ -251,14 +286,20 @@ def run(args) -> int:
     result.update(analyze_check(rounds.windows("baseline"), rounds.trials["instrument"],
                                 iters=args.iters, threshold=args.threshold))
     correction_rc = EXIT_RUNTIME
-    if (args.corrected_trace and rounds.error is None and not rounds.interrupted
+    verdict_possible = (args.instrument in ("torch", "torch.profiler") and not args.against
+                        and not args.no_verdict)
+    if (verdict_possible and rounds.error is None and not rounds.interrupted
             and result.get("events_per_iter")):
         from ..measure import make_window
 
         try:
-            result["correction"] = in_run_correction(args, rounds, instrument,
-                                                     make_window(workload.iteration, args.iters, device),
-                                                     device, progress_printer("opskew check (W_py)"))
+            result["correction"], result["operators"] = in_run_correction(
+                args, rounds, instrument, make_window(workload.iteration, args.iters, device), device,
+                progress_printer("opskew check (W_py)"))
+            if args.plot:
+                from ..verdict import plot
+
+                plot(result["operators"], args.plot, title=result["conditions"]["workload"]["description"])
         except Exception as exc:  # the check's own figures are still reported
             result["correction_error"] = f"{type(exc).__name__}: {exc}"
             # An opskew error keeps its own code (an unwritable PATH is bad
@@ -270,7 +311,7 @@ def run(args) -> int:
     if result.get("correction_error"):
         # The trials' figures stand; the step after them failed, which is
         # neither the user's input nor their workload: its own exit code.
-        print(f"opskew check: no corrected trace: {result['correction_error']}", file=sys.stderr)
+        print(f"opskew check: no per-operator verdict: {result['correction_error']}", file=sys.stderr)
         return correction_rc
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW

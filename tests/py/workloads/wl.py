@@ -74,3 +74,33 @@ def mlp_step(s):
     loss = torch.nn.functional.mse_loss(s["model"](s["x"]), s["y"])
     loss.backward()
     s["opt"].step()
+
+
+def _spin(ns):
+    import time
+
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+def injected_setup():
+    torch.manual_seed(0)
+    return torch.randn(200_000), torch.randn(200_000)
+
+
+def injected_children(state):
+    """A known instrument cost, injected only while a profiler records and
+    only around one operator's children: opskew::parent holds 4 aten::add
+    (leaves, tens of microseconds each: 200,000 elements), and a busy-wait of
+    OPSKEW_TEST_SPIN_NS (default 20000) runs before each
+    child inside the parent, outside the children's own intervals. The
+    verdict must mark the parent inflated and the children believable."""
+    a, b = state
+    spin = int(os.environ.get("OPSKEW_TEST_SPIN_NS", "20000"))
+    on = torch.autograd.profiler._is_profiler_enabled
+    with torch.profiler.record_function("opskew::parent"):
+        for _ in range(4):
+            if on:
+                _spin(spin)
+            torch.add(a, b)

@@ -1,0 +1,219 @@
+"""Which numbers to believe: the per-operator verdict (docs/check.md).
+
+For each operator of a trace, from the C correction (csrc/correct, the same
+code that writes corrected traces) run at W's median and at both ends of its
+confidence interval:
+
+- what the trace reports, self and total;
+- what the instrument added to it: `delta` inside each of its own events,
+  `W` per operator event nested inside it, `W_py` per Python event inside it;
+- the corrected self and total, with the interval W's CI gives them;
+- a trust mark:
+    believable  the instrument added less than `threshold` of the corrected
+                time, or an amount W's uncertainty cannot tell from zero;
+    inflated    the reported time is significantly above the corrected one
+                (the corrected interval lies below it by more than
+                `threshold`): use the corrected value;
+    unknowable  the correction is larger than what remains (more than half
+                of the reported time is instrument, or the corrected
+                interval reaches zero): neither number is a measurement of
+                the operator.
+  An operator's mark is its total's (how long the operator took); its self
+  time's mark is given beside it, since between-event cost often dominates a
+  parent's self time while its total stays measurable.
+
+The loop here is over operator names (tens to thousands), never over events.
+"""
+
+from __future__ import annotations
+
+import math
+
+MARKS = ("believable", "inflated", "unknowable")
+
+
+def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -> str:
+    removed = reported - med
+    if reported <= 0:
+        return "believable"
+    if lo <= 0 or med <= 0 or removed > med:
+        return "unknowable"
+    if removed > threshold * med and hi * (1 + threshold) < reported:
+        return "inflated"
+    return "believable"
+
+
+def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
+                 threshold: float = 0.05, out: str | None = None) -> dict:
+    """The verdict for every operator of the trace at `path`. `w` and `w_py`
+    are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
+    are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
+    {...}, "stats", "threshold", "truncated"}; ops are sorted by reported
+    self time. With `out`, the trace corrected at W's median is written
+    there (the run whose figures are the medians)."""
+    from .tracefile import correct
+
+    w_py = w_py or {"median": 0.0, "ci95": [0.0, 0.0]}
+
+    def run(wv, wpv, dest=None):
+        wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
+        return correct(path, wv, min(max(delta_ns, 0.0), wv), dest, w_py_ns=wpv,
+                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv))
+
+    med = run(w["median"], w_py["median"], out)
+    # Larger W removes more: its upper end gives the lower corrected bound.
+    low = run(w["ci95"][1], w_py["ci95"][1])
+    high = run(w["ci95"][0], w_py["ci95"][0])
+    lo_of = {o["name"]: o for o in low["ops"]}
+    hi_of = {o["name"]: o for o in high["ops"]}
+    wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
+    dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
+    ops = []
+    for o in med["ops"]:
+        lo, hi = lo_of[o["name"]], hi_of[o["name"]]
+        calls = o["calls"]
+        row = {
+            "name": o["name"], "calls": calls, "python": bool(o["python"]),
+            "reported_self_ns": o["reported_self_ns"], "reported_total_ns": o["reported_total_ns"],
+            "added_ns": {"inside": calls * (dpm if o["python"] else dm),
+                         "operators_below": wm * o["descendants"],
+                         "python_below": wpm * o["py_descendants"]},
+            "descendants_per_call": o["descendants"] / calls if calls else 0.0,
+            "corrected_self_ns": {"median": o["corrected_self_ns"],
+                                  "ci95": [lo["corrected_self_ns"], hi["corrected_self_ns"]]},
+            "corrected_total_ns": {"median": o["corrected_total_ns"],
+                                   "ci95": [lo["corrected_total_ns"], hi["corrected_total_ns"]]},
+            "clamped": o["clamped"],
+        }
+        marks = {}
+        for fig in ("self", "total"):
+            c = row[f"corrected_{fig}_ns"]
+            marks[fig] = _mark(row[f"reported_{fig}_ns"], c["median"], c["ci95"][0], c["ci95"][1], threshold)
+        row["marks"] = marks
+        row["mark"] = marks["total"]
+        ops.append(row)
+    ops.sort(key=lambda r: -r["reported_self_ns"])
+    return {"ops": ops, "summary": where_it_lands(med, ops, dm), "stats": med["stats"], "threshold": threshold,
+            "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
+            "truncated": bool(med["truncated"])}
+
+
+def where_it_lands(med: dict, ops: list, delta_ns: float) -> dict:
+    """Where the instrument's time went, in the trace's terms: inside the
+    leaves' own intervals (delta), or between events, where it inflates
+    parents' inclusive and self times and the step's wall time."""
+    s = med["stats"]
+    added = max(s["reported_top_ns"] - s["corrected_top_ns"], 0.0)
+    leaves = [r for r in ops if not r["python"] and r["descendants_per_call"] == 0]
+    in_leaves = sum(r["calls"] * delta_ns for r in leaves)
+    leaf_rep = sum(r["reported_total_ns"] for r in leaves)
+    leaf_corr = sum(r["corrected_total_ns"]["median"] for r in leaves)
+    parents = [r for r in ops if r["descendants_per_call"] > 0]
+    worst = max(parents, key=lambda r: r["reported_total_ns"] / max(r["corrected_total_ns"]["median"], 1.0),
+                default=None)
+    out = {"added_ns": added, "reported_top_ns": s["reported_top_ns"], "corrected_top_ns": s["corrected_top_ns"],
+           "in_leaves_ns": in_leaves, "between_events_ns": max(added - in_leaves, 0.0),
+           "leaf_inflation": (leaf_rep / leaf_corr - 1) if leaf_corr > 0 else 0.0}
+    if worst is not None:
+        c = worst["corrected_total_ns"]["median"]
+        out["most_inflated_parent"] = {"name": worst["name"],
+                                       "inflation": worst["reported_total_ns"] / c - 1 if c > 0 else math.inf}
+    return out
+
+
+def sentence(summary: dict) -> str:
+    """The summary in plain words."""
+    added = summary["added_ns"]
+    if added <= 0 or summary["reported_top_ns"] <= 0:
+        return "the instrument added nothing measurable to this trace"
+    share = added / summary["reported_top_ns"]
+    inside = summary["in_leaves_ns"] / added
+    text = (f"{100 * share:.0f}% of the trace's top-level time is instrument; "
+            f"{100 * inside:.0f}% of that lies inside leaf operators' own intervals "
+            f"(leaves read {100 * summary['leaf_inflation']:+.1f}%), "
+            f"{100 * (1 - inside):.0f}% between events, where it inflates the step's wall time")
+    p = summary.get("most_inflated_parent")
+    if p:
+        text += f" and parents' inclusive times ({p['name']} {100 * p['inflation']:+.0f}%)"
+    return text
+
+
+def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
+    """A key_averages()-style table of the top operators by reported self time."""
+    from .report import fmt_time
+
+    def t(ns):
+        return fmt_time(ns * 1e-9)
+
+    ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
+    hdr = (f"{'operator':36s} {'calls':>7s} {'self':>9s} {'total':>9s} {'added':>9s} "
+           f"{'corr. self [95% CI]':>27s} {'corr. total':>10s}  verdict")
+    out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+    for r in ops:
+        a = r["added_ns"]
+        cs = r["corrected_self_ns"]
+        ci = f"{t(cs['median'])} [{t(cs['ci95'][0])}, {t(cs['ci95'][1])}]"
+        name = r["name"] if len(r["name"]) <= 36 else r["name"][:35] + "~"
+        out.write(f"{name:36s} {r['calls']:>7d} {t(r['reported_self_ns']):>9s} {t(r['reported_total_ns']):>9s} "
+                  f"{t(a['inside'] + a['operators_below'] + a['python_below']):>9s} {ci:>27s} "
+                  f"{t(r['corrected_total_ns']['median']):>10s}  {r['mark']}"
+                  + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "") + "\n")
+    more = len(verdict["ops"]) - len(ops)
+    if more > 0:
+        out.write(f"... {more} more operator(s)\n")
+    out.write(f"where the skew lands: {sentence(verdict['summary'])}\n")
+
+
+# One colour per mark, the same in every plot.
+MARK_COLOURS = {"believable": "#2a9d55", "inflated": "#e08a00", "unknowable": "#c0392b"}
+
+
+def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
+    """Per operator (top by reported self time): the reported total (hollow)
+    against the corrected total (filled) with the interval W's CI gives it,
+    coloured by trust mark; PNG or SVG by the suffix of `path`."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from .report import write_file
+
+    ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.38 * max(len(ops), 1)))
+    dropped = 0
+    for i, r in enumerate(ops):
+        y = len(ops) - 1 - i
+        colour = MARK_COLOURS[r["mark"]]
+        rep = r["reported_total_ns"] / r["calls"] / 1e3
+        c = r["corrected_total_ns"]
+        med, lo, hi = (c["median"] / r["calls"] / 1e3, c["ci95"][0] / r["calls"] / 1e3,
+                       c["ci95"][1] / r["calls"] / 1e3)
+        ax.plot([rep], [y], marker="o", mfc="none", mec=colour, ms=7, ls="none")
+        if med > 0:
+            lo = max(lo, med * 1e-3)  # a log axis has no zero: a CI reaching it is drawn to 1/1000
+            ax.errorbar([med], [y], xerr=[[med - lo], [max(hi - med, 0.0)]], fmt="o", color=colour, ms=6,
+                        capsize=3)
+            ax.plot([med, rep], [y, y], color=colour, lw=0.8, alpha=0.5)
+        else:
+            dropped += 1
+    ax.set_yticks(range(len(ops)))
+    ax.set_yticklabels([r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "~" for r in reversed(ops)],
+                       fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("time per call (µs), log scale: hollow = reported, filled = corrected [95% CI of W]")
+    handles = [Line2D([], [], marker="o", color=col, ls="none", label=m) for m, col in MARK_COLOURS.items()]
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    note = f"; {dropped} corrected value(s) at or below 0 not drawn" if dropped else ""
+    w = verdict["w_ns"]
+    ax.set_title((title + "\n" if title else "")
+                 + f"W {w['median']:.0f} ns [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}] per event{note}", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg" if path.lower().endswith(".svg") else "png", dpi=120)
+    plt.close(fig)
+    write_file(path, buf.getvalue())

@@ -1,0 +1,137 @@
+"""The per-operator verdict (opskew.verdict) on traces whose answer is known."""
+
+import io
+import json
+
+import pytest
+
+from opskew import verdict
+
+
+def injected_trace(path, *, w_ns, delta_ns=0.0, parents=200, children=4, leaf_ns=1000, gap_ns=500,
+                   other_leaves=200):
+    """What an instrument costing W per event (delta of it inside the event,
+    (W - delta)/2 before its begin and after its end, as the model has it)
+    does to a known program: `parents` annotations opskew::parent, each with
+    `children` aten::add of `leaf_ns` and `gap_ns` of the parent's own work
+    before each child; then `other_leaves` top-level aten::mul of `leaf_ns`.
+    Returns the true figures."""
+    ev = []
+    t = 0.0
+    half = (w_ns - delta_ns) / 2
+
+    def leaf(name):
+        nonlocal t
+        t += half
+        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": t / 1e3,
+                   "dur": (leaf_ns + delta_ns) / 1e3})
+        t += leaf_ns + delta_ns + half
+
+    for _ in range(parents):
+        t += half
+        start = t
+        t += delta_ns
+        for _ in range(children):
+            t += gap_ns
+            leaf("aten::add")
+        ev.append({"ph": "X", "cat": "user_annotation", "name": "opskew::parent", "pid": 1, "tid": 1,
+                   "ts": start / 1e3, "dur": (t - start) / 1e3})
+        t += half + 300
+    for _ in range(other_leaves):
+        leaf("aten::mul")
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return {"parent_total": children * (gap_ns + leaf_ns), "parent_self": children * gap_ns, "leaf": leaf_ns}
+
+
+def by_name(v):
+    return {r["name"]: r for r in v["ops"]}
+
+
+def test_busy_wait_around_one_operators_children_marks_parent_inflated_leaves_believable(tmp_path):
+    trace = tmp_path / "t.json"
+    true = injected_trace(trace, w_ns=300.0)
+    v = verdict.per_operator(str(trace), {"median": 300.0, "ci95": [290.0, 310.0]}, 0.0)
+    ops = by_name(v)
+    parent, add, mul = ops["opskew::parent"], ops["aten::add"], ops["aten::mul"]
+    assert parent["mark"] == "inflated" and parent["marks"]["self"] == "inflated"
+    assert add["mark"] == "believable" and mul["mark"] == "believable"
+    # The corrected values are the true ones, and W's CI brackets them.
+    assert parent["corrected_total_ns"]["median"] == pytest.approx(200 * true["parent_total"], rel=1e-6)
+    lo, hi = parent["corrected_total_ns"]["ci95"]
+    assert lo < 200 * true["parent_total"] < hi
+    assert parent["corrected_self_ns"]["median"] == pytest.approx(200 * true["parent_self"], rel=1e-6)
+    assert add["corrected_total_ns"]["median"] == pytest.approx(800 * true["leaf"], rel=1e-6)
+    assert parent["added_ns"]["operators_below"] == pytest.approx(300.0 * 4 * 200)
+    # Where the skew lands: all of it between events, none in the leaves.
+    s = v["summary"]
+    assert s["in_leaves_ns"] == 0 and s["leaf_inflation"] == pytest.approx(0, abs=1e-9)
+    assert s["most_inflated_parent"]["name"] == "opskew::parent"
+    text = verdict.sentence(s)
+    assert "0% of that lies inside leaf operators" in text and "opskew::parent" in text
+
+
+def test_delta_inside_the_leaves_inflates_them(tmp_path):
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=600.0, delta_ns=400.0)  # leaves read 1400 ns for 1000
+    v = verdict.per_operator(str(trace), {"median": 600.0, "ci95": [590.0, 610.0]}, 400.0)
+    ops = by_name(v)
+    assert ops["aten::add"]["mark"] == "inflated" and ops["aten::mul"]["mark"] == "inflated"
+    assert ops["aten::mul"]["corrected_total_ns"]["median"] == pytest.approx(200 * 1000, rel=1e-6)
+    assert v["summary"]["leaf_inflation"] == pytest.approx(0.4, rel=1e-3)
+
+
+def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=3000.0, leaf_ns=200, gap_ns=100)
+    v = verdict.per_operator(str(trace), {"median": 3000.0, "ci95": [2900.0, 3100.0]}, 0.0)
+    ops = by_name(v)
+    assert ops["opskew::parent"]["mark"] == "unknowable"
+    assert ops["aten::add"]["mark"] == "believable"  # delta = 0: the leaves' own intervals are clean
+
+
+def test_an_uncertain_w_does_not_call_anything_inflated(tmp_path):
+    """A W whose CI reaches zero cannot prove a parent inflated."""
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=30.0)
+    v = verdict.per_operator(str(trace), {"median": 30.0, "ci95": [0.0, 400.0]}, 0.0)
+    assert by_name(v)["opskew::parent"]["mark"] == "believable"
+
+
+def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=300.0)
+    v = verdict.per_operator(str(trace), {"median": 300.0, "ci95": [290.0, 310.0]}, 0.0)
+    out = io.StringIO()
+    verdict.render(v, out, top=2)
+    text = out.getvalue()
+    assert text.count("\n") == 2 + 2 + 1 + 1  # header, rule, 2 rows, "more", sentence
+    assert "... 1 more operator(s)" in text and "where the skew lands:" in text
+    assert "inflated" in text
+
+
+WL = __import__("os").path.join(__import__("os").path.dirname(__file__), "workloads", "wl.py")
+
+
+def test_check_marks_the_parent_of_an_injected_cost_inflated_and_its_children_believable(check_json, tmp_path):
+    """End to end on real torch: a busy-wait runs only while the profiler
+    records, only before each child of opskew::parent (outside the
+    children's intervals). check's per-operator verdict marks the parent
+    inflated and its aten::add children believable, and says the skew lands
+    between events."""
+    plot = tmp_path / "v.svg"
+    p, r = check_json(f"{WL}:injected_children", "--setup", "injected_setup", "--trials", "15", "--iters", "10",
+                      "--warmup", "0.1", "--plot", str(plot))
+    ops = {o["name"]: o for o in r["operators"]["ops"]}
+    parent, mm = ops["opskew::parent"], ops["aten::add"]
+    assert parent["mark"] == "inflated", parent
+    assert mm["mark"] == "believable", mm
+    assert parent["added_ns"]["operators_below"] > 0 and mm["added_ns"]["operators_below"] == 0
+    assert "per-operator verdict" in p.stdout and "where the skew lands" in p.stdout
+    assert r["operators"]["summary"]["in_leaves_ns"] == 0  # no delta stored: nothing inside the leaves
+    svg = plot.read_text()
+    assert svg.lstrip().startswith("<?xml") and "opskew::parent" in svg
+
+
+def test_check_without_the_verdict_window(check_json):
+    p, r = check_json("--trials", "3", "--iters", "3", "--calls", "100", "--warmup", "0.05", "--no-verdict")
+    assert "operators" not in r and "per-operator verdict" not in p.stdout
