@@ -156,7 +156,8 @@ def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: f
             f"vs threshold {100 * threshold:.0f}%")
     if not w["ci_reaches_95"]:
         test += f"; {n} pairs cannot give a 95% CI (need 6), so no verdict of skew"
-    res["verdict"] = {"skewed": skewed, "significant": significant, "test": test,
+    res["verdict"] = {"skewed": skewed, "significant": significant, "enough_trials": bool(w["ci_reaches_95"]),
+                      "test": test,
                       "sign_p": w["sign_p"], "wilcoxon_p": w["wilcoxon_p"], "threshold": threshold}
     return res
 

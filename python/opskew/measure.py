@@ -203,6 +203,22 @@ def run_rounds(iteration, arms: dict, *, trials: int, iters: int, device: str,
     return rounds
 
 
+def user_traceback(exc: BaseException) -> str:
+    """The exception's traceback from the first frame outside opskew, as
+    Python prints it: the user's own code, not opskew's loop around it.
+    Empty when no frame is the user's."""
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    tb = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    return "Traceback (most recent call last):\n" + "".join(traceback.format_tb(tb)) + \
+        "".join(traceback.format_exception_only(type(exc), exc))
+
+
 def workload_error(rounds: Rounds, partial) -> WorkloadError:
     exc = rounds.error
     where = ""
@@ -211,8 +227,10 @@ def workload_error(rounds: Rounds, partial) -> WorkloadError:
         tb = tb.tb_next
     if tb is not None:
         where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
-    return WorkloadError(f"the workload raised {type(exc).__name__}: {exc}{where} "
-                         f"(after {rounds.n} complete round(s) of trials)", partial=partial, cause=exc)
+    err = WorkloadError(f"the workload raised {type(exc).__name__}: {exc}{where} "
+                        f"(after {rounds.n} complete round(s) of trials)", partial=partial, cause=exc)
+    err.user_traceback = user_traceback(exc)
+    return err
 
 
 def progress_printer(label: str):

@@ -70,6 +70,10 @@ def _load_module(modspec: str):
         sys.path.insert(0, os.path.dirname(path))
         spec.loader.exec_module(module)
         return module
+    # As `python -m` does: the current directory is importable, so that
+    # `check train:step` works from the script's own folder.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(modspec)
     except ModuleNotFoundError as exc:
@@ -96,6 +100,34 @@ def python_calls(calls: int) -> Workload:
                     params={"calls_per_iter": calls})
 
 
+def _check_signature(target: str, fn, setup: str | None) -> None:
+    """Refuses, before anything runs, a TARGET that cannot be called the way
+    opskew calls it: with no argument, or with --setup's result alone."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or C callable: it will say for itself
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    required_kw = [p for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if required_kw:
+        raise UsageError(f"{target} needs keyword argument(s) {', '.join(p.name for p in required_kw)}: "
+                         "opskew calls it with none (wrap it in a function that supplies them)")
+    if not setup and required:
+        names = ", ".join(p.name for p in required)
+        raise UsageError(f"{target} takes {len(required)} argument(s) ({names}) but is called with none: pass "
+                         "--setup NAME, a callable in the same module whose result is passed to it")
+    if setup and len(required) > 1:
+        raise UsageError(f"{target} takes {len(required)} arguments but --setup passes one (its result)")
+    if setup and not positional and not varargs:
+        raise UsageError(f"{target} takes no argument, but --setup passes its result to it: drop --setup, "
+                         "or give the function a parameter")
+
+
 def load_target(target: str | None, *, device: str, setup: str | None = None,
                 calls: int = 1000, numel: int = 4) -> Workload:
     """Returns the workload TARGET names. Raises UsageError on a bad TARGET.
@@ -119,6 +151,7 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
     fn = getattr(module, funcname, None)
     if fn is None or not callable(fn):
         raise UsageError(f"{modspec} has no callable named {funcname!r}")
+    _check_signature(target, fn, setup)
     it = fn
     namespace = dict(vars(module))
     if setup:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from ..errors import EXIT_INTERRUPTED, UsageError
 
@@ -93,6 +94,11 @@ def finish(rounds, result: dict, print_human, json_path: str | None, write_json)
     if json_path:
         write_json(result, json_path)
     if err is not None:
+        if err.user_traceback:
+            result["traceback"] = err.user_traceback
+            # The user's own frames first, as Python would print them; the
+            # one-line error and its exit code follow (cli.main).
+            sys.stderr.write(err.user_traceback)
         raise err
     if rounds.interrupted:
         return EXIT_INTERRUPTED

@@ -167,9 +167,16 @@ def _print_human(result: dict, out=None) -> None:
                          + (f"; raw trace {cr['trace']}" if cr["trace"] else "")))
         v = result["verdict"]
         rows.append(("", ""))
-        rows.append(("verdict", "SKEWED: operator times in this trace are inflated by the instrument"
-                     if v["skewed"] else ("significant but below threshold" if v["significant"]
-                                          else "no significant skew detected")))
+        if v["skewed"]:
+            text = "SKEWED: the instrument inflates this trace (where, per operator: below)"
+        elif v["significant"]:
+            text = "significant but below threshold"
+        elif not v.get("enough_trials", True):
+            text = (f"NOT ENOUGH TRIALS to decide: {result.get('pairs', 0)} pair(s); the sign test needs "
+                    "at least 6 for a 95% CI (run more --trials)")
+        else:
+            text = "no significant skew detected"
+        rows.append(("verdict", text))
         rows.append(("test", v["test"]))
     elif result.get("note"):
         rows.append(("note", result["note"]))

@@ -1,0 +1,84 @@
+"""Frictions a new user met (issue: tell the user which numbers to believe),
+each reproduced as they met it."""
+
+import json
+import textwrap
+
+from conftest import run_opskew
+
+FAST = ("--trials", "2", "--iters", "1", "--warmup", "0", "--no-verdict")
+
+
+def write(tmp_path, name, code):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(code))
+    return p
+
+
+def test_a_target_that_needs_state_without_setup_says_so_before_running(tmp_path):
+    """`check gpt.py:step` without --setup used to report "the workload raised
+    TypeError ... at .../opskew/measure.py:97" after the warm-up."""
+    f = write(tmp_path, "gpt.py", """
+        import torch
+        def setup():
+            return torch.ones(4)
+        def step(state):
+            torch.add(state, state)
+    """)
+    p = run_opskew("check", f"{f}:step", *FAST, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "takes 1 argument(s) (state)" in p.stderr and "--setup NAME" in p.stderr
+    assert "Traceback" not in p.stderr and "measure.py" not in p.stderr
+    p = run_opskew("check", f"{f}:setup", "--setup", "setup", *FAST, timeout=120)
+    assert p.returncode == 2 and "takes no argument, but --setup passes its result" in p.stderr
+
+
+def test_a_module_target_is_found_from_the_current_directory(tmp_path):
+    """`check gpt:step` from the script's own folder said "TARGET module not
+    found": the current directory was not on the path, as it is for python -m."""
+    write(tmp_path, "mywl.py", """
+        import torch
+        def step():
+            torch.add(torch.ones(2), 1)
+    """)
+    js = tmp_path / "r.json"
+    p = run_opskew("check", "mywl:step", *FAST, "--json", str(js), cwd=str(tmp_path), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(js.read_text())["conditions"]["workload"]["target"] == "mywl:step"
+
+
+def test_an_error_in_the_users_code_shows_the_users_frames(tmp_path):
+    f = write(tmp_path, "boom.py", """
+        import torch
+        n = [0]
+        def inner():
+            n[0] += 1
+            if n[0] > 3:
+                raise ValueError("the user's own bug")
+        def step():
+            torch.add(torch.ones(2), 1)
+            inner()
+    """)
+    p = run_opskew("check", f"{f}:step", *FAST, timeout=120)
+    assert p.returncode == 4, p.stderr
+    err = p.stderr
+    assert "Traceback (most recent call last):" in err
+    tb = err[err.index("Traceback"):]
+    # The user's frames, innermost last, and none of opskew's loop around them.
+    assert f'File "{f}", line 10, in step' in tb and f'File "{f}", line 7, in inner' in tb
+    assert "opskew/measure.py" not in tb and "ValueError: the user's own bug" in tb
+    assert "opskew check: the workload raised ValueError" in err
+
+
+def test_too_few_trials_say_not_enough_to_decide(tmp_path):
+    """4 trials, all 4 slower by a known 2 us per call: no sign test can reach
+    95% with 4 pairs, so the verdict must say so instead of "no significant
+    skew detected"."""
+    js = tmp_path / "r.json"
+    p = run_opskew("check", "--instrument", "busy-wait:2000", "--trials", "4", "--iters", "2", "--calls", "50",
+                   "--warmup", "0", "--json", str(js), timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "NOT ENOUGH TRIALS to decide: 4 pair(s)" in p.stdout
+    assert "no significant skew detected" not in p.stdout
+    v = json.loads(js.read_text())["verdict"]
+    assert v["enough_trials"] is False and not v["skewed"]
