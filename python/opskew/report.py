@@ -60,8 +60,8 @@ def _refusal(path: str, t: dict) -> str:
     """One line for a target the writer refuses (out_target's dict)."""
     reason = t.get("reason") or ""
     if reason.startswith("a "):  # what it is, not an errno
-        return (f"{path} is {reason}: opskew writes regular files, character devices such as "
-                "/dev/null, and - (standard output); see docs/outputs.md")
+        return (f"{path} is {reason}: opskew writes regular files and character devices such as "
+                "/dev/null (docs/outputs.md)")
     return f"cannot write {path}: {_reason(t.get('errno', 0), reason)}"
 
 

@@ -9,7 +9,7 @@ from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailu
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
-from ..report import fmt_ci, fmt_ns, fmt_time, table, write_json
+from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_file, write_json
 
 SCHEMA = "opskew.check/1"
 
@@ -172,6 +172,12 @@ def _check_paths(args):
     for path in (args.corrected_trace, args.trace):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    # Each output refused now, before the trials, if it cannot be written
+    # or would overwrite another (docs/outputs.md).
+    check_output(args.corrected_trace, stdout=False, what="corrected trace",
+                 inputs=[("the --trace file", args.trace), ("the --json file", args.json)])
+    check_output(args.trace, stdout=False, what="--trace file", inputs=[("the --json file", args.json)])
+    check_output(args.json)
 
 
 def in_run_correction(args, rounds, instrument, window, device, progress) -> dict:
@@ -203,16 +209,18 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     prof = torch.profiler.profile(activities=instrument._activities(), **instrument.options)
     with prof:
         window()
-    raw = args.trace
-    if raw is None:
-        fd, raw = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
-        os.close(fd)
+    # torch exports into opskew's own temporary file; --trace gets a copy
+    # through the one writer (docs/outputs.md).
+    fd, raw = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
+    os.close(fd)
     try:
         prof.export_chrome_trace(raw)
         res = correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
+        if args.trace is not None:
+            with open(raw, "rb") as f:
+                write_file(args.trace, f.read())
     finally:
-        if args.trace is None:
-            os.unlink(raw)
+        os.unlink(raw)
     st = res["stats"]
     return {
         "w_ns": {k: w[k] for k in ("median", "ci95", "ci_coverage")},
