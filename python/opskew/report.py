@@ -115,6 +115,9 @@ def check_output(path, *, inputs=(), stdout: bool = True, what: str = "output") 
         return
     from . import _engine
 
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"directory does not exist: {folder} (for {path})")
     t = _engine.out_target(os.fspath(path))
     if t["kind"] == "refused":
         raise UsageError(_refusal(os.fspath(path), t))

@@ -172,7 +172,7 @@ def test_check_output_in_process(trace, tmp_path):
     report.check_output("-")
     with pytest.raises(UsageError, match="standard output"):
         report.check_output("-", stdout=False)
-    with pytest.raises(UsageError, match="does not exist|no such file"):
+    with pytest.raises(UsageError, match="directory does not exist"):
         report.check_output(str(tmp_path / "missing" / "x.json"))
     with pytest.raises(UsageError, match="is the script"):
         report.check_output(str(trace), inputs=[("the script", str(trace))])
