@@ -238,7 +238,7 @@ def run(args) -> int:
         status = _status(env["OPSKEW_RECORD_STATUS"])
         written = _written(status, before, out)
         if written:
-            meta = _header(out)
+            meta = _header(out) if os.path.isfile(out) else {}  # a device: nothing to read back
             lost = (meta.get("lost") or {}).get("total", "?")
             used = meta.get("instrument", "?")
             note = {
