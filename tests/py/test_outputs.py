@@ -176,3 +176,25 @@ def test_check_output_in_process(trace, tmp_path):
         report.check_output(str(tmp_path / "missing" / "x.json"))
     with pytest.raises(UsageError, match="is the script"):
         report.check_output(str(trace), inputs=[("the script", str(trace))])
+
+
+def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace, tmp_path):
+    """The corrected trace goes through the same C writer: a full disk (a
+    /dev/full copy) is one line naming the path and the reason, exit 7."""
+    from opskew.commands.correct import detect
+
+    found = detect(str(trace))
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"schema": "opskew.calibration/1",
+                               "key": {"instrument": found["instrument"], "config": found["config"]},
+                               "w_ns": {"median": 100.0}, "delta_ns": {"median": 10.0}}))
+    full = tmp_path / "full"
+    mknod_or_skip(full, 7)
+    p = opskew("correct", str(trace), "--calibration", str(cal), "-o", str(full))
+    assert p.returncode == EXIT_OUTPUT, (p.stdout, p.stderr)
+    assert p.stderr.strip() == f"opskew correct: cannot write {full}: no space left on device", p.stderr
+    ok = tmp_path / "c.json"
+    p = opskew("correct", str(trace), "--calibration", str(cal), "-o", str(ok))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(ok.read_text())["opskew"]["corrected"]
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
