@@ -1,7 +1,9 @@
 /* chrome_out.c: the one Chrome trace JSON output (see tracecore.h): string
- * escaping, numbers from integers, and a buffered file written to a
- * temporary name and renamed into place. The tracer's writer and the
- * corrected-trace writer both use it. */
+ * escaping, numbers from integers, and the one file writer: a buffered file
+ * written to a temporary name and renamed into place, or written through to
+ * a character device or standard output, anything else refused
+ * (docs/outputs.md). The tracer's writer, the corrected-trace writer and,
+ * through opskew._engine.write_file, every Python output use it. */
 #include "tracecore.h"
 
 #include <errno.h>
