@@ -122,6 +122,25 @@ static const char *what_is(mode_t mode) {
 /* The errno a refusal reports to callers that have only errno. */
 static int refusal_errno(mode_t mode) { return S_ISDIR(mode) ? EISDIR : EINVAL; }
 
+/* 0 if the folder of path exists and takes new files (the temporary file
+ * and the rename need that), else the errno; -1: out of memory. */
+static int folder_takes_files(const char *path) {
+  char *dir = osk__dup_bytes(path, strlen(path));
+  if (!dir) return -1;
+  char *slash = strrchr(dir, '/');
+  const char *d = ".";
+  if (slash == dir) d = "/";
+  else if (slash) {
+    *slash = '\0';
+    d = dir;
+  }
+  struct stat st;
+  int rc = stat(d, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR
+         : access(d, W_OK | X_OK) != 0 ? errno : 0;
+  free(dir);
+  return rc;
+}
+
 int osk__out_target(const char *path, osk__out_target_t *t) {
   memset(t, 0, sizeof *t);
   if (!strcmp(path, "-")) {
@@ -129,26 +148,13 @@ int osk__out_target(const char *path, osk__out_target_t *t) {
     return 0;
   }
   struct stat st;
+  int rc;
   if (lstat(path, &st) != 0) {
     if (errno != ENOENT) goto refused_errno;
     /* Nothing there: its folder must exist and take a new file. */
-    size_t plen = strlen(path);
-    char *dir = osk__dup_bytes(path, plen);
-    if (!dir) return OSK_ENOMEM;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir) d = "/";
-    else if (slash) {
-      *slash = '\0';
-      d = dir;
-    }
-    int rc = stat(d, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR
-           : access(d, W_OK | X_OK) != 0 ? errno : 0;
-    free(dir);
-    if (rc) {
-      errno = rc;
-      goto refused_errno;
-    }
+    rc = folder_takes_files(path);
+    if (rc < 0) return OSK_ENOMEM;
+    if (rc) goto refused_rc;
     t->kind = OSK__OUT_NEW;
     return 0;
   }
@@ -162,6 +168,13 @@ int osk__out_target(const char *path, osk__out_target_t *t) {
   t->dev = (uint64_t)st.st_dev;
   t->ino = (uint64_t)st.st_ino;
   if (S_ISREG(st.st_mode)) {
+    /* Replaced in its own folder (a link's target's). */
+    char *real = t->link ? realpath(path, NULL) : NULL;
+    if (t->link && !real) goto refused_errno;
+    rc = folder_takes_files(real ? real : path);
+    free(real);
+    if (rc < 0) return OSK_ENOMEM;
+    if (rc) goto refused_rc;
     t->kind = OSK__OUT_FILE;
     return 0;
   }
@@ -175,8 +188,10 @@ int osk__out_target(const char *path, osk__out_target_t *t) {
   t->sys_errno = refusal_errno(st.st_mode);
   return OSK_EIO;
 refused_errno:
+  rc = errno;
+refused_rc:
   t->kind = OSK__OUT_REFUSED;
-  t->sys_errno = errno;
+  t->sys_errno = rc;
   return OSK_EIO;
 }
 
