@@ -146,7 +146,7 @@ static int write_all(const char *path, const char *text) {
  * and the output is complete. With every candidate taken, open fails and
  * still touches nothing. */
 static void planted(const char *dir) {
-  char victim[160], path[160], cand[256];
+  char victim[320], path[320], cand[400];
   snprintf(victim, sizeof victim, "%s/victim", dir);
   snprintf(path, sizeof path, "%s/out.json", dir);
   write_file(victim, "secret");
@@ -185,7 +185,7 @@ static void planted(const char *dir) {
  * link stays, the mode of its target too); a link to nothing and a loop are
  * refused without creating anything. */
 static void links(const char *dir) {
-  char real[160], link[160], dangling[160], loop_a[160], loop_b[160];
+  char real[320], link[320], dangling[320], loop_a[320], loop_b[320];
   snprintf(real, sizeof real, "%s/real.json", dir);
   snprintf(link, sizeof link, "%s/link.json", dir);
   snprintf(dangling, sizeof dangling, "%s/dangling.json", dir);
@@ -200,7 +200,7 @@ static void links(const char *dir) {
   CHECK(stat(real, &st) == 0 && (st.st_mode & 0777) == 0640 && !strcmp(slurp(real), "new"));
   CHECK(count_like(dir, "real.json.tmp-opskew.") == 0 && count_like(dir, "link.json.tmp") == 0);
 
-  char missing[160];
+  char missing[320];
   snprintf(missing, sizeof missing, "%s/nowhere", dir);
   CHECK(symlink(missing, dangling) == 0);
   osk__out_t o;
@@ -221,7 +221,7 @@ static void links(const char *dir) {
  * /dev/null and of /dev/full made with mknod in the test's folder, where
  * this process may; /dev itself is never touched); "-" is standard output. */
 static void special(const char *dir) {
-  char fifo[160];
+  char fifo[320];
   snprintf(fifo, sizeof fifo, "%s/fifo", dir);
   CHECK(mkfifo(fifo, 0600) == 0);
   osk__out_t o;
@@ -233,7 +233,7 @@ static void special(const char *dir) {
   CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode) && count_like(dir, "fifo.tmp") == 0);
   CHECK(unlink(fifo) == 0);
 
-  char null_dev[160], full_dev[160];
+  char null_dev[320], full_dev[320];
   snprintf(null_dev, sizeof null_dev, "%s/null", dir);
   snprintf(full_dev, sizeof full_dev, "%s/full", dir);
   if (mknod(null_dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
@@ -249,7 +249,7 @@ static void special(const char *dir) {
     printf("chrome_out: mknod not permitted (%s): device cases skipped\n", strerror(errno));
   }
 
-  char captured[160];
+  char captured[320];
   snprintf(captured, sizeof captured, "%s/stdout", dir);
   fflush(stdout);
   int keep = dup(1);
@@ -279,9 +279,11 @@ int main(void) {
   escape();
   numbers();
   file();
-  char dir[64];
-  snprintf(dir, sizeof dir, "/tmp/opskew-out2-%d", (int)getpid());
-  CHECK(mkdir(dir, 0700) == 0);
+  /* A fresh private folder under $TMPDIR: everything below happens there. */
+  const char *tmpdir = getenv("TMPDIR");
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s/opskew-out2-XXXXXX", tmpdir && *tmpdir && strlen(tmpdir) < 128 ? tmpdir : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
   planted(dir);
   links(dir);
   special(dir);
