@@ -59,9 +59,18 @@ def _fail(msg):
     os._exit(EXIT_SETUP)
 
 
+# This bootstrap's process: a process the script forks inherits the atexit
+# handlers below, and must neither report nor remove anything.
+_BOOT_PID = os.getpid()
+
+
+def _ours():
+    return os.getpid() == _BOOT_PID
+
+
 def _orphaned():
     parent = os.environ.get("OPSKEW_RECORD_PARENT", "")
-    return parent.isdigit() and os.getppid() != int(parent)
+    return _ours() and parent.isdigit() and os.getppid() != int(parent)
 
 
 def _remove_parents_tmpdir():
@@ -94,7 +103,7 @@ def _die_with_parent():
 
 def _write_status():
     path = os.environ.get("OPSKEW_RECORD_STATUS")
-    if not path or _orphaned():
+    if not path or not _ours() or _orphaned():
         return
     try:
         # A new file in the parent's private folder (mode 0700), never one
@@ -125,7 +134,7 @@ def _finish_capturing(session):
     import ctypes
 
     tmpdir = os.environ.get("OPSKEW_RECORD_TMPDIR", "")
-    if not tmpdir or not os.environ.get("OPSKEW_RECORD_STATUS"):
+    if not tmpdir or not os.environ.get("OPSKEW_RECORD_STATUS") or not _ours():
         rc = session.finish()
         return rc, ctypes.get_errno() if rc < 0 else 0, ""
     sys.stderr.flush()
@@ -271,7 +280,7 @@ def main():
             except (ValueError, OSError):
                 pass
         rc, err, text = _finish_capturing(session)
-        reported = bool(os.environ.get("OPSKEW_RECORD_STATUS")) and not _orphaned()
+        reported = bool(os.environ.get("OPSKEW_RECORD_STATUS")) and _ours() and not _orphaned()
         # Pass on what the C side printed, but the parent words the write's
         # failure itself, in one line, from the status.
         keep = "".join(line for line in text.splitlines(True)
