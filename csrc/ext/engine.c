@@ -8,7 +8,9 @@
 #include <Python.h>
 
 #include "opskew.h"
+#include "tracecore.h" /* the one file writer, osk__out_* */
 
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
 
@@ -236,6 +238,85 @@ static PyObject *engine_err_name(PyObject *self, PyObject *arg) {
   return PyUnicode_FromString(osk_err_name((int)code));
 }
 
+/* --------------------------------------------------------------- output */
+
+/* OSError(errno, reason, path): reason is what a refused target is, else
+ * strerror(errno). */
+static PyObject *raise_out(int sys_errno, const char *refused, PyObject *path) {
+  int e = sys_errno ? sys_errno : EIO;
+  PyObject *exc = PyObject_CallFunction(PyExc_OSError, "isO", e, refused ? refused : strerror(e), path);
+  if (exc) {
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+  }
+  return NULL;
+}
+
+static PyObject *engine_write_file(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *path;
+  Py_buffer data;
+  if (!PyArg_ParseTuple(args, "O&y*:write_file", PyUnicode_FSConverter, &path, &data)) return NULL;
+  osk__out_t o;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS
+  rc = osk__out_open(&o, PyBytes_AS_STRING(path), 0);
+  if (rc == 0) {
+    osk__out_put(&o, data.buf, (size_t)data.len);
+    rc = osk__out_commit(&o);
+  }
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&data);
+  if (rc == OSK_ENOMEM) {
+    Py_DECREF(path);
+    return PyErr_NoMemory();
+  }
+  if (rc) {
+    PyObject *name = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path));
+    Py_DECREF(path);
+    if (!name) return NULL;
+    raise_out(o.sys_errno, o.refused, name);
+    Py_DECREF(name);
+    return NULL;
+  }
+  Py_DECREF(path);
+  Py_RETURN_NONE;
+}
+
+static PyObject *engine_out_target(PyObject *self, PyObject *arg) {
+  (void)self;
+  PyObject *path;
+  if (!PyUnicode_FSConverter(arg, &path)) return NULL;
+  osk__out_target_t t;
+  int rc = osk__out_target(PyBytes_AS_STRING(path), &t);
+  Py_DECREF(path);
+  if (rc == OSK_ENOMEM) return PyErr_NoMemory();
+  static const char *kinds[] = {"?", "new", "file", "device", "stdout", "refused"};
+  const char *kind = t.kind >= OSK__OUT_NEW && t.kind <= OSK__OUT_REFUSED ? kinds[t.kind] : "?";
+  const char *why = t.what ? t.what : t.sys_errno ? strerror(t.sys_errno) : NULL;
+  return Py_BuildValue("{s:s,s:i,s:z,s:O,s:K,s:K}", "kind", kind, "errno", t.sys_errno, "reason", why,
+                       "link", t.link ? Py_True : Py_False, "dev", (unsigned long long)t.dev, "ino",
+                       (unsigned long long)t.ino);
+}
+
+static PyObject *engine_out_tmp_name(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *path;
+  unsigned n;
+  if (!PyArg_ParseTuple(args, "O&I:out_tmp_name", PyUnicode_FSConverter, &path, &n)) return NULL;
+  size_t cap = (size_t)PyBytes_GET_SIZE(path) + 64;
+  char *buf = PyMem_Malloc(cap);
+  if (!buf) {
+    Py_DECREF(path);
+    return PyErr_NoMemory();
+  }
+  int rc = osk__out_tmp_name(buf, cap, PyBytes_AS_STRING(path), n);
+  Py_DECREF(path);
+  PyObject *r = rc ? raise_osk(rc, "out_tmp_name") : PyUnicode_DecodeFSDefault(buf);
+  PyMem_Free(buf);
+  return r;
+}
+
 /* --------------------------------------------------------------- module */
 
 static PyMethodDef engine_methods[] = {
@@ -255,6 +336,17 @@ static PyMethodDef engine_methods[] = {
     {"inject_stop", engine_inject_stop, METH_NOARGS,
      "inject_stop() -> (events, spun_ns): stop it; the torch calls it saw and\n"
      "the busy-wait it actually spent, in ns"},
+    {"write_file", engine_write_file, METH_VARARGS,
+     "write_file(path, data: bytes) -> None: the one file writer (docs/outputs.md):\n"
+     "a temporary file next to path, fsynced and renamed into place; '-' is standard\n"
+     "output; a character device is written through; anything else that is not a\n"
+     "regular file is refused. OSError(errno, reason, path) on failure."},
+    {"out_target", engine_out_target, METH_O,
+     "out_target(path) -> dict(kind, errno, reason, link, dev, ino): what the writer\n"
+     "would do with path: kind 'new', 'file', 'device', 'stdout' or 'refused'"},
+    {"out_tmp_name", engine_out_tmp_name, METH_VARARGS,
+     "out_tmp_name(path, n) -> str: the n-th temporary name the writer tries for\n"
+     "path in this process (for tests that plant files there)"},
     {NULL, NULL, 0, NULL}};
 
 static int engine_exec(PyObject *m) {

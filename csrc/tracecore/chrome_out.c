@@ -1,13 +1,15 @@
 /* chrome_out.c: the one Chrome trace JSON output (see tracecore.h): string
- * escaping, numbers from integers, and a buffered file written to a
- * temporary name and renamed into place. The tracer's writer and the
- * corrected-trace writer both use it. */
+ * escaping, numbers from integers, and the one file writer: a buffered file
+ * written to a temporary name and renamed into place, or written through to
+ * a character device or standard output, anything else refused
+ * (docs/outputs.md). The tracer's writer, the corrected-trace writer and,
+ * through opskew._engine.write_file, every Python output use it. */
 #include "tracecore.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -98,31 +100,183 @@ size_t osk__json_escape(const char *s, size_t len, char *out, size_t cap) {
 
 /* A few system calls per megabyte instead of stdio's copy and locking. */
 #define OSK__OUT_CAP (1u << 20)
+/* Candidate temporary names tried per open before giving up (EEXIST). */
+#define OSK__OUT_TRIES 100
+/* The longest file name this writer builds (NAME_MAX of Linux file systems). */
+#define OSK__NAME_MAX 255
 
 static void fail(osk__out_t *o, int err) {
   if (!o->failed) o->sys_errno = err;
   o->failed = 1;
 }
 
+/* What mode says a refused file is. */
+static const char *what_is(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a named pipe (FIFO)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+/* The errno a refusal reports to callers that have only errno. */
+static int refusal_errno(mode_t mode) { return S_ISDIR(mode) ? EISDIR : EINVAL; }
+
+/* 0 if the folder of path exists and takes new files (the temporary file
+ * and the rename need that), else the errno; -1: out of memory. */
+static int folder_takes_files(const char *path) {
+  char *dir = osk__dup_bytes(path, strlen(path));
+  if (!dir) return -1;
+  char *slash = strrchr(dir, '/');
+  const char *d = ".";
+  if (slash == dir) d = "/";
+  else if (slash) {
+    *slash = '\0';
+    d = dir;
+  }
+  struct stat st;
+  int rc = stat(d, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR
+         : access(d, W_OK | X_OK) != 0 ? errno : 0;
+  free(dir);
+  return rc;
+}
+
+int osk__out_target(const char *path, osk__out_target_t *t) {
+  memset(t, 0, sizeof *t);
+  if (!strcmp(path, "-")) {
+    t->kind = OSK__OUT_STDOUT;
+    return 0;
+  }
+  struct stat st;
+  int rc;
+  if (lstat(path, &st) != 0) {
+    if (errno != ENOENT) goto refused_errno;
+    /* Nothing there: its folder must exist and take a new file. */
+    rc = folder_takes_files(path);
+    if (rc < 0) return OSK_ENOMEM;
+    if (rc) goto refused_rc;
+    t->kind = OSK__OUT_NEW;
+    return 0;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    t->link = 1;
+    if (stat(path, &st) != 0) {
+      if (errno == ENOENT) t->what = "a symbolic link to nothing";
+      goto refused_errno;
+    }
+  }
+  t->dev = (uint64_t)st.st_dev;
+  t->ino = (uint64_t)st.st_ino;
+  if (S_ISREG(st.st_mode)) {
+    /* Replaced in its own folder (a link's target's). */
+    char *real = t->link ? realpath(path, NULL) : NULL;
+    if (t->link && !real) goto refused_errno;
+    rc = folder_takes_files(real ? real : path);
+    free(real);
+    if (rc < 0) return OSK_ENOMEM;
+    if (rc) goto refused_rc;
+    t->kind = OSK__OUT_FILE;
+    return 0;
+  }
+  if (S_ISCHR(st.st_mode)) {
+    t->kind = OSK__OUT_DEVICE;
+    if (access(path, W_OK) != 0) goto refused_errno;
+    return 0;
+  }
+  t->kind = OSK__OUT_REFUSED;
+  t->what = what_is(st.st_mode);
+  t->sys_errno = refusal_errno(st.st_mode);
+  return OSK_EIO;
+refused_errno:
+  rc = errno;
+refused_rc:
+  t->kind = OSK__OUT_REFUSED;
+  t->sys_errno = rc;
+  return OSK_EIO;
+}
+
+int osk__out_tmp_name(char *out, size_t cap, const char *path, unsigned n) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  char suffix[64];
+  snprintf(suffix, sizeof suffix, ".tmp-opskew.%ld.%u", (long)getpid(), n);
+  int k;
+  if (strlen(base) + strlen(suffix) <= OSK__NAME_MAX) {
+    k = snprintf(out, cap, "%s%s", path, suffix);
+  } else { /* a name near the limit: the temporary gets a short name in the same folder */
+    int dlen = slash ? (int)(slash - path) + 1 : 0;
+    k = snprintf(out, cap, "%.*s%s", dlen, path, suffix);
+  }
+  return k >= 0 && (size_t)k < cap ? 0 : OSK_EINVAL;
+}
+
+/* Sets errno to the failure's errno, for callers that only look there. */
+static int failed_with(osk__out_t *o, int rc) {
+  errno = o->sys_errno;
+  return rc;
+}
+
 int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
-  static _Atomic unsigned counter;
   memset(o, 0, sizeof *o);
   o->fd = -1;
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 64);
-  o->path = osk__dup_bytes(path, plen);
   o->cap = OSK__OUT_CAP;
   o->buf = malloc(OSK__OUT_CAP + slack);
-  if (!tmp || !o->path || !o->buf) {
-    free(tmp);
+  osk__out_target_t t;
+  int trc = o->buf ? osk__out_target(path, &t) : OSK_ENOMEM;
+  if (trc == OSK_ENOMEM) {
     osk__out_discard(o);
     return OSK_ENOMEM;
   }
-  /* A unique name next to the target, so that the rename stays within one
-   * file system; O_EXCL because another writer may pick the same number. */
-  for (int tries = 0; tries < 100; tries++) {
-    snprintf(tmp, plen + 64, "%s.tmp-opskew.%ld.%u", path, (long)getpid(),
-             atomic_fetch_add(&counter, 1u));
+  if (trc) {
+    free(o->buf);
+    o->buf = NULL;
+    o->refused = t.what;
+    fail(o, t.sys_errno ? t.sys_errno : EINVAL);
+    return failed_with(o, OSK_EIO);
+  }
+  o->kind = t.kind;
+  if (t.kind == OSK__OUT_STDOUT || t.kind == OSK__OUT_DEVICE) {
+    /* Written through as it goes: never created, truncated, replaced or
+     * removed. Standard output through a duplicate, so commit can close it. */
+    o->fd = t.kind == OSK__OUT_STDOUT ? fcntl(1, F_DUPFD_CLOEXEC, 3)
+                                      : open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (o->fd >= 0 && t.kind == OSK__OUT_DEVICE && (fstat(o->fd, &st) != 0 || !S_ISCHR(st.st_mode))) {
+      close(o->fd); /* it changed since we looked: not what we were asked to write through */
+      o->fd = -1;
+      errno = EINVAL;
+    }
+    if (o->fd < 0) {
+      int err = errno;
+      free(o->buf);
+      o->buf = NULL;
+      fail(o, err);
+      return failed_with(o, OSK_EIO);
+    }
+    return 0;
+  }
+  /* A regular file, new or replaced. A symbolic link to a regular file is
+   * written through: its target is replaced, the link stays. */
+  o->path = t.link ? realpath(path, NULL) : osk__dup_bytes(path, strlen(path));
+  size_t tcap = (o->path ? strlen(o->path) : 0) + 64;
+  char *tmp = malloc(tcap);
+  if (!tmp || !o->path) {
+    int err = errno;
+    free(tmp);
+    osk__out_discard(o);
+    if (!t.link || err == ENOMEM) return OSK_ENOMEM;
+    fail(o, err); /* realpath failed: the link changed since we looked */
+    return failed_with(o, OSK_EIO);
+  }
+  /* A name next to the target, so that the rename stays within one file
+   * system. Candidates n = 0, 1, ... in turn, each created with O_EXCL and
+   * O_NOFOLLOW: whatever already sits at one (another writer's file, a
+   * planted link) is left alone and the next is tried. */
+  for (unsigned n = 0; n < OSK__OUT_TRIES; n++) {
+    if (osk__out_tmp_name(tmp, tcap, o->path, n)) {
+      errno = ENAMETOOLONG;
+      break;
+    }
     o->fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (o->fd >= 0 || errno != EEXIST) break;
   }
@@ -130,15 +284,15 @@ int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
     int err = errno;
     free(tmp); /* nothing was created: there is nothing to remove */
     osk__out_discard(o);
-    o->sys_errno = err;
-    o->failed = 1;
-    return OSK_EIO;
+    fail(o, err);
+    return failed_with(o, OSK_EIO);
   }
   o->tmp = tmp; /* ours from here on: discard removes it */
   /* rename gives the target the temporary's mode: a regular file we replace
    * keeps its own permission bits (best effort; not its owner). */
   struct stat st;
-  if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) (void)fchmod(o->fd, st.st_mode & 0777);
+  if (t.kind == OSK__OUT_FILE && stat(o->path, &st) == 0 && S_ISREG(st.st_mode))
+    (void)fchmod(o->fd, st.st_mode & 0777);
   return 0;
 }
 
@@ -225,27 +379,45 @@ void osk__out_key_num(osk__out_t *o, const char *text, double v) {
 }
 
 int osk__out_commit(osk__out_t *o) {
-  if (o->fd < 0) return OSK_EIO;
+  if (o->fd < 0) {
+    if (!o->failed) fail(o, EBADF);
+    return failed_with(o, OSK_EIO);
+  }
   osk__out_flush(o);
+  int through = o->kind == OSK__OUT_STDOUT || o->kind == OSK__OUT_DEVICE;
   /* fsync before rename: otherwise a crash can leave the new name on an
    * empty file where the old trace was. */
-  if (!o->failed && fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS) fail(o, errno);
+  if (!through && !o->failed && fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS) fail(o, errno);
   if (close(o->fd) != 0) fail(o, errno);
   o->fd = -1;
-  if (!o->failed && rename(o->tmp, o->path) != 0) fail(o, errno);
+  if (!through && !o->failed) {
+    /* Never rename over something that is not a regular file, even one
+     * that appeared while we wrote. */
+    struct stat st;
+    if (lstat(o->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+      o->refused = what_is(st.st_mode);
+      fail(o, S_ISLNK(st.st_mode) ? EEXIST : refusal_errno(st.st_mode));
+      if (S_ISLNK(st.st_mode)) o->refused = "a symbolic link that appeared while writing";
+    } else if (rename(o->tmp, o->path) != 0) {
+      fail(o, errno);
+    }
+  }
   int rc = o->failed ? OSK_EIO : 0;
   if (!rc) {
     free(o->tmp); /* renamed: nothing left to remove */
     o->tmp = NULL;
   }
   int err = o->sys_errno, failed = o->failed;
+  const char *refused = o->refused;
   osk__out_discard(o);
   o->sys_errno = err;
   o->failed = failed;
-  return rc;
+  o->refused = refused;
+  return rc ? failed_with(o, rc) : 0;
 }
 
 void osk__out_discard(osk__out_t *o) {
+  int saved = errno; /* callers read a failure's errno after discarding */
   if (o->fd >= 0) close(o->fd);
   o->fd = -1;
   if (o->tmp) unlink(o->tmp);
@@ -254,4 +426,5 @@ void osk__out_discard(osk__out_t *o) {
   free(o->buf);
   o->tmp = o->path = o->buf = NULL;
   o->len = o->cap = 0;
+  errno = saved;
 }

@@ -176,9 +176,56 @@ static inline char *osk__put_us(char *p, int64_t ns) {
   return p + 4;
 }
 
-/* A JSON file written through one large buffer and write(2), into a
- * temporary file next to the target that replaces it only when complete:
- * readers never see half a trace, and a failed write leaves the old file. */
+/* The one way opskew writes a file (traces, corrected traces, and through
+ * opskew._engine.write_file every Python output: JSON, CSV, plots,
+ * calibrations, snippets); the rules are in docs/outputs.md. What the
+ * target names decides how (osk__out_target):
+ *   - nothing, or a regular file (or a symbolic link to one, written
+ *     through: the link's target is replaced and the link stays): a
+ *     temporary file next to it, "<path>.tmp-opskew.<pid>.<n>" (n = 0, 1, ...
+ *     tried in turn; "<folder>/.tmp-opskew.<pid>.<n>" when that name would
+ *     pass 255 bytes), created with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0666
+ *     less the umask, or the replaced file's own 0777 bits; written, fsynced
+ *     and renamed into place. Readers never see half a file; a failure
+ *     leaves the old file and removes only the temporary file.
+ *   - "-": standard output, written as it goes;
+ *   - a character device (/dev/null, a terminal): opened O_WRONLY, without
+ *     O_CREAT or O_TRUNC, written as it goes; never removed or replaced;
+ *   - anything else (a directory, a FIFO, a socket, a block device, a link
+ *     to nothing) is refused; nothing is created.
+ * Nothing but the temporary file this writer created is ever unlinked, and
+ * rename never goes over something that is not a regular file. */
+enum {
+  OSK__OUT_NEW = 1, /* nothing there yet: created */
+  OSK__OUT_FILE,    /* a regular file, or a symbolic link to one: replaced */
+  OSK__OUT_DEVICE,  /* a character device: written through */
+  OSK__OUT_STDOUT,  /* "-": standard output */
+  OSK__OUT_REFUSED, /* anything else */
+};
+
+/* What a path names for the writer, before writing: kind; for
+ * OSK__OUT_REFUSED, sys_errno (EISDIR for a directory, EINVAL for another
+ * kind of file, or the errno of the lookup: ELOOP, ENOENT for a missing
+ * folder or a link to nothing, EACCES, ENOTDIR) and `what` (a static
+ * description, "a directory", "a named pipe (FIFO)", ..., or NULL when
+ * sys_errno says it all); dev and ino of the existing file (after links),
+ * and link when the path itself is a symbolic link. */
+typedef struct {
+  int kind;
+  int sys_errno;
+  const char *what;
+  int link;
+  uint64_t dev, ino;
+} osk__out_target_t;
+
+/* Fills t; returns 0, OSK_EIO (refused) or OSK_ENOMEM. */
+OSK__CORE_HIDDEN int osk__out_target(const char *path, osk__out_target_t *t);
+
+/* The n-th temporary name osk__out_open tries for path in this process
+ * (tests plant files there). Returns 0, or OSK_EINVAL if cap is too small. */
+OSK__CORE_HIDDEN int osk__out_tmp_name(char *out, size_t cap, const char *path, unsigned n);
+
+/* A file written through one large buffer and write(2), as above. */
 typedef struct {
   int fd;
   char *buf;
@@ -187,17 +234,16 @@ typedef struct {
   int failed;
   int sys_errno; /* errno of the first failure */
   char *tmp;     /* the temporary file's path while it exists */
-  char *path;
+  char *path;    /* the file renamed into place (a link's target, resolved) */
+  int kind;      /* OSK__OUT_* of the target */
+  const char *refused; /* a refused target: what it is (static), or NULL */
 } osk__out_t;
 
-/* Creates the temporary file, "<path>.tmp-opskew.<pid>.<n>", with O_EXCL and
- * O_NOFOLLOW (so it never writes through someone's link) and mode 0666 less
- * the umask, as a new target would get; when the target is an existing
- * regular file, the temporary takes its permission bits (0777 of them), so
- * replacing it keeps its mode (not its owner). `slack`: bytes callers may
+/* Opens the output for path as described above. `slack`: bytes callers may
  * append directly at buf + len beyond cap; a caller writing directly calls
  * osk__out_flush before len would pass cap + slack.
- * Returns 0, OSK_EIO (sys_errno says why) or OSK_ENOMEM. */
+ * Returns 0, OSK_EIO (sys_errno and errno say why; `refused` what a refused
+ * target is) or OSK_ENOMEM. */
 OSK__CORE_HIDDEN int osk__out_open(osk__out_t *o, const char *path, size_t slack);
 OSK__CORE_HIDDEN void osk__out_flush(osk__out_t *o);
 OSK__CORE_HIDDEN void osk__out_put(osk__out_t *o, const char *s, size_t n);
@@ -214,10 +260,13 @@ OSK__CORE_HIDDEN void osk__out_num(osk__out_t *o, double v);
 OSK__CORE_HIDDEN void osk__out_key_num(osk__out_t *o, const char *text, double v);
 /* The same into out (at least 32 bytes, NUL-terminated); returns the length. */
 OSK__CORE_HIDDEN size_t osk__fmt_num(char *out, double v);
-/* Flushes, fsyncs, closes and renames the file into place; on any failure
- * unlinks the temporary file (only it). Returns 0 or OSK_EIO. */
+/* Flushes, fsyncs, closes and renames the file into place (a device or
+ * standard output: flushes and closes); on any failure unlinks the
+ * temporary file (only it). Returns 0 or OSK_EIO (sys_errno, errno and
+ * refused say why, as for open). */
 OSK__CORE_HIDDEN int osk__out_commit(osk__out_t *o);
-/* Closes and unlinks the temporary file, and frees; safe after commit. */
+/* Closes and unlinks the temporary file, and frees; safe after commit and
+ * after a failed open; keeps errno. */
 OSK__CORE_HIDDEN void osk__out_discard(osk__out_t *o);
 
 /* Writes v as decimal into out (at least 21 bytes); returns the length. */

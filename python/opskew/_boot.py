@@ -221,7 +221,9 @@ def load(path, must_be_loaded=True):
         return _libs[path]
     mode = os.RTLD_LAZY | (os.RTLD_NOLOAD if must_be_loaded else 0)
     try:
-        lib = ctypes.CDLL(path, mode=mode)
+        # use_errno: a failed trace write leaves errno set (chrome_out.c),
+        # which `opskew record`'s child reports (ctypes.get_errno).
+        lib = ctypes.CDLL(path, mode=mode, use_errno=True)
     except OSError:
         return None
     _libs[path] = declare(lib)

@@ -20,16 +20,28 @@ Environment (set by `opskew record`):
   OPSKEW_PYHOOK_PATH  the opskew._pyhook extension (loaded by path)
   OPSKEW_TRACE_OUT    the trace path
   OPSKEW_BOOT_ERROR   where a setup failure is described (one line), for the parent
+  OPSKEW_RECORD_STATUS  where the outcome is reported to the parent (JSON: the
+                      writer's code and errno, what it printed, a profiler conflict)
+  OPSKEW_RECORD_PARENT  the parent's pid: this process gets SIGTERM when the
+                      parent dies (PR_SET_PDEATHSIG, Linux), writes its trace
+                      and then removes OPSKEW_RECORD_TMPDIR, the parent's
+                      temporary folder, which nobody else would remove
 """
 
 import atexit
 import importlib.util
+import json
 import os
 import runpy
+import shutil
 import signal
 import sys
 
 EXIT_SETUP = 86  # `opskew record` reads this as "the tracer could not start"
+# What the parent learns at the end (OPSKEW_RECORD_STATUS), filled as it happens.
+_STATUS = {}
+# The line the trace writer's C side prints on failure; the parent prints its own.
+_C_WRITE_FAILED = "opskew: could not write the trace to "
 
 
 def _fail(msg):
@@ -45,6 +57,107 @@ def _fail(msg):
         sys.stderr.write("opskew record: %s\n" % msg)
         sys.stderr.flush()
     os._exit(EXIT_SETUP)
+
+
+# This bootstrap's process: a process the script forks inherits the atexit
+# handlers below, and must neither report nor remove anything.
+_BOOT_PID = os.getpid()
+
+
+def _ours():
+    return os.getpid() == _BOOT_PID
+
+
+def _orphaned():
+    parent = os.environ.get("OPSKEW_RECORD_PARENT", "")
+    return _ours() and parent.isdigit() and os.getppid() != int(parent)
+
+
+def _remove_parents_tmpdir():
+    """At exit, when the parent died (SIGKILL): its temporary folder, which
+    it can no longer remove. Only a folder named as the parent names it,
+    and not through a link."""
+    tmpdir = os.environ.get("OPSKEW_RECORD_TMPDIR", "")
+    if not tmpdir or not _orphaned():
+        return
+    if os.path.basename(tmpdir).startswith("opskew-record-") and os.path.isdir(tmpdir) \
+            and not os.path.islink(tmpdir):
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _die_with_parent():
+    """SIGTERM when the parent dies, so a SIGKILLed `opskew record` leaves no
+    orphan running: the script stops as on Ctrl-C, its trace is written, and
+    the parent's temporary folder removed (_remove_parents_tmpdir)."""
+    if not os.environ.get("OPSKEW_RECORD_PARENT", "").isdigit() or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - no prctl: the child only outlives a killed parent
+        return
+    if _orphaned():  # the parent died before prctl
+        raise SystemExit(128 + signal.SIGTERM)
+
+
+def _write_status():
+    path = os.environ.get("OPSKEW_RECORD_STATUS")
+    if not path or not _ours() or _orphaned():
+        return
+    try:
+        # A new file in the parent's private folder (mode 0700), never one
+        # already there.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(_STATUS, f)
+    except OSError:
+        pass
+
+
+def _profiler_conflict(exc, inst):
+    """The one line for a script whose own torch profiler cannot start
+    because the instrument holds torch's profiler (ITT and NVTX are
+    torch.autograd.profiler modes; torch allows one profiler per thread)."""
+    if not (isinstance(exc, RuntimeError) and "already enabled" in str(exc) and inst in ("itt", "nvtx")):
+        return None
+    other = ("--instrument native (opskew's RecordFunction callback runs alongside a profiler)"
+             if inst == "itt" else "--instrument native (CPU-side operators, without NVTX ranges)")
+    return ("the script starts its own torch profiler, which cannot run while the %s instrument holds "
+            "torch's profiler (torch: %s); record with %s, or run the script without its own profiler"
+            % (inst, str(exc).strip(), other))
+
+
+def _finish_capturing(session):
+    """session.finish(), with what its C side prints on stderr captured when
+    a parent reports the outcome; returns (rc, errno, text)."""
+    import ctypes
+
+    tmpdir = os.environ.get("OPSKEW_RECORD_TMPDIR", "")
+    if not tmpdir or not os.environ.get("OPSKEW_RECORD_STATUS") or not _ours():
+        rc = session.finish()
+        return rc, ctypes.get_errno() if rc < 0 else 0, ""
+    sys.stderr.flush()
+    path = os.path.join(tmpdir, "finish-stderr.txt")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        rc = session.finish()
+        return rc, ctypes.get_errno() if rc < 0 else 0, ""
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        ctypes.set_errno(0)
+        rc = session.finish()
+        err = ctypes.get_errno() if rc < 0 else 0
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    os.lseek(fd, 0, os.SEEK_SET)
+    with os.fdopen(fd, "rb") as f:
+        text = f.read().decode("utf-8", "replace")
+    os.unlink(path)
+    return rc, err, text
 
 
 def _parse(argv):
@@ -119,6 +232,14 @@ def _start_native(boot, torch):
     return boot.native_fallback(torch, ours, why, "opskew record")
 
 def main():
+    # First registered, so it runs last, after the trace is written.
+    atexit.register(_remove_parents_tmpdir)
+
+    def _on_sigterm(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    _die_with_parent()
     kind, target, user_argv = _parse(sys.argv[1:])
     inst = os.environ.get("OPSKEW_INSTRUMENT") or "auto"
     if not os.environ.get("OPSKEW_TRACE_OUT") or inst not in ("auto", "native", "itt", "pyhook", "nvtx"):
@@ -158,18 +279,36 @@ def main():
                 signal.signal(sig, signal.SIG_IGN)
             except (ValueError, OSError):
                 pass
-        rc = session.finish()
-        if rc < 0:
-            sys.stderr.write("opskew record: writing the trace failed: %s\n" % boot.strerror(session.lib, rc))
+        rc, err, text = _finish_capturing(session)
+        reported = bool(os.environ.get("OPSKEW_RECORD_STATUS")) and _ours() and not _orphaned()
+        # Pass on what the C side printed, but the parent words the write's
+        # failure itself, in one line, from the status.
+        keep = "".join(line for line in text.splitlines(True)
+                       if not (reported and line.startswith(_C_WRITE_FAILED)))
+        if keep:
+            sys.stderr.write(keep)
+        _STATUS.update(rc=rc, errno=err, error=boot.strerror(session.lib, rc) if rc < 0 else "")
+        if rc < 0 and not reported:
+            why = os.strerror(err) if err else boot.strerror(session.lib, rc)
+            sys.stderr.write("opskew record: cannot write the trace to %s: %s\n"
+                             % (os.environ.get("OPSKEW_TRACE_OUT"), why))
+        _write_status()
 
     atexit.register(_finish)
 
-    def _on_sigterm(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _on_sigterm)
-
     sys.argv = user_argv
+    try:
+        _run_user(kind, target)
+    except BaseException as exc:
+        conflict = _profiler_conflict(exc, inst)
+        if conflict:
+            _STATUS["profiler_conflict"] = conflict
+            if not os.environ.get("OPSKEW_RECORD_STATUS"):
+                sys.stderr.write("opskew record: %s\n" % conflict)
+        raise
+
+
+def _run_user(kind, target):
     if kind == "code":
         sys.path[0] = ""
         import builtins

@@ -54,10 +54,11 @@ def store(cal: dict) -> str:
     d = cache_dir()
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, key_id(cal["key"]) + ".json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(cal, f, indent=2)
-    os.replace(tmp, path)
+    from .report import write_file
+
+    # The one writer (docs/outputs.md): a temporary file made with O_EXCL,
+    # never a predictable name a planted link could redirect.
+    write_file(path, json.dumps({k: v for k, v in cal.items() if k != "_path"}, indent=2))
     return path
 
 

@@ -28,7 +28,11 @@ exit codes:
   6    opskew failed while running, not because of the input or the workload (out of
        memory; check --corrected-trace's extra window or correction failed after the
        trials, whose figures are reported)
+  7    an output could not be written (disk full, no permission): one line names the
+       path and why; an output refused before any work (a directory, the input trace,
+       the script) is 2. Outputs: docs/outputs.md
   130  interrupted (Ctrl-C, or SIGTERM under record); what was measured so far is kept
+record exits with the command's own status; its own codes are in `opskew record --help`.
 """
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-# Exit codes, documented in docs/check.md, docs/reader.md, docs/correct.md and
-# `opskew --help` (cli.EPILOG).
+# Exit codes, documented in docs/check.md, docs/reader.md, docs/correct.md,
+# docs/outputs.md (7, and `record`'s) and `opskew --help` (cli.EPILOG).
 EXIT_OK = 0          # measured (or done)
 EXIT_USAGE = 2       # bad input: one line on stderr says why
 EXIT_SKEW = 3        # --fail-on-skew and a significant skew was found
@@ -14,6 +14,9 @@ EXIT_WORKLOAD = 4    # the user's workload raised; what was measured is still re
 EXIT_TRUNCATED = 5   # the trace ended early (a profiler killed mid-write): what was read is used
 EXIT_RUNTIME = 6     # opskew itself failed while running (out of memory, a step after the
                      # measurement such as check's in-run correction): not the input's fault
+EXIT_OUTPUT = 7      # an output could not be written (disk full, no permission, an I/O error);
+                     # one line names the path and why. A target refused before anything runs
+                     # (a directory, the input, the script) is EXIT_USAGE. docs/outputs.md
 EXIT_INTERRUPTED = 130
 
 
@@ -45,6 +48,13 @@ class RuntimeFailure(OpskewError):
     workload: out of memory, or a step after the measurement (exit 6)."""
 
     exit_code = EXIT_RUNTIME
+
+
+class OutputError(OpskewError):
+    """An output could not be written while writing it (exit 7): the message
+    names the path and the reason ("no space left on device")."""
+
+    exit_code = EXIT_OUTPUT
 
 
 class WorkloadError(OpskewError):

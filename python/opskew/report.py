@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import sys
+
+from .errors import OutputError, UsageError
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -46,23 +50,103 @@ def table(rows: list[tuple[str, str]], title: str | None = None, out=None) -> No
         out.write(f"  {k.ljust(width)}  {v}\n")
 
 
-def write_json(obj, path: str) -> None:
-    """Writes JSON to `path` ("-" for stdout) atomically: a reader never sees
-    half a file."""
-    text = json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
-    if path == "-":
-        sys.stdout.write(text)
-        return
-    import os
-    import tempfile
+def _reason(err: int, reason: str | None) -> str:
+    """strerror's text as the middle of a sentence: "is a directory"."""
+    text = reason or os.strerror(err or errno.EIO)
+    return text[:1].lower() + text[1:]
 
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".opskew-", suffix=".json")
+
+def _refusal(path: str, t: dict) -> str:
+    """One line for a target the writer refuses (out_target's dict)."""
+    reason = t.get("reason") or ""
+    if reason.startswith("a "):  # what it is, not an errno
+        return (f"{path} is {reason}: opskew writes regular files and character devices such as "
+                "/dev/null (docs/outputs.md)")
+    return f"cannot write {path}: {_reason(t.get('errno', 0), reason)}"
+
+
+def write_file(path, data) -> None:
+    """Writes `data` (bytes, or str as UTF-8) to `path` through the one writer
+    every opskew output uses (chrome_out.c, through _engine.write_file): a
+    temporary file next to the target, created O_EXCL|O_NOFOLLOW with mode
+    0666 less the umask (an existing file keeps its mode), fsynced and
+    renamed into place, so a reader never sees half a file and a failure
+    leaves the old one. "-" is standard output (sys.stdout); a character
+    device is written through; a symbolic link to a regular file is written
+    through to it; anything else is refused. Any failure raises OutputError
+    (exit 7) with one line naming the path and the reason. The rules:
+    docs/outputs.md."""
+    if path == "-":
+        try:
+            if isinstance(data, str):
+                sys.stdout.write(data)
+            else:
+                sys.stdout.flush()
+                sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        except OSError as exc:
+            raise OutputError(f"cannot write to standard output: {_reason(exc.errno, exc.strerror)}") from None
+        return
+    from . import _engine
+
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        _engine.write_file(os.fspath(path), data)
+    except OSError as exc:
+        reason = exc.strerror or ""
+        if reason.startswith("a "):
+            raise OutputError(_refusal(os.fspath(path), {"reason": reason})) from None
+        raise OutputError(f"cannot write {os.fspath(path)}: {_reason(exc.errno, reason)}") from None
+
+
+def check_output(path, *, inputs=(), stdout: bool = True, what: str = "output") -> None:
+    """Refuses, before any work, an output path the writer would refuse or
+    that would destroy an input: raises UsageError (exit 2) with one line.
+    `inputs`: (description, path) pairs that must not be overwritten ("the
+    input trace", "the script"), compared by device and inode after links, so
+    a symbolic or hard link to an input is caught too. `stdout`: whether "-"
+    is allowed. None passes."""
+    if path is None:
+        return
+    if path == "-":
+        if not stdout:
+            raise UsageError(f"the {what} cannot go to standard output (-) here: give a file")
+        return
+    from . import _engine
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"directory does not exist: {folder} (for {path})")
+    t = _engine.out_target(os.fspath(path))
+    if t["kind"] == "refused":
+        raise UsageError(_refusal(os.fspath(path), t))
+    if t["kind"] != "file":
+        return
+    for desc, other in inputs:
+        if not other:
+            continue
+        try:
+            st = os.stat(other)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (t["dev"], t["ino"]):
+            same = "" if os.path.abspath(other) == os.path.abspath(path) else f" ({other}, the same file)"
+            raise UsageError(f"the {what} {path} is {desc}{same}: writing it would destroy it; "
+                             "choose another path")
+
+
+def write_json(obj, path: str) -> None:
+    """Writes JSON to `path` ("-" for stdout) through write_file: a reader
+    never sees half a file."""
+    write_file(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def figure_bytes(fig, fmt: str, **kw) -> bytes:
+    """A matplotlib figure rendered in memory (savefig into a BytesIO), for
+    write_file: plots go through the one writer like every output."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, **kw)
+    return buf.getvalue()

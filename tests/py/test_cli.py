@@ -91,7 +91,7 @@ def test_every_exit_code_is_documented(opskew):
     from opskew import errors
 
     codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
-    assert errors.EXIT_RUNTIME == 6 and len(codes) == 7
+    assert errors.EXIT_RUNTIME == 6 and errors.EXIT_OUTPUT == 7 and len(codes) == 8
     p = opskew("check", "--help")
     docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs")
     with open(os.path.join(docs, "check.md")) as f:
@@ -101,3 +101,27 @@ def test_every_exit_code_is_documented(opskew):
         if code not in (errors.EXIT_TRUNCATED,):  # check reads no trace of the user's
             assert f"\n| {code} |" in check_md, code
     assert "exit code is 6" in p.stdout
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", WL + ":add", *FAST, "--json", "{d}"],
+    ["matrix", WL + ":add", "--json", "{d}"],
+    ["advise", WL + ":add", "--snippet-out", "{d}"],
+    ["sweep", "--out", "{d}/plot", "--json", "{d}"],
+])
+def test_an_output_onto_a_directory_is_refused_before_any_work(opskew, tmp_path, argv):
+    """Every command's outputs go through report.check_output first: one
+    line, exit 2, nothing measured and nothing written (docs/outputs.md)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    p = opskew(*[a.replace("{d}", str(d)) for a in argv])
+    one_line_error(p, "is a directory")
+    assert list(d.iterdir()) == []
+
+
+def test_record_help_documents_its_exit_status(opskew):
+    p = opskew("record", "--help")
+    assert p.returncode == 0
+    assert "the command's own" in p.stdout and "\n  7 " in p.stdout and "\n  2 " in p.stdout
+    p = opskew("--help")
+    assert "\n  7 " in p.stdout and "outputs.md" in p.stdout

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -164,7 +165,7 @@ def test_four_threads_200000_events(tmp_path):
 def test_trace_written_when_script_raises(tmp_path):
     code = "import torch\na=torch.ones(1)\nfor _ in range(1000): torch.add(a,a)\nraise RuntimeError('boom')"
     p, out = record(tmp_path, PY, "-c", code)
-    assert p.returncode == 4, p.stderr  # EXIT_WORKLOAD
+    assert p.returncode == 1, p.stderr  # the script's own status (an uncaught exception: 1)
     assert "RuntimeError: boom" in p.stderr
     adds = [e for e in complete_events(json.loads(out.read_text())) if e["name"] == "aten::add"]
     assert len(adds) == 1000
@@ -253,3 +254,134 @@ def test_module_and_script_args(tmp_path):
     p, out = record(tmp_path, PY, "-m", "mymod", "x", "--y")
     assert p.returncode == 0, p.stderr
     assert any(e["name"] == "aten::add" for e in complete_events(json.loads(out.read_text())))
+
+
+# ---------------------------------------------------- outputs and exit codes
+
+
+def test_exit_status_is_the_scripts_own(tmp_path):
+    p, out = record(tmp_path, PY, "-c", "import sys, torch; torch.add(torch.ones(1), 1); sys.exit(3)")
+    assert p.returncode == 3, p.stderr
+    assert "exited with status 3" in p.stderr
+    assert any(e["name"] == "aten::add" for e in complete_events(json.loads(out.read_text())))
+
+
+def test_old_trace_is_never_removed_and_never_passes_for_this_runs(tmp_path):
+    out = tmp_path / "t.json"
+    out.write_text("old trace")
+    # The script ends without the atexit write: nothing written, the old file
+    # stays as it was, and the run says so (exit 7: the script exited 0).
+    p, _ = record(tmp_path, PY, "-c", "import os, torch; torch.ones(1); os._exit(0)")
+    assert p.returncode == 7, p.stderr
+    assert "no trace was written" in p.stderr and "from before this run" in p.stderr
+    assert out.read_text() == "old trace"
+    # A run that ends normally replaces it.
+    p, _ = record(tmp_path, PY, "-c", "import torch; torch.add(torch.ones(1), 1)")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text())["opskew"]["instrument"] == "itt"
+
+
+def test_output_onto_the_script_is_refused_before_running(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("open('ran', 'w').close()\n")
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(script), "--", PY, str(script)],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "is the script to run" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert script.read_text() == "open('ran', 'w').close()\n" and not (tmp_path / "ran").exists()
+
+
+def test_output_onto_a_directory_is_one_line(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(d), "--", PY, "-c", "pass"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert p.returncode == 2 and "is a directory" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert d.is_dir() and list(d.iterdir()) == []
+
+
+def test_a_failed_trace_write_is_one_line_with_its_reason(tmp_path):
+    full = tmp_path / "full"  # a copy of /dev/full: writing it fails with ENOSPC
+    try:
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except PermissionError as exc:
+        pytest.skip(f"mknod not permitted here: {exc}")
+    code = "import torch; torch.add(torch.ones(1), 1)"
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(full), "--instrument", "itt", "--", PY, "-c", code],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=240)
+    assert p.returncode == 7, p.stderr  # the script succeeded; its trace could not be written
+    lines = [ln for ln in p.stderr.splitlines() if "opskew" in ln]
+    assert lines == [f"opskew record: cannot write the trace to {full}: no space left on device"], p.stderr
+    assert "input/output error" not in p.stderr
+    # The script's own failure keeps its status; the write's reason is still said.
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(full), "--instrument", "itt", "--", PY, "-c",
+                        code + "; raise SystemExit(5)"], capture_output=True, text=True, cwd=tmp_path, timeout=240)
+    assert p.returncode == 5 and "no space left on device" in p.stderr, p.stderr
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_killed_record_leaves_no_orphan_and_no_temporary_folder(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp_path / "loop.py").write_text(LOOP.replace('open("started", "w").close()',
+                                                   'open("started", "w").write(str(os.getpid()))'))
+    env = dict(os.environ, TMPDIR=str(tmp))
+    proc = subprocess.Popen([PY, "-m", "opskew", "record", "-o", str(tmp_path / "t.json"), "--instrument", "itt",
+                             "--", PY, "loop.py"], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started = tmp_path / "started"
+    deadline = time.monotonic() + 120
+    while not (started.exists() and started.read_text()):
+        assert proc.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int(started.read_text())
+    assert [n for n in os.listdir(tmp) if n.startswith("opskew-record-")]
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the traced command outlived the killed `opskew record`")
+    deadline = time.monotonic() + 10  # the folder goes as the child exits
+    while [n for n in os.listdir(tmp) if n.startswith("opskew-record-")] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [n for n in os.listdir(tmp) if n.startswith("opskew-record-")] == []
+
+
+PROFILES = """
+import torch
+a = torch.ones(4)
+with torch.profiler.profile() as prof:
+    for _ in range(10):
+        a + a
+print("own profiler ok")
+"""
+
+
+def test_a_scripts_own_profiler_under_itt_is_named_in_one_line(tmp_path):
+    (tmp_path / "prof.py").write_text(PROFILES)
+    p, _ = record(tmp_path, PY, "prof.py")
+    assert p.returncode == 1, p.stderr
+    hint = [ln for ln in p.stderr.splitlines() if "starts its own torch profiler" in ln]
+    assert len(hint) == 1 and "--instrument native" in hint[0], p.stderr
+
+
+def test_a_scripts_own_profiler_runs_under_native(tmp_path):
+    from opskew import native
+
+    if native.shim(torch)[0] is None:
+        pytest.skip("the native shim cannot be built here")
+    (tmp_path / "prof.py").write_text(PROFILES)
+    out = tmp_path / "t.json"
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(out), "--instrument", "native", "--", PY, "prof.py"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "own profiler ok" in p.stdout and "starts its own torch profiler" not in p.stderr
+    assert json.loads(out.read_text())["opskew"]["instrument"] == "native"

@@ -12,7 +12,7 @@ import time
 from .. import _engine
 from ..analysis import estimate, per_event_diff
 from ..errors import EXIT_OK, UsageError
-from ..report import fmt_ns, fmt_time, write_json
+from ..report import check_output, fmt_ns, fmt_time, write_file, write_json
 from ._common import add_workload_arguments, finish, load_workload, prepare
 
 SCHEMA = "opskew.advise/1"
@@ -256,6 +256,8 @@ def run(args) -> int:
         path = getattr(args, name)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--snippet-out: directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    check_output(args.snippet_out, what="snippet", inputs=[("the --json file", args.json)])
+    check_output(args.json)
     if args.scope:
         # torch warns on every collection toggle (a C++ log line); quiet it
         # unless the user asked for a log level.
@@ -350,7 +352,6 @@ def run(args) -> int:
             }
         result["snippet"] = snippet(result, args)
         if args.snippet_out:
-            with open(args.snippet_out, "w") as f:
-                f.write(result["snippet"])
+            write_file(args.snippet_out, result["snippet"])
     rc = finish(rounds, result, print_human, args.json, write_json)
     return EXIT_OK if rc is None else rc

@@ -9,7 +9,7 @@ from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailu
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
-from ..report import fmt_ci, fmt_ns, fmt_time, table, write_json
+from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_file, write_json
 
 SCHEMA = "opskew.check/1"
 
@@ -209,6 +209,13 @@ def _check_paths(args):
     for path in (args.corrected_trace, args.trace, args.plot):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    # Each output refused now, before the trials, if it cannot be written
+    # or would overwrite another (docs/outputs.md).
+    check_output(args.corrected_trace, stdout=False, what="corrected trace",
+                 inputs=[("the --trace file", args.trace), ("the --json file", args.json)])
+    check_output(args.trace, stdout=False, what="--trace file", inputs=[("the --json file", args.json)])
+    check_output(args.plot, stdout=False, what="plot")
+    check_output(args.json)
 
 
 def in_run_correction(args, rounds, instrument, window, device, progress) -> dict:
@@ -241,18 +248,20 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     prof = torch.profiler.profile(activities=instrument._activities(), **instrument.options)
     with prof:
         window()
-    raw = args.trace
-    if raw is None:
-        fd, raw = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
-        os.close(fd)
+    # torch exports into opskew's own temporary file; --trace gets a copy
+    # through the one writer (docs/outputs.md).
+    fd, raw = tempfile.mkstemp(prefix="opskew-check-", suffix=".json")
+    os.close(fd)
     try:
         prof.export_chrome_trace(raw)
         v = per_operator(raw, {k: w[k] for k in ("median", "ci95")}, delta,
                          w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
                          threshold=args.threshold, out=args.corrected_trace)
+        if args.trace is not None:
+            with open(raw, "rb") as f:
+                write_file(args.trace, f.read())
     finally:
-        if args.trace is None:
-            os.unlink(raw)
+        os.unlink(raw)
     v["top"] = args.top
     st = v["stats"]
     return {

@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
-from ..report import fmt_time, write_json
+from ..errors import EXIT_OK, EXIT_TRUNCATED, OutputError, UsageError
+from ..report import check_output, fmt_time, write_json
 
 SCHEMA = "opskew.correct/1"
 
@@ -141,6 +141,12 @@ def run(args) -> int:
     for path in (args.out, args.json):
         if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    # Refused before anything is read: an output that is the input (also
+    # through a link), or one the writer would refuse (docs/outputs.md).
+    inputs = [("the input trace", args.trace), ("the calibration", args.calibration)]
+    check_output(args.out, inputs=inputs + [("the --json file", args.json)], stdout=False,
+                 what="corrected trace")
+    check_output(args.json, inputs=inputs)
     found = detect(args.trace)
     cal = choose_calibration(args, found)
     w, delta = float(cal["w_ns"]["median"]), float(cal["delta_ns"]["median"])
@@ -164,7 +170,14 @@ def run(args) -> int:
                      "--calibration")
     from ..tracefile import correct
 
-    r = correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
+    try:
+        r = correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
+    except UsageError as exc:
+        # The C writer's failure (disk full, no permission): one line, exit 7.
+        if args.out and getattr(exc, "sys_errno", 0) and ("output" in str(exc) or "corrected trace" in str(exc)):
+            raise OutputError(f"cannot write {args.out}: {os.strerror(exc.sys_errno)[:1].lower()}"
+                              f"{os.strerror(exc.sys_errno)[1:]}") from None
+        raise
     ops = r["ops"]
     key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],
            "calls": lambda o: -o["calls"], "name": lambda o: o["name"],

@@ -9,7 +9,7 @@ from .. import _engine
 from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
-from ..report import fmt_ns, write_json
+from ..report import check_output, fmt_ns, write_json
 from ._common import add_workload_arguments, finish, load_workload, prepare
 
 SCHEMA = "opskew.matrix/1"
@@ -281,6 +281,7 @@ def print_human(result: dict, out=None) -> None:
 def run(args) -> int:
     if args.inject is not None and args.inject < 0:
         raise UsageError("--inject must be >= 0 ns")
+    check_output(args.json)
     device = prepare(args)
     from ..measure import conditions, progress_printer, run_rounds
 

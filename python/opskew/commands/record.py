@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from ..errors import EXIT_INTERRUPTED, EXIT_WORKLOAD, OpskewError, UsageError
+from ..errors import EXIT_INTERRUPTED, EXIT_OUTPUT, OpskewError, UsageError
 
 HELP = "run a Python command under opskew's operator tracer and write a Chrome trace"
 
@@ -51,6 +51,15 @@ examples:
   opskew record --summary -- python -c "import torch; a=torch.ones(1); [a+a for _ in range(1000)]"
   opskew record --device cuda -o t.json -- python train.py
   opskew record --instrument pyhook -- python script.py
+
+exit status: the command's own (a script's sys.exit(3) makes record exit 3;
+a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except:
+  2    refused before running: bad arguments, or TRACE is a directory, a FIFO,
+       a socket, the script itself or the interpreter (docs/outputs.md)
+  7    the command exited 0 but its trace could not be written (one line says
+       why: disk full, no permission)
+A file already at TRACE is replaced only when this run's trace is complete;
+until then, and when the run writes nothing, it is left as it was.
 """
 
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_record_boot.py")
@@ -62,7 +71,8 @@ _PY_OPTS_WITH_VALUE = {"-X", "-W", "--check-hash-based-pycs"}
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", default="opskew-trace.json", metavar="TRACE",
-                   help="Chrome trace to write (default: %(default)s)")
+                   help="Chrome trace to write, replaced only by a complete trace; a character device "
+                        "such as /dev/null is written through (default: %(default)s)")
     p.add_argument("--summary", action="store_true",
                    help="print a per-operator table (calls, total, self, corrected self, p50, p99)")
     p.add_argument("--json", action="store_true",
@@ -151,6 +161,7 @@ def _header(path: str) -> dict:
 
 
 def run(args) -> int:
+    from ..report import check_output
     from ..tracing import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
 
     cmd = list(args.cmd)
@@ -161,11 +172,19 @@ def run(args) -> int:
     if args.top < 0:
         raise UsageError("--top must be 0 (all) or more")
     interp, rest = _split_python(cmd)
+    if args.output == "-":
+        raise UsageError("-o -: the trace cannot go to standard output, which the command writes to; "
+                         "give a file")
     out = os.path.abspath(args.output)
     if not os.path.isdir(os.path.dirname(out)):
         raise UsageError(f"the directory of {out} does not exist")
     if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
         raise UsageError(f"script not found: {rest[0]}")
+    # Refused before anything runs: a TRACE the writer would refuse, or the
+    # script or interpreter itself (docs/outputs.md). Nothing is removed.
+    script = rest[0] if rest[0] not in ("-c", "-m") else None
+    check_output(out, stdout=False, what="trace", inputs=[
+        ("the script to run", script), ("the Python interpreter", shutil.which(interp[0]) or interp[0])])
     inst = resolve_instrument(args.instrument, args.device)
     env = dict(os.environ)
     env["OPSKEW_INSTRUMENT"] = inst
@@ -189,12 +208,15 @@ def run(args) -> int:
 
         env["OPSKEW_PYHOOK_PATH"] = os.path.abspath(_pyhook.__file__)
 
-    # A stale file must never pass for this run's trace.
-    if os.path.exists(out):
-        os.unlink(out)
+    before = _identity(out)
     tmpdir = tempfile.mkdtemp(prefix="opskew-record-")
     env["OPSKEW_TRACE_OUT"] = out
     env["OPSKEW_BOOT_ERROR"] = os.path.join(tmpdir, "boot-error.txt")
+    # The child reports how its write went here, and if this process dies it
+    # gets SIGTERM, writes its trace and removes tmpdir (_record_boot.py).
+    env["OPSKEW_RECORD_STATUS"] = os.path.join(tmpdir, "status.json")
+    env["OPSKEW_RECORD_PARENT"] = str(os.getpid())
+    env["OPSKEW_RECORD_TMPDIR"] = tmpdir
     want_summary = args.summary or args.json
     if want_summary:
         env["OPSKEW_SUMMARY_TXT"] = os.path.join(tmpdir, "summary.txt")
@@ -213,20 +235,25 @@ def run(args) -> int:
             except OSError:
                 why = ""
             raise UsageError(why or "the tracer could not start in the command (see the message above)")
-        if not os.path.exists(out):
-            raise OpskewError(f"the command exited with status {rc} and no trace was written to {out}")
-        meta = _header(out)
-        lost = (meta.get("lost") or {}).get("total", "?")
-        used = meta.get("instrument", "?")
-        note = {
-            "pyhook": ": torch builtin calls, not aten operators"
-                      + (", because this torch has no ITT" if inst == "auto" else ""),
-            "nvtx": ": CPU-side operator ranges via emit_nvtx" + (", chosen for --device cuda"
-                                                                  if args.device == "cuda" else ""),
-        }.get(used, "")
-        print(f"opskew record: {meta.get('events', '?')} events (instrument {used}{note}; "
-              f"lost {lost}) written to {out}", file=sys.stderr)
-        if want_summary:
+        status = _status(env["OPSKEW_RECORD_STATUS"])
+        written = _written(status, before, out)
+        if written:
+            meta = _header(out) if os.path.isfile(out) else {}  # a device: nothing to read back
+            lost = (meta.get("lost") or {}).get("total", "?")
+            used = meta.get("instrument", "?")
+            note = {
+                "pyhook": ": torch builtin calls, not aten operators"
+                          + (", because this torch has no ITT" if inst == "auto" else ""),
+                "nvtx": ": CPU-side operator ranges via emit_nvtx" + (", chosen for --device cuda"
+                                                                      if args.device == "cuda" else ""),
+            }.get(used, "")
+            print(f"opskew record: {meta.get('events', '?')} events (instrument {used}{note}; "
+                  f"lost {lost}) written to {out}", file=sys.stderr)
+        else:
+            print(f"opskew record: {_not_written(status, before, out, rc)}", file=sys.stderr)
+        if status.get("profiler_conflict"):
+            print(f"opskew record: {status['profiler_conflict']}", file=sys.stderr)
+        if want_summary and written:
             key = "summary.json" if args.json else "summary.txt"
             try:
                 with open(os.path.join(tmpdir, key), encoding="utf-8") as f:
@@ -237,11 +264,80 @@ def run(args) -> int:
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
+    return _exit_code(rc, written)
+
+
+def _identity(path: str):
+    """What is at path now, to tell this run's trace from an older file
+    without removing it: (device, inode, mtime, size), or None."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a device is written through: nothing to compare
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _status(path: str) -> dict:
+    """What the child reported at its end ({} when it ended without, killed or
+    through os._exit)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            status = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+def _written(status: dict, before, out: str) -> bool:
+    """Whether this run wrote the trace: the child says its write succeeded,
+    and a regular file at the path is a new one (the writer renames a new
+    file into place, so its inode differs from the old file's)."""
+    if status.get("rc") != 0:
+        return False
+    now = _identity(out)
+    try:
+        import stat
+
+        device = stat.S_ISCHR(os.stat(out).st_mode)
+    except OSError:
+        return False
+    return device or (now is not None and now != before)
+
+
+def _not_written(status: dict, before, out: str, rc: int) -> str:
+    """One line: why no trace was written by this run."""
+    if status.get("rc") is not None and status.get("rc") != 0:
+        err = status.get("errno") or 0
+        why = os.strerror(err) if err else status.get("error") or "the write failed"
+        why = why[:1].lower() + why[1:]
+        text = f"cannot write the trace to {out}: {why}"
+    else:
+        how = (f"killed by signal {-rc}" if rc < 0 else
+               "it ended without finishing the recording (os._exit, or killed)")
+        text = f"no trace was written to {out}: the command {how}"
+    if before is not None:
+        text += "; the file there is from before this run, unchanged"
+    return text
+
+
+def _exit_code(rc: int, written: bool) -> int:
+    """record's exit status: the command's own, 130 for SIGINT/SIGTERM,
+    128+N for another signal N, and EXIT_OUTPUT when the command succeeded
+    but no trace was written (docs/outputs.md)."""
     if rc in (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM):
-        print("opskew record: the command was interrupted; the trace holds what ran until then", file=sys.stderr)
+        print("opskew record: the command was interrupted"
+              + ("; the trace holds what ran until then" if written else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
+    if rc < 0:
+        return 128 - rc
     if rc != 0:
-        print(f"opskew record: the command exited with status {rc}; the trace holds what ran until then",
-              file=sys.stderr)
-        return EXIT_WORKLOAD
-    return 0
+        print(f"opskew record: the command exited with status {rc}"
+              + ("; the trace holds what ran until then" if written else ""), file=sys.stderr)
+        return rc
+    return 0 if written else EXIT_OUTPUT

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import EXIT_OK, UsageError
-from ..report import fmt_ns, write_json
+from ..report import check_output, fmt_ns, write_json
 from ..tracefile import DEFAULT_EXCLUDED, EXIT_TRUNCATED, summarize, warnings_of
 
 SCHEMA = "opskew.summary/1"
@@ -93,6 +93,7 @@ def run(args) -> int:
         raise UsageError("--cat needs at least one category")
     # An explicit --cat list is taken as is; by default Kineto's "Trace" span
     # (profiler bookkeeping, as long as the whole window) is left out.
+    check_output(args.json, inputs=[("the input trace", args.trace)])  # before reading (docs/outputs.md)
     result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED)
     ops = sorted(result["ops"], key=SORT_KEYS[args.sort])
     warnings = warnings_of(result)

@@ -8,7 +8,7 @@ import sys
 import time
 
 from ..errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
-from ..report import fmt_time, write_json
+from ..report import check_output, figure_bytes, fmt_time, write_file, write_json
 
 SCHEMA = "opskew.sweep/1"
 BUILTIN_OPS = ("add", "mul", "matmul")
@@ -298,7 +298,7 @@ def plot(result, prefix) -> list:
     paths = []
     for ext in ("png", "svg"):
         path = f"{prefix}.{ext}"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        write_file(path, figure_bytes(fig, ext, dpi=110, bbox_inches="tight"))
         paths.append(path)
     plt.close(fig)
     return paths
@@ -356,6 +356,10 @@ def run(args) -> int:
     d = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(d):
         raise UsageError(f"--out: directory does not exist: {d}")
+    if not args.no_plot:
+        for ext in ("png", "svg"):
+            check_output(f"{args.out}.{ext}", stdout=False, what="plot")
+    check_output(args.json)
     specs = args.instrument or ["torch", "torch:record_shapes,with_stack", "opskew"]
     if "opskew" in specs:
         # The collector must be configured before torch loads (docs/tracer.md).
