@@ -93,7 +93,9 @@ def test_workload_error_reports_partial_results(check_json):
                           expect_rc=4)
     finally:
         del os.environ["OPSKEW_TEST_FAIL_AFTER"]
-    assert "Traceback" not in p.stderr
+    # The user's own frames only (docs/check.md): none of opskew's loop.
+    tb = p.stderr[p.stderr.index("Traceback (most recent call last):"):]
+    assert 'wl.py", line' in tb and "opskew/measure.py" not in tb and "opskew/commands" not in tb
     assert "ValueError: synthetic failure in the workload" in p.stderr
     assert "wl.py:" in p.stderr  # where it raised
     assert r["status"] == "workload-error"

@@ -185,8 +185,12 @@ def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace,
 
     found = detect(str(trace))
     cal = tmp_path / "cal.json"
-    cal.write_text(json.dumps({"schema": "opskew.calibration/1",
-                               "key": {"instrument": found["instrument"], "config": found["config"]},
+    import torch
+
+    from opskew.calibration import make_key
+
+    key = make_key(found["instrument"], found["config"], torch.__version__, "cpu", 1)
+    cal.write_text(json.dumps({"schema": "opskew.calibration/1", "key": key,
                                "w_ns": {"median": 100.0}, "delta_ns": {"median": 10.0}}))
     full = tmp_path / "full"
     mknod_or_skip(full, 7)
