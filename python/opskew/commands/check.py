@@ -83,6 +83,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the per-operator verdict's extra profiled window")
 
 
+def _count(x: float) -> str:
+    """A count of events per iteration: whole when it is one, else "about N"
+    (a median over trials of events per window, over the window's iterations,
+    need not be whole: the profiler's own Python frames vary)."""
+    n = round(x)
+    return f"{n:d}" if abs(x - n) < 1e-9 else f"about {n:d}"
+
+
 def _print_human(result: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
@@ -126,11 +134,11 @@ def _print_human(result: dict, out=None) -> None:
         rows.append(("sync cost", f"{fmt_time(c['sync_s'])} per synchronize, paid once per window in both arms"))
     if result.get("events_per_iter"):
         lo, hi = result["events_per_trial_range"]
-        ev = f"{result['events_per_iter']:.6g} operator events"
+        ev = f"{_count(result['events_per_iter'])} operator events"
         if result.get("python_events_per_iter"):
-            ev += f" + {result['python_events_per_iter']:.6g} Python-function events"
+            ev += f" + {_count(result['python_events_per_iter'])} Python-function events"
         if lo != hi:
-            ev += f" (trials recorded {lo}..{hi})"
+            ev += f" (trials recorded {lo}..{hi} operator events in {c['iters']} iterations; the median)"
         rows.append(("events / iteration", ev))
         w = result["added_per_event_ns"]
         rows.append(("added per event (W)", f"{fmt_ns(w['median'])}  "
