@@ -192,6 +192,15 @@ def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace,
     mknod_or_skip(full, 7)
     p = opskew("correct", str(trace), "--calibration", str(cal), "-o", str(full))
     assert p.returncode == EXIT_OUTPUT, (p.stdout, p.stderr)
+    # The C writer of corrected traces skips links planted at its temporary
+    # names too (the same names: this process's, n = 0, 1, ...).
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    planted = tmp_path / "planted.json"
+    for n in range(4):
+        os.symlink(victim, _engine.out_tmp_name(str(planted), n))
+    assert cli.main(["correct", str(trace), "--calibration", str(cal), "-o", str(planted)]) == 0
+    assert victim.read_text() == "secret" and json.loads(planted.read_text())["opskew"]["corrected"]
     assert p.stderr.strip() == f"opskew correct: cannot write {full}: no space left on device", p.stderr
     ok = tmp_path / "c.json"
     p = opskew("correct", str(trace), "--calibration", str(cal), "-o", str(ok))

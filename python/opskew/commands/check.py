@@ -9,7 +9,7 @@ from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailu
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
-from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_file, write_json
+from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
 
 SCHEMA = "opskew.check/1"
 
@@ -215,7 +215,13 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     os.close(fd)
     try:
         prof.export_chrome_trace(raw)
-        res = correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
+        try:
+            res = correct(raw, w["median"], delta, args.corrected_trace, w_py_ns=wp, delta_py_ns=delta_py)
+        except UsageError as exc:  # the corrected trace could not be written: exit 7
+            failure = write_failure(exc, args.corrected_trace)
+            if failure:
+                raise failure from None
+            raise
         if args.trace is not None:
             with open(raw, "rb") as f:
                 write_file(args.trace, f.read())
