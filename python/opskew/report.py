@@ -100,6 +100,17 @@ def write_file(path, data) -> None:
         raise OutputError(f"cannot write {os.fspath(path)}: {_reason(exc.errno, reason)}") from None
 
 
+def write_failure(exc, path):
+    """The OutputError (exit 7) for a C writer's failure to write `path`
+    that came back through from_c_error (an EIO with its errno, on the
+    output), or None when `exc` is about something else."""
+    err = getattr(exc, "sys_errno", 0)
+    text = str(exc)
+    if not (path and err and ("output" in text or "writing" in text)):
+        return None
+    return OutputError(f"cannot write {path}: {_reason(err, None)}")
+
+
 def check_output(path, *, inputs=(), stdout: bool = True, what: str = "output") -> None:
     """Refuses, before any work, an output path the writer would refuse or
     that would destroy an input: raises UsageError (exit 2) with one line.

@@ -104,9 +104,9 @@ def test_every_exit_code_is_documented(opskew):
 
 
 @pytest.mark.parametrize("argv", [
-    ["check", WL + ":add", *FAST, "--json", "{d}"],
-    ["matrix", WL + ":add", "--json", "{d}"],
-    ["advise", WL + ":add", "--snippet-out", "{d}"],
+    ["check", WL + ":plain", *FAST, "--json", "{d}"],
+    ["matrix", WL + ":plain", "--json", "{d}"],
+    ["advise", WL + ":plain", "--snippet-out", "{d}"],
     ["sweep", "--out", "{d}/plot", "--json", "{d}"],
 ])
 def test_an_output_onto_a_directory_is_refused_before_any_work(opskew, tmp_path, argv):

@@ -196,9 +196,34 @@ def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace,
     mknod_or_skip(full, 7)
     p = opskew("correct", str(trace), "--calibration", str(cal), "-o", str(full))
     assert p.returncode == EXIT_OUTPUT, (p.stdout, p.stderr)
+    # The C writer of corrected traces skips links planted at its temporary
+    # names too (the same names: this process's, n = 0, 1, ...).
+    victim = tmp_path / "victim"
+    victim.write_text("secret")
+    planted = tmp_path / "planted.json"
+    for n in range(4):
+        os.symlink(victim, _engine.out_tmp_name(str(planted), n))
+    assert cli.main(["correct", str(trace), "--calibration", str(cal), "-o", str(planted)]) == 0
+    assert victim.read_text() == "secret" and json.loads(planted.read_text())["opskew"]["corrected"]
     assert p.stderr.strip() == f"opskew correct: cannot write {full}: no space left on device", p.stderr
     ok = tmp_path / "c.json"
     p = opskew("correct", str(trace), "--calibration", str(cal), "-o", str(ok))
     assert p.returncode == 0, p.stderr
     assert json.loads(ok.read_text())["opskew"]["corrected"]
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_check_corrected_trace_that_cannot_be_written_is_exit_7(opskew, tmp_path):
+    """check's in-run corrected trace goes through the same writer: a full
+    disk after the trials keeps their figures and exits 7 with the reason."""
+    full = tmp_path / "full"
+    mknod_or_skip(full, 7)
+    wl = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
+    js = tmp_path / "c.json"
+    p = opskew("check", wl + ":plain", "--trials", "4", "--iters", "2", "--calls", "50", "--warmup", "0",
+               "--corrected-trace", str(full), "--json", str(js))
+    assert p.returncode == EXIT_OUTPUT, (p.stdout, p.stderr)
+    assert f"cannot write {full}: no space left on device" in p.stderr
+    r = json.loads(js.read_text())
+    assert "no space left on device" in r["correction_error"] and r["added_per_event_ns"]
     assert stat.S_ISCHR(os.lstat(full).st_mode)

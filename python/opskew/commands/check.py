@@ -9,7 +9,7 @@ from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailu
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import add_workload_arguments, finish, load_workload, prepare
-from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_file, write_json
+from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
 
 SCHEMA = "opskew.check/1"
 
@@ -262,9 +262,15 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     os.close(fd)
     try:
         prof.export_chrome_trace(raw)
-        v = per_operator(raw, {k: w[k] for k in ("median", "ci95")}, delta,
-                         w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
-                         threshold=args.threshold, out=args.corrected_trace)
+        try:
+            v = per_operator(raw, {k: w[k] for k in ("median", "ci95")}, delta,
+                             w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
+                             threshold=args.threshold, out=args.corrected_trace)
+        except UsageError as exc:  # the corrected trace could not be written: exit 7
+            failure = write_failure(exc, args.corrected_trace)
+            if failure:
+                raise failure from None
+            raise
         if args.trace is not None:
             with open(raw, "rb") as f:
                 write_file(args.trace, f.read())

@@ -6,8 +6,8 @@ import argparse
 import os
 import sys
 
-from ..errors import EXIT_OK, EXIT_TRUNCATED, OutputError, UsageError
-from ..report import check_output, fmt_time, write_json
+from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
+from ..report import check_output, fmt_time, write_failure, write_json
 
 SCHEMA = "opskew.correct/1"
 
@@ -174,9 +174,9 @@ def run(args) -> int:
         r = correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
     except UsageError as exc:
         # The C writer's failure (disk full, no permission): one line, exit 7.
-        if args.out and getattr(exc, "sys_errno", 0) and ("output" in str(exc) or "corrected trace" in str(exc)):
-            raise OutputError(f"cannot write {args.out}: {os.strerror(exc.sys_errno)[:1].lower()}"
-                              f"{os.strerror(exc.sys_errno)[1:]}") from None
+        failure = write_failure(exc, args.out)
+        if failure:
+            raise failure from None
         raise
     ops = r["ops"]
     key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],

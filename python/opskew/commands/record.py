@@ -318,8 +318,8 @@ def _not_written(status: dict, before, out: str, rc: int) -> str:
         why = why[:1].lower() + why[1:]
         text = f"cannot write the trace to {out}: {why}"
     else:
-        how = (f"killed by signal {-rc}" if rc < 0 else
-               "it ended without finishing the recording (os._exit, or killed)")
+        how = (f"was killed by signal {-rc}" if rc < 0 else
+               "ended without finishing the recording (os._exit, or killed)")
         text = f"no trace was written to {out}: the command {how}"
     if before is not None:
         text += "; the file there is from before this run, unchanged"
