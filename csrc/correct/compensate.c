@@ -362,6 +362,10 @@ static int start_detecting(osk_correct_t *c, thr_t *t) {
     c->detecting = 1;
     for (size_t i = 0; i < c->n_thr; i++) thr_release(&c->thr[i]);
     c->held_now = 0;
+    /* What was written is void: the temporary file goes now, not at the
+     * end of the read. */
+    if (c->o) osk__out_discard(c->o);
+    c->o = NULL;
   }
   return 0;
 }

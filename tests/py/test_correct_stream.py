@@ -40,8 +40,10 @@ def calibration(path, config, w, delta, w_py=0.0, delta_py=0.0):
     besides the trace)."""
     import torch
 
+    from opskew.calibration import make_key
+
     cal = {"schema": "opskew.calibration/1",
-           "key": {"instrument": "torch.profiler", "config": config, "torch": torch.__version__},
+           "key": make_key("torch.profiler", config, torch.__version__, "cpu", 1),
            "w_ns": {"median": w}, "delta_ns": {"median": delta}}
     if w_py:
         cal.update(w_py_ns={"median": w_py}, delta_py_ns={"median": delta_py})
