@@ -131,7 +131,10 @@ typedef struct osk_correct osk_correct_t;
 
 /* Reads `in_path` (JSON or gzip), compensates, and when `out_path` is not
  * NULL writes the corrected Chrome trace there (original ts and dur kept in
- * args as "reported_ts" and "reported_dur", in microseconds). Returns 0,
+ * args as "reported_ts" and "reported_dur", in microseconds), each thread's
+ * events in time order, parents first (osk__nest_order), written as their
+ * top-level trees close (the memory bound above); a thread that breaks the
+ * gap rule makes it read the input a second time. Returns 0,
  * OSK_ETRUNCATED (what was read is corrected and written, *out is set),
  * OSK_EINVAL (bad options), OSK_EFORMAT, OSK_EIO, OSK_ENOMEM; `err` (may be
  * NULL) says where. Corrected events keep their category; the args gain
