@@ -118,6 +118,9 @@ ENGINE = ("import json, sys; from opskew import _correct; "
 def run_child(cmd, tmp):
     """Runs cmd; returns (wall s, peak RSS MiB, exit code, stdout)."""
     out_path, err_path = os.path.join(tmp, "child.out"), os.path.join(tmp, "child.err")
+    # The previous run's output still being written back would slow this
+    # run's writes (dirty-page throttling): flush it first, untimed.
+    os.sync()
     with open(out_path, "w") as out, open(err_path, "w") as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err)
