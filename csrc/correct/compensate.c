@@ -280,7 +280,8 @@ static int flush(thr_t *t, int64_t limit) {
   if (!t->n) return 0;
   if (!t->in_order) qsort(t->buf, t->n, sizeof *t->buf, cmp_held);
   size_t k = t->n;
-  while (k && t->buf[k - 1].ts >= limit) k--;
+  if (limit != INT64_MAX) /* INT64_MAX: all, even an event that starts there */
+    while (k && t->buf[k - 1].ts >= limit) k--;
   t->tree_begin = 0;
   int rc = 0;
   for (size_t j = 0; j < k && !rc; j++) {

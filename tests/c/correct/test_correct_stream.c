@@ -438,12 +438,36 @@ static void test_pipe_input(void) {
   remove(in_dir("f_out.json"));
 }
 
+/* An event may start at the last nanosecond int64 holds: the end of the
+ * input still writes it (the end is not a gap before it). */
+static void test_last_nanosecond(void) {
+  FILE *f = fopen(in_dir("max.json"), "w");
+  CHECK(f);
+  fputs("{\"traceEvents\":[\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"z\",\"pid\":1,\"tid\":1,"
+        "\"ts\":9223372036854775.807,\"dur\":0}\n]}\n", f);
+  CHECK(fclose(f) == 0);
+  osk_correct_opts_t opts = {.w_ns = 0, .delta_ns = 0};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path(in_dir("max.json"), in_dir("max_out.json"), &opts, &c, &err) == 0);
+  CHECK(osk_correct_stats(c)->corrected_events == 2 && op_named(c, "z") && op_named(c, "z")->calls == 1);
+  osk_correct_free(c);
+  static back_t b;
+  read_back(in_dir("max_out.json"), &b);
+  CHECK(b.n == 2); /* placed on the time line within +-2^62 (moved_back) */
+  remove(in_dir("max.json"));
+  remove(in_dir("max_out.json"));
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/opskew-correct-XXXXXX");
   CHECK(mkdtemp(dir));
   test_orders_agree();
   test_edge_cases_as_sorted();
   test_pipe_input();
+  test_last_nanosecond();
   CHECK(rmdir(dir) == 0);
   puts("test_correct_stream: ok");
   return 0;
