@@ -24,7 +24,9 @@
  * rest of the read only finds the other threads that break it, and a second
  * read holds those threads' events whole (32 bytes each) until the end,
  * streaming the others as before. An input that is not a regular file (a
- * pipe) cannot be read twice: every thread is held from the start.
+ * pipe) cannot be read twice: every thread is held from the start. An
+ * output written as it goes (standard output, a device) cannot take back a
+ * voided read: a first read then only finds the threads that break the rule.
  */
 #include "opskew_correct.h"
 #include "analysis.h"
@@ -89,6 +91,7 @@ struct osk_correct {
   unsigned char *hold;   /* by thread id: hold the thread whole (it broke the gap rule) */
   size_t n_hold;
   int hold_all;          /* the input cannot be read twice: hold every thread */
+  int voidable;          /* the output can be discarded (a temporary file renamed at the end) */
   int detecting;         /* a thread broke the rule in this pass: only look for others */
   osk__out_t *o;         /* the corrected trace, or NULL */
   int first;             /* no event written yet */
@@ -528,6 +531,15 @@ static void reset_pass(osk_correct_t *c) {
   c->stats.passes = passes;
 }
 
+/* Whether what was written to the output can be taken back: osk__out_*
+ * writes a regular file (or a new one) to a temporary file renamed into
+ * place at the end, but standard output ("-") and a device as it goes. */
+static int voidable_output(const char *path) {
+  struct stat st;
+  if (strcmp(path, "-") == 0) return 0;
+  return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
 /* Whether the input can be read a second time. */
 static int rereadable(const char *path) {
   struct stat st;
@@ -545,7 +557,7 @@ static void set_err(osk_error_t *err, int code, const char *msg, int sys_errno) 
  * needed. `head` is the header's reader for the leading members (NULL: the
  * input is held whole, and its members are written from this read). */
 static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path, osk__out_t *o,
-                    const osk_reader_t *head, int *again, osk_error_t *err) {
+                    const osk_reader_t *head, int detect_only, int *again, osk_error_t *err) {
   *again = 0;
   reset_pass(c);
   c->stats.passes++;
@@ -554,7 +566,8 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   if (rc) return rc;
   c->o = NULL;
   c->first = 1;
-  if (out_path && !c->hold_all) {
+  c->detecting = detect_only;
+  if (out_path && !c->hold_all && !detect_only) {
     /* Events are written as the read goes: the header first. */
     int orc = osk__out_open(o, out_path, 0);
     if (orc) {
@@ -572,6 +585,12 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     if (c->o) osk__out_discard(c->o);
     c->o = NULL;
     osk_reader_free(r);
+    if (out_path && !detect_only && !c->voidable) {
+      /* Written as it went (standard output, a device) and not to be taken
+       * back: only a trace that changed since the first read gets here. */
+      set_err(err, OSK_EFORMAT, "the trace changed while it was read", 0);
+      return OSK_EFORMAT;
+    }
     *again = 1;
     return read_rc;
   }
@@ -670,12 +689,17 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
     }
   }
   osk__out_t o;
-  int rc, again;
+  int rc = 0, again = 0;
+  c->voidable = !out_path || voidable_output(out_path);
+  /* An output written as it goes cannot take back a read that a thread
+   * voids: a first read only finds the threads that break the gap rule. */
+  if (!c->voidable && !c->hold_all) rc = one_pass(c, in_path, out_path, &o, head, 1, &again, err);
   /* Each read that needs another holds at least one more thread whole, so
    * this ends (one read, two when a thread breaks the gap rule). */
-  do {
-    rc = one_pass(c, in_path, out_path, &o, head, &again, err);
-  } while (again && (!rc || rc == OSK_ETRUNCATED));
+  while (!rc || rc == OSK_ETRUNCATED) {
+    rc = one_pass(c, in_path, out_path, &o, head, 0, &again, err);
+    if (!again) break;
+  }
   osk_reader_free(head);
   if (rc && rc != OSK_ETRUNCATED) {
     osk_correct_free(c);
