@@ -15,12 +15,12 @@
  * nest in, outlive or precede (osk__nest_order) the events that start before
  * that end, if the thread keeps to the rule that no event starts before the
  * last gap. Those events are sorted, nested, corrected and written, and
- * dropped. This works whether a thread comes parents first (Kineto, opskew's
- * tracer) or children first, and holds one top-level cluster of events per
- * thread (trees joined by events that outlive them, counted as overlaps).
- * A thread that breaks the rule (an event starts before its last gap: with
- * torch.profiler's with_stack, every Python event after all the operators)
- * cannot be written that way: the first such event stops the writing, the
+ * dropped. A thread that comes parents first (Kineto's operators) keeps to
+ * the rule, and holds one top-level cluster of events at a time (trees
+ * joined by events that outlive them, counted as overlaps). A thread that
+ * breaks it (an event starts before its last gap: with torch.profiler's
+ * with_stack, every Python event after all the operators; children first, a
+ * parent after a gap between its children) cannot be written that way: the first such event stops the writing, the
  * rest of the read only finds the other threads that break it, and a second
  * read holds those threads' events whole (32 bytes each) until the end,
  * streaming the others as before. An input that is not a regular file (a
