@@ -29,9 +29,17 @@
  * every boundary moves back by the instrument time before it and each
  * corrected duration equals the formula above.
  *
- * Memory: the complete events of the instrumented categories are held (32
- * bytes each) and sorted per thread, since nesting needs start order and
- * traces do not promise it. Plain C11; never includes Python.h. Prefix:
+ * Memory: bounded by the largest top-level tree, not by the trace. Each
+ * thread's events are held (32 bytes each, 24 more while their tree is
+ * written) from one gap to the next: until an event starts at or after the
+ * end of every event before it. The events before the gap are then sorted,
+ * nested, corrected and written, parents first, and dropped. A thread whose
+ * events break that rule (one starts before the last gap: with_stack's
+ * Python events, written after all the operators) is held whole, in a second
+ * read of the input; an input that is not a regular file, which cannot be
+ * read twice, is held whole from the start (docs/correct.md, "Memory").
+ * Names, threads and the per-name results are kept as well. Plain C11; never
+ * includes Python.h. Prefix:
  * osk_correct_. Conventions as in opskew.h.
  */
 #ifndef OPSKEW_CORRECT_H
@@ -104,6 +112,13 @@ typedef struct {
   uint64_t overlaps;          /* events that ended after an event started inside them; the
                                * outlived event was closed at that start (see compensate.c) */
   int truncated;              /* the input ended early; what was read is used */
+  /* Memory and reads: the most corrected events held at once, over all
+   * threads and reads (the bound above: 32 bytes each, plus 24 for those of
+   * the tree being written); the threads held whole in the last read; the
+   * reads of the input (1, or 2 when a thread broke the gap rule). */
+  uint64_t held_peak;
+  uint64_t held_threads;
+  int passes;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */
@@ -116,7 +131,10 @@ typedef struct osk_correct osk_correct_t;
 
 /* Reads `in_path` (JSON or gzip), compensates, and when `out_path` is not
  * NULL writes the corrected Chrome trace there (original ts and dur kept in
- * args as "reported_ts" and "reported_dur", in microseconds). Returns 0,
+ * args as "reported_ts" and "reported_dur", in microseconds), each thread's
+ * events in time order, parents first (osk__nest_order), written as their
+ * top-level trees close (the memory bound above); a thread that breaks the
+ * gap rule makes it read the input a second time. Returns 0,
  * OSK_ETRUNCATED (what was read is corrected and written, *out is set),
  * OSK_EINVAL (bad options), OSK_EFORMAT, OSK_EIO, OSK_ENOMEM; `err` (may be
  * NULL) says where. Corrected events keep their category; the args gain

@@ -2,9 +2,31 @@
  *
  * Names, threads, metadata, the nesting rule, the correction formula and the
  * Chrome output are csrc/tracecore's, shared with the streaming summary and
- * the tracer. What is the compensation's own: holding and sorting the
- * events, and the compressed time line of the corrected trace, which the
+ * the tracer. What is the compensation's own: the per-thread buffering that
+ * hands the nesting rule each thread's events in its order a top-level tree
+ * at a time, and the compressed time line of the corrected trace, which the
  * nesting rule drives through its close callback.
+ *
+ * Streaming (docs/correct.md, "Memory"). A parent's corrected duration
+ * depends on its descendants and the corrected trace is written parents
+ * first, so a top-level tree is written when its root closes. Each thread's
+ * events are buffered as they arrive until one starts at or after the end of
+ * every event buffered before it (a gap): nothing that comes later can then
+ * nest in, outlive or precede (osk__nest_order) the events that start before
+ * that end, if the thread keeps to the rule that no event starts before the
+ * last gap. Those events are sorted, nested, corrected and written, and
+ * dropped. A thread that comes parents first (Kineto's operators) keeps to
+ * the rule, and holds one top-level cluster of events at a time (trees
+ * joined by events that outlive them, counted as overlaps). A thread that
+ * breaks it (an event starts before its last gap: with torch.profiler's
+ * with_stack, every Python event after all the operators; children first, a
+ * parent after a gap between its children) cannot be written that way: the first such event stops the writing, the
+ * rest of the read only finds the other threads that break it, and a second
+ * read holds those threads' events whole (32 bytes each) until the end,
+ * streaming the others as before. An input that is not a regular file (a
+ * pipe) cannot be read twice: every thread is held from the start. An
+ * output written as it goes (standard output, a device) cannot take back a
+ * voided read: a first read then only finds the threads that break the rule.
  */
 #include "opskew_correct.h"
 #include "analysis.h"
@@ -13,15 +35,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ------------------------------------------------------------ the state */
 
+/* One buffered event, 32 bytes. */
 typedef struct {
   int64_t ts, dur;
-  uint32_t name, thread;
-  uint32_t seq; /* file order, for a stable sort */
+  uint32_t name;
   uint32_t cat; /* index into the correction's categories; >= n_op_cats: Python class */
-} osk__ev_t;
+  uint32_t seq; /* arrival order in the thread's buffer, for a stable sort */
+  uint32_t unused;
+} held_t;
+
+/* What the pass computes for a buffered event of the tree being written,
+ * 24 bytes: its place on the compressed time line and its descendants. */
+typedef struct {
+  int64_t ts2, end2;
+  uint32_t desc[2]; /* per class; a tree has fewer than 2^32 events */
+} line_t;
+
+/* One thread's state in a pass. */
+typedef struct {
+  osk_correct_t *c;
+  uint32_t id;        /* the thread's id in c->th */
+  osk__nest_t nest;
+  held_t *buf;        /* arrived, not yet written: arrival order, or sorted in a flush */
+  size_t n, cap;
+  int in_order;       /* buf[0..n) is in osk__nest_order (no sort needed) */
+  line_t *line;       /* line[k - tree_begin] for buf[k] of the tree being nested */
+  size_t line_cap;
+  size_t tree_begin;  /* buf index of the open top-level tree's first event */
+  size_t pushing;     /* buf index of the event being pushed (the end of closed trees) */
+  int seen;           /* an event arrived */
+  int held;           /* held whole until the end of the read */
+  int64_t max_end;    /* the latest end of the events arrived */
+  int64_t floor;      /* the last gap: no event may start before it */
+  int started;        /* the compressed time line has begun */
+  double removed;     /* instrument time taken out before the current point */
+  int64_t last2;      /* the latest boundary placed, to keep time monotonic */
+} thr_t;
 
 struct osk_correct {
   osk_correct_opts_t opts;
@@ -29,12 +82,20 @@ struct osk_correct {
   char **cats;    /* the operator class's categories, then the Python class's */
   size_t n_cats;
   size_t n_op_cats;
-  osk__names_t names;    /* op id = name id */
+  osk__names_t names;    /* op id = name id; kept across passes */
   osk_correct_op_t *ops; /* by name id */
   size_t n_ops, cap_ops;
-  osk__threads_t th;
-  osk__ev_t *ev;
-  size_t n_ev, cap_ev;
+  osk__threads_t th;     /* kept across passes: a thread keeps its id */
+  thr_t *thr;            /* by thread id */
+  size_t n_thr, cap_thr;
+  unsigned char *hold;   /* by thread id: hold the thread whole (it broke the gap rule) */
+  size_t n_hold;
+  int hold_all;          /* the input cannot be read twice: hold every thread */
+  int voidable;          /* the output can be discarded (a temporary file renamed at the end) */
+  int detecting;         /* a thread broke the rule in this pass: only look for others */
+  osk__out_t *o;         /* the corrected trace, or NULL */
+  int first;             /* no event written yet */
+  uint64_t held_now;     /* events buffered, all threads */
   osk_correct_stats_t stats;
 };
 
@@ -61,43 +122,35 @@ static uint32_t class_of(const osk_correct_t *c, uint32_t cat) {
   return cat >= c->n_op_cats ? OSK__CLS_PY : OSK__CLS_OP;
 }
 
-static int on_event(void *ctx, const osk_reader_event_t *ev) {
-  osk_correct_t *c = ctx;
-  c->stats.events++;
-  if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata(&c->th, ev, NULL);
-  if (!osk__str_is(ev->ph, "X", 1)) return 0;
-  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
-  long cat = category_index(c, ev->cat);
-  if (cat < 0) {
-    c->stats.other_events++;
-    return 0;
-  }
-  if (c->n_ev >= UINT32_MAX) return OSK_ERANGE;
-  if (osk__grow((void **)&c->ev, &c->cap_ev, c->n_ev + 1, sizeof *c->ev)) return OSK_ENOMEM;
-  int64_t name = intern_name(c, ev->name);
-  if (name < 0) return (int)name;
-  int64_t thread = osk__threads_intern(&c->th, &ev->pid, &ev->tid);
-  if (thread < 0) return (int)thread;
-  osk__ev_t *e = &c->ev[c->n_ev];
-  e->name = (uint32_t)name;
-  e->thread = (uint32_t)thread;
-  e->ts = ev->ts_ns;
-  e->dur = ev->dur_ns;
-  e->seq = (uint32_t)c->n_ev;
-  e->cat = (uint32_t)cat;
-  if (class_of(c, e->cat) == OSK__CLS_PY) {
-    c->stats.py_events++;
-    c->ops[e->name].py_class = 1;
-  }
-  c->n_ev++;
-  return 0;
+static int is_held(const osk_correct_t *c, size_t id) {
+  return c->hold_all || (id < c->n_hold && c->hold[id]);
 }
 
-/* Thread, then the nesting rule's order. */
-static int cmp_ev(const void *pa, const void *pb) {
-  const osk__ev_t *a = pa, *b = pb;
-  if (a->thread != b->thread) return a->thread < b->thread ? -1 : 1;
-  return osk__nest_order(a->ts, a->dur, a->seq, b->ts, b->dur, b->seq);
+/* The pass's state of thread `id`, added if new. */
+static thr_t *thr_at(osk_correct_t *c, int64_t id) {
+  if (id < 0) return NULL;
+  if ((size_t)id < c->n_thr) return &c->thr[id];
+  if (osk__grow((void **)&c->thr, &c->cap_thr, (size_t)id + 1, sizeof *c->thr)) return NULL;
+  for (size_t i = c->n_thr; i <= (size_t)id; i++) {
+    thr_t *t = &c->thr[i];
+    memset(t, 0, sizeof *t);
+    t->c = c;
+    t->id = (uint32_t)i;
+    t->in_order = 1;
+    t->floor = INT64_MIN;
+    t->held = is_held(c, i);
+  }
+  c->n_thr = (size_t)id + 1;
+  return &c->thr[id];
+}
+
+static void thr_release(thr_t *t) {
+  osk__nest_free(&t->nest);
+  free(t->buf);
+  free(t->line);
+  t->buf = NULL;
+  t->line = NULL;
+  t->n = t->cap = t->line_cap = 0;
 }
 
 /* ------------------------------------------------------------ the output */
@@ -110,18 +163,33 @@ static void put_id(osk__out_t *o, const osk_reader_id_t *id) {
 
 static void put_cstr(osk__out_t *o, const char *s) { osk__out_str(o, s, strlen(s)); }
 
-/* ------------------------------------------------------- the compensation */
+static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held_t *e, const line_t *l) {
+  osk__out_t *o = c->o;
+  osk__out_puts(o, c->first ? "{\"ph\":\"X\",\"cat\":" : ",\n{\"ph\":\"X\",\"cat\":");
+  c->first = 0;
+  put_cstr(o, c->cats[e->cat]);
+  osk__out_puts(o, ",\"name\":");
+  osk__out_str(o, c->names.str[e->name].ptr, c->names.str[e->name].len);
+  osk__out_puts(o, ",\"pid\":");
+  put_id(o, &th->pid);
+  osk__out_puts(o, ",\"tid\":");
+  put_id(o, &th->tid);
+  osk__out_puts(o, ",\"ts\":");
+  osk__out_us(o, l->ts2);
+  osk__out_puts(o, ",\"dur\":");
+  osk__out_us(o, l->end2 - l->ts2);
+  osk__out_puts(o, ",\"args\":{\"reported_ts\":");
+  osk__out_us(o, e->ts);
+  osk__out_puts(o, ",\"reported_dur\":");
+  osk__out_us(o, e->dur);
+  osk__out_puts(o, ",\"descendants\":");
+  osk__out_u64(o, l->desc[OSK__CLS_OP]);
+  osk__out_puts(o, ",\"py_descendants\":");
+  osk__out_u64(o, l->desc[OSK__CLS_PY]);
+  osk__out_puts(o, "}}");
+}
 
-/* One thread's pass: the nesting rule closes events through on_close, which
- * corrects them and places them on the compressed time line. */
-typedef struct {
-  osk_correct_t *c;
-  osk__out_t *o; /* NULL: no corrected trace */
-  int first;     /* no event written yet */
-  const osk__thread_id_t *thread;
-  double removed; /* instrument time taken out before the current point */
-  int64_t last2;  /* the latest boundary placed, to keep time monotonic */
-} run_t;
+/* ------------------------------------------------------- the compensation */
 
 /* The instrument's cost of one event of the class: outside its interval on
  * each side (`half`) and inside it (`delta`). */
@@ -147,47 +215,27 @@ static int64_t moved_back(int64_t t, double removed) {
   return m < -lim ? -lim : m > lim ? lim : m;
 }
 
-static void write_event(run_t *r, const osk__nest_frame_t *x, int64_t ts2, int64_t dur2) {
-  osk__out_t *o = r->o;
-  osk__out_puts(o, r->first ? "{\"ph\":\"X\",\"cat\":" : ",\n{\"ph\":\"X\",\"cat\":");
-  r->first = 0;
-  put_cstr(o, r->c->cats[x->user[1]]);
-  osk__out_puts(o, ",\"name\":");
-  osk__out_str(o, r->c->names.str[x->name].ptr, r->c->names.str[x->name].len);
-  osk__out_puts(o, ",\"pid\":");
-  put_id(o, &r->thread->pid);
-  osk__out_puts(o, ",\"tid\":");
-  put_id(o, &r->thread->tid);
-  osk__out_puts(o, ",\"ts\":");
-  osk__out_us(o, ts2);
-  osk__out_puts(o, ",\"dur\":");
-  osk__out_us(o, dur2);
-  osk__out_puts(o, ",\"args\":{\"reported_ts\":");
-  osk__out_us(o, x->start);
-  osk__out_puts(o, ",\"reported_dur\":");
-  osk__out_us(o, x->dur);
-  osk__out_puts(o, ",\"descendants\":");
-  osk__out_u64(o, x->desc[OSK__CLS_OP]);
-  osk__out_puts(o, ",\"py_descendants\":");
-  osk__out_u64(o, x->desc[OSK__CLS_PY]);
-  osk__out_puts(o, "}}");
-}
-
-/* The nesting rule closed x: correct it (osk__correct_event), account it, and
- * place its end on the compressed time line. */
+/* The nesting rule closed x: correct it (osk__correct_event), account it,
+ * and place its end on the compressed time line. When x is a top-level
+ * event, its tree (every event pushed since the tree began) is complete: it
+ * is written, parents first, and its lines are reused for the next tree. */
 static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *parent, int64_t cut) {
-  run_t *r = ctx;
-  osk_correct_t *c = r->c;
+  thr_t *t = ctx;
+  osk_correct_t *c = t->c;
   (void)cut; /* the core counts x for its parent only up to the cut */
   double half, delta;
   event_cost(c, x->cls, &half, &delta);
-  int64_t begin2 = x->user[0];
+  line_t *l = &t->line[(size_t)x->user[0] - t->tree_begin];
+  int64_t begin2 = l->ts2;
   /* The compressed end: every instrument nanosecond before it is removed. */
-  int64_t end2 = moved_back(x->start + x->dur, r->removed);
-  if (end2 < r->last2) end2 = r->last2; /* over-compensation: keep time monotonic */
+  int64_t end2 = moved_back(x->start + x->dur, t->removed);
+  if (end2 < t->last2) end2 = t->last2; /* over-compensation: keep time monotonic */
   if (end2 < begin2) end2 = begin2;
-  r->last2 = end2;
-  r->removed += half;
+  t->last2 = end2;
+  t->removed += half;
+  l->end2 = end2;
+  l->desc[OSK__CLS_OP] = (uint32_t)x->desc[OSK__CLS_OP];
+  l->desc[OSK__CLS_PY] = (uint32_t)x->desc[OSK__CLS_PY];
   osk__corrected_t k = osk__correct_event(&c->cost, x->cls, x->dur, x->desc[OSK__CLS_OP],
                                           x->desc[OSK__CLS_PY], x->child_corr_ns);
   x->corr_ns = k.raw_ns;
@@ -208,49 +256,175 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   if (!parent) {
     c->stats.reported_top_ns += x->dur;
     c->stats.corrected_top_ns += k.total_ns;
+    /* The stack is empty: every event pushed since the tree began closed. */
+    if (c->o) {
+      const osk__thread_id_t *th = &c->th.th[t->id];
+      for (size_t i = t->tree_begin; i < t->pushing; i++)
+        write_event(c, th, &t->buf[i], &t->line[i - t->tree_begin]);
+    }
+    t->tree_begin = t->pushing;
   }
-  if (r->o) write_event(r, x, begin2, end2 - begin2);
   return 0;
 }
 
-static int compensate(osk_correct_t *c, osk__out_t *o, int first) {
-  qsort(c->ev, c->n_ev, sizeof *c->ev, cmp_ev);
-  osk__nest_t nest = {0};
-  run_t r = {c, o, first, NULL, 0, INT64_MIN};
-  uint32_t thread = UINT32_MAX;
+/* osk__nest_push's order: start, longer first, arrival. */
+static int cmp_held(const void *pa, const void *pb) {
+  const held_t *a = pa, *b = pb;
+  return osk__nest_order(a->ts, a->dur, a->seq, b->ts, b->dur, b->seq);
+}
+
+/* Nests, corrects and writes the thread's buffered events that start before
+ * `limit` (all of them for INT64_MAX), in the nesting rule's order, and
+ * drops them; the rest stay buffered, in order. The caller guarantees that
+ * no event to come starts before the latest end of those events, so they
+ * all close here, as the next push would close them. */
+static int flush(thr_t *t, int64_t limit) {
+  osk_correct_t *c = t->c;
+  if (!t->n) return 0;
+  if (!t->in_order) qsort(t->buf, t->n, sizeof *t->buf, cmp_held);
+  size_t k = t->n;
+  if (limit != INT64_MAX) /* INT64_MAX: all, even an event that starts there */
+    while (k && t->buf[k - 1].ts >= limit) k--;
+  t->tree_begin = 0;
   int rc = 0;
-  for (size_t i = 0; i < c->n_ev && !rc; i++) {
-    const osk__ev_t *e = &c->ev[i];
+  for (size_t j = 0; j < k && !rc; j++) {
+    const held_t *e = &t->buf[j];
     uint32_t cls = class_of(c, e->cat);
     double half, delta;
-    if (e->thread != thread) {
-      rc = osk__nest_close_all(&nest, on_close, &r);
-      if (rc) break;
-      thread = e->thread;
-      r.thread = &c->th.th[thread];
+    if (!t->started) {
       /* Start the compressed time line at the thread's first event: its
        * pre-begin share is not taken from before the trace's start. */
       event_cost(c, cls, &half, &delta);
-      r.removed = -half;
-      r.last2 = INT64_MIN;
+      t->removed = -half;
+      t->last2 = INT64_MIN;
+      t->started = 1;
     }
+    t->pushing = j;
     osk__nest_frame_t *f;
-    rc = osk__nest_push(&nest, e->ts, e->dur, e->name, cls, on_close, &r, &f);
+    rc = osk__nest_push(&t->nest, e->ts, e->dur, e->name, cls, on_close, t, &f);
     if (rc) break;
     /* The new begin: (W - delta)/2 before it and delta after it. */
     event_cost(c, cls, &half, &delta);
-    r.removed += half;
-    int64_t begin2 = moved_back(e->ts, r.removed);
-    if (begin2 < r.last2) begin2 = r.last2;
-    r.last2 = begin2;
-    r.removed += delta;
-    f->user[0] = begin2;
-    f->user[1] = e->cat;
+    t->removed += half;
+    int64_t begin2 = moved_back(e->ts, t->removed);
+    if (begin2 < t->last2) begin2 = t->last2;
+    t->last2 = begin2;
+    t->removed += delta;
+    f->user[0] = (int64_t)j;
+    size_t li = j - t->tree_begin;
+    if (osk__grow((void **)&t->line, &t->line_cap, li + 1, sizeof *t->line)) {
+      rc = OSK_ENOMEM;
+      break;
+    }
+    t->line[li] = (line_t){begin2, begin2, {0, 0}};
   }
-  if (!rc) rc = osk__nest_close_all(&nest, on_close, &r);
-  c->stats.overlaps = nest.overlaps;
-  osk__nest_free(&nest);
-  return rc;
+  t->pushing = k;
+  if (!rc) rc = osk__nest_close_all(&t->nest, on_close, t);
+  if (rc) return rc;
+  /* What stays (events starting at the limit) is sorted: renumbered in
+   * that order, it sorts again with later arrivals as it would have. */
+  memmove(t->buf, t->buf + k, (t->n - k) * sizeof *t->buf);
+  t->n -= k;
+  for (size_t i = 0; i < t->n; i++) t->buf[i].seq = (uint32_t)i;
+  t->in_order = 1;
+  t->tree_begin = 0;
+  c->held_now -= k;
+  return 0;
+}
+
+/* The gap rule, on an arrival at `ts` of a thread that is not held:
+ * returns 1 when the thread breaks it (the event starts before the last
+ * gap), else 0 with *gap set when the arrival makes a gap: it starts at or
+ * after the end of every event before it, so those that start before that
+ * end may be written. */
+static int breaks_rule(const thr_t *t, int64_t ts, int *gap) {
+  *gap = t->seen && ts >= t->max_end;
+  return t->seen && ts < t->floor;
+}
+
+static void note_arrival(thr_t *t, int64_t end, int gap) {
+  if (gap) t->floor = t->max_end;
+  if (!t->seen || end > t->max_end) t->max_end = end;
+  t->seen = 1;
+}
+
+/* A thread broke the gap rule: what was written cannot stand. Hold it whole
+ * in the next read, and from here on only look for other threads that break
+ * the rule (the arrival times are all it takes). */
+static int start_detecting(osk_correct_t *c, thr_t *t) {
+  if (t->id >= c->n_hold) {
+    size_t n = (size_t)t->id + 1 > 2 * c->n_hold ? (size_t)t->id + 1 : 2 * c->n_hold;
+    unsigned char *h = realloc(c->hold, n);
+    if (!h) return OSK_ENOMEM;
+    memset(h + c->n_hold, 0, n - c->n_hold);
+    c->hold = h;
+    c->n_hold = n;
+  }
+  c->hold[t->id] = 1;
+  t->held = 1;
+  if (!c->detecting) {
+    c->detecting = 1;
+    for (size_t i = 0; i < c->n_thr; i++) thr_release(&c->thr[i]);
+    c->held_now = 0;
+    /* What was written is void: the temporary file goes now, not at the
+     * end of the read. */
+    if (c->o) osk__out_discard(c->o);
+    c->o = NULL;
+  }
+  return 0;
+}
+
+static int on_event(void *ctx, const osk_reader_event_t *ev) {
+  osk_correct_t *c = ctx;
+  c->stats.events++;
+  if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata(&c->th, ev, NULL);
+  if (!osk__str_is(ev->ph, "X", 1)) return 0;
+  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
+  long cat = category_index(c, ev->cat);
+  if (cat < 0) {
+    c->stats.other_events++;
+    return 0;
+  }
+  int64_t thread = osk__threads_intern(&c->th, &ev->pid, &ev->tid);
+  if (thread < 0) return (int)thread;
+  thr_t *t = thr_at(c, thread);
+  if (!t) return OSK_ENOMEM;
+  int64_t end = ev->ts_ns + ev->dur_ns;
+  int gap = 0;
+  if (c->detecting) {
+    if (t->held) return 0;
+    if (breaks_rule(t, ev->ts_ns, &gap)) return start_detecting(c, t);
+    note_arrival(t, end, gap);
+    return 0;
+  }
+  if (!t->held) {
+    if (breaks_rule(t, ev->ts_ns, &gap)) return start_detecting(c, t);
+    if (gap) {
+      int rc = flush(t, t->max_end);
+      if (rc) return rc;
+    }
+    note_arrival(t, end, gap);
+  }
+  if (t->n >= UINT32_MAX - 1) return OSK_ERANGE;
+  if (osk__grow((void **)&t->buf, &t->cap, t->n + 1, sizeof *t->buf)) return OSK_ENOMEM;
+  int64_t name = intern_name(c, ev->name);
+  if (name < 0) return (int)name;
+  held_t *e = &t->buf[t->n];
+  e->ts = ev->ts_ns;
+  e->dur = ev->dur_ns;
+  e->name = (uint32_t)name;
+  e->cat = (uint32_t)cat;
+  e->seq = (uint32_t)t->n;
+  e->unused = 0;
+  if (t->n && t->in_order && cmp_held(&t->buf[t->n - 1], e) > 0) t->in_order = 0;
+  t->n++;
+  c->stats.corrected_events++;
+  if (++c->held_now > c->stats.held_peak) c->stats.held_peak = c->held_now;
+  if (class_of(c, e->cat) == OSK__CLS_PY) {
+    c->stats.py_events++;
+    c->ops[e->name].py_class = 1;
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------ public API */
@@ -268,23 +442,30 @@ static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
   return 0;
 }
 
-/* The document's own top-level members, the correction's, and the metadata
- * events. Returns whether it wrote an event (so the next needs a comma). */
-static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_t *r,
-                        const char *in_path) {
-  osk__out_puts(o, "{\n");
-  size_t nm = osk_reader_meta_count(r);
-  for (size_t i = 0; i < nm; i++) {
+/* The document's top-level scalar members i0 <= i < i1 of reader r, each
+ * followed by a comma and a newline. */
+static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_t i1, int lead) {
+  for (size_t i = i0; i < i1; i++) {
     osk_str_t k, v;
     int is_str;
     if (osk_reader_meta_get(r, i, &k, &v, &is_str)) continue;
     if (osk__str_is(k, "opskew", 6) || osk__str_is(k, "traceEvents", 11)) continue;
+    if (!lead) osk__out_puts(o, ",\n");
     osk__out_str(o, k.ptr, k.len);
     osk__out_put(o, ":", 1);
     if (is_str) osk__out_str(o, v.ptr, v.len);
     else osk__out_put(o, v.ptr, v.len);
-    osk__out_puts(o, ",\n");
+    if (lead) osk__out_puts(o, ",\n");
   }
+}
+
+/* The document's members that came before its events (from `head`, a reader
+ * of the header alone; may be NULL), the correction's, and the start of the
+ * events array. */
+static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_t *head,
+                         const char *in_path) {
+  osk__out_puts(o, "{\n");
+  if (head) write_members(o, head, 0, osk_reader_meta_count(head), 1);
   /* The one number formatter: any finite value fits, none truncates. */
   osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", c->opts.w_ns);
   osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
@@ -294,11 +475,17 @@ static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_
   put_cstr(o, in_path);
   osk__out_puts(o, ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
                    "py_descendants; time line compressed per thread\"}},\n\"traceEvents\":[\n");
-  int wrote = 0;
+}
+
+/* The metadata events (one per named process and thread, the latest name:
+ * only known at the end), the end of the events array, and the document's
+ * members from the `n_head`-th on (those after its events). */
+static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head) {
+  osk__out_t *o = c->o;
   for (size_t i = 0; i < c->th.n_procs; i++) {
     const osk_summary_process_t *p = &c->th.procs[i];
-    osk__out_puts(o, wrote ? ",\n" : "");
-    wrote = 1;
+    osk__out_puts(o, c->first ? "" : ",\n");
+    c->first = 0;
     osk__out_puts(o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
     put_id(o, &p->pid);
     osk__out_puts(o, ",\"args\":{\"name\":");
@@ -308,8 +495,8 @@ static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_
   for (size_t i = 0; i < c->th.n; i++) {
     const osk__thread_id_t *t = &c->th.th[i];
     if (!t->name.ptr) continue;
-    osk__out_puts(o, wrote ? ",\n" : "");
-    wrote = 1;
+    osk__out_puts(o, c->first ? "" : ",\n");
+    c->first = 0;
     osk__out_puts(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
     put_id(o, &t->pid);
     osk__out_puts(o, ",\"tid\":");
@@ -318,7 +505,137 @@ static int write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_
     osk__out_str(o, t->name.ptr, t->name.len);
     osk__out_puts(o, "}}");
   }
-  return wrote;
+  osk__out_puts(o, "\n]");
+  size_t n = osk_reader_meta_count(r);
+  if (n_head < n) write_members(o, r, n_head, n, 0);
+  osk__out_puts(o, "}\n");
+}
+
+/* Forgets a pass's figures; names and threads keep their ids. */
+static void reset_pass(osk_correct_t *c) {
+  for (size_t i = 0; i < c->n_ops; i++) {
+    osk_str_t name = c->ops[i].name;
+    memset(&c->ops[i], 0, sizeof c->ops[i]);
+    c->ops[i].name = name;
+  }
+  for (size_t i = 0; i < c->n_thr; i++) thr_release(&c->thr[i]);
+  free(c->thr);
+  c->thr = NULL;
+  c->n_thr = c->cap_thr = 0;
+  c->detecting = 0;
+  c->held_now = 0;
+  uint64_t peak = c->stats.held_peak;
+  int passes = c->stats.passes;
+  memset(&c->stats, 0, sizeof c->stats);
+  c->stats.held_peak = peak;
+  c->stats.passes = passes;
+}
+
+/* Whether what was written to the output can be taken back: osk__out_*
+ * writes a regular file (or a new one) to a temporary file renamed into
+ * place at the end, but standard output ("-") and a device as it goes. */
+static int voidable_output(const char *path) {
+  struct stat st;
+  if (strcmp(path, "-") == 0) return 0;
+  return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
+/* Whether the input can be read a second time. */
+static int rereadable(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void set_err(osk_error_t *err, int code, const char *msg, int sys_errno) {
+  err->code = code;
+  err->message = msg;
+  err->sys_errno = sys_errno;
+}
+
+/* One read of the trace: returns the reader's code, or the first failure;
+ * *again is set when a thread broke the gap rule and another read is
+ * needed. `head` is the header's reader for the leading members (NULL: the
+ * input is held whole, and its members are written from this read). */
+static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path, osk__out_t *o,
+                    const osk_reader_t *head, int detect_only, int *again, osk_error_t *err) {
+  *again = 0;
+  reset_pass(c);
+  c->stats.passes++;
+  osk_reader_t *r = NULL;
+  int rc = osk_reader_open(&r, in_path, NULL, err);
+  if (rc) return rc;
+  c->o = NULL;
+  c->first = 1;
+  c->detecting = detect_only;
+  if (out_path && !c->hold_all && !detect_only) {
+    /* Events are written as the read goes: the header first. */
+    int orc = osk__out_open(o, out_path, 0);
+    if (orc) {
+      if (orc == OSK_EIO) set_err(err, OSK_EIO, "cannot open the output file", o->sys_errno);
+      osk_reader_free(r);
+      return orc;
+    }
+    c->o = o;
+    write_header(o, c, head, in_path);
+  }
+  rc = osk_reader_run(r, on_event, c, err);
+  int read_rc = rc;
+  if (rc && rc != OSK_ETRUNCATED) goto fail;
+  if (c->detecting) {
+    if (c->o) osk__out_discard(c->o);
+    c->o = NULL;
+    osk_reader_free(r);
+    if (out_path && !detect_only && !c->voidable) {
+      /* Written as it went (standard output, a device) and not to be taken
+       * back: only a trace that changed since the first read gets here. */
+      set_err(err, OSK_EFORMAT, "the trace changed while it was read", 0);
+      return OSK_EFORMAT;
+    }
+    *again = 1;
+    return read_rc;
+  }
+  c->stats.truncated = rc == OSK_ETRUNCATED;
+  c->stats.threads = c->th.n;
+  if (out_path && c->hold_all) {
+    /* Nothing was written during the read: the whole header now. */
+    int orc = osk__out_open(o, out_path, 0);
+    if (orc) {
+      if (orc == OSK_EIO) set_err(err, OSK_EIO, "cannot open the output file", o->sys_errno);
+      rc = orc;
+      goto fail_out;
+    }
+    c->o = o;
+    write_header(o, c, r, in_path);
+  }
+  /* The rest of every thread, held threads whole, in thread order. */
+  for (size_t i = 0; i < c->n_thr; i++) {
+    rc = flush(&c->thr[i], INT64_MAX);
+    if (rc) goto fail;
+    c->stats.overlaps += c->thr[i].nest.overlaps;
+    c->stats.held_threads += c->thr[i].held != 0;
+    thr_release(&c->thr[i]);
+  }
+  if (c->o) {
+    write_trailer(c, r, c->hold_all ? osk_reader_meta_count(r) : osk_reader_meta_count(head));
+    if (osk__out_commit(c->o)) {
+      set_err(err, OSK_EIO, "writing the corrected trace failed", c->o->sys_errno);
+      c->o = NULL;
+      osk_reader_free(r);
+      return OSK_EIO;
+    }
+    c->o = NULL;
+  }
+  osk_reader_free(r);
+  return read_rc;
+fail:
+  if (rc == OSK_ENOMEM || rc == OSK_ERANGE) {
+    if (!err->code) set_err(err, rc, osk_strerror(rc), 0);
+  }
+fail_out:
+  if (c->o) osk__out_discard(c->o);
+  c->o = NULL;
+  osk_reader_free(r);
+  return rc;
 }
 
 int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
@@ -357,59 +674,39 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   }
   c->opts.categories = NULL;
   c->opts.py_categories = NULL;
-  osk_reader_t *r = NULL;
-  int rc = osk_reader_open(&r, in_path, NULL, err);
-  if (rc) {
-    osk_correct_free(c);
-    return rc;
-  }
-  rc = osk_reader_run(r, on_event, c, err);
-  if (rc && rc != OSK_ETRUNCATED) {
-    osk_reader_free(r);
-    osk_correct_free(c);
-    return rc;
-  }
-  int truncated = rc == OSK_ETRUNCATED;
-  c->stats.truncated = truncated;
-  c->stats.corrected_events = c->n_ev;
-  c->stats.threads = c->th.n;
-  osk__out_t o;
-  int first = 1;
-  if (out_path) {
-    int orc = osk__out_open(&o, out_path, 0);
-    if (orc) {
-      if (orc == OSK_EIO) {
-        err->code = OSK_EIO;
-        err->sys_errno = o.sys_errno;
-        err->message = "cannot open the output file";
-      }
-      osk_reader_free(r);
-      osk_correct_free(c);
-      return orc;
-    }
-    first = !write_header(&o, c, r, in_path);
-  }
-  osk_reader_free(r);
-  int crc = compensate(c, out_path ? &o : NULL, first);
-  if (out_path) {
-    if (crc) {
-      osk__out_discard(&o);
+  c->hold_all = !rereadable(in_path);
+  /* The members before the events go before them in the corrected trace
+   * too (Perfetto reads displayTimeUnit only there): a read of the header
+   * alone finds them. A failure here is the main read's to report. */
+  osk_reader_t *head = NULL;
+  if (out_path && !c->hold_all) {
+    osk_reader_opts_t hopts = {0, 0, 1};
+    osk_error_t herr;
+    if (osk_reader_open(&head, in_path, &hopts, &herr) == 0) {
+      osk_reader_run(head, NULL, NULL, &herr);
     } else {
-      osk__out_puts(&o, "\n]}\n");
-      if (osk__out_commit(&o)) {
-        err->code = OSK_EIO;
-        err->sys_errno = o.sys_errno;
-        err->message = "writing the corrected trace failed";
-        crc = OSK_EIO;
-      }
+      head = NULL;
     }
   }
-  if (crc) {
+  osk__out_t o;
+  int rc = 0, again = 0;
+  c->voidable = !out_path || voidable_output(out_path);
+  /* An output written as it goes cannot take back a read that a thread
+   * voids: a first read only finds the threads that break the gap rule. */
+  if (!c->voidable && !c->hold_all) rc = one_pass(c, in_path, out_path, &o, head, 1, &again, err);
+  /* Each read that needs another holds at least one more thread whole, so
+   * this ends (one read, two when a thread breaks the gap rule). */
+  while (!rc || rc == OSK_ETRUNCATED) {
+    rc = one_pass(c, in_path, out_path, &o, head, 0, &again, err);
+    if (!again) break;
+  }
+  osk_reader_free(head);
+  if (rc && rc != OSK_ETRUNCATED) {
     osk_correct_free(c);
-    return crc;
+    return rc;
   }
   *out = c;
-  return truncated ? OSK_ETRUNCATED : 0;
+  return rc;
 }
 
 size_t osk_correct_op_count(const osk_correct_t *c) { return c ? c->n_ops : 0; }
@@ -429,6 +726,8 @@ void osk_correct_free(osk_correct_t *c) {
   free(c->ops);
   osk__names_free(&c->names);
   osk__threads_free(&c->th);
-  free(c->ev);
+  for (size_t i = 0; i < c->n_thr; i++) thr_release(&c->thr[i]);
+  free(c->thr);
+  free(c->hold);
   free(c);
 }

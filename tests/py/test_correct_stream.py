@@ -1,0 +1,179 @@
+"""`opskew correct -o` in bounded memory, writing in time order (docs/correct.md,
+"Memory"): real torch.profiler traces and a synthetic one, end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_opskew
+
+HERE = os.path.dirname(__file__)
+
+MAKE_TRACE = r"""
+import sys, torch
+sys.path.insert(0, {wl!r})
+import wl
+torch.set_num_threads(1)
+s = wl.mlp_setup()
+for _ in range(3): wl.mlp_step(s)
+with torch.profiler.profile(with_stack={stack}) as p:
+    for _ in range(6):
+        with torch.profiler.record_function("opskew::iteration"):
+            wl.mlp_step(s)
+p.export_chrome_trace(sys.argv[1])
+"""
+
+
+def torch_trace(path, stack):
+    code = MAKE_TRACE.format(wl=os.path.join(HERE, "workloads"), stack=stack)
+    p = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                       env=dict(os.environ, KINETO_LOG_LEVEL="6"))
+    assert p.returncode == 0, p.stderr
+    return path
+
+
+def calibration(path, config, w, delta, w_py=0.0, delta_py=0.0):
+    """A calibration file with the figures given (the command's only input
+    besides the trace)."""
+    import torch
+
+    from opskew.calibration import make_key
+
+    cal = {"schema": "opskew.calibration/1",
+           "key": make_key("torch.profiler", config, torch.__version__, "cpu", 1),
+           "w_ns": {"median": w}, "delta_ns": {"median": delta}}
+    if w_py:
+        cal.update(w_py_ns={"median": w_py}, delta_py_ns={"median": delta_py})
+    path.write_text(json.dumps(cal))
+    return path
+
+
+def correct(trace, cal, out, tmp_path):
+    js = tmp_path / "r.json"
+    p = run_opskew("correct", str(trace), "--calibration", str(cal), "-o", str(out), "--json", str(js))
+    assert p.returncode == 0, p.stderr
+    return json.loads(js.read_text())
+
+
+def summary(path, tmp_path):
+    js = tmp_path / "s.json"
+    p = run_opskew("summary", str(path), "--top", "0", "--json", str(js))
+    assert p.returncode == 0, p.stderr
+    return json.loads(js.read_text())
+
+
+def per_thread_in_time_order(out):
+    """The corrected trace's complete events, per thread, never go back in time."""
+    last = {}
+    for e in json.loads(out.read_text())["traceEvents"]:
+        if e["ph"] != "X":
+            continue
+        k = (e["pid"], e["tid"])
+        assert e["ts"] >= last.get(k, e["ts"])
+        last[k] = e["ts"]
+    return len(last)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("traces")
+    return {"minimal": torch_trace(d / "minimal.json", False), "with_stack": torch_trace(d / "stack.json", True)}
+
+
+def test_torch_trace_streams_in_one_read(traces, tmp_path):
+    """Kineto writes a thread's operators parents first, in time order: the
+    correction reads the trace once and holds one iteration's tree at a time,
+    not the trace; the corrected trace is in time order (the summary reads it
+    in one pass) and agrees with the table operator by operator."""
+    w = 2.0  # half of W - delta is 1 ns: boundaries move by whole nanoseconds
+    cal = calibration(tmp_path / "cal.json", "minimal", w, 0.0)
+    out = tmp_path / "corr.json"
+    r = correct(traces["minimal"], cal, out, tmp_path)
+    st = r["stats"]
+    assert st["passes"] == 1 and st["held_threads"] == 0
+    iters = next(o for o in r["ops"] if o["name"] == "opskew::iteration")
+    assert iters["calls"] == 6
+    # One iteration's tree and the event after it, of six.
+    assert st["held_peak"] <= iters["descendants"] / 6 + 2 < st["corrected_events"] / 4
+    assert per_thread_in_time_order(out) == st["threads"]
+    s = summary(out, tmp_path)
+    assert s["stats"]["passes"] == 1
+    table = {o["name"]: o for o in r["ops"]}
+    assert set(table) == {o["name"] for o in s["ops"]}
+    for o in s["ops"]:
+        t = table[o["name"]]
+        assert o["calls"] == t["calls"] and o["descendants"] == t["descendants"]
+        # Where two boundaries of the time line fall on the same nanosecond,
+        # the later one cannot move back past the earlier: at most W per call.
+        assert abs(o["total_ns"] - t["corrected_total_ns"]) <= w * o["calls"]
+        assert abs(o["self_ns"] - t["corrected_self_ns"]) <= 2 * w * o["calls"]
+
+
+def test_with_stack_thread_is_held_in_a_second_read(traces, tmp_path):
+    """with_stack: Kineto writes the Python tracer's events after all the
+    operators, so the thread breaks the gap rule; a second read holds it
+    whole. The corrected trace is still in time order, with every event."""
+    cal = calibration(tmp_path / "cal.json", "with_stack", 100.0, 10.0, 50.0, 6.0)
+    out = tmp_path / "corr.json"
+    r = correct(traces["with_stack"], cal, out, tmp_path)
+    st = r["stats"]
+    assert st["passes"] == 2 and st["held_threads"] >= 1 and st["py_events"] > 0
+    assert st["held_peak"] <= st["corrected_events"]
+    assert per_thread_in_time_order(out) == st["threads"]
+    s = summary(out, tmp_path)
+    assert s["stats"]["passes"] == 1
+    assert sum(o["calls"] for o in s["ops"]) == st["corrected_events"]
+    assert {o["name"]: o["calls"] for o in s["ops"]} == {o["name"]: o["calls"] for o in r["ops"]}
+
+
+def synthetic(path, roots=300):
+    """Nested operators on two threads, parents first, at least 1 us between
+    any two boundaries (nothing clamps); leading and trailing members."""
+    evs = []
+
+    def tree(tid, t, depth, k):
+        i = len(evs)
+        evs.append({"ph": "X", "cat": "cpu_op", "name": f"op{depth}.{k % 3}", "pid": 1, "tid": tid,
+                    "ts": t / 1000, "dur": 0})
+        end = t + 1000
+        for c in range(2 if depth < 3 else 0):
+            end = tree(tid, end, depth + 1, k + c) + 1000
+        if depth == 3:
+            end = t + 2000 + 37 * (k % 11)
+        evs[i]["dur"] = (end - t) / 1000
+        return end
+
+    cursor = {1: 10_000, 2: 10_333}
+    for r in range(roots):
+        for tid in (1, 2):
+            cursor[tid] = tree(tid, cursor[tid], 0, r) + 5000
+    path.write_text(json.dumps({"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": evs,
+                                "traceName": "synthetic"}))
+    return len(evs)
+
+
+def test_table_and_trace_agree_to_the_nanosecond(tmp_path):
+    """Every operator's corrected total and self time in the table equal the
+    corrected trace's, as the summary reads them back, to the nanosecond."""
+    n = synthetic(tmp_path / "syn.json")
+    cal = calibration(tmp_path / "cal.json", "minimal", 100.0, 10.0)
+    out = tmp_path / "corr.json"
+    r = correct(tmp_path / "syn.json", cal, out, tmp_path)
+    st = r["stats"]
+    assert st["corrected_events"] == n and st["clamped"] == 0
+    assert st["passes"] == 1 and st["held_threads"] == 0 and st["held_peak"] <= 2 * (15 + 1)
+    s = summary(out, tmp_path)
+    assert s["stats"]["passes"] == 1
+    table = {o["name"]: o for o in r["ops"]}
+    assert len(s["ops"]) == len(table) == 12
+    for o in s["ops"]:
+        t = table[o["name"]]
+        assert o["calls"] == t["calls"]
+        assert o["total_ns"] == t["corrected_total_ns"]
+        assert o["self_ns"] == t["corrected_self_ns"]
+    text = out.read_text()
+    # displayTimeUnit stays before the events (Perfetto reads it only there).
+    assert text.index('"displayTimeUnit"') < text.index('"traceEvents"') < text.index('"traceName"')
