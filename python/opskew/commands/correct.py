@@ -107,6 +107,10 @@ def print_human(res: dict, out=None) -> None:
               f"W {cal['w_ns']:.1f} ns, delta {cal['delta_ns']:.1f} ns{py} ({cal['source']})\n")
     for note in res["notes"]:
         out.write(f"  note: {note}\n")
+    if s.get("passes", 1) > 1 and s.get("held_threads"):
+        out.write(f"  note: {s['held_threads']} thread(s) were out of time order (with_stack's Python events, "
+                  f"or children written before parents): the trace was read twice and their events held in "
+                  f"memory ({s['held_peak']} at most, 32 bytes each; docs/correct.md)\n")
     if res["truncated"]:
         out.write(f"  WARNING: {res['warning']} (at byte {res['truncated_at']})\n")
     share = res["instrument_share"]
