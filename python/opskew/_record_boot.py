@@ -62,6 +62,10 @@ def _fail(msg):
 # This bootstrap's process: a process the script forks inherits the atexit
 # handlers below, and must neither report nor remove anything.
 _BOOT_PID = os.getpid()
+# The parent this process started under. Only when that was `opskew record`
+# itself (not a wrapper script that forked this interpreter) does a change
+# of parent mean that record died.
+_BOOT_PPID = os.getppid()
 
 
 def _ours():
@@ -70,7 +74,8 @@ def _ours():
 
 def _orphaned():
     parent = os.environ.get("OPSKEW_RECORD_PARENT", "")
-    return _ours() and parent.isdigit() and os.getppid() != int(parent)
+    return (_ours() and parent.isdigit() and int(parent) == _BOOT_PPID
+            and os.getppid() != _BOOT_PPID)
 
 
 def _remove_parents_tmpdir():

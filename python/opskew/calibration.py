@@ -47,7 +47,8 @@ def key_id(key: dict) -> str:
     safe = f"{key['instrument']}-{key['config']}-{key['device']}-t{key['threads']}-torch{key['torch']}"
     if key.get("workload", "builtin:add") != "builtin:add":
         safe += "-" + os.path.basename(key["workload"].replace(":", "-"))
-    return "".join(ch if ch.isalnum() or ch in "-_.+" else "_" for ch in safe) + "-" + digest
+    # ASCII only: clear() recognises exactly these names (_OURS).
+    return "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_.+" else "_" for ch in safe) + "-" + digest
 
 
 def store(cal: dict) -> str:
@@ -236,16 +237,25 @@ def clear() -> tuple[list, list]:
     removed, left = [], []
     try:
         names = sorted(os.listdir(d))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return removed, left
+    except OSError as exc:
+        raise UsageError(f"cannot list calibrations in {d}: {exc.strerror or exc}") from None
     for name in names:
         path = os.path.join(d, name)
         try:
             st = os.lstat(path)
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            raise UsageError(f"cannot examine {path}: {exc.strerror or exc}") from None
         if _OURS.fullmatch(name) and stat.S_ISREG(st.st_mode):
-            os.unlink(path)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise UsageError(f"cannot remove {path}: {exc.strerror or exc}") from None
             removed.append(path)
         else:
             left.append(path)

@@ -102,5 +102,6 @@ def from_c_error(code: int, context: str, *, message: str | None = None, offset:
         exc = RuntimeFailure(f"{context}: {text} ({name})")
     exc.code, exc.name, exc.offset, exc.sys_errno = code, name, offset, sys_errno
     exc.path, exc.context = path, context
+    exc.c_message = text  # the C's own words, without the paths around them
     return exc
 

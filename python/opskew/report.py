@@ -105,8 +105,11 @@ def write_failure(exc, path):
     that came back through from_c_error (an EIO with its errno, on the
     output), or None when `exc` is about something else."""
     err = getattr(exc, "sys_errno", 0)
-    text = str(exc)
-    if not (path and err and ("output" in text or "writing" in text)):
+    # The C's message alone (never str(exc), which names the input's path):
+    # compensate.c says "output file" or "writing the corrected trace" for
+    # its output side, the reader says "the trace" for its input side.
+    text = getattr(exc, "c_message", "")
+    if not (path and err and ("output file" in text or "writing the corrected trace" in text)):
         return None
     return OutputError(f"cannot write {path}: {_reason(err, None)}")
 
@@ -132,19 +135,32 @@ def check_output(path, *, inputs=(), stdout: bool = True, what: str = "output") 
     t = _engine.out_target(os.fspath(path))
     if t["kind"] == "refused":
         raise UsageError(_refusal(os.fspath(path), t))
-    if t["kind"] != "file":
-        return
+    if t["kind"] not in ("file", "new"):
+        return  # a device or "-": two outputs may share it
+    me = _identity(path, t)
     for desc, other in inputs:
-        if not other:
+        if not other or other == "-":
             continue
-        try:
-            st = os.stat(other)
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (t["dev"], t["ino"]):
+        if me == _identity(other):
             same = "" if os.path.abspath(other) == os.path.abspath(path) else f" ({other}, the same file)"
             raise UsageError(f"the {what} {path} is {desc}{same}: writing it would destroy it; "
                              "choose another path")
+
+
+def _identity(path, t=None):
+    """What a path will write to: (device, inode) for an existing file
+    (after links: a hard or symbolic link to it is the same file), else the
+    real folder and the name, so two outputs of one run that do not exist
+    yet are still caught when they name one file."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        pass
+    if t is not None and t.get("kind") == "file":
+        return ("inode", t["dev"], t["ino"])
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    return ("path", os.path.realpath(folder), name)
 
 
 def write_json(obj, path: str) -> None:

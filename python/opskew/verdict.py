@@ -172,15 +172,13 @@ def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
     """Per operator (top by reported self time): the reported total (hollow)
     against the corrected total (filled) with the interval W's CI gives it,
     coloured by trust mark; PNG or SVG by the suffix of `path`."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from .report import write_file
+    from .report import figure_bytes, write_file
 
     ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.38 * max(len(ops), 1)))
@@ -213,7 +211,6 @@ def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
                  + f"W {w['median']:.0f} ns [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}] per event{note}", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="svg" if path.lower().endswith(".svg") else "png", dpi=120)
+    data = figure_bytes(fig, "svg" if path.lower().endswith(".svg") else "png", dpi=120)
     plt.close(fig)
-    write_file(path, buf.getvalue())
+    write_file(path, data)

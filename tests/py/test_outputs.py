@@ -227,3 +227,30 @@ def test_check_corrected_trace_that_cannot_be_written_is_exit_7(opskew, tmp_path
     r = json.loads(js.read_text())
     assert "no space left on device" in r["correction_error"] and r["added_per_event_ns"]
     assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_two_outputs_of_one_run_at_one_new_path_are_refused(opskew, trace, tmp_path):
+    """`correct t.json -o same.json --json same.json`, same.json not existing
+    yet: the corrected trace used to be replaced by the JSON, silently."""
+    same = tmp_path / "same.json"
+    p = opskew("correct", str(trace), "--force", "--calibration", str(tmp_path / "nothing.json"),
+               "-o", str(same), "--json", str(same))
+    assert p.returncode == 2 and "the --json file" in p.stderr, p.stderr
+    assert not same.exists()
+    # Through a link to the folder, the same.
+    (tmp_path / "via").symlink_to(tmp_path)
+    p = opskew("correct", str(trace), "--force", "--calibration", str(tmp_path / "nothing.json"),
+               "-o", str(same), "--json", str(tmp_path / "via" / "same.json"))
+    assert p.returncode == 2 and "the --json file" in p.stderr, p.stderr
+
+
+def test_write_failure_reads_the_c_message_not_the_paths():
+    """A read error on an input whose path contains "output" is not a
+    failure to write the output (exit 7): only the C's own words decide."""
+    from opskew import errors
+    from opskew.report import write_failure
+
+    exc = errors.from_c_error(-5, "correct runs/outputs/t.json", message="cannot read the trace", sys_errno=5)
+    assert write_failure(exc, "c.json") is None
+    exc = errors.from_c_error(-5, "correct t.json", message="writing the corrected trace failed", sys_errno=28)
+    assert write_failure(exc, "c.json").exit_code == 7

@@ -119,11 +119,18 @@ def test_check_marks_the_parent_of_an_injected_cost_inflated_and_its_children_be
     inflated and its aten::add children believable, and says the skew lands
     between events."""
     plot = tmp_path / "v.svg"
-    p, r = check_json(f"{WL}:injected_children", "--setup", "injected_setup", "--trials", "15", "--iters", "10",
-                      "--warmup", "0.1", "--plot", str(plot))
-    ops = {o["name"]: o for o in r["operators"]["ops"]}
-    parent, mm = ops["opskew::parent"], ops["aten::add"]
-    assert parent["mark"] == "inflated", parent
+    # Up to three attempts, as test_known_answer: "inflated" needs W's CI to
+    # exclude small values, and a shared machine can disturb enough pairs of
+    # one run to widen it. The children's mark does not depend on W.
+    for attempt in range(3):
+        p, r = check_json(f"{WL}:injected_children", "--setup", "injected_setup", "--trials", "15",
+                          "--iters", "10", "--warmup", "0.1", "--plot", str(plot))
+        ops = {o["name"]: o for o in r["operators"]["ops"]}
+        parent, mm = ops["opskew::parent"], ops["aten::add"]
+        assert mm["mark"] == "believable", mm
+        if parent["mark"] == "inflated":
+            break
+    assert parent["mark"] == "inflated", (parent, r["added_per_event_ns"])
     assert mm["mark"] == "believable", mm
     assert parent["added_ns"]["operators_below"] > 0 and mm["added_ns"]["operators_below"] == 0
     assert "per-operator verdict" in p.stdout and "where the skew lands" in p.stdout

@@ -89,13 +89,14 @@ def finish(rounds, result: dict, print_human, json_path: str | None, write_json)
     if rounds.error is not None:
         err = workload_error(rounds, result)
         result["error"] = str(err)
+        if err.user_traceback:
+            result["traceback"] = err.user_traceback
     if json_path != "-":
         print_human(result)
     if json_path:
         write_json(result, json_path)
     if err is not None:
         if err.user_traceback:
-            result["traceback"] = err.user_traceback
             # The user's own frames first, as Python would print them; the
             # one-line error and its exit code follow (cli.main).
             sys.stderr.write(err.user_traceback)

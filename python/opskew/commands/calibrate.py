@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..errors import EXIT_OK, UsageError
-from ..report import fmt_ns, write_json
+from ..report import check_output, fmt_ns, write_json
 
 HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
 DESCRIPTION = """\
@@ -184,6 +184,7 @@ def run(args) -> int:
         raise UsageError("--inject must be >= 0")
     if not args.window_ms > 0:
         raise UsageError("--window-ms must be > 0")
+    check_output(args.json)  # refused before the rounds, not after them (docs/outputs.md)
     configs = _configs(args.config)
     if not args.no_tracer:
         from ..tracing import arrange
@@ -313,7 +314,9 @@ def run(args) -> int:
         if name in tracers:
             key = make_key("opskew", "itt" if name == "opskew" else "native", torch.__version__, device,
                            args.threads)
-            delta = {"median": own_delta[name], "method": "the tracer's self-calibration (collector only)"}
+            delta = {"median": min(max(own_delta[name], 0.0), max(w["median"], 0.0)),
+                     "self_calibrated_ns": own_delta[name],
+                     "method": "the tracer's self-calibration (collector only), clamped to [0, W]"}
         else:
             key = make_key("torch.profiler", name, torch.__version__, device, args.threads)
             leaf = leaf_per_call(name)

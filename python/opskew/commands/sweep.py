@@ -358,7 +358,7 @@ def run(args) -> int:
         raise UsageError(f"--out: directory does not exist: {d}")
     if not args.no_plot:
         for ext in ("png", "svg"):
-            check_output(f"{args.out}.{ext}", stdout=False, what="plot")
+            check_output(f"{args.out}.{ext}", stdout=False, what="plot", inputs=[("the --json file", args.json)])
     check_output(args.json)
     specs = args.instrument or ["torch", "torch:record_shapes,with_stack", "opskew"]
     if "opskew" in specs:
