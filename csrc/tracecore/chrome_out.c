@@ -378,6 +378,43 @@ void osk__out_key_num(osk__out_t *o, const char *text, double v) {
   osk__out_num(o, v);
 }
 
+/* Renames the finished temporary file onto the target, never over
+ * something that is not a regular file, even one that appeared while we
+ * wrote. A target that is absent now is taken with RENAME_NOREPLACE, so
+ * nothing can slip in between the look and the rename; one that exists is
+ * looked at just before the rename (a window of one system call, for a
+ * regular file the user asked to replace). */
+static void place(osk__out_t *o) {
+  for (int tries = 0; tries < 4; tries++) {
+    struct stat st;
+    if (lstat(o->path, &st) == 0) {
+      if (!S_ISREG(st.st_mode)) {
+        o->refused = S_ISLNK(st.st_mode) ? "a symbolic link that appeared while writing" : what_is(st.st_mode);
+        fail(o, S_ISLNK(st.st_mode) ? EEXIST : refusal_errno(st.st_mode));
+        return;
+      }
+      if (rename(o->tmp, o->path) != 0) fail(o, errno);
+      return;
+    }
+    if (errno != ENOENT) {
+      fail(o, errno);
+      return;
+    }
+#ifdef RENAME_NOREPLACE
+    if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE) == 0) return;
+    if (errno == EEXIST) continue; /* something appeared: look at it again */
+    if (errno != EINVAL && errno != ENOSYS) {
+      fail(o, errno);
+      return;
+    }
+    /* The file system cannot: the plain rename below, as before. */
+#endif
+    if (rename(o->tmp, o->path) != 0) fail(o, errno);
+    return;
+  }
+  fail(o, EEXIST); /* the target kept changing under us */
+}
+
 int osk__out_commit(osk__out_t *o) {
   if (o->fd < 0) {
     if (!o->failed) fail(o, EBADF);
@@ -390,18 +427,7 @@ int osk__out_commit(osk__out_t *o) {
   if (!through && !o->failed && fsync(o->fd) != 0 && errno != EINVAL && errno != EROFS) fail(o, errno);
   if (close(o->fd) != 0) fail(o, errno);
   o->fd = -1;
-  if (!through && !o->failed) {
-    /* Never rename over something that is not a regular file, even one
-     * that appeared while we wrote. */
-    struct stat st;
-    if (lstat(o->path, &st) == 0 && !S_ISREG(st.st_mode)) {
-      o->refused = what_is(st.st_mode);
-      fail(o, S_ISLNK(st.st_mode) ? EEXIST : refusal_errno(st.st_mode));
-      if (S_ISLNK(st.st_mode)) o->refused = "a symbolic link that appeared while writing";
-    } else if (rename(o->tmp, o->path) != 0) {
-      fail(o, errno);
-    }
-  }
+  if (!through && !o->failed) place(o);
   int rc = o->failed ? OSK_EIO : 0;
   if (!rc) {
     free(o->tmp); /* renamed: nothing left to remove */

@@ -262,6 +262,37 @@ static void special(const char *dir) {
   CHECK(unlink(captured) == 0);
 }
 
+/* Something appears at a new target while the output is being written:
+ * a FIFO or a directory is never replaced (the output fails and its
+ * temporary file goes), a regular file is replaced as one that was there
+ * from the start would be. */
+static void appeared(const char *dir) {
+  char path[320];
+  snprintf(path, sizeof path, "%s/late", dir);
+  osk__out_t o;
+  struct stat st;
+
+  CHECK(osk__out_open(&o, path, 0) == 0);
+  osk__out_puts(&o, "trace");
+  CHECK(mkfifo(path, 0600) == 0);
+  CHECK(osk__out_commit(&o) == OSK_EIO && strstr(o.refused, "FIFO"));
+  CHECK(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode) && count_like(dir, "late.tmp") == 0);
+  CHECK(unlink(path) == 0);
+
+  CHECK(osk__out_open(&o, path, 0) == 0);
+  osk__out_puts(&o, "trace");
+  CHECK(mkdir(path, 0700) == 0);
+  CHECK(osk__out_commit(&o) == OSK_EIO);
+  CHECK(lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && count_like(dir, "late.tmp") == 0);
+  CHECK(rmdir(path) == 0);
+
+  CHECK(osk__out_open(&o, path, 0) == 0);
+  osk__out_puts(&o, "trace");
+  write_file(path, "someone else's");
+  CHECK(osk__out_commit(&o) == 0 && !strcmp(slurp(path), "trace"));
+  CHECK(unlink(path) == 0 && count_like(dir, "late") == 0);
+}
+
 /* A name so long that the suffix would pass NAME_MAX: the temporary file
  * gets a short name in the same folder. */
 static void long_name(const char *dir) {
@@ -287,6 +318,7 @@ int main(void) {
   planted(dir);
   links(dir);
   special(dir);
+  appeared(dir);
   long_name(dir);
   CHECK(rmdir(dir) == 0);
   puts("chrome_out: ok");
