@@ -534,10 +534,14 @@ static void reset_pass(osk_correct_t *c) {
 /* Whether what was written to the output can be taken back: osk__out_*
  * writes a regular file (or a new one) to a temporary file renamed into
  * place at the end, but standard output ("-") and a device as it goes. */
+/* Whether the output goes to a temporary file that a void read can throw
+ * away (the writer's own rule, osk__out_target): a new or regular file, not
+ * standard output or a device written as it goes. A refused target is
+ * "voidable" too: osk__out_open refuses it before anything is read. */
 static int voidable_output(const char *path) {
-  struct stat st;
-  if (strcmp(path, "-") == 0) return 0;
-  return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+  osk__out_target_t t;
+  if (osk__out_target(path, &t) == OSK_ENOMEM) return 1;
+  return t.kind != OSK__OUT_STDOUT && t.kind != OSK__OUT_DEVICE;
 }
 
 /* Whether the input can be read a second time. */
