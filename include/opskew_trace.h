@@ -9,7 +9,9 @@
  * operator. Each thread appends complete events (begin tick, end tick, name,
  * nesting depth) to its own chunk of memory without locks; a full chunk is
  * handed to a global list and the thread takes a fresh one, so nothing is
- * dropped while memory lasts. Timestamps are raw osk_clock_ticks(); they are
+ * dropped while memory lasts; past the session's memory budget, full chunks
+ * go to a spill file instead and are read back with the snapshot (see
+ * osk_trace_set_budget). Timestamps are raw osk_clock_ticks(); they are
  * converted to nanoseconds only when a snapshot is read. Anything that could
  * not be recorded is counted by cause and reported with the snapshot.
  *
@@ -20,7 +22,8 @@
  *
  * Thread safety: every function may be called from any thread unless its
  * comment says otherwise. Recording functions never block except when a
- * chunk fills (one short mutex section per 4096 events).
+ * chunk fills (one short mutex section per 4096 events; past the budget that
+ * section also writes the chunk, 96 KiB, to the spill file).
  *
  * Ownership: the tracer owns the interned names and categories for the life
  * of the process. Snapshots and summaries are created into the caller's

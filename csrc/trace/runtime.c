@@ -258,8 +258,14 @@ static void tstate_retire(void *p) {
   }
   osk__chunk_t *c = atomic_load_explicit(&ts->chunk, memory_order_relaxed);
   if (c) {
-    if (atomic_load_explicit(&c->count, memory_order_relaxed) > c->consumed) full_push(c);
-    else free(c);
+    if (atomic_load_explicit(&c->count, memory_order_relaxed) <= c->consumed) {
+      free(c);
+    } else if (over_budget(c)) {
+      spill_chunk(c); /* many short-lived threads must not grow past the budget */
+      free(c);
+    } else {
+      full_push(c);
+    }
   }
   pthread_mutex_unlock(&g_lock);
   if (t_state == ts) t_state = NULL;

@@ -57,10 +57,10 @@ def test_budget_of_1_mib_spills_200000_adds_without_loss(tmp_path):
     meta = doc["opskew"]
     assert meta["lost"]["total"] == 0 and meta["lost"]["spill"] == 0
     # 200,000 events are 4.8 MB: all but about 1 MiB of full chunks (and the
-    # thread's current one) went through the spill file, in whole chunks.
+    # thread's current one) went through the spill file.
     spill = meta["spill"]
     assert spill["budget_bytes"] == 1 << 20
-    assert spill["events"] % 4096 == 0 and spill["events"] >= 200000 - (1 << 20) // 24 - 2 * 4096
+    assert spill["events"] >= 200000 - (1 << 20) // 24 - 2 * 4096
     assert spill["bytes"] == 24 * spill["events"]
     assert meta["events"] == sum(1 for e in doc["traceEvents"] if e["ph"] == "X")
     # The tracer's summary says the same.
