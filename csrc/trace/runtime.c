@@ -8,7 +8,7 @@
  *
  * Memory budget: full chunks wait in the global list until a snapshot takes
  * them. Past the session's budget, the thread that hands a chunk off appends
- * its events to the session's spill file instead (one write(2) of 96 KiB in
+ * its events to the session's spill file instead (one pwrite of 96 KiB in
  * that mutex section, once per 4096 events) and keeps the chunk as its next
  * one, so memory stays at the budget plus one chunk per thread. Snapshots
  * read spilled ranges back with pread (osk__seg_events).
@@ -62,7 +62,7 @@ static _Atomic uint64_t g_unmatched;
 static osk_trace_calib_t g_calib;                /* under g_lock */
 static uint64_t g_start_tick;                    /* under g_lock */
 
-/* The memory budget and the spill (all under g_lock). */
+/* The memory budget and the spill (under g_lock). */
 static int64_t g_budget_set = OSK_TRACE_BUDGET_ENV; /* osk_trace_set_budget */
 /* Written under g_lock; read without it as a hint, to allocate outside. */
 static _Atomic int64_t g_budget;  /* the session's, in bytes; 0: never spill */
@@ -197,8 +197,9 @@ static void spill_chunk(osk__chunk_t *c) {
   g_spill->size += (uint64_t)k * sizeof *ev;
 }
 
-/* Drops the session's reference to its spill file (snapshots keep theirs)
- * and reads the budget for the next session. Under g_lock. */
+/* Drops the session's reference to its spill file (spilled ranges, pending
+ * or in snapshots, keep theirs); the next spill creates a new file. Under
+ * g_lock. */
 static void spill_reset(void) {
   osk__spill_unref(g_spill);
   g_spill = NULL;
