@@ -1,7 +1,7 @@
 """What each instrument adds per operator: opskew's tracer against the floors
 and against torch.profiler, in the window and at stop/export.
 
-    .venv/bin/python bench/bench_tracer.py [--ops 20000] [--trials 7] [--rounds 3]
+    .venv/bin/python bench/bench_tracer.py [--ops 20000] [--trials 7] [--rounds 3] [--rows A,B,...]
 
 Instruments (each needs its own environment before `import torch`, so each runs
 in its own worker process; workers of all instruments are interleaved over
@@ -17,6 +17,9 @@ rounds):
   opskew-native   opskew.trace(instrument="native"): the shim's thread-local callback
                   forwarding to opskew's native collector
   opskew-native-global  the same with one global callback (OPSKEW_NATIVE_SCOPE=global)
+  opskew-native-spill   opskew-native with a memory budget of 1 MiB (OPSKEW_TRACE_BUDGET_MB=1):
+                  past about 44,000 events per window (--ops 100000, say) full chunks go
+                  to the spill file from the recording thread: the spill's cost in the window
   opskew-pyhook   opskew.trace(instrument="pyhook"): the fallback, a C profile
                   hook on torch builtins (one event per torch.add call here too)
   torch.profiler  torch.profiler.profile(activities=[CPU]), minimal config
@@ -44,7 +47,8 @@ import tempfile
 import time
 
 INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "opskew-pyhook", "torch.profiler",
-               "native-floor", "native-floor-global", "opskew-native", "opskew-native-global"]
+               "native-floor", "native-floor-global", "opskew-native", "opskew-native-global",
+               "opskew-native-spill"]
 
 WORKER = r"""
 import json, os, sys, time, tempfile
@@ -62,6 +66,8 @@ if inst.startswith("native-floor"):
         raise SystemExit("native shim unavailable: " + why)
 if inst == "opskew-native-global":
     os.environ["OPSKEW_NATIVE_SCOPE"] = "global"
+if inst == "opskew-native-spill":
+    os.environ["OPSKEW_TRACE_BUDGET_MB"] = "1"   # read at each session's start
 torch.set_num_threads(1)
 a = torch.ones(1)
 add = torch.add
@@ -155,8 +161,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline-python", default=None, metavar="PY",
                     help="a Python whose environment has another opskew installed, measured as opskew-base")
+    ap.add_argument("--rows", default=None, metavar="A,B,...",
+                    help="only these rows (torch.profiler is always measured: the ratios need it)")
     args = ap.parse_args()
     instruments = INSTRUMENTS + (["opskew-base"] if args.baseline_python else [])
+    if args.rows:
+        want = set(args.rows.split(",")) | {"torch.profiler"}
+        unknown = want - set(instruments)
+        if unknown:
+            ap.error(f"unknown rows: {', '.join(sorted(unknown))}")
+        instruments = [i for i in instruments if i in want]
     try:
         from opskew import _engine
     except ImportError:
@@ -215,8 +229,20 @@ def main():
         print(f"{inst:<16} {r['added']:>16.1f} {ci:>17} "
               f"{r['added'] / tp['added']:>7.2f} {r['events_per_op']:>6.2f} {f(r['stop'], 11)} {f(r['export'], 13)} "
               f"{f(out, 15)} {f(out / tp_out if out is not None and tp_out else None, 8, 4)}")
-    o, fl = rows["opskew"], rows["itt-floor"]
     print()
+    if "opskew-native-spill" in rows and "opskew-native" in rows:
+        sp, n = rows["opskew-native-spill"], rows["opskew-native"]
+        print(f"spill: opskew-native with a 1 MiB budget - without: {sp['added'] - n['added']:+.1f} ns/op in the "
+              f"window; stop+write per event {sp['stop'] + sp['export']:.1f} vs {n['stop'] + n['export']:.1f} ns")
+    if "opskew-base" in rows and "opskew" in rows:
+        b, o = rows["opskew-base"], rows["opskew"]
+        print(f"before/after (ITT collector): {o['added']:.1f} vs opskew-base {b['added']:.1f} ns/op in the window "
+              f"({o['added'] - b['added']:+.1f}); stop+write per event {o['stop'] + o['export']:.1f} vs "
+              f"{b['stop'] + b['export']:.1f} ns")
+    if not all(k in rows for k in ("opskew", "itt-floor", "opskew-native", "native-floor",
+                                   "opskew-native-global", "native-floor-global")):
+        return
+    o, fl = rows["opskew"], rows["itt-floor"]
     gap = o["added"] - fl["added"]
     print(f"goal 1: opskew in-window within 40 ns/op of the ITT floor: {gap:+.1f} ns/op -> "
           f"{'met' if gap <= 40 else 'NOT met'}")

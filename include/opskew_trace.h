@@ -9,7 +9,9 @@
  * operator. Each thread appends complete events (begin tick, end tick, name,
  * nesting depth) to its own chunk of memory without locks; a full chunk is
  * handed to a global list and the thread takes a fresh one, so nothing is
- * dropped while memory lasts. Timestamps are raw osk_clock_ticks(); they are
+ * dropped while memory lasts; past the session's memory budget, full chunks
+ * go to a spill file instead and are read back with the snapshot (see
+ * osk_trace_set_budget). Timestamps are raw osk_clock_ticks(); they are
  * converted to nanoseconds only when a snapshot is read. Anything that could
  * not be recorded is counted by cause and reported with the snapshot.
  *
@@ -20,7 +22,8 @@
  *
  * Thread safety: every function may be called from any thread unless its
  * comment says otherwise. Recording functions never block except when a
- * chunk fills (one short mutex section per 4096 events).
+ * chunk fills (one short mutex section per 4096 events; past the budget that
+ * section also writes the chunk, 96 KiB, to the spill file).
  *
  * Ownership: the tracer owns the interned names and categories for the life
  * of the process. Snapshots and summaries are created into the caller's
@@ -102,7 +105,8 @@ OSK_TRACE_API void osk_trace_guard_leave(int previous);
   X(NOMEM_CHUNK, "nomem_chunk", "no memory for a new event chunk")            \
   X(NOMEM_THREAD, "nomem_thread", "no memory for a thread's tracer state")    \
   X(DEPTH, "depth", "operator nested deeper than the tracer's stack")          \
-  X(NAME, "name", "recorded without a name: no memory to intern it")
+  X(NAME, "name", "recorded without a name: no memory to intern it")          \
+  X(SPILL, "spill", "past the memory budget, the spill file could not be created or written")
 
 typedef enum {
 #define OSK__LOSS_ENUM(id, key, msg) OSK_TRACE_LOSS_##id,
@@ -155,11 +159,34 @@ OSK_TRACE_API int osk_trace_calibrate(osk_trace_pair_fn pair, void *ctx,
 typedef struct osk_trace_snapshot osk_trace_snapshot_t;
 
 /* Starts recording. `calib` (may be NULL) is stored with the session and
- * copied into its snapshot. Returns 0, or OSK_EINVAL if a session is already
- * active. */
+ * copied into its snapshot. The memory budget is fixed here (see
+ * osk_trace_set_budget). Returns 0, or OSK_EINVAL if a session is already
+ * active or OPSKEW_TRACE_BUDGET_MB is invalid (then a line on stderr says
+ * which value and what is expected). */
 OSK_TRACE_API int osk_trace_start(const osk_trace_calib_t *calib);
 /* 1 while a session is active. */
 OSK_TRACE_API int osk_trace_active(void);
+
+/* The memory budget: bytes of full event chunks (24 bytes an event, 4096
+ * events a chunk) a session keeps in memory before it appends further full
+ * chunks to its spill file (created in $TMPDIR, else /tmp, unlinked as soon
+ * as it is open) and reads them back when the snapshot is written or read.
+ * Nothing is lost by spilling; a chunk the file cannot take is counted as
+ * lost (OSK_TRACE_LOSS_SPILL). Each thread's current chunk (96 KiB) is on
+ * top of the budget. */
+#define OSK_TRACE_BUDGET_DEFAULT_MB 256
+/* osk_trace_set_budget(OSK_TRACE_BUDGET_ENV): take it from the environment
+ * variable OPSKEW_TRACE_BUDGET_MB at each start (a whole number of MiB; 0:
+ * never spill; unset or empty: OSK_TRACE_BUDGET_DEFAULT_MB). The default. */
+#define OSK_TRACE_BUDGET_ENV (-1)
+/* Sets the budget in bytes for the sessions started afterwards (0: never
+ * spill; OSK_TRACE_BUDGET_ENV: from the environment). Returns 0, or
+ * OSK_EINVAL for any other negative value. */
+OSK_TRACE_API int osk_trace_set_budget(int64_t bytes);
+/* The budget in bytes that OPSKEW_TRACE_BUDGET_MB asks for (unset or empty:
+ * the default), into *bytes. Returns 0, or OSK_EINVAL if the value is not a
+ * whole number of MiB (digits only, at most 2^40). */
+OSK_TRACE_API int osk_trace_budget_from_env(int64_t *bytes);
 
 /* Stops recording and sets *out to a snapshot owning every event recorded
  * since osk_trace_start(). `instrument` names what produced the events
@@ -188,6 +215,11 @@ OSK_TRACE_API uint64_t osk_trace_snapshot_lost_total(const osk_trace_snapshot_t 
 OSK_TRACE_API uint64_t osk_trace_snapshot_unmatched_ends(const osk_trace_snapshot_t *snap);
 OSK_TRACE_API uint64_t osk_trace_snapshot_open_at_stop(const osk_trace_snapshot_t *snap);
 OSK_TRACE_API const osk_trace_calib_t *osk_trace_snapshot_calib(const osk_trace_snapshot_t *snap);
+/* Events of the snapshot that were spilled to disk past the memory budget
+ * (all of them are in the snapshot: spilling loses nothing), and the budget
+ * of the session in bytes (0: never spills). */
+OSK_TRACE_API uint64_t osk_trace_snapshot_spilled(const osk_trace_snapshot_t *snap);
+OSK_TRACE_API int64_t osk_trace_snapshot_budget(const osk_trace_snapshot_t *snap);
 
 /* Names referenced by the snapshot: ids 0..osk_trace_snapshot_names()-1,
  * id 0 is "<unnamed>". Strings are owned by the tracer (never freed). */
@@ -210,8 +242,11 @@ typedef struct {
 } osk_trace_event_t;
 
 /* Copies up to `cap` events starting at event `first` into `out` (grouped by
- * thread; within a thread in the order operators ended). Returns the number
- * copied. Columns instead of structs for bindings: any pointer may be NULL. */
+ * thread; within a thread in the order operators ended, which is not the
+ * Chrome trace's order: see osk_trace_write_chrome). Spilled events are read
+ * back from the spill file. Returns the number copied (fewer if reading the
+ * spill file failed). Columns instead of structs for bindings: any pointer
+ * may be NULL. */
 OSK_TRACE_API size_t osk_trace_snapshot_copy(const osk_trace_snapshot_t *snap, size_t first,
                                              size_t cap, osk_trace_event_t *out);
 OSK_TRACE_API size_t osk_trace_snapshot_columns(const osk_trace_snapshot_t *snap,
@@ -224,7 +259,11 @@ OSK_TRACE_API size_t osk_trace_snapshot_columns(const osk_trace_snapshot_t *snap
 /* Writes the snapshot as Chrome trace JSON with Kineto's conventions
  * (ph "X", cat "cpu_op", ts/dur in microseconds with nanosecond fractions,
  * process and thread metadata events) and an "opskew" object with the
- * clock, the calibration and the losses. Writes a new temporary file next
+ * clock, the calibration, the losses and the spill. Events are grouped by
+ * thread and, within a thread, in time order: start ascending, at equal
+ * starts the longer (the parent) first, as osk__nest_order sorts them, so a
+ * reader nests them in one pass. Memory: one top-level operator's tree at a
+ * time (spilled events are streamed back). Writes a new temporary file next
  * to `path` (mode 0666 less the umask, or an existing regular file's own
  * permission bits), fsyncs it and renames it over
  * `path`, so a reader never sees half a file. Returns 0, OSK_EIO, OSK_ENOMEM
@@ -277,7 +316,9 @@ typedef struct osk_trace_summary osk_trace_summary_t;
 
 /* Builds the summary of `snap` into *out; `calib` NULL uses the snapshot's
  * own (copied either way). The summary borrows `snap` for names: free the
- * summary first. Returns 0, OSK_EINVAL (`snap` or `out` NULL), OSK_ENOMEM;
+ * summary first. Spilled events are read back (twice). Returns 0, OSK_EINVAL
+ * (`snap` or `out` NULL), OSK_ENOMEM, OSK_EIO (the spill file could not be
+ * read back);
  * *out is NULL on failure. The caller frees *out with
  * osk_trace_summary_free(). */
 OSK_TRACE_API int osk_trace_summarize(const osk_trace_snapshot_t *snap,

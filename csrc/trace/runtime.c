@@ -5,9 +5,18 @@
  * no locks, no atomic read-modify-write. The only shared writes are the
  * release store that publishes a chunk's event count and, once per 4096
  * events, a mutex section that hands a full chunk to the global list.
+ *
+ * Memory budget: full chunks wait in the global list until a snapshot takes
+ * them. Past the session's budget, the thread that hands a chunk off appends
+ * its events to the session's spill file instead (one pwrite of 96 KiB in
+ * that mutex section, once per 4096 events) and keeps the chunk as its next
+ * one, so memory stays at the budget plus one chunk per thread. Snapshots
+ * read spilled ranges back with pread (osk__seg_events).
  */
 #include "trace_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +62,16 @@ static _Atomic uint64_t g_unmatched;
 static osk_trace_calib_t g_calib;                /* under g_lock */
 static uint64_t g_start_tick;                    /* under g_lock */
 
+/* The memory budget and the spill (under g_lock). */
+static int64_t g_budget_set = OSK_TRACE_BUDGET_ENV; /* osk_trace_set_budget */
+/* Written under g_lock; read without it as a hint, to allocate outside. */
+static _Atomic int64_t g_budget;  /* the session's, in bytes; 0: never spill */
+static _Atomic uint64_t g_mem;    /* bytes of chunks in the full list */
+static osk__spill_file_t *g_spill; /* the session's file, one reference; lazily */
+static int g_spill_broken;        /* creating it failed this session */
+static osk__seg_t *g_spilled;     /* spilled ranges not yet in a snapshot */
+static size_t g_spilled_n, g_spilled_cap;
+
 static pthread_key_t g_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static int g_key_ok;
@@ -75,12 +94,155 @@ static osk__chunk_t *chunk_new(uint32_t tid, uint32_t cap) {
   return c;
 }
 
+static size_t chunk_bytes(const osk__chunk_t *c) {
+  return sizeof *c + (size_t)c->cap * sizeof(osk__event_t);
+}
+
 /* Under g_lock. */
 static void full_push(osk__chunk_t *c) {
   c->next = NULL;
   if (g_full_tail) g_full_tail->next = c;
   else g_full_head = c;
   g_full_tail = c;
+  atomic_store_explicit(&g_mem, atomic_load_explicit(&g_mem, memory_order_relaxed) + chunk_bytes(c),
+                        memory_order_relaxed);
+}
+
+/* Past the budget, a full chunk goes to the spill file. */
+static int over_budget(const osk__chunk_t *c) {
+  int64_t b = atomic_load_explicit(&g_budget, memory_order_relaxed);
+  return b > 0 && atomic_load_explicit(&g_mem, memory_order_relaxed) + chunk_bytes(c) > (uint64_t)b;
+}
+
+/* ------------------------------------------------------------------- spill */
+
+void osk__spill_unref(osk__spill_file_t *f) {
+  if (!f) return;
+  if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) {
+    close(f->fd);
+    free(f);
+  }
+}
+
+/* Creates the session's spill file: exclusively, never through a link,
+ * readable by us only, and unlinked at once, so nothing is left behind
+ * whatever way the process ends. Under g_lock. */
+static osk__spill_file_t *spill_open(void) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  static _Atomic unsigned g_spill_n;
+  for (int attempt = 0; attempt < 16; attempt++) {
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/opskew-spill.%d.%u", dir, (int)getpid(),
+                     atomic_fetch_add_explicit(&g_spill_n, 1, memory_order_relaxed));
+    if (n < 0 || (size_t)n >= sizeof path) return NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      return NULL;
+    }
+    /* Ours: we just created it (O_EXCL), a regular file. */
+    (void)unlink(path);
+    osk__spill_file_t *f = malloc(sizeof *f);
+    if (!f) {
+      close(fd);
+      return NULL;
+    }
+    f->fd = fd;
+    f->size = 0;
+    atomic_init(&f->refs, 1);
+    return f;
+  }
+  return NULL;
+}
+
+static int write_all(int fd, const void *buf, size_t n, uint64_t off) {
+  const char *p = buf;
+  while (n) {
+    ssize_t w = pwrite(fd, p, n, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+    off += (uint64_t)w;
+  }
+  return 0;
+}
+
+/* Appends the unconsumed events of the full chunk `c` to the spill file and
+ * records the range for the next snapshot; on failure counts them lost.
+ * Either way `c` may be reused. Under g_lock. */
+static void spill_chunk(osk__chunk_t *c) {
+  uint32_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+  if (n <= c->consumed) return;
+  uint32_t k = n - c->consumed;
+  const osk__event_t *ev = c->ev + c->consumed;
+  if (!g_spill && !g_spill_broken) {
+    g_spill = spill_open();
+    g_spill_broken = g_spill == NULL;
+  }
+  int ok = g_spill != NULL &&
+           osk__grow((void **)&g_spilled, &g_spilled_cap, g_spilled_n + 1, sizeof *g_spilled) == 0;
+  if (ok) ok = write_all(g_spill->fd, ev, (size_t)k * sizeof *ev, g_spill->size) == 0;
+  if (!ok) {
+    atomic_fetch_add_explicit(&g_lost[OSK_TRACE_LOSS_SPILL], k, memory_order_relaxed);
+    return;
+  }
+  uint64_t min_t0 = UINT64_MAX;
+  for (uint32_t i = 0; i < k; i++)
+    if (ev[i].t0 < min_t0) min_t0 = ev[i].t0;
+  atomic_fetch_add_explicit(&g_spill->refs, 1, memory_order_relaxed);
+  g_spilled[g_spilled_n++] = (osk__seg_t){.file = g_spill, .off = g_spill->size, .seq = c->seq,
+                                          .min_t0 = min_t0, .tid = c->tid, .begin = 0, .end = k};
+  g_spill->size += (uint64_t)k * sizeof *ev;
+}
+
+/* Drops the session's reference to its spill file (spilled ranges, pending
+ * or in snapshots, keep theirs); the next spill creates a new file. Under
+ * g_lock. */
+static void spill_reset(void) {
+  osk__spill_unref(g_spill);
+  g_spill = NULL;
+  g_spill_broken = 0;
+}
+
+const osk__event_t *osk__seg_events(const osk__seg_t *g, osk__event_t *buf) {
+  if (g->chunk) return g->chunk->ev + g->begin;
+  size_t want = (size_t)(g->end - g->begin) * sizeof *buf;
+  char *p = (char *)buf;
+  uint64_t off = g->off;
+  while (want) {
+    ssize_t r = pread(g->file->fd, p, want, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return NULL;
+    p += r;
+    want -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return buf;
+}
+
+int osk_trace_budget_from_env(int64_t *bytes) {
+  const char *v = getenv("OPSKEW_TRACE_BUDGET_MB");
+  int64_t mb = OSK_TRACE_BUDGET_DEFAULT_MB;
+  if (v && *v) {
+    mb = 0;
+    for (const char *p = v; *p; p++) {
+      if (*p < '0' || *p > '9' || mb > ((int64_t)1 << 40)) return OSK_EINVAL;
+      mb = mb * 10 + (*p - '0');
+    }
+    if (mb > ((int64_t)1 << 40)) return OSK_EINVAL;
+  }
+  if (bytes) *bytes = mb << 20;
+  return 0;
+}
+
+int osk_trace_set_budget(int64_t bytes) {
+  if (bytes < 0 && bytes != OSK_TRACE_BUDGET_ENV) return OSK_EINVAL;
+  pthread_mutex_lock(&g_lock);
+  g_budget_set = bytes;
+  pthread_mutex_unlock(&g_lock);
+  return 0;
 }
 
 /* Thread exit (pthread key destructor): hand the current chunk to the global
@@ -97,8 +259,14 @@ static void tstate_retire(void *p) {
   }
   osk__chunk_t *c = atomic_load_explicit(&ts->chunk, memory_order_relaxed);
   if (c) {
-    if (atomic_load_explicit(&c->count, memory_order_relaxed) > c->consumed) full_push(c);
-    else free(c);
+    if (atomic_load_explicit(&c->count, memory_order_relaxed) <= c->consumed) {
+      free(c);
+    } else if (over_budget(c)) {
+      spill_chunk(c); /* many short-lived threads must not grow past the budget */
+      free(c);
+    } else {
+      full_push(c);
+    }
   }
   pthread_mutex_unlock(&g_lock);
   if (t_state == ts) t_state = NULL;
@@ -114,6 +282,10 @@ static void fork_child(void) {
    * and their chunks hold the parent's events. Drop what we can reach
    * safely: the child starts with its own, empty registry. */
   pthread_mutex_init(&g_lock, NULL);
+  /* The parent keeps appending to its spill file at offsets of its own:
+   * the child spills to a file of its own (what it spilled so far stays
+   * readable through the inherited descriptor). */
+  spill_reset();
   g_threads = NULL;
   if (t_state) {
     t_state->next = NULL;
@@ -164,16 +336,32 @@ static inline osk__tstate_t *tstate_get(void) {
   return tstate_create();
 }
 
-/* The current chunk is full or absent: hand it off and take a fresh one. */
+/* The current chunk is full or absent: hand it off and take a fresh one.
+ * Past the budget the full chunk goes to the spill file and is reused. */
 static osk__chunk_t *spill(osk__tstate_t *ts, osk__chunk_t *old) {
   if (ts->scratch) {
     /* Calibration overwrites its private chunk; nothing reaches a trace. */
     if (old) atomic_store_explicit(&old->count, 0, memory_order_relaxed);
     return old;
   }
-  osk__chunk_t *c = chunk_new(ts->tid, OSK__CHUNK_EVENTS);
+  /* Allocate outside the lock unless the chunk will likely be spilled (the
+   * hint is checked again under the lock). */
+  osk__chunk_t *c = NULL;
+  if (!old || !over_budget(old)) c = chunk_new(ts->tid, OSK__CHUNK_EVENTS);
   pthread_mutex_lock(&g_lock);
-  if (old) full_push(old);
+  if (old) {
+    if (over_budget(old)) {
+      spill_chunk(old);
+      free(c);
+      c = old; /* reused: a fresh seq keeps the thread's order */
+      c->seq = atomic_fetch_add_explicit(&g_chunk_seq, 1, memory_order_relaxed);
+      c->consumed = 0;
+      atomic_store_explicit(&c->count, 0, memory_order_relaxed);
+    } else {
+      full_push(old);
+      if (!c) c = chunk_new(ts->tid, OSK__CHUNK_EVENTS);
+    }
+  }
   /* Under g_lock, so collect() sees either the old chunk (not yet in the
    * full list) or the new one, never both and never neither. */
   atomic_store_explicit(&ts->chunk, c, memory_order_release);
@@ -461,12 +649,18 @@ const char *osk_trace_loss_message(int cause) {
 
 static int seg_cmp(const void *pa, const void *pb) {
   const osk__seg_t *a = pa, *b = pb;
-  if (a->chunk->tid != b->chunk->tid) return a->chunk->tid < b->chunk->tid ? -1 : 1;
-  return (a->chunk->seq > b->chunk->seq) - (a->chunk->seq < b->chunk->seq);
+  if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+  return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* A range of a chunk in memory (min_t0 is filled in after g_lock). */
+static osk__seg_t seg_mem(osk__chunk_t *c, uint32_t begin, uint32_t end) {
+  return (osk__seg_t){.chunk = c, .seq = c->seq, .min_t0 = UINT64_MAX, .tid = c->tid, .begin = begin, .end = end};
 }
 
 void osk_trace_snapshot_free(osk_trace_snapshot_t *s) {
   if (!s) return;
+  for (size_t i = 0; i < s->nsegs; i++) osk__spill_unref(s->segs[i].file);
   for (size_t i = 0; i < s->nowned; i++) free(s->owned[i]);
   free(s->owned);
   free(s->segs);
@@ -496,7 +690,7 @@ static osk_trace_snapshot_t *collect(const char *instrument, int *err) {
   size_t nfull = 0, nthreads = 0;
   for (osk__chunk_t *c = g_full_head; c; c = c->next) nfull++;
   for (osk__tstate_t *ts = g_threads; ts; ts = ts->next) nthreads++;
-  size_t maxsegs = nfull + nthreads;
+  size_t maxsegs = nfull + nthreads + g_spilled_n;
   s->segs = malloc((maxsegs ? maxsegs : 1) * sizeof *s->segs);
   s->owned = malloc((maxsegs ? maxsegs : 1) * sizeof *s->owned);
   s->threads = malloc((g_tinfo_n ? g_tinfo_n : 1) * sizeof *s->threads);
@@ -506,14 +700,21 @@ static osk_trace_snapshot_t *collect(const char *instrument, int *err) {
     *err = OSK_ENOMEM;
     return NULL;
   }
+  /* Spilled ranges move into the snapshot with their file references. */
+  for (size_t i = 0; i < g_spilled_n; i++) {
+    s->segs[s->nsegs++] = g_spilled[i];
+    s->spilled_events += g_spilled[i].end - g_spilled[i].begin;
+  }
+  g_spilled_n = 0;
   /* Full chunks move into the snapshot. */
   for (osk__chunk_t *c = g_full_head, *next; c; c = next) {
     next = c->next;
     uint32_t n = atomic_load_explicit(&c->count, memory_order_acquire);
     s->owned[s->nowned++] = c;
-    if (n > c->consumed) s->segs[s->nsegs++] = (osk__seg_t){c, c->consumed, n};
+    if (n > c->consumed) s->segs[s->nsegs++] = seg_mem(c, c->consumed, n);
   }
   g_full_head = g_full_tail = NULL;
+  atomic_store_explicit(&g_mem, 0, memory_order_relaxed);
   /* Current chunks stay with their threads: copy the new part. */
   for (osk__tstate_t *ts = g_threads; ts; ts = ts->next) {
     s->open_at_stop += atomic_load_explicit(&ts->depth, memory_order_relaxed);
@@ -537,12 +738,13 @@ static osk_trace_snapshot_t *collect(const char *instrument, int *err) {
     memcpy(copy->ev, c->ev + c->consumed, (size_t)copy->cap * sizeof(osk__event_t));
     c->consumed = n;
     s->owned[s->nowned++] = copy;
-    s->segs[s->nsegs++] = (osk__seg_t){copy, 0, copy->cap};
+    s->segs[s->nsegs++] = seg_mem(copy, 0, copy->cap);
   }
   memcpy(s->threads, g_tinfo, g_tinfo_n * sizeof *s->threads);
   s->n_threads = g_tinfo_n;
   s->calib = g_calib;
   s->start_tick = g_start_tick;
+  s->budget_bytes = atomic_load_explicit(&g_budget, memory_order_relaxed);
   pthread_mutex_unlock(&g_lock);
 
   for (int i = 0; i < OSK_TRACE_LOSS_COUNT; i++)
@@ -567,7 +769,12 @@ static osk_trace_snapshot_t *collect(const char *instrument, int *err) {
   if (!ncats) s->cats[0] = "cpu_op";
 
   qsort(s->segs, s->nsegs, sizeof *s->segs, seg_cmp);
-  for (size_t i = 0; i < s->nsegs; i++) s->n_events += s->segs[i].end - s->segs[i].begin;
+  for (size_t i = 0; i < s->nsegs; i++) {
+    osk__seg_t *g = &s->segs[i];
+    s->n_events += g->end - g->begin;
+    for (uint32_t j = g->begin; g->chunk && j < g->end; j++)
+      if (g->chunk->ev[j].t0 < g->min_t0) g->min_t0 = g->chunk->ev[j].t0;
+  }
 
   struct timespec rt, mono;
   clock_gettime(CLOCK_REALTIME, &rt);
@@ -589,6 +796,16 @@ int osk_trace_collect(const char *instrument, osk_trace_snapshot_t **out) {
 int osk_trace_start(const osk_trace_calib_t *calib) {
   int expected = 0;
   (void)osk_clock_get(); /* calibrate the clock now, not inside an operator */
+  pthread_mutex_lock(&g_lock);
+  int64_t budget = g_budget_set;
+  pthread_mutex_unlock(&g_lock);
+  if (budget == OSK_TRACE_BUDGET_ENV && osk_trace_budget_from_env(&budget) != 0) {
+    fprintf(stderr,
+            "opskew: OPSKEW_TRACE_BUDGET_MB=%s is not a whole number of MiB "
+            "(digits only; 0: never spill; unset: %d)\n",
+            getenv("OPSKEW_TRACE_BUDGET_MB"), OSK_TRACE_BUDGET_DEFAULT_MB);
+    return OSK_EINVAL;
+  }
   int g = osk_trace_guard_enter();
   /* Drop what was recorded before this session (operators that began in an
    * earlier session and ended after its stop). */
@@ -598,6 +815,10 @@ int osk_trace_start(const osk_trace_calib_t *calib) {
   else memset(&g_calib, 0, sizeof g_calib);
   g_start_tick = osk_clock_ticks();
   int ok = atomic_compare_exchange_strong(&g_active, &expected, 1);
+  if (ok) {
+    spill_reset(); /* a fresh spill file, created when first needed */
+    atomic_store_explicit(&g_budget, budget, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&g_lock);
   osk_trace_guard_leave(g);
   return ok ? 0 : OSK_EINVAL;
@@ -610,7 +831,13 @@ int osk_trace_stop(const char *instrument, osk_trace_snapshot_t **out) {
   *out = NULL;
   int expected = 1;
   if (!atomic_compare_exchange_strong(&g_active, &expected, 0)) return OSK_EINVAL;
-  return osk_trace_collect(instrument, out);
+  int rc = osk_trace_collect(instrument, out);
+  /* The snapshot holds its own references to the spill file: it goes away
+   * with the snapshot. */
+  pthread_mutex_lock(&g_lock);
+  spill_reset();
+  pthread_mutex_unlock(&g_lock);
+  return rc;
 }
 
 size_t osk_trace_snapshot_events(const osk_trace_snapshot_t *s) { return s ? s->n_events : 0; }
@@ -626,11 +853,13 @@ uint64_t osk_trace_snapshot_lost_total(const osk_trace_snapshot_t *s) {
 uint64_t osk_trace_snapshot_unmatched_ends(const osk_trace_snapshot_t *s) { return s ? s->unmatched_ends : 0; }
 uint64_t osk_trace_snapshot_open_at_stop(const osk_trace_snapshot_t *s) { return s ? s->open_at_stop : 0; }
 const osk_trace_calib_t *osk_trace_snapshot_calib(const osk_trace_snapshot_t *s) { return s ? &s->calib : NULL; }
+uint64_t osk_trace_snapshot_spilled(const osk_trace_snapshot_t *s) { return s ? s->spilled_events : 0; }
+int64_t osk_trace_snapshot_budget(const osk_trace_snapshot_t *s) { return s ? s->budget_bytes : 0; }
 
 size_t osk_trace_snapshot_threads(const osk_trace_snapshot_t *s) {
   size_t n = 0;
   /* Segments are sorted by thread: count where the thread changes. */
-  for (size_t i = 0; s && i < s->nsegs; i++) n += i == 0 || s->segs[i].chunk->tid != s->segs[i - 1].chunk->tid;
+  for (size_t i = 0; s && i < s->nsegs; i++) n += i == 0 || s->segs[i].tid != s->segs[i - 1].tid;
   return n;
 }
 uint32_t osk_trace_snapshot_names(const osk_trace_snapshot_t *s) { return s ? s->n_names : 0; }
@@ -647,6 +876,7 @@ const char *osk_trace_snapshot_category(const osk_trace_snapshot_t *s, uint32_t 
 size_t osk_trace_snapshot_copy(const osk_trace_snapshot_t *s, size_t first, size_t cap,
                                osk_trace_event_t *out) {
   if (!s || !out) return 0;
+  osk__event_t *buf = NULL;
   size_t k = 0, idx = 0;
   for (size_t i = 0; i < s->nsegs && k < cap; i++) {
     const osk__seg_t *g = &s->segs[i];
@@ -655,37 +885,46 @@ size_t osk_trace_snapshot_copy(const osk_trace_snapshot_t *s, size_t first, size
       idx += n;
       continue;
     }
-    for (uint32_t j = g->begin; j < g->end && k < cap; j++, idx++) {
+    if (!g->chunk && !buf && !(buf = malloc(OSK__CHUNK_EVENTS * sizeof *buf))) break;
+    const osk__event_t *ev = osk__seg_events(g, buf);
+    if (!ev) break;
+    for (size_t j = 0; j < n && k < cap; j++, idx++) {
       if (idx < first) continue;
-      const osk__event_t *e = &g->chunk->ev[j];
+      const osk__event_t *e = &ev[j];
       osk_trace_event_t *o = &out[k++];
       o->ts_ns = osk__ticks_ns(&s->clock, e->t0);
       o->dur_ns = osk__dur_ns(&s->clock, e->t0, e->t1);
       o->name = e->name < s->n_names ? e->name : 0;
-      o->tid = g->chunk->tid;
+      o->tid = g->tid;
       o->depth = e->depth;
       o->category = e->cat < s->n_cats ? e->cat : 0;
       o->reserved = 0;
     }
   }
+  free(buf);
   return k;
 }
 
 size_t osk_trace_snapshot_columns(const osk_trace_snapshot_t *s, int64_t *ts_ns, int64_t *dur_ns,
                                   uint32_t *name, uint32_t *tid, uint16_t *depth) {
   if (!s) return 0;
+  osk__event_t *buf = NULL;
   size_t k = 0;
   for (size_t i = 0; i < s->nsegs; i++) {
     const osk__seg_t *g = &s->segs[i];
-    for (uint32_t j = g->begin; j < g->end; j++, k++) {
-      const osk__event_t *e = &g->chunk->ev[j];
+    if (!g->chunk && !buf && !(buf = malloc(OSK__CHUNK_EVENTS * sizeof *buf))) break;
+    const osk__event_t *ev = osk__seg_events(g, buf);
+    if (!ev) break;
+    for (uint32_t j = 0; j < g->end - g->begin; j++, k++) {
+      const osk__event_t *e = &ev[j];
       if (ts_ns) ts_ns[k] = osk__ticks_ns(&s->clock, e->t0);
       if (dur_ns) dur_ns[k] = osk__dur_ns(&s->clock, e->t0, e->t1);
       if (name) name[k] = e->name < s->n_names ? e->name : 0;
-      if (tid) tid[k] = g->chunk->tid;
+      if (tid) tid[k] = g->tid;
       if (depth) depth[k] = e->depth;
     }
   }
+  free(buf);
   return k;
 }
 

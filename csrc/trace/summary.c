@@ -65,7 +65,10 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
   osk__acc_t *acc = calloc(OSK__STACK_DEPTH + 2, sizeof *acc);
   size_t *off = calloc((size_t)nn + 1, sizeof *off);
   int64_t *durs = malloc((s->n_events ? s->n_events : 1) * sizeof *durs);
-  if (!sum || !by || !acc || !off || !durs) goto nomem;
+  osk__event_t *buf = malloc(OSK__CHUNK_EVENTS * sizeof *buf); /* spilled ranges are read into it */
+  size_t *fill = NULL;
+  int rc = OSK_ENOMEM;
+  if (!sum || !by || !acc || !off || !durs || !buf) goto fail;
   sum->snap = s;
   sum->calib = calib ? *calib : s->calib;
   osk__cost_t cost = {0, 0, 0, 0};
@@ -77,26 +80,30 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
   /* Pass 1: calls per name (for the quantile slices). */
   for (size_t i = 0; i < s->nsegs; i++) {
     const osk__seg_t *g = &s->segs[i];
-    for (uint32_t j = g->begin; j < g->end; j++) {
-      uint32_t id = g->chunk->ev[j].name;
+    const osk__event_t *ev = osk__seg_events(g, buf);
+    if (!ev) goto io;
+    for (uint32_t j = 0; j < g->end - g->begin; j++) {
+      uint32_t id = ev[j].name;
       by[id < nn ? id : 0].calls++;
     }
   }
   for (uint32_t id = 0; id < nn; id++) off[id + 1] = off[id] + by[id].calls;
-  size_t *fill = calloc(nn, sizeof *fill);
-  if (!fill) goto nomem;
+  fill = calloc(nn, sizeof *fill);
+  if (!fill) goto fail;
 
   /* Pass 2: times, nesting, corrections. */
   uint32_t tid = 0;
   for (size_t i = 0; i < s->nsegs; i++) {
     const osk__seg_t *g = &s->segs[i];
-    if (i == 0 || g->chunk->tid != tid) {
-      tid = g->chunk->tid;
+    if (i == 0 || g->tid != tid) {
+      tid = g->tid;
       sum->n_threads++;
       memset(acc, 0, (OSK__STACK_DEPTH + 2) * sizeof *acc);
     }
-    for (uint32_t j = g->begin; j < g->end; j++) {
-      const osk__event_t *e = &g->chunk->ev[j];
+    const osk__event_t *ev = osk__seg_events(g, buf);
+    if (!ev) goto io;
+    for (uint32_t j = 0; j < g->end - g->begin; j++) {
+      const osk__event_t *e = &ev[j];
       uint32_t id = e->name < nn ? e->name : 0;
       uint32_t d = e->depth < OSK__STACK_DEPTH ? e->depth : OSK__STACK_DEPTH - 1;
       int64_t t0 = osk__ticks_ns(&s->clock, e->t0);
@@ -140,11 +147,14 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
     }
   }
   free(fill);
+  fill = NULL;
+  free(buf);
+  buf = NULL;
 
   size_t nrows = 0;
   for (uint32_t id = 0; id < nn; id++) nrows += by[id].calls > 0;
   sum->rows = calloc(nrows ? nrows : 1, sizeof *sum->rows);
-  if (!sum->rows) goto nomem;
+  if (!sum->rows) goto fail;
   for (uint32_t id = 0; id < nn; id++) {
     osk_trace_op_t *r = &by[id];
     if (!r->calls) continue;
@@ -163,14 +173,18 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
   free(durs);
   *out = sum;
   return 0;
-nomem:
+io:
+  rc = OSK_EIO; /* a spilled range could not be read back */
+fail:
   if (sum) free(sum->rows);
   free(sum);
   free(by);
   free(acc);
   free(off);
   free(durs);
-  return OSK_ENOMEM;
+  free(buf);
+  free(fill);
+  return rc;
 }
 
 void osk_trace_summary_free(osk_trace_summary_t *sum) {
@@ -208,6 +222,10 @@ char *osk_trace_summary_table(const osk_trace_summary_t *sum, size_t max_rows) {
   osk__sb_printf(&sb, "opskew trace: instrument %s, %zu events, %zu thread%s, lost %llu\n",
                  s->instrument, s->n_events, sum->n_threads, sum->n_threads == 1 ? "" : "s",
                  (unsigned long long)osk_trace_snapshot_lost_total(s));
+  if (s->spilled_events)
+    osk__sb_printf(&sb, "memory budget %.0f MiB: %llu events (%.1f MiB) went through the spill file\n",
+                   (double)s->budget_bytes / 1048576.0, (unsigned long long)s->spilled_events,
+                   (double)s->spilled_events * (double)sizeof(osk__event_t) / 1048576.0);
   if (sum->calib.valid)
     osk__sb_printf(&sb,
                    "tracer cost (self-calibrated, %s only): W %.1f ns/event, delta %.1f ns; "
@@ -254,8 +272,11 @@ char *osk_trace_summary_json(const osk_trace_summary_t *sum) {
                  sum->n_threads, (unsigned long long)osk_trace_snapshot_lost_total(s));
   for (int i = 0; i < OSK_TRACE_LOSS_COUNT; i++)
     osk__sb_printf(&sb, ",\"%s\":%llu", osk_trace_loss_key(i), (unsigned long long)s->lost[i]);
-  osk__sb_printf(&sb, "},\"unmatched_ends\":%llu,\"open_at_stop\":%llu,\"calibration\":",
-                 (unsigned long long)s->unmatched_ends, (unsigned long long)s->open_at_stop);
+  osk__sb_printf(&sb, "},\"unmatched_ends\":%llu,\"open_at_stop\":%llu,", (unsigned long long)s->unmatched_ends,
+                 (unsigned long long)s->open_at_stop);
+  osk__sb_printf(&sb, "\"spill\":{\"events\":%llu,\"bytes\":%llu,\"budget_bytes\":%lld},\"calibration\":",
+                 (unsigned long long)s->spilled_events,
+                 (unsigned long long)(s->spilled_events * sizeof(osk__event_t)), (long long)s->budget_bytes);
   if (sum->calib.valid) {
     osk__sb_puts(&sb, "{\"w_ns\":");
     osk__sb_json_num(&sb, sum->calib.w_ns);

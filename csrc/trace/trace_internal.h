@@ -66,12 +66,39 @@ typedef struct {
   char name[20];
 } osk__thread_info_t;
 
-/* A range [begin, end) of one chunk that a snapshot owns. */
+/* The spill file of a session (runtime.c): full chunks past the memory
+ * budget are appended to it as raw osk__event_t arrays. Created exclusively
+ * (O_CREAT|O_EXCL|O_NOFOLLOW, 0600) in $TMPDIR and unlinked at once, so it
+ * disappears with its last descriptor, even on SIGKILL. Reference counted:
+ * the session holds one reference while it may append, and every spilled
+ * segment (pending or in a snapshot) one more; pread() at fixed offsets, so
+ * any threads may read it at once. */
 typedef struct {
-  osk__chunk_t *chunk;
+  int fd;
+  _Atomic uint64_t refs;
+  uint64_t size; /* bytes appended; under the runtime's g_lock */
+} osk__spill_file_t;
+
+OSK__HIDDEN void osk__spill_unref(osk__spill_file_t *f);
+
+/* A range [begin, end) of events that a snapshot owns: in memory (`chunk`)
+ * or in a spill file (`file`, at byte offset `off`, events 0..end-begin).
+ * `min_t0` is the earliest begin tick in the range. */
+typedef struct {
+  osk__chunk_t *chunk;      /* NULL for a spilled range */
+  osk__spill_file_t *file;  /* NULL for a range in memory */
+  uint64_t off;
+  uint64_t seq;             /* the chunk's allocation order */
+  uint64_t min_t0;
+  uint32_t tid;
   uint32_t begin;
   uint32_t end;
 } osk__seg_t;
+
+/* The events of a segment: in place for one in memory; a spilled one is
+ * read into `buf` (room for OSK__CHUNK_EVENTS events). NULL if the read
+ * failed (the caller reports OSK_EIO). */
+OSK__HIDDEN const osk__event_t *osk__seg_events(const osk__seg_t *g, osk__event_t *buf);
 
 struct osk_trace_snapshot {
   osk__seg_t *segs; /* sorted by (tid, seq): per thread, in end order */
@@ -88,6 +115,8 @@ struct osk_trace_snapshot {
   uint64_t lost[OSK_TRACE_LOSS_COUNT];
   uint64_t unmatched_ends;
   uint64_t open_at_stop;
+  uint64_t spilled_events; /* events of the snapshot that went through the spill file */
+  int64_t budget_bytes;    /* the session's memory budget; 0: never spills */
   osk_clock_t clock;
   osk_trace_calib_t calib;
   int64_t realtime_minus_mono_ns; /* to place events on the Unix time line */

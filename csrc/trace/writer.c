@@ -191,7 +191,15 @@ static void write_header(osk__out_t *o, const osk_trace_snapshot_t *s, int64_t b
   osk__out_u64(o, s->unmatched_ends);
   osk__out_puts(o, ",\"open_at_stop\":");
   osk__out_u64(o, s->open_at_stop);
-  osk__out_puts(o, ",\"window_ns\":{\"start\":");
+  /* Events that went through the spill file past the memory budget (all of
+   * them are in the trace). */
+  osk__out_puts(o, ",\"spill\":{\"events\":");
+  osk__out_u64(o, s->spilled_events);
+  osk__out_puts(o, ",\"bytes\":");
+  osk__out_u64(o, s->spilled_events * sizeof(osk__event_t));
+  osk__out_puts(o, ",\"budget_bytes\":");
+  osk__out_i64(o, s->budget_bytes);
+  osk__out_puts(o, "},\"window_ns\":{\"start\":");
   osk__out_i64(o, osk__ticks_ns(&s->clock, s->start_tick) + s->realtime_minus_mono_ns - base_ns);
   osk__out_puts(o, ",\"stop\":");
   osk__out_i64(o, osk__ticks_ns(&s->clock, s->stop_tick) + s->realtime_minus_mono_ns - base_ns);
@@ -202,6 +210,93 @@ static void pieces_free(osk__piece_t *p, size_t n) {
   if (!p) return;
   for (size_t i = 0; i < n; i++) free(p[i].s);
   free(p);
+}
+
+/* The event writer's state: the precomputed pieces and the output cursor. */
+typedef struct {
+  osk__out_t *o;
+  char *p, *limit; /* the slack past limit holds one event */
+  const osk__piece_t *names, *cats;
+  uint32_t n_names, n_cats;
+  osk__piece_t thr;
+  const osk_clock_t *clk;
+  int64_t shift;
+} osk__emit_t;
+
+/* The hot loop's body: per event, three padded piece copies, two
+ * timestamps and three constant strings, straight into the buffer (no call
+ * per field). */
+static inline void emit(osk__emit_t *w, const osk__event_t *e) {
+  char *p = w->p;
+  if (OSK__UNLIKELY(p >= w->limit)) {
+    w->o->len = (size_t)(p - w->o->buf);
+    osk__out_flush(w->o);
+    p = w->o->buf;
+  }
+  uint32_t nid = e->name < w->n_names ? e->name : 0;
+  uint16_t cid = e->cat < w->n_cats ? e->cat : 0;
+  int64_t t0 = osk__ticks_ns(w->clk, e->t0);
+  int64_t t1 = e->t1 > e->t0 ? osk__ticks_ns(w->clk, e->t1) : t0;
+  p = put_piece(p, &w->cats[cid]);
+  p = put_piece(p, &w->names[nid]);
+  p = put_piece(p, &w->thr);
+  p = osk__put_us(p, t0 + w->shift);
+  memcpy(p, ",\"dur\":", 7);
+  p = osk__put_us(p + 7, t1 - t0);
+  memcpy(p, ",\"args\":{\"depth\":", 17);
+  p += 17;
+  if (OSK__LIKELY(e->depth < 10)) *p++ = (char)('0' + e->depth);
+  else p = osk__put_dec(p, e->depth);
+  memcpy(p, "}}", 2);
+  w->p = p + 2;
+}
+
+/* Time order. A thread's events arrive in end order: with their depths,
+ * each top-level operator's tree in post-order, the tree closed by its
+ * depth-0 event. Nothing after that event began before it (it would have
+ * been its parent), so sorting one tree at a time sorts the thread. The
+ * group holds the events since the last depth-0 one: memory for the
+ * largest top-level tree, not for the trace. */
+typedef struct {
+  osk__event_t e;
+  uint64_t pos; /* arrival: the last tie-break */
+} osk__held_t;
+
+typedef struct {
+  osk__held_t *ev;
+  size_t n, cap;
+  uint64_t pos;
+} osk__group_t;
+
+/* Start ascending; at equal starts the longer first (the parent, as in
+ * osk__nest_order); at equal intervals the shallower (the parent) first;
+ * then arrival. */
+static int held_cmp(const void *pa, const void *pb) {
+  const osk__event_t *a = &((const osk__held_t *)pa)->e, *b = &((const osk__held_t *)pb)->e;
+  if (a->t0 != b->t0) return a->t0 < b->t0 ? -1 : 1;
+  if (a->t1 != b->t1) return a->t1 > b->t1 ? -1 : 1;
+  if (a->depth != b->depth) return a->depth < b->depth ? -1 : 1;
+  uint64_t x = ((const osk__held_t *)pa)->pos, y = ((const osk__held_t *)pb)->pos;
+  return (x > y) - (x < y);
+}
+
+static void group_flush(osk__group_t *gr, osk__emit_t *w) {
+  if (gr->n > 1) qsort(gr->ev, gr->n, sizeof *gr->ev, held_cmp);
+  for (size_t i = 0; i < gr->n; i++) emit(w, &gr->ev[i].e);
+  gr->n = 0;
+}
+
+/* One event of the thread, in end order. Returns 0 or OSK_ENOMEM. */
+static inline int group_add(osk__group_t *gr, osk__emit_t *w, const osk__event_t *e) {
+  uint64_t pos = gr->pos++;
+  if (e->depth == 0 && gr->n == 0) { /* a lone top-level operator: no copy */
+    emit(w, e);
+    return 0;
+  }
+  if (gr->n == gr->cap && osk__grow((void **)&gr->ev, &gr->cap, gr->n + 1, sizeof *gr->ev)) return OSK_ENOMEM;
+  gr->ev[gr->n++] = (osk__held_t){*e, pos};
+  if (e->depth == 0) group_flush(gr, w);
+  return 0;
 }
 
 int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
@@ -217,6 +312,8 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   char pidbuf[24];
   pidbuf[osk__fmt_u64(pidbuf, (uint64_t)s->pid)] = '\0';
   size_t longest = 0; /* the longest category + name piece */
+  osk__group_t gr = {0};
+  osk__event_t *buf = NULL; /* spilled ranges are read into it */
   if (!names || !cats) {
     rc = OSK_ENOMEM;
     goto done;
@@ -261,11 +358,8 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   /* Base time: the earliest start (or the window start), floored to a whole
    * second of Unix time, so every ts is small and non-negative. */
   uint64_t first_tick = s->start_tick ? s->start_tick : s->stop_tick;
-  for (size_t i = 0; i < s->nsegs; i++) {
-    const osk__seg_t *g = &s->segs[i];
-    for (uint32_t j = g->begin; j < g->end; j++)
-      if (g->chunk->ev[j].t0 < first_tick) first_tick = g->chunk->ev[j].t0;
-  }
+  for (size_t i = 0; i < s->nsegs; i++)
+    if (s->segs[i].min_t0 < first_tick) first_tick = s->segs[i].min_t0;
   int64_t first = osk__ticks_ns(&s->clock, first_tick);
   int64_t off = s->realtime_minus_mono_ns;
   int64_t base = ((first + off) / 1000000000ll) * 1000000000ll;
@@ -286,8 +380,8 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
    * that recorded nothing in this session; a tid reused by a later thread
    * keeps the latest name). */
   for (size_t i = 0; i < s->nsegs; i++) {
-    uint32_t tid = s->segs[i].chunk->tid;
-    if (i > 0 && s->segs[i - 1].chunk->tid == tid) continue;
+    uint32_t tid = s->segs[i].tid;
+    if (i > 0 && s->segs[i - 1].tid == tid) continue;
     const char *tname = NULL;
     for (size_t k = 0; k < s->n_threads; k++)
       if (s->threads[k].tid == tid && s->threads[k].name[0]) tname = s->threads[k].name;
@@ -303,47 +397,35 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
     osk__out_puts(&o, "}}");
   }
 
-  /* The hot loop: per event, three padded piece copies, two timestamps and
-   * three constant strings, straight into the buffer (no call per field). */
+  /* The events, thread by thread, each thread's in time order. */
   char thr_s[48] = {0};
-  osk__piece_t thr = {thr_s, 0};
+  osk__emit_t w = {.o = &o, .p = o.buf + o.len, .limit = o.buf + o.cap, .names = names, .cats = cats,
+                   .n_names = n_names, .n_cats = n_cats, .thr = {thr_s, 0}, .clk = &s->clock,
+                   .shift = off - base};
   const osk_clock_t *clk = &s->clock;
   int64_t shift = off - base;
-  char *p = o.buf + o.len;
-  char *limit = o.buf + o.cap; /* the slack past it holds one event */
-  for (size_t i = 0; i < s->nsegs && !o.failed; i++) {
+  for (size_t i = 0; i < s->nsegs && !o.failed && !rc; i++) {
     const osk__seg_t *g = &s->segs[i];
-    if (i == 0 || g->chunk->tid != s->segs[i - 1].chunk->tid) {
-      char *q = osk__put_dec(thr_s, g->chunk->tid);
+    if (i == 0 || g->tid != s->segs[i - 1].tid) {
+      group_flush(&gr, &w); /* the previous thread's last events */
+      char *q = osk__put_dec(thr_s, g->tid);
       memcpy(q, ",\"ts\":", 6);
-      thr.n = (size_t)(q + 6 - thr_s);
+      w.thr.n = (size_t)(q + 6 - thr_s);
     }
-    for (uint32_t j = g->begin; j < g->end; j++) {
-      if (OSK__UNLIKELY(p >= limit)) {
-        o.len = (size_t)(p - o.buf);
-        osk__out_flush(&o);
-        p = o.buf;
-      }
-      const osk__event_t *e = &g->chunk->ev[j];
-      uint32_t nid = e->name < n_names ? e->name : 0;
-      uint16_t cid = e->cat < n_cats ? e->cat : 0;
-      int64_t t0 = osk__ticks_ns(clk, e->t0);
-      int64_t t1 = e->t1 > e->t0 ? osk__ticks_ns(clk, e->t1) : t0;
-      p = put_piece(p, &cats[cid]);
-      p = put_piece(p, &names[nid]);
-      p = put_piece(p, &thr);
-      p = osk__put_us(p, t0 + shift);
-      memcpy(p, ",\"dur\":", 7);
-      p = osk__put_us(p + 7, t1 - t0);
-      memcpy(p, ",\"args\":{\"depth\":", 17);
-      p += 17;
-      if (OSK__LIKELY(e->depth < 10)) *p++ = (char)('0' + e->depth);
-      else p = osk__put_dec(p, e->depth);
-      memcpy(p, "}}", 2);
-      p += 2;
+    if (!g->chunk && !buf && !(buf = malloc(OSK__CHUNK_EVENTS * sizeof *buf))) {
+      rc = OSK_ENOMEM;
+      break;
     }
+    const osk__event_t *ev = osk__seg_events(g, buf);
+    if (!ev) {
+      rc = OSK_EIO; /* the spill file could not be read back */
+      break;
+    }
+    for (uint32_t j = 0; j < g->end - g->begin && !rc; j++) rc = group_add(&gr, &w, &ev[j]);
   }
-  o.len = (size_t)(p - o.buf);
+  if (!rc) group_flush(&gr, &w);
+  o.len = (size_t)(w.p - o.buf);
+  if (rc) goto done;
   uint64_t lost = osk_trace_snapshot_lost_total(s);
   if (lost) {
     char num[64];
@@ -361,6 +443,8 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   rc = osk__out_commit(&o);
 done:
   if (opened) osk__out_discard(&o);
+  free(gr.ev);
+  free(buf);
   pieces_free(names, n_names);
   pieces_free(cats, n_cats);
   osk_trace_guard_leave(guard);

@@ -42,7 +42,7 @@ def test_boot_is_stdlib_only():
 def test_every_collector_exports_the_same_surface(which):
     lib = _boot.declare(ctypes.CDLL(_libraries()[which]))  # also checks the struct mirrors
     assert lib.osk_collector_instrument().decode() == which
-    assert lib.osk_trace_loss_count() == 4 and lib.osk_trace_loss_key(0) == b"nomem_chunk"
+    assert lib.osk_trace_loss_count() == 5 and lib.osk_trace_loss_key(0) == b"nomem_chunk"
     assert lib.osk_strerror(-5) == b"input/output error"
     assert lib.osk_collector_finish() == 1  # OSK_COLLECTOR_NOT_OURS: no record session here
 
