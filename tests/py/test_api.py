@@ -214,9 +214,15 @@ def test_callable_workload_with_setup_repr_html_round_trip():
     html = r._repr_html_()
     assert "added per event (W)" in html and "busy-wait" in html
     # setup as a value, not a callable
-    r2 = opskew.check(step, setup=a, instrument="busy-wait:500", trials=2, iters=1, warmup=0.0)
-    assert r2.events_per_iter == pytest.approx(50, abs=2)
-    assert torch.get_num_threads() >= 1
+    # setup as a value; the run pins threads=2 and leaves the caller's count as it was
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        r2 = opskew.check(step, setup=a, instrument="busy-wait:500", trials=2, iters=1, warmup=0.0, threads=2)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert r2.events_per_iter == pytest.approx(50, abs=2) and r2.conditions["threads"] == 2
 
 
 def test_unknown_keyword_and_bad_arguments():
