@@ -102,7 +102,7 @@ def _run_workload(command: str, fn, setup, options: dict, fixed: dict | None = N
     result = Result(command, done.result, args)
     if done.error is not None:
         done.error.partial = result  # what was measured before the workload raised
-        raise done.error
+        raise done.error from done.error.cause
     if done.result.get("correction_error"):
         import warnings
 
