@@ -93,6 +93,19 @@ def test_summary_equals_cli_json(trace, tmp_path):
         assert repr(r) == p2.stdout.rstrip("\n")
 
 
+def test_summary_of_a_truncated_trace_warns(trace, tmp_path):
+    cut = tmp_path / "cut.json"
+    data = trace.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    p = subprocess.run([sys.executable, "-m", "opskew", "summary", str(cut), "--json", "-"],
+                       capture_output=True, text=True)
+    assert p.returncode == 5, p.stderr
+    with pytest.warns(RuntimeWarning, match="opskew.summary: "):
+        r = opskew.summary(cut)
+    assert r.status == "truncated" and r.warnings
+    assert r.to_dict() == json.loads(p.stdout)
+
+
 def test_summary_rows_html_and_errors(trace):
     r = opskew.summary(trace, top=5)
     names = [o["name"] for o in r.ops]
@@ -178,6 +191,9 @@ def test_sweep_same_figures_as_cli_on_the_same_trials(record_rounds, monkeypatch
     rows = r.rows()
     assert [(x["size"], x["instrument"]) for x in rows] == [(4, "torch"), (64, "torch")]
     assert rows[0]["calls_per_trial"] == 3
+    paths = r.plot(str(tmp_path / "curve"))
+    assert paths == [str(tmp_path / "curve.png"), str(tmp_path / "curve.svg")]
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_advise_same_figures_as_cli_on_the_same_trials(record_rounds, monkeypatch, tmp_path, capsys):
@@ -256,6 +272,7 @@ def test_workload_error_carries_the_partial_result():
     part = info.value.partial
     assert isinstance(part, opskew.Result) and part.status == "workload-error"
     assert part.pairs >= 2 and "synthetic failure" in part.error
+    assert isinstance(info.value.__cause__, ValueError)  # the workload's own exception, chained
     assert "PARTIAL" in repr(part) and json.loads(json.dumps(part.to_dict()))["status"] == "workload-error"
 
 
