@@ -6,3 +6,19 @@ command line. ``import opskew`` does not import torch.
 
 from ._engine import version as __version__  # noqa: E402  (meson.build is its one source)
 from .tracing import trace  # noqa: E402,F401  (the C operator tracer; does not import torch)
+
+# The Python API (docs/api.md), loaded on first use: `import opskew` stays
+# free of torch.
+_API = ("check", "matrix", "sweep", "advise", "summary", "Result")
+
+
+def __getattr__(name):
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'opskew' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

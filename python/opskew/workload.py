@@ -170,3 +170,45 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
 
     return Workload(name=target, iteration=it, description=f"{target} (one call per iteration)",
                     params={"setup": setup}, namespace=namespace)
+
+
+NO_SETUP = object()  # from_callable's "no setup" (None is a value a setup may give)
+
+
+def callable_target(fn) -> str | None:
+    """`module:function` for a module-level function of an importable module
+    (not __main__), which another process can load by that name; else None."""
+    mod, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not mod or mod == "__main__" or not name.isidentifier():
+        return None
+    module = sys.modules.get(mod)
+    return f"{mod}:{name}" if module is not None and getattr(module, name, None) is fn else None
+
+
+def from_callable(fn, *, device: str, setup=NO_SETUP) -> Workload:
+    """The workload of a Python callable (the Python API, opskew.api): `fn()`
+    runs one iteration; with `setup`, a callable run once here (its result
+    is passed to `fn`) or a value passed as it is. Raises UsageError when
+    `fn` cannot be called so."""
+    if not callable(fn):
+        raise UsageError(f"fn must be a callable running one iteration, not {type(fn).__name__}")
+    label = callable_target(fn) or getattr(fn, "__qualname__", None) or repr(fn)
+    _check_signature(label, fn, None if setup is NO_SETUP else "setup")
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    namespace = dict(getattr(fn, "__globals__", None) or (vars(module) if module else {}))
+    it = fn
+    setup_name = None
+    if setup is not NO_SETUP:
+        setup_name = getattr(setup, "__qualname__", None) if callable(setup) else None
+        state = setup() if callable(setup) else setup
+        namespace["state"] = state
+        if isinstance(state, dict):
+            namespace.update({k: v for k, v in state.items() if isinstance(k, str)})
+        elif hasattr(state, "__dict__"):
+            namespace.update(vars(state))
+
+        def it():
+            return fn(state)
+
+    return Workload(name=label, iteration=it, description=f"{label} (one call per iteration)",
+                    params={"setup": setup_name}, namespace=namespace)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 
 from ..errors import EXIT_INTERRUPTED, UsageError
 
@@ -63,25 +64,39 @@ def prepare(args) -> str:
 
 
 def load_workload(args, device: str):
-    from ..workload import load_target
+    from ..workload import from_callable, load_target
 
     try:
+        if getattr(args, "fn", None) is not None:  # the Python API's callable (opskew.api)
+            return from_callable(args.fn, device=device, setup=args.fn_setup)
         return load_target(getattr(args, "target", None), device=device,
                            setup=getattr(args, "setup", None), calls=getattr(args, "calls", 1000),
                            numel=getattr(args, "numel", 4))
     except UsageError:
         raise
     except Exception as exc:
-        raise UsageError(f"loading TARGET {args.target} failed: {type(exc).__name__}: {exc}") from exc
+        what = f"TARGET {args.target}" if getattr(args, "fn", None) is None else "the workload"
+        raise UsageError(f"loading {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def status_of(rounds) -> str:
     return "interrupted" if rounds.interrupted else "workload-error" if rounds.error else "complete"
 
 
-def finish(rounds, result: dict, print_human, json_path: str | None, write_json) -> int | None:
-    """Prints and writes what was measured, then raises the workload's error
-    or returns the interrupt exit code; None when the run completed."""
+@dataclass
+class Computed:
+    """What a command's `compute(args)` returns: `result`, the JSON document,
+    and how the run ended besides it. The command line's `run(args)` prints
+    and writes `result` (`finish`); the Python API (opskew.api) wraps it."""
+
+    result: dict
+    error: Exception | None = None  # the workload's WorkloadError (result["error"] says it)
+    interrupted: bool = False       # Ctrl-C during the trials (result["status"] says it)
+    rc: int | None = None           # a non-zero exit code the run ends with otherwise
+
+
+def conclude(rounds, result: dict) -> Computed:
+    """Sets `status` (and `error`) of what was measured in `rounds`."""
     from ..measure import workload_error
 
     result["status"] = status_of(rounds)
@@ -91,6 +106,13 @@ def finish(rounds, result: dict, print_human, json_path: str | None, write_json)
         result["error"] = str(err)
         if err.user_traceback:
             result["traceback"] = err.user_traceback
+    return Computed(result, error=err, interrupted=bool(rounds.interrupted))
+
+
+def finish(done: Computed, print_human, json_path: str | None, write_json) -> int | None:
+    """Prints and writes what was measured, then raises the workload's error
+    or returns the interrupt exit code; None when the run completed."""
+    result, err = done.result, done.error
     if json_path != "-":
         print_human(result)
     if json_path:
@@ -101,6 +123,6 @@ def finish(rounds, result: dict, print_human, json_path: str | None, write_json)
             # one-line error and its exit code follow (cli.main).
             sys.stderr.write(err.user_traceback)
         raise err
-    if rounds.interrupted:
+    if done.interrupted:
         return EXIT_INTERRUPTED
     return None

@@ -13,7 +13,7 @@ from .. import _engine
 from ..analysis import estimate, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..report import check_output, fmt_ns, fmt_time, write_file, write_json
-from ._common import add_workload_arguments, finish, load_workload, prepare
+from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
 
 SCHEMA = "opskew.advise/1"
 NEEDS = {"shapes": "record_shapes", "stacks": "with_stack", "memory": "profile_memory",
@@ -249,7 +249,9 @@ def print_human(result, out=None):
         out.write(f"\nerror: {result['error']}\n")
 
 
-def run(args) -> int:
+def compute(args) -> Computed:
+    """Measures and analyses; prints nothing and writes only what the options
+    name besides --json. `run` prints and writes; opskew.api returns it."""
     if args.max_events < 1 or args.cold_iters < 4:
         raise UsageError("--max-events must be >= 1 and --cold-iters >= 4")
     for name in ("snippet_out",):
@@ -353,5 +355,9 @@ def run(args) -> int:
         result["snippet"] = snippet(result, args)
         if args.snippet_out:
             write_file(args.snippet_out, result["snippet"])
-    rc = finish(rounds, result, print_human, args.json, write_json)
+    return conclude(rounds, result)
+
+
+def run(args) -> int:
+    rc = finish(compute(args), print_human, args.json, write_json)
     return EXIT_OK if rc is None else rc

@@ -8,7 +8,7 @@ import sys
 from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailure, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
-from ._common import add_workload_arguments, finish, load_workload, prepare
+from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
 from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
 
 SCHEMA = "opskew.check/1"
@@ -299,7 +299,10 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     }, v
 
 
-def run(args) -> int:
+def compute(args) -> Computed:
+    """Measures and analyses; prints and writes nothing but the outputs the
+    options name (--corrected-trace, --trace, --plot). `run` prints and
+    writes the JSON; the Python API (opskew.api.check) returns it."""
     if args.threshold < 0:
         raise UsageError("--threshold must be >= 0")
     _check_paths(args)
@@ -342,7 +345,16 @@ def run(args) -> int:
             # An opskew error keeps its own code (an unwritable output is 7);
             # anything else failed inside opskew (6).
             correction_rc = exc.exit_code if isinstance(exc, OpskewError) else EXIT_RUNTIME
-    rc = finish(rounds, result, _print_human, args.json, write_json)
+    done = conclude(rounds, result)
+    if result.get("correction_error"):
+        done.rc = correction_rc
+    return done
+
+
+def run(args) -> int:
+    done = compute(args)
+    result = done.result
+    rc = finish(done, _print_human, args.json, write_json)
     if rc is not None:
         return rc
     if result.get("correction_error"):
@@ -351,7 +363,7 @@ def run(args) -> int:
         # failed only when it was asked for an output (--corrected-trace,
         # --trace, --plot); the default verdict is a bonus, not the job.
         if args.corrected_trace or args.trace or args.plot:
-            return correction_rc
+            return done.rc
     if args.fail_on_skew and result.get("verdict", {}).get("skewed"):
         return EXIT_SKEW
     return EXIT_OK

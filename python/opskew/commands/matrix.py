@@ -10,7 +10,7 @@ from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
 from ..report import check_output, fmt_ns, write_json
-from ._common import add_workload_arguments, finish, load_workload, prepare
+from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
 
 SCHEMA = "opskew.matrix/1"
 
@@ -278,7 +278,9 @@ def print_human(result: dict, out=None) -> None:
         out.write(f"\nerror: {result['error']}\n")
 
 
-def run(args) -> int:
+def compute(args) -> Computed:
+    """Measures and analyses; prints nothing and writes only what the options
+    name besides --json. `run` prints and writes; opskew.api returns it."""
     if args.inject is not None and args.inject < 0:
         raise UsageError("--inject must be >= 0 ns")
     check_output(args.json)
@@ -309,5 +311,9 @@ def run(args) -> int:
             skipped["opskew"] = "this torch build has no ITT, which the tracer needs"
     if result.get("rounds"):
         result["sources"] = sources(result, device)
-    rc = finish(rounds, result, print_human, args.json, write_json)
+    return conclude(rounds, result)
+
+
+def run(args) -> int:
+    rc = finish(compute(args), print_human, args.json, write_json)
     return EXIT_OK if rc is None else rc

@@ -85,7 +85,9 @@ def _print_table(result, ops, top, out):
               f"{len(ops)} names, {len(threads)} threads{more}\n")
 
 
-def run(args) -> int:
+def compute(args) -> dict:
+    """The summary document (the --json, schema opskew.summary/1); prints
+    nothing. `run` prints and writes it; opskew.api.summary returns it."""
     if args.top < 0:
         raise UsageError("--top must be >= 0")
     cats = [c for c in args.cat.split(",") if c] if args.cat else None
@@ -95,26 +97,28 @@ def run(args) -> int:
     # (profiler bookkeeping, as long as the whole window) is left out.
     check_output(args.json, inputs=[("the input trace", args.trace)])  # before reading (docs/outputs.md)
     result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED)
-    ops = sorted(result["ops"], key=SORT_KEYS[args.sort])
-    warnings = warnings_of(result)
+    return {
+        "schema": SCHEMA,
+        "trace": args.trace,
+        "status": result["status"],
+        "error": result["error"],
+        "categories": cats,
+        "sort": args.sort,
+        "metadata": result["metadata"],
+        "stats": result["stats"],
+        "threads": result["threads"],
+        "processes": result["processes"],
+        "ops": sorted(result["ops"], key=SORT_KEYS[args.sort]),
+        "warnings": warnings_of(result),
+    }
+
+
+def run(args) -> int:
+    doc = compute(args)
     if args.json != "-":
-        _print_table(result, ops, args.top, sys.stdout)
+        _print_table(doc, doc["ops"], args.top, sys.stdout)
     if args.json:
-        doc = {
-            "schema": SCHEMA,
-            "trace": args.trace,
-            "status": result["status"],
-            "error": result["error"],
-            "categories": cats,
-            "sort": args.sort,
-            "metadata": result["metadata"],
-            "stats": result["stats"],
-            "threads": result["threads"],
-            "processes": result["processes"],
-            "ops": ops,
-            "warnings": warnings,
-        }
         write_json(doc, args.json)
-    for w in warnings:
+    for w in doc["warnings"]:
         print(f"opskew summary: warning: {w}", file=sys.stderr)
-    return EXIT_TRUNCATED if result["status"] == "truncated" else EXIT_OK
+    return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK

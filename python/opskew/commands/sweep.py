@@ -344,7 +344,11 @@ def print_human(result, out=None):
         out.write(f"\nplot: {', '.join(result['plots'])}\n")
 
 
-def run(args) -> int:
+def compute(args):
+    """Measures and analyses (and draws the plot unless --no-plot); prints
+    nothing. `run` prints and writes the JSON; opskew.api.sweep returns it."""
+    from ._common import Computed
+
     if args.trials < 2:
         raise UsageError("--trials must be at least 2")
     if args.max_ms <= 0 or args.window_ms <= 0:
@@ -386,8 +390,14 @@ def run(args) -> int:
     result["conditions"].pop("instrument", None)
     if not args.no_plot and any(c["points"] for c in curves):
         result["plots"] = plot(result, args.out)
+    return Computed(result, interrupted=interrupted)
+
+
+def run(args) -> int:
+    done = compute(args)
+    result = done.result
     if args.json != "-":
         print_human(result)
     if args.json:
         write_json(result, args.json)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    return EXIT_INTERRUPTED if done.interrupted else EXIT_OK
