@@ -215,6 +215,22 @@ OSK_TRACE_API uint64_t osk_trace_snapshot_lost_total(const osk_trace_snapshot_t 
 OSK_TRACE_API uint64_t osk_trace_snapshot_unmatched_ends(const osk_trace_snapshot_t *snap);
 OSK_TRACE_API uint64_t osk_trace_snapshot_open_at_stop(const osk_trace_snapshot_t *snap);
 OSK_TRACE_API const osk_trace_calib_t *osk_trace_snapshot_calib(const osk_trace_snapshot_t *snap);
+
+/* One W for the tracer everywhere (docs/tracer.md). The self-calibration
+ * above times the collector's entry points only; what the tracer adds per
+ * operator in the window (RecordFunction's dispatch included) is what
+ * `opskew calibrate` measures and stores. osk_trace_set_cost(W, source)
+ * makes every snapshot taken after it carry that W (its delta stays the
+ * self-calibrated one, capped at W), and `source` (copied, at most
+ * OSK_TRACE_SOURCE_MAX - 1 bytes) says where it came from; the trace's
+ * header, the summary and `opskew correct` then use the same W. A negative
+ * W goes back to the self-calibration. Returns 0, or OSK_EINVAL for a W that
+ * is not a number or above 1 ms. Any thread. */
+#define OSK_TRACE_SOURCE_MAX 160
+OSK_TRACE_API int osk_trace_set_cost(double w_ns, const char *source);
+/* Where the snapshot's calib.w_ns came from: the source given to
+ * osk_trace_set_cost, or "self-calibrated ..." (never NULL). */
+OSK_TRACE_API const char *osk_trace_snapshot_w_source(const osk_trace_snapshot_t *snap);
 /* Events of the snapshot that were spilled to disk past the memory budget
  * (all of them are in the snapshot: spilling loses nothing), and the budget
  * of the session in bytes (0: never spills). */

@@ -60,6 +60,12 @@ static _Atomic int g_active;
 static _Atomic uint64_t g_lost[OSK_TRACE_LOSS_COUNT];
 static _Atomic uint64_t g_unmatched;
 static osk_trace_calib_t g_calib;                /* under g_lock */
+/* osk_trace_set_cost: the in-window W every snapshot carries, and where it
+ * came from; g_cost_w < 0: the self-calibration's. Under g_lock. */
+static double g_cost_w = -1;
+static char g_cost_source[OSK_TRACE_SOURCE_MAX];
+#define SELF_CALIBRATED \
+  "self-calibrated: the collector's entry points only, a lower bound (opskew calibrate measures the in-window W)"
 static uint64_t g_start_tick;                    /* under g_lock */
 
 /* The memory budget and the spill (under g_lock). */
@@ -743,6 +749,13 @@ static osk_trace_snapshot_t *collect(const char *instrument, int *err) {
   memcpy(s->threads, g_tinfo, g_tinfo_n * sizeof *s->threads);
   s->n_threads = g_tinfo_n;
   s->calib = g_calib;
+  if (g_cost_w >= 0 && s->calib.valid) {
+    s->calib.w_ns = g_cost_w;
+    if (s->calib.delta_ns > g_cost_w) s->calib.delta_ns = g_cost_w;
+    memcpy(s->w_source, g_cost_source, sizeof s->w_source);
+  } else {
+    snprintf(s->w_source, sizeof s->w_source, "%s", SELF_CALIBRATED);
+  }
   s->start_tick = g_start_tick;
   s->budget_bytes = atomic_load_explicit(&g_budget, memory_order_relaxed);
   pthread_mutex_unlock(&g_lock);
@@ -822,6 +835,24 @@ int osk_trace_start(const osk_trace_calib_t *calib) {
   pthread_mutex_unlock(&g_lock);
   osk_trace_guard_leave(g);
   return ok ? 0 : OSK_EINVAL;
+}
+
+int osk_trace_set_cost(double w_ns, const char *source) {
+  if (w_ns != w_ns || w_ns > 1e6) return OSK_EINVAL;
+  pthread_mutex_lock(&g_lock);
+  if (w_ns < 0) {
+    g_cost_w = -1;
+    g_cost_source[0] = 0;
+  } else {
+    g_cost_w = w_ns;
+    snprintf(g_cost_source, sizeof g_cost_source, "%s", source && *source ? source : "set by the caller");
+  }
+  pthread_mutex_unlock(&g_lock);
+  return 0;
+}
+
+const char *osk_trace_snapshot_w_source(const osk_trace_snapshot_t *s) {
+  return s && s->w_source[0] ? s->w_source : SELF_CALIBRATED;
 }
 
 int osk_trace_active(void) { return atomic_load_explicit(&g_active, memory_order_relaxed); }

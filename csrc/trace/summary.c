@@ -21,6 +21,7 @@
 struct osk_trace_summary {
   const osk_trace_snapshot_t *snap;
   osk_trace_calib_t calib;
+  int calib_given; /* the caller's, not the snapshot's */
   osk_trace_op_t *rows;
   size_t nrows;
   size_t n_threads;
@@ -71,6 +72,7 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
   if (!sum || !by || !acc || !off || !durs || !buf) goto fail;
   sum->snap = s;
   sum->calib = calib ? *calib : s->calib;
+  sum->calib_given = calib != NULL;
   osk__cost_t cost = {0, 0, 0, 0};
   if (sum->calib.valid) {
     cost.w_ns = sum->calib.w_ns;
@@ -227,11 +229,9 @@ char *osk_trace_summary_table(const osk_trace_summary_t *sum, size_t max_rows) {
                    (double)s->budget_bytes / 1048576.0, (unsigned long long)s->spilled_events,
                    (double)s->spilled_events * (double)sizeof(osk__event_t) / 1048576.0);
   if (sum->calib.valid)
-    osk__sb_printf(&sb,
-                   "tracer cost (self-calibrated, %s only): W %.1f ns/event, delta %.1f ns; "
-                   "'corr' columns subtract it\n",
-                   strcmp(s->instrument, "pyhook") == 0 ? "profile hook" : "collector", sum->calib.w_ns,
-                   sum->calib.delta_ns);
+    osk__sb_printf(&sb, "tracer cost: W %.1f ns/event, delta %.1f ns (W: %s); 'corr' columns subtract it\n",
+                   sum->calib.w_ns, sum->calib.delta_ns,
+                   sum->calib_given ? "given to the summary" : osk_trace_snapshot_w_source(s));
   osk__sb_printf(&sb, "%-*s %10s %12s %12s %7s %12s %10s %10s %10s\n", w, "Name", "Calls",
                  "Total us", "Self us", "Self %", "Self corr us", "Mean us", "p50 us", "p99 us");
   for (size_t i = 0; i < (size_t)w + 98; i++) osk__sb_put(&sb, "-", 1);

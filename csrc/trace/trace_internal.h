@@ -124,6 +124,7 @@ struct osk_trace_snapshot {
   uint64_t stop_tick;
   int pid;
   char instrument[32];
+  char w_source[OSK_TRACE_SOURCE_MAX]; /* where calib.w_ns came from (osk_trace_set_cost) */
 };
 
 /* Tick to ns on CLOCK_MONOTONIC_RAW's line, rounded. The same arithmetic

@@ -173,6 +173,8 @@ static void write_header(osk__out_t *o, const osk_trace_snapshot_t *s, int64_t b
     osk__out_u64(o, s->calib.rounds);
     osk__out_puts(o, ",\"scope\":");
     put_json_str(o, calib_scope(s->instrument));
+    osk__out_puts(o, ",\"w_source\":");
+    put_json_str(o, osk_trace_snapshot_w_source(s));
     osk__out_puts(o, "}");
   } else {
     osk__out_puts(o, "null");

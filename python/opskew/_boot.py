@@ -190,6 +190,8 @@ def declare(lib):
         "osk_trace_snapshot_unmatched_ends": (U64, [P]),
         "osk_trace_snapshot_open_at_stop": (U64, [P]),
         "osk_trace_snapshot_calib": (ctypes.POINTER(Calib), [P]),
+        "osk_trace_snapshot_w_source": (ctypes.c_char_p, [P]),
+        "osk_trace_set_cost": (I, [ctypes.c_double, ctypes.c_char_p]),
         "osk_trace_snapshot_names": (U32, [P]),
         "osk_trace_snapshot_name": (ctypes.c_char_p, [P, U32]),
         "osk_trace_snapshot_columns": (SZ, [P, P, P, P, P, P]),
@@ -398,3 +400,56 @@ def start_native(shim, path, record=False, scope=None):
 
     original = hook_new_threads(on_thread_start)
     return Session(lib, "native", shim.osk_shim_detach_thread, original)
+
+
+# `opskew record` hands its child the stored in-window W per instrument:
+# OPSKEW_TRACE_COST_<INSTRUMENT> = "<torch version>\t<W ns>\t<source>"
+# (the child may be another interpreter, where opskew is not importable).
+COST_ENV = "OPSKEW_TRACE_COST_"
+
+
+def _set_cost(lib, found) -> None:
+    setter = getattr(lib, "osk_trace_set_cost", None)
+    if setter is None:
+        return
+    if found is None:
+        setter(-1.0, None)
+    else:
+        setter(float(found[0]), found[1].encode("utf-8", "replace"))
+
+
+def apply_stored_cost(lib, instrument: str, torch_version: str, device=None) -> None:
+    """One W for the tracer (docs/tracer.md): the in-window W `opskew
+    calibrate` stored for this instrument, machine and torch, given to the
+    session (osk_trace_set_cost) so that the trace's header, its summary and
+    `opskew correct` agree; without one, the session keeps its
+    self-calibration and says it is a lower bound. A bad cache never stops a
+    trace (calibration.stored skips bad files with a warning)."""
+    try:
+        from .calibration import tracer_cost
+
+        found = tracer_cost(instrument, torch_version, device)
+    except Exception:  # noqa: BLE001 - a cache we cannot read: the self-calibration stands
+        found = None
+    _set_cost(lib, found)
+
+
+def cost_env(instrument: str, torch_version: str, found) -> dict:
+    """The environment entry that hands `found` (W, source) to a record child."""
+    if found is None:
+        return {}
+    return {COST_ENV + instrument.upper(): "%s\t%r\t%s" % (torch_version, float(found[0]), found[1])}
+
+
+def apply_env_cost(lib, instrument: str, torch_version: str) -> None:
+    """The record child's side of cost_env: the W its parent found for the
+    instrument in use, if it was found for this very torch."""
+    raw = os.environ.get(COST_ENV + instrument.upper(), "")
+    found = None
+    parts = raw.split("\t", 2)
+    if len(parts) == 3 and parts[0] == torch_version:
+        try:
+            found = (float(parts[1]), parts[2])
+        except ValueError:
+            found = None
+    _set_cost(lib, found)

@@ -276,6 +276,8 @@ def main():
             session = _start(boot, torch, inst)
         except boot.SetupError as exc:
             _fail(str(exc))
+    # One W for the tracer: the in-window W record found in the calibrations.
+    boot.apply_env_cost(session.lib, session.instrument, torch.__version__)
 
     def _finish():
         # A second Ctrl-C must not interrupt the write.

@@ -279,6 +279,22 @@ def find(instrument: str, config: str, torch_version: str, device: str | None = 
     return best
 
 
+def tracer_cost(instrument: str, torch_version: str, device: str | None = None) -> tuple[float, str] | None:
+    """The in-window W of opskew's own tracer (instrument "native", "itt",
+    ...) stored by `opskew calibrate` for this machine and torch, and a line
+    saying where it came from; None when there is none. The tracer's
+    sessions carry it (osk_trace_set_cost), so that its traces, summaries and
+    `opskew correct` use one W (docs/tracer.md)."""
+    cal = find("opskew", instrument, torch_version, device)
+    if cal is None:
+        return None
+    w = cal["w_ns"]
+    ci = w.get("ci95")
+    interval = f" [{ci[0]:.0f}, {ci[1]:.0f}]" if ci else ""
+    return float(w["median"]), (f"opskew calibrate, in-window, {cal.get('date', 'undated')}: "
+                                f"W {w['median']:.0f}{interval} ns ({os.path.basename(cal['_path'])})")
+
+
 def python_call_rounds(device: str, configs: dict, *, calls: int, trials: int, iters: int,
                        warmup_s: float, progress=None):
     """Paired rounds of an empty Python function called `calls` times per

@@ -279,7 +279,8 @@ class Trace:
         if not c.valid:
             return None
         return {"w_ns": c.w_ns, "delta_ns": c.delta_ns, "w_spread_ns": c.w_spread_ns,
-                "scope": "profile hook" if self.instrument == "pyhook" else "collector"}
+                "scope": "profile hook" if self.instrument == "pyhook" else "collector",
+                "w_source": self._lib.osk_trace_snapshot_w_source(self._snap).decode("utf-8", "replace")}
 
     @property
     def summary(self) -> Summary:
@@ -413,6 +414,9 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         return self._started(session, inst)
 
     def _started(self, session, inst: str) -> Trace:
+        import torch
+
+        _boot.apply_stored_cost(session.lib, inst, torch.__version__, self.device)
         self._session = session
         self.instrument = inst
         self._result = Trace(self.path, inst)

@@ -64,7 +64,9 @@ def detect(path: str) -> dict:
         if "corrected" in header:
             raise UsageError(f"{path} was written by `opskew correct` already; correct the original trace")
         if "version" in header and isinstance(header.get("instrument"), str):
-            return {"instrument": "opskew", "config": header["instrument"], "options": {}}
+            c = header.get("calibration")
+            return {"instrument": "opskew", "config": header["instrument"], "options": {},
+                    "header_calibration": c if isinstance(c, dict) else None}
     opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
     if opts["with_flops"]:
         opts["record_shapes"] = False  # with_flops implies shapes
@@ -88,12 +90,33 @@ def choose_calibration(args, found: dict) -> dict:
                 f"(opskew calibrate --config {found['config'].replace('+', ',')}) or pass --force")
         return cal
     cal = find(found["instrument"], found["config"], torch.__version__)
+    header = found.get("header_calibration")
+    if cal is None and header:
+        # One W for the tracer (docs/tracer.md): the W the trace was written
+        # with, the same its summary used.
+        return _from_header(header, found, torch.__version__)
     if cal is None:
         hint = ("opskew calibrate (it measures opskew's ITT and native tracers)" if found["instrument"] == "opskew"
                 else f"opskew calibrate --config {found['config'].replace('+', ',')}")
         raise UsageError(f"no stored calibration for {found['instrument']} ({found['config']}) with "
                          f"torch {torch.__version__} on this machine; run `{hint}` first, or pass "
                          "--calibration FILE")
+    return cal
+
+
+def _from_header(header: dict, found: dict, torch_version: str) -> dict:
+    """The tracer's own W and delta, from its trace's header, as a
+    calibration (validated like a stored one)."""
+    from ..calibration import CalibrationError, SCHEMA, make_key, validate
+
+    cal = {"schema": SCHEMA, "key": make_key("opskew", found["config"], torch_version, "cpu", 1),
+           "w_ns": {"median": header.get("w_ns")}, "delta_ns": {"median": header.get("delta_ns")}}
+    try:
+        validate(cal)
+    except ValueError as exc:
+        raise CalibrationError(f"the trace's own calibration cannot be used ({exc}); run `opskew calibrate` "
+                               "or pass --calibration FILE") from None
+    cal["_path"] = "the trace's header: " + str(header.get("w_source") or "self-calibrated")
     return cal
 
 

@@ -160,6 +160,25 @@ def _header(path: str) -> dict:
     return header if isinstance(header, dict) else {}
 
 
+def _stored_costs(device: str) -> dict:
+    """The in-window W `opskew calibrate` stored for each tracer instrument on
+    this machine and torch, for the child (docs/tracer.md: one W for the
+    tracer); the child checks that its torch is the one they were found for."""
+    from importlib import metadata
+
+    from .. import _boot
+    from ..calibration import tracer_cost
+
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return {}
+    env = {}
+    for inst in ("native", "itt", "pyhook", "nvtx"):
+        env.update(_boot.cost_env(inst, version, tracer_cost(inst, version, device)))
+    return env
+
+
 def run(args) -> int:
     from ..report import check_output
     from ..tracing import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
@@ -210,6 +229,7 @@ def run(args) -> int:
 
     before = _identity(out)
     tmpdir = tempfile.mkdtemp(prefix="opskew-record-")
+    env.update(_stored_costs(args.device))
     env["OPSKEW_TRACE_OUT"] = out
     env["OPSKEW_BOOT_ERROR"] = os.path.join(tmpdir, "boot-error.txt")
     # The child reports how its write went here, and if this process dies it
