@@ -151,6 +151,19 @@ def schedule_for(events_per_iter: float, stable_from: int, max_events: int) -> d
     return {"wait": max(1, stable_from), "warmup": 1, "active": active, "repeat": 1}
 
 
+def wait_reason(sch: dict, stabilization: dict) -> str:
+    """Why the schedule waits `sch["wait"]` iterations, in words that agree
+    with the stabilization the cold start measured: `wait` is at least 1, so
+    a time stable from the first iteration gets a margin, not a claim that
+    some iteration before it was unstable."""
+    stable_from = stabilization["stable_from_iter"]
+    if stable_from == 0:
+        return (f"the time is stable from the first iteration (iteration 0), so wait={sch['wait']} "
+                "is only a margin")
+    return (f"wait={sch['wait']} skips the {stable_from} iteration(s) before the time stabilizes "
+            f"(stable from iteration {stable_from})")
+
+
 def snippet(result: dict, args) -> str:
     cfg = result["recommended"]["options"]
     sch = result["recommended"]["schedule"]
@@ -214,8 +227,8 @@ def print_human(result, out=None):
     st = result.get("stabilization")
     if st:
         out.write(f"\n  cold start: first iteration {fmt_time(st['first_iter_s'])}, steady "
-                  f"{fmt_time(st['steady_per_iter_s'])}; stable (within 15%) from iteration "
-                  f"{st['stable_from_iter']} of {st['cold_iters_timed']} (running median of 3 within 20%)\n")
+                  f"{fmt_time(st['steady_per_iter_s'])}; stable from iteration "
+                  f"{st['stable_from_iter']} of {st['cold_iters_timed']} ({st['rule']})\n")
     out.write(f"  baseline {fmt_time(result.get('baseline_per_iter_s'))}/iteration, "
               f"{result.get('events_per_iter', 0):.6g} events/iteration\n\n")
     out.write("  candidates (added cost per event, in the window [95% CI]; outside it):\n")
@@ -319,9 +332,8 @@ def run(args) -> int:
         others = [k for k in result["candidates"] if k != best_name]
         why = (f"cheapest configuration that records {need_txt}"
                + (f" (measured against {', '.join(others)})" if others else "")
-               + f"; no stacks or shapes unless needed; wait skips the {sch['wait']} iteration(s) before "
-               f"the time stabilizes; active={sch['active']} keeps the trace near "
-               f"{events:.3g} events (<= {args.max_events})")
+               + f"; no stacks or shapes unless needed; {wait_reason(sch, result['stabilization'])}; "
+               f"active={sch['active']} keeps the trace near {events:.3g} events (<= {args.max_events})")
         result["recommended"] = {
             "name": best_name, "label": best["label"], "options": best["options"],
             "schedule": sch, "why": why,
