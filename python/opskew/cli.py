@@ -26,8 +26,7 @@ EXIT_LINES = {
     4: "  4    the workload raised: what was measured so far is reported, then the error\n",
     5: "  5    the trace ended early (a profiler killed mid-write): what was read is reported\n",
     6: ("  6    opskew failed while running, not because of the input or the workload (out of\n"
-        "       memory; check --corrected-trace's extra window or correction failed after the\n"
-        "       trials, whose figures are reported)\n"),
+        "       memory{})\n"),
     7: ("  7    an output could not be written (disk full, no permission): one line names the\n"
         "       path and why; an output refused before any work (a directory, the input trace,\n"
         "       the script) is 2. Outputs: docs/outputs.md\n"),
@@ -49,10 +48,14 @@ COMMAND_EXIT_CODES = {
 }
 
 
-def epilog(codes=None) -> str:
+def epilog(codes=None, command: str | None = None) -> str:
     """The `exit codes:` section for `codes` (all of them: `opskew --help`)."""
     every = codes is None
-    text = "exit codes:\n" + "".join(EXIT_LINES[c] for c in (sorted(EXIT_LINES) if every else codes))
+    check_6 = ("; check --corrected-trace's extra window or correction failed after the\n"
+               "       trials, whose figures are reported")
+    lines = [EXIT_LINES[c].format(check_6 if every or command == "check" else "")
+             for c in (sorted(EXIT_LINES) if every else codes)]
+    text = "exit codes:\n" + "".join(lines)
     if every:
         text += ("record exits with the command's own status; its own codes are in "
                  "`opskew record --help`.\n")
@@ -88,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=mod.HELP,
             description=mod.DESCRIPTION,
-            epilog=epilog(COMMAND_EXIT_CODES[name]) if name in COMMAND_EXIT_CODES else None,
+            epilog=epilog(COMMAND_EXIT_CODES[name], name) if name in COMMAND_EXIT_CODES else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         mod.add_arguments(p)
