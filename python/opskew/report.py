@@ -25,6 +25,11 @@ def fmt_time(seconds: float | None) -> str:
     return f"{seconds * 1e9:.3g} ns"
 
 
+def count_of(n, word: str, plural: str | None = None) -> str:
+    """"1 thread", "2 threads": a count with its noun in the right number."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
 def fmt_ns(ns: float | None) -> str:
     return "n/a" if ns is None else fmt_time(ns * 1e-9)
 

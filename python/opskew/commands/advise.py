@@ -12,7 +12,7 @@ import time
 from .. import _engine
 from ..analysis import estimate, per_event_diff
 from ..errors import EXIT_OK, UsageError
-from ..report import check_output, fmt_ns, fmt_time, write_file, write_json
+from ..report import check_output, count_of, fmt_ns, fmt_time, write_file, write_json
 from ._common import add_workload_arguments, finish, load_workload, prepare
 
 SCHEMA = "opskew.advise/1"
@@ -221,7 +221,7 @@ def print_human(result, out=None):
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew advise: {c['workload']['description']}\n")
-    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s)\n")
+    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}\n")
     if result.get("status") != "complete":
         out.write(f"  PARTIAL ({result.get('status')})\n")
     st = result.get("stabilization")

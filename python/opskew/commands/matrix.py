@@ -9,7 +9,7 @@ from .. import _engine
 from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
-from ..report import check_output, columns, fmt_ns, write_json
+from ..report import check_output, columns, count_of, fmt_ns, write_json
 from ._common import add_workload_arguments, finish, load_workload, prepare
 
 SCHEMA = "opskew.matrix/1"
@@ -267,7 +267,7 @@ def print_human(result: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew matrix: {c['workload']['description']}\n")
-    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s); "
+    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}; "
               f"{result.get('rounds', 0)} rounds x {c['iters']} iterations; "
               f"{result.get('events_per_iter', 0):.6g} operator events/iteration; "
               f"baseline {1e6 * result.get('baseline_per_iter_s', 0):.1f} us/iteration\n")

@@ -8,7 +8,7 @@ import sys
 import time
 
 from ..errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
-from ..report import check_output, columns, figure_bytes, fmt_time, write_file, write_json
+from ..report import check_output, columns, count_of, figure_bytes, fmt_time, write_file, write_json
 
 SCHEMA = "opskew.sweep/1"
 BUILTIN_OPS = ("add", "mul", "matmul")
@@ -466,7 +466,7 @@ def plot(result, prefix) -> list:
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
         sk.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
     fig.suptitle(f"opskew sweep: torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), "
-                 f"{threads_text(c['threads'])}; medians of {c['trials']} rounds per size. Left of a "
+                 f"{count_of(c['threads'], 'thread')}; medians of {c['trials']} rounds per size. Left of a "
                  "crossover the instrument costs more than the operator.", fontsize=9)
     fig.tight_layout()
     paths = []
@@ -476,10 +476,6 @@ def plot(result, prefix) -> list:
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-def threads_text(n) -> str:
-    return f"{n} thread" + ("" if n == 1 else "s")
 
 
 def _skew(x) -> str:
@@ -493,7 +489,7 @@ def print_human(result, out=None):
                 for d in p["by"].values()), None)
     cov_txt = f"{100 * cov:.1f}% CI" if cov else "CI"
     out.write(f"opskew sweep: torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), "
-              f"{threads_text(c['threads'])}; medians of {c['trials']} rounds per size\n"
+              f"{count_of(c['threads'], 'thread')}; medians of {c['trials']} rounds per size\n"
               "  true: the call without instrument (Python and dispatch included); op: the operator's\n"
               f"  own duration (from {'opskew' if 'opskew' in result['instruments'] else 'the trace'}'s trace); "
               f"added: W x events per call [{cov_txt} of W, sign test];\n"
