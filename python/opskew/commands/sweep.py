@@ -243,7 +243,7 @@ def point_figures(rounds, instruments, calls: int) -> dict:
     """One size's figures from its rounds: per instrument the added cost, the
     leaf's reported time and the enclosing annotation's."""
     from .. import _engine
-    from ..analysis import per_event_diff
+    from ..analysis import estimate, per_event_diff
 
     base = [w.wall_s for w in rounds.windows("baseline")]
     true_loop = _engine.quantile(base, 0.5)
@@ -270,23 +270,29 @@ def point_figures(rounds, instruments, calls: int) -> dict:
         d["inflation"] = d["profiled_per_call_s"] / pt["true_per_call_s"]
         if d["reported_per_call_s"]:
             d["reported_over_true"] = d["reported_per_call_s"] / pt["true_per_call_s"]
-        enc = [a["total_s"] for a in ann if a]
-        if enc:
-            rep_loop = _engine.quantile(enc, 0.5)
+        if all(ann):
             # The enclosing annotation's skew: what the trace shows for the
-            # calls' annotation over the true time of the same calls.
-            d["enclosing"] = {"name": ANNOTATION, "reported_s": rep_loop, "true_s": true_loop,
-                              "skew": rep_loop / true_loop}
+            # calls' annotation over the true time of the same calls, round
+            # by round (the median of the rounds' ratios, with its CI).
+            r = estimate([a["total_s"] / b for a, b in zip(ann, base)])
+            d["enclosing"] = {"name": ANNOTATION, "reported_s": _engine.quantile([a["total_s"] for a in ann], 0.5),
+                              "true_s": true_loop, "skew": r["median"], "skew_ci95": r.get("ci95")}
         pt["by"][iname] = d
     # The operator's own duration: opskew's trace when present (its
     # in-interval cost is ~10 ns), else the first instrument's trace.
     src = next((n for n in ("opskew", "opskew-native") if n in pt["by"]), next(iter(pt["by"])))
     pt["op_duration_s"] = pt["by"][src]["reported_per_call_s"]
     pt["op_duration_from"] = src
-    for d in pt["by"].values():
-        if d["reported_per_call_s"] and pt["op_duration_s"]:
-            # The leaf's own skew: how much longer the trace shows the operator than it is.
-            d["reported_over_op"] = d["reported_per_call_s"] / pt["op_duration_s"]
+    ref = [t.reported_op_self_s for t in rounds.trials[src]]
+    for iname, d in pt["by"].items():
+        mine = [t.reported_op_self_s for t in rounds.trials[iname]]
+        if d["reported_per_call_s"] and pt["op_duration_s"] and all(mine) and all(ref):
+            # The leaf's own skew: how much longer the trace shows the operator
+            # than it is, round by round against the reference's trace of the
+            # same round (the median of the ratios, with its CI).
+            r = estimate([m / o for m, o in zip(mine, ref)])
+            d["reported_over_op"] = r["median"]
+            d["reported_over_op_ci95"] = r.get("ci95")
     return pt
 
 
@@ -478,8 +484,10 @@ def plot(result, prefix) -> list:
     return paths
 
 
-def _skew(x) -> str:
-    return f"x{x:.2f}" if x else "n/a"
+def _skew(x, ci=None) -> str:
+    if not x:
+        return "n/a"
+    return f"x{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def print_human(result, out=None):
@@ -494,8 +502,9 @@ def print_human(result, out=None):
               f"  own duration (from {'opskew' if 'opskew' in result['instruments'] else 'the trace'}'s trace); "
               f"added: W x events per call [{cov_txt} of W, sign test];\n"
               "  reported: the op time in the instrument's trace; leaf skew: reported / op;\n"
-              f"  enclosing skew: the time the trace shows for the annotation around the calls\n"
-              "  ({}) / the true time of the same calls\n".format(ANNOTATION))
+              "  enclosing skew: the time the trace shows for the annotation around the calls\n"
+              f"  ({ANNOTATION}) / the true time of the same calls; skews are medians of the\n"
+              "  rounds' ratios [sign-test CI]\n")
     for curve in result["curves"]:
         for n, label in result["instruments"].items():
             out.write(f"\n{curve['op']} under {label}\n")
@@ -506,8 +515,10 @@ def print_human(result, out=None):
                 rows.append([str(p["size"]), fmt_time(p["true_per_call_s"]), fmt_time(p["op_duration_s"]),
                              fmt_time(d["added_per_call_s"]),
                              "[%s, %s]" % (fmt_time(ci[0] * 1e-9), fmt_time(ci[1] * 1e-9)),
-                             fmt_time(d["reported_per_call_s"]), _skew(d.get("reported_over_op")),
-                             _skew((d.get("enclosing") or {}).get("skew")), "noisy" if d.get("noisy") else ""])
+                             fmt_time(d["reported_per_call_s"]),
+                             _skew(d.get("reported_over_op"), d.get("reported_over_op_ci95")),
+                             _skew((d.get("enclosing") or {}).get("skew"), (d.get("enclosing") or {}).get("skew_ci95")),
+                             "noisy" if d.get("noisy") else ""])
             for line in columns(["size", "true/call", "op", "added/call", "W CI per event", "reported",
                                  "leaf skew", "enclosing skew", "note"], rows, right={0}):
                 out.write(line + "\n")
