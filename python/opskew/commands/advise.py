@@ -231,7 +231,9 @@ def print_human(result, out=None):
                   f"{st['stable_from_iter']} of {st['cold_iters_timed']} ({st['rule']})\n")
     out.write(f"  baseline {fmt_time(result.get('baseline_per_iter_s'))}/iteration, "
               f"{result.get('events_per_iter', 0):.6g} events/iteration\n\n")
-    out.write("  candidates (added cost per event, in the window [95% CI]; outside it):\n")
+    cov = next((c["in_window_per_event_ns"].get("ci_coverage") for c in result.get("candidates", {}).values()), None)
+    ci_name = f"{100 * cov:.1f}% CI" if cov else "CI"
+    out.write(f"  candidates (added cost per event, in the window [{ci_name}]; outside it):\n")
     for name, cand in result.get("candidates", {}).items():
         w = cand["in_window_per_event_ns"]
         mark = "*" if name == result.get("recommended", {}).get("name") else " "
@@ -253,7 +255,7 @@ def print_human(result, out=None):
         out.write(f"\n  scope {sc['path']}: whole step adds {fmt_time(sc['whole_added_per_iter_s'])}/iteration "
                   f"({sc['whole_events_per_iter']:.6g} events); scoped adds "
                   f"{fmt_time(sc['scoped_added_per_iter_s'])}/iteration ({sc['scoped_events_per_iter']:.6g} events); "
-                  f"difference {fmt_time(sc['difference_per_iter_s'])}/iteration [95% CI "
+                  f"difference {fmt_time(sc['difference_per_iter_s'])}/iteration [{ci_name} "
                   f"{fmt_time(sc['difference_ci95_s'][0])}, {fmt_time(sc['difference_ci95_s'][1])}]\n"
                   f"  note: {sc['note']}\n")
     if result.get("snippet"):

@@ -29,9 +29,11 @@ the native route) and opskew's tracer through it; torch.profiler minimal; minima
 profile_memory, with_flops, with_modules; everything on; on CUDA, CPU-only vs
 CPU+CUDA activities.
 
-For each row: the in-window added cost per event with a 95% CI, stop and
+For each row: the in-window added cost per event with its CI (the sign test's,
+at least 95% from 6 rounds on), stop and
 post-processing (key_averages) per event, export time and bytes per event, and
-the marginal cost over the minimal profiler with a 95% CI. A second table maps
+the marginal cost over the minimal profiler with its CI ("not
+distinguishable" when that CI includes 0). A second table maps
 the results to the sources of profiler overhead.
 """
 
