@@ -153,7 +153,11 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
                         "marginal_over": "minimal", "marginal_in_window_ns": ci(12, -30, 60)},
                        {"row": "+with_stack", "label": "ws", "in_window_per_event_ns": ci(1500, 1400, 1600),
                         "marginal_over": "minimal", "marginal_in_window_ns": ci(1000, 900, 1100)}],
-              "skipped": {}, "sources": []}
+              "skipped": {}, "sources": [
+                  {"source": "memory events (profile_memory)", "row": "+profile_memory", "measure": "over minimal",
+                   "per_event_ns": 12, "ci95": [-30, 60]},
+                  {"source": "stack walking (with_stack)", "row": "+with_stack", "measure": "over minimal",
+                   "per_event_ns": 1000, "ci95": [900, 1100]}]}
     assert marginal_state(result["rows"][2]["marginal_in_window_ns"]) == "not distinguishable"
     assert marginal_state(result["rows"][3]["marginal_in_window_ns"]) == "above"
     assert marginal_state(ci(-50, -80, -10)) == "below"
@@ -166,3 +170,7 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     ws = next(ln for ln in body if ln.startswith("+with_stack"))
     assert "1 us [900 ns, 1.1 us] (minimal)" in ws
     _assert_aligned(header, body)
+    src = text.split("Where the time goes", 1)[1]
+    mem = next(ln for ln in src.splitlines() if "memory events" in ln)
+    assert "not distinguishable from 0 [-30 ns, 60 ns]" in mem and "12 ns" not in mem
+    assert "1 us [900 ns, 1.1 us]" in next(ln for ln in src.splitlines() if "stack walking" in ln)

@@ -299,7 +299,13 @@ def print_human(result: dict, out=None) -> None:
     out.write("\nWhere the time goes (by source of profiler latency), per event:\n")
     src = []
     for s in result.get("sources", []):
-        val = "n/a" if s["per_event_ns"] is None else _ci_text({"median": s["per_event_ns"], "ci95": s["ci95"]})
+        d = {"median": s["per_event_ns"], "ci95": s["ci95"]}
+        if s["per_event_ns"] is None:
+            val = "n/a"
+        elif s["ci95"] and marginal_state(d) == "not distinguishable":
+            val = f"not distinguishable from 0 [{fmt_ns(s['ci95'][0])}, {fmt_ns(s['ci95'][1])}]"
+        else:
+            val = _ci_text(d)
         if s.get("stop_per_event_ns") is not None:
             val += f" (+ stop {fmt_ns(s['stop_per_event_ns'])})"
         src.append([s["source"], val, s["measure"]])
