@@ -92,6 +92,8 @@ def _user_ops(tmp_path):
         "import torch\n"
         "def no_size():\n"
         "    return lambda: None\n"
+        "def needs_args(n):\n"
+        "    return lambda x: x\n"
         "def breaks_at_64(n):\n"
         "    x = torch.ones(n)\n"
         "    if n >= 64:\n"
@@ -114,6 +116,10 @@ def test_user_op_with_a_wrong_signature_is_refused_before_running(opskew, tmp_pa
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "no_size(size)" in lines[0] and "Traceback" not in p.stderr
     assert "size" not in p.stdout  # nothing measured
+    p = opskew("sweep", "--op", f"{f}:needs_args", "--sizes", "1", *FAST, "--no-plot")
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "called with no argument" in lines[0] and "Traceback" not in p.stderr
 
 
 @pytest.mark.parametrize("fn,message", [("breaks_at_64", "too big for me"), ("call_breaks", "the call broke")])

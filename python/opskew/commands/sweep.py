@@ -107,15 +107,16 @@ def _op_factory(spec: str, device: str):
             call = f(n)
             if not callable(call):
                 raise UsageError(f"{spec}({n}) returned {type(call).__name__}, not a zero-argument callable")
+            _check_signature(spec, call, inner=True)
             return call
         return spec, make
     raise UsageError(f"unknown --op {spec!r}: expected add, mul, matmul or file.py:function")
 
 
-def _check_signature(spec: str, f) -> None:
-    """A user op is called as f(size): one that cannot take one positional
-    argument is bad input, refused before anything runs (exit 2) rather than
-    found as a TypeError in the middle of the sweep."""
+def _check_signature(spec: str, f, inner: bool = False) -> None:
+    """A user op is called as f(size), and what it returns as call(): one
+    that cannot be called so is bad input (exit 2), refused before it runs
+    rather than found as a TypeError inside opskew's timing loop."""
     import inspect
 
     try:
@@ -123,10 +124,12 @@ def _check_signature(spec: str, f) -> None:
     except (TypeError, ValueError):  # a builtin without a signature: try it
         return
     try:
-        sig.bind(1)
+        sig.bind() if inner else sig.bind(1)
     except TypeError as exc:
-        raise UsageError(f"--op {spec}: the function is called as {spec.rpartition(':')[2]}(size), "
-                         f"but its signature {sig} cannot take that ({exc})") from None
+        fn = spec.rpartition(":")[2]
+        what = (f"{fn}(size) returned a callable that is called with no argument"
+                if inner else f"the function is called as {fn}(size)")
+        raise UsageError(f"--op {spec}: {what}, but its signature {sig} cannot take that ({exc})") from None
 
 
 def _instruments(specs, device):
