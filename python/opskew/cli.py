@@ -18,22 +18,51 @@ from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
 COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct")
 
-EPILOG = """\
-exit codes:
-  0    measured (or done)
-  2    bad input: one line on stderr says what is wrong
-  3    --fail-on-skew and the skew is significant
-  4    the workload raised: what was measured so far is reported, then the error
-  5    the trace ended early (a profiler killed mid-write): what was read is reported
-  6    opskew failed while running, not because of the input or the workload (out of
-       memory; check --corrected-trace's extra window or correction failed after the
-       trials, whose figures are reported)
-  7    an output could not be written (disk full, no permission): one line names the
-       path and why; an output refused before any work (a directory, the input trace,
-       the script) is 2. Outputs: docs/outputs.md
-  130  interrupted (Ctrl-C, or SIGTERM under record); what was measured so far is kept
-record exits with the command's own status; its own codes are in `opskew record --help`.
-"""
+# What each exit code means, as `--help` prints it (errors.py holds the codes).
+EXIT_LINES = {
+    0: "  0    measured (or done)\n",
+    2: "  2    bad input: one line on stderr says what is wrong\n",
+    3: "  3    --fail-on-skew and the skew is significant\n",
+    4: "  4    the workload raised: what was measured so far is reported, then the error\n",
+    5: "  5    the trace ended early (a profiler killed mid-write): what was read is reported\n",
+    6: ("  6    opskew failed while running, not because of the input or the workload (out of\n"
+        "       memory{})\n"),
+    7: ("  7    an output could not be written (disk full, no permission): one line names the\n"
+        "       path and why; an output refused before any work (a directory, the input trace,\n"
+        "       the script) is 2. Outputs: docs/outputs.md\n"),
+    130: "  130  interrupted (Ctrl-C, or SIGTERM under record); what was measured so far is kept\n",
+}
+
+# The codes each command can return, read from its code paths. Every command
+# can return 6 (cli.main turns a MemoryError into it) and 130 (Ctrl-C). `record`
+# is absent: it exits with its command's own status, and its --help says which
+# codes are its own.
+COMMAND_EXIT_CODES = {
+    "check": (0, 2, 3, 4, 6, 7, 130),    # 3: --fail-on-skew; no user trace is read, so never 5
+    "matrix": (0, 2, 4, 6, 7, 130),
+    "sweep": (0, 2, 4, 6, 7, 130),       # 4: a user --op that raises
+    "advise": (0, 2, 4, 6, 7, 130),
+    "summary": (0, 2, 5, 6, 7, 130),     # reads a trace: 5; runs no workload: never 4
+    "calibrate": (0, 2, 6, 7, 130),      # a workload that fails stores nothing: 2, not 4
+    "correct": (0, 2, 5, 6, 7, 130),
+}
+
+
+def epilog(codes=None, command: str | None = None) -> str:
+    """The `exit codes:` section for `codes` (all of them: `opskew --help`)."""
+    every = codes is None
+    check_6 = ("; check --corrected-trace's extra window or correction failed after the\n"
+               "       trials, whose figures are reported")
+    lines = [EXIT_LINES[c].format(check_6 if every or command == "check" else "")
+             for c in (sorted(EXIT_LINES) if every else codes)]
+    text = "exit codes:\n" + "".join(lines)
+    if every:
+        text += ("record exits with the command's own status; its own codes are in "
+                 "`opskew record --help`.\n")
+    return text
+
+
+EPILOG = epilog()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=mod.HELP,
             description=mod.DESCRIPTION,
-            epilog=EPILOG,
+            epilog=epilog(COMMAND_EXIT_CODES[name], name) if name in COMMAND_EXIT_CODES else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         mod.add_arguments(p)

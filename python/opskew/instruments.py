@@ -83,7 +83,13 @@ OP_CATEGORIES = ("cpu_op", "user_annotation")
 PY_CATEGORIES = ("python_function",)
 
 
-def count_from_trace(path: str, tr: "Trial") -> None:
+def keep_annotation(tr: "Trial", name: str, calls: int, total_s: float) -> None:
+    """An annotation the caller wrapped around its window (`Instrument.
+    annotations`): kept apart from the operators, with its reported duration."""
+    tr.extra.setdefault("annotations", {})[name] = {"calls": calls, "total_s": total_s}
+
+
+def count_from_trace(path: str, tr: "Trial", annotations=()) -> None:
     """Operator and Python-function events of an exported trace, counted by
     the C reader (the same split key_averages gives, at a fraction of the
     cost); also the operators' reported self time and the most-called Python
@@ -93,6 +99,10 @@ def count_from_trace(path: str, tr: "Trial") -> None:
     t0 = time.perf_counter()
     res = summarize(path, categories=list(OP_CATEGORIES + PY_CATEGORIES))
     ops = [o for o in res["ops"] if o["cat"] in OP_CATEGORIES]
+    for o in ops:
+        if o["name"] in annotations:
+            keep_annotation(tr, o["name"], o["calls"], o["total_ns"] * 1e-9)
+    ops = [o for o in ops if o["name"] not in annotations]
     py = [o for o in res["ops"] if o["cat"] in PY_CATEGORIES]
     tr.op_events = sum(o["calls"] for o in ops)
     tr.python_events = sum(o["calls"] for o in py)
@@ -106,6 +116,10 @@ def count_from_trace(path: str, tr: "Trial") -> None:
 class Instrument:
     name = "instrument"
     counts_events = False  # whether trial() returns op_events
+    # Names of annotations (record_function) the caller wraps around its
+    # window: not operators, so not in op_events or reported_op_self_s; each
+    # one's calls and reported duration go to Trial.extra["annotations"].
+    annotations: tuple = ()
 
     def describe(self) -> dict:
         return {"instrument": self.name}
@@ -183,7 +197,7 @@ class TorchProfiler(Instrument):
         if self.count == "trace":
             tr = Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2)
             def inspect_trace(p):
-                count_from_trace(p, tr)
+                count_from_trace(p, tr, self.annotations)
                 if self.cuda_activity:
                     count_cupti_overhead(p, tr.extra)
             tr.export_s, tr.export_bytes = timed_export(prof.export_chrome_trace, inspect_trace)
@@ -196,6 +210,9 @@ class TorchProfiler(Instrument):
         self_us = dev_us = 0.0
         # One entry per distinct name: a short loop, not one over events.
         for avg in averages:
+            if avg.key in self.annotations:
+                keep_annotation(tr, avg.key, avg.count, avg.cpu_time_total * 1e-6)
+                continue
             if _PY_FUNCTION.search(str(avg.key)):
                 py += avg.count
                 continue
@@ -398,6 +415,12 @@ class OpskewTracer(Instrument):
         t4 = time.perf_counter()
         tr = Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2, post_s=t4 - t3,
                    op_events=rec.n_events)
+        if self.annotations and rows:
+            for r in rows:
+                if r["name"] in self.annotations:
+                    keep_annotation(tr, r["name"], r["calls"], r["total_ns"] * 1e-9)
+                    tr.op_events -= r["calls"]
+            rows = [r for r in rows if r["name"] not in self.annotations]
         tr.reported_op_self_s = sum(r.get("self_ns", 0) for r in rows) * 1e-9 if rows else None
         tr.extra["lost"] = rec.lost["total"]
         cal = rec.calibration

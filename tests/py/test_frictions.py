@@ -2,6 +2,7 @@
 each reproduced as they met it."""
 
 import json
+import os
 import textwrap
 
 from conftest import run_opskew
@@ -82,3 +83,36 @@ def test_too_few_trials_say_not_enough_to_decide(tmp_path):
     assert "no significant skew detected" not in p.stdout
     v = json.loads(js.read_text())["verdict"]
     assert v["enough_trials"] is False and not v["skewed"]
+
+
+def _labels(lines):
+    """The row labels of check's key/value block: the text before the first
+    run of two spaces on each indented line."""
+    import re
+
+    out = []
+    for ln in lines:
+        m = re.match(r"^  (\S.*?)  +\S", ln)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def test_readme_example_is_what_check_prints(opskew):
+    """Issue 13: the README's example output had drifted from the tool's
+    (a 95% CI where 96.5% is printed, another warm-up figure, missing lines).
+    The example's lines, in order, are the lines `opskew check` prints, and
+    each CI level the README names is one the tool can print."""
+    import re
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    example = readme.split("$ opskew check\n", 1)[1].split("```", 1)[0].splitlines()
+    p = opskew("check", "--trials", "15", "--iters", "2", "--calls", "100", "--warmup", "0.1")
+    assert p.returncode == 0, p.stderr
+    printed = p.stdout.splitlines()
+    assert _labels(example) == _labels(printed)
+    assert example[0] == printed[0].replace("100 per", "1000 per")
+    levels = set(re.findall(r"(\d+(?:\.\d+)?)% CI", readme))
+    assert levels and levels <= set(re.findall(r"(\d+(?:\.\d+)?)% CI", p.stdout))
+    assert "96.5% CI" in p.stdout and "96.5%" in readme
+    assert re.search(r"warm-up \d+\.\d+s \(--warmup, then one instrument session\)", p.stdout)

@@ -91,3 +91,86 @@ def test_matrix_bad_input(opskew):
     assert p.returncode == 2 and "--inject must be >= 0" in p.stderr
     p = opskew("matrix", "--trials", "1")
     assert p.returncode == 2
+
+
+def _table_rows(stdout: str, first_header: str):
+    """The header line of the table that starts with `first_header`, and the
+    rows under its rule up to the first blank line."""
+    lines = stdout.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.lstrip().startswith(first_header + " "))
+    body = []
+    for ln in lines[i + 2:]:
+        if not ln.strip() or ln.startswith("  in-window W:"):
+            break
+        body.append(ln)
+    return lines[i], body
+
+
+def _assert_aligned(header: str, body: list):
+    """Every row's cells start at the header's column offsets: the character
+    before each offset is a space and the cell at it is not (or is empty)."""
+    import re
+
+    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
+    assert len(starts) >= 3, header
+    checked = 0
+    for ln in body:
+        if "not measured:" in ln:
+            continue
+        for s in starts[1:]:
+            if s < len(ln) and ln[s] != " ":
+                assert ln[s - 1] == " ", (header, ln, s)
+                checked += 1
+        # No cell spills over into the next column's start.
+        cells = [m.start() for m in re.finditer(r"\S+(?: \S+)*", ln)]
+        assert set(cells) <= set(starts), (header, ln)
+    assert checked
+
+
+def test_tables_are_aligned_with_their_headers(matrix_run):
+    p, _ = matrix_run
+    _assert_aligned(*_table_rows(p.stdout, "row"))
+    _assert_aligned(*_table_rows(p.stdout.replace("\n  ", "\n"), "source"))
+
+
+def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
+    """Issue 13: +profile_memory showed a W below minimal's and a positive
+    marginal in one table. The marginal is paired with minimal round by round;
+    when its CI includes 0 the table says so instead of printing a sign."""
+    import io
+
+    from opskew.commands.matrix import marginal_state, print_human
+
+    def ci(med, lo, hi):
+        return {"median": med, "ci95": [lo, hi], "ci_coverage": 0.965, "ci_reaches_95": True}
+
+    result = {"conditions": {"workload": {"description": "w"}, "torch": "t", "device": "cpu", "cpu": "c",
+                             "threads": 1, "iters": 2},
+              "status": "complete", "rounds": 15, "events_per_iter": 10, "baseline_per_iter_s": 1e-5,
+              "rows": [{"row": "baseline", "label": "none"},
+                       {"row": "minimal", "label": "m", "in_window_per_event_ns": ci(500, 400, 600)},
+                       {"row": "+profile_memory", "label": "pm", "in_window_per_event_ns": ci(480, 380, 700),
+                        "marginal_over": "minimal", "marginal_in_window_ns": ci(12, -30, 60)},
+                       {"row": "+with_stack", "label": "ws", "in_window_per_event_ns": ci(1500, 1400, 1600),
+                        "marginal_over": "minimal", "marginal_in_window_ns": ci(1000, 900, 1100)}],
+              "skipped": {}, "sources": [
+                  {"source": "memory events (profile_memory)", "row": "+profile_memory", "measure": "over minimal",
+                   "per_event_ns": 12, "ci95": [-30, 60]},
+                  {"source": "stack walking (with_stack)", "row": "+with_stack", "measure": "over minimal",
+                   "per_event_ns": 1000, "ci95": [900, 1100]}]}
+    assert marginal_state(result["rows"][2]["marginal_in_window_ns"]) == "not distinguishable"
+    assert marginal_state(result["rows"][3]["marginal_in_window_ns"]) == "above"
+    assert marginal_state(ci(-50, -80, -10)) == "below"
+    buf = io.StringIO()
+    print_human(result, buf)
+    text = buf.getvalue()
+    header, body = _table_rows(text, "row")
+    pm = next(ln for ln in body if ln.startswith("+profile_memory"))
+    assert "not distinguishable from minimal" in pm and "12 ns" not in pm
+    ws = next(ln for ln in body if ln.startswith("+with_stack"))
+    assert "1 us [900 ns, 1.1 us] (minimal)" in ws
+    _assert_aligned(header, body)
+    src = text.split("Where the time goes", 1)[1]
+    mem = next(ln for ln in src.splitlines() if "memory events" in ln)
+    assert "not distinguishable from 0 [-30 ns, 60 ns]" in mem and "12 ns" not in mem
+    assert "1 us [900 ns, 1.1 us]" in next(ln for ln in src.splitlines() if "stack walking" in ln)

@@ -12,7 +12,7 @@ import time
 from .. import _engine
 from ..analysis import estimate, per_event_diff
 from ..errors import EXIT_OK, UsageError
-from ..report import check_output, fmt_ns, fmt_time, write_file, write_json
+from ..report import check_output, count_of, fmt_ns, fmt_time, write_file, write_json
 from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
 
 SCHEMA = "opskew.advise/1"
@@ -151,6 +151,19 @@ def schedule_for(events_per_iter: float, stable_from: int, max_events: int) -> d
     return {"wait": max(1, stable_from), "warmup": 1, "active": active, "repeat": 1}
 
 
+def wait_reason(sch: dict, stabilization: dict) -> str:
+    """Why the schedule waits `sch["wait"]` iterations, in words that agree
+    with the stabilization the cold start measured: `wait` is at least 1, so
+    a time stable from the first iteration gets a margin, not a claim that
+    some iteration before it was unstable."""
+    stable_from = stabilization["stable_from_iter"]
+    if stable_from == 0:
+        return (f"the time is stable from the first iteration (iteration 0), so wait={sch['wait']} "
+                "is only a margin")
+    return (f"wait={sch['wait']} skips the {stable_from} iteration(s) before the time stabilizes "
+            f"(stable from iteration {stable_from})")
+
+
 def snippet(result: dict, args) -> str:
     cfg = result["recommended"]["options"]
     sch = result["recommended"]["schedule"]
@@ -208,17 +221,19 @@ def print_human(result, out=None):
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew advise: {c['workload']['description']}\n")
-    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s)\n")
+    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}\n")
     if result.get("status") != "complete":
         out.write(f"  PARTIAL ({result.get('status')})\n")
     st = result.get("stabilization")
     if st:
         out.write(f"\n  cold start: first iteration {fmt_time(st['first_iter_s'])}, steady "
-                  f"{fmt_time(st['steady_per_iter_s'])}; stable (within 15%) from iteration "
-                  f"{st['stable_from_iter']} of {st['cold_iters_timed']} (running median of 3 within 20%)\n")
+                  f"{fmt_time(st['steady_per_iter_s'])}; stable from iteration "
+                  f"{st['stable_from_iter']} of {st['cold_iters_timed']} ({st['rule']})\n")
     out.write(f"  baseline {fmt_time(result.get('baseline_per_iter_s'))}/iteration, "
               f"{result.get('events_per_iter', 0):.6g} events/iteration\n\n")
-    out.write("  candidates (added cost per event, in the window [95% CI]; outside it):\n")
+    cov = next((c["in_window_per_event_ns"].get("ci_coverage") for c in result.get("candidates", {}).values()), None)
+    ci_name = f"{100 * cov:.1f}% CI" if cov else "CI"
+    out.write(f"  candidates (added cost per event, in the window [{ci_name}]; outside it):\n")
     for name, cand in result.get("candidates", {}).items():
         w = cand["in_window_per_event_ns"]
         mark = "*" if name == result.get("recommended", {}).get("name") else " "
@@ -240,7 +255,7 @@ def print_human(result, out=None):
         out.write(f"\n  scope {sc['path']}: whole step adds {fmt_time(sc['whole_added_per_iter_s'])}/iteration "
                   f"({sc['whole_events_per_iter']:.6g} events); scoped adds "
                   f"{fmt_time(sc['scoped_added_per_iter_s'])}/iteration ({sc['scoped_events_per_iter']:.6g} events); "
-                  f"difference {fmt_time(sc['difference_per_iter_s'])}/iteration [95% CI "
+                  f"difference {fmt_time(sc['difference_per_iter_s'])}/iteration [{ci_name} "
                   f"{fmt_time(sc['difference_ci95_s'][0])}, {fmt_time(sc['difference_ci95_s'][1])}]\n"
                   f"  note: {sc['note']}\n")
     if result.get("snippet"):
@@ -321,9 +336,8 @@ def compute(args) -> Computed:
         others = [k for k in result["candidates"] if k != best_name]
         why = (f"cheapest configuration that records {need_txt}"
                + (f" (measured against {', '.join(others)})" if others else "")
-               + f"; no stacks or shapes unless needed; wait skips the {sch['wait']} iteration(s) before "
-               f"the time stabilizes; active={sch['active']} keeps the trace near "
-               f"{events:.3g} events (<= {args.max_events})")
+               + f"; no stacks or shapes unless needed; {wait_reason(sch, result['stabilization'])}; "
+               f"active={sch['active']} keeps the trace near {events:.3g} events (<= {args.max_events})")
         result["recommended"] = {
             "name": best_name, "label": best["label"], "options": best["options"],
             "schedule": sch, "why": why,

@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..errors import EXIT_OK, UsageError
-from ..report import check_output, fmt_ns, write_json
+from ..report import check_output, count_of, fmt_ns, write_json
 
 HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
 DESCRIPTION = """\
@@ -110,7 +110,7 @@ def show(out=None) -> int:
         k = cal["key"]
         v = cal.get("validation") or {}
         out.write(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}  "
-                  f"torch {k['torch']}, {k['device']}, {k['threads']} thread(s), {cal['date']}"
+                  f"torch {k['torch']}, {k['device']}, {count_of(k['threads'], 'thread')}, {cal['date']}"
                   + ("" if not v else f", validation {'ok' if v.get('ok') else 'FAILED'}") + "\n")
         out.write(f"      {cal['_path']}\n")
     return EXIT_OK
@@ -343,7 +343,7 @@ def run(args) -> int:
             cal["_path"] = store(cal)
         results.append(cal)
     print(f"opskew calibrate: {(user or wl).description}; torch {torch.__version__}, {device}, "
-          f"{torch.get_num_threads()} thread(s); {src.n} rounds x {common['iters']} iterations")
+          f"{count_of(torch.get_num_threads(), 'thread')}; {src.n} rounds x {common['iters']} iterations")
     if validation:
         print(f"  validation: injected {args.inject} ns, recovered {fmt_ns(validation['recovered_ns'])} "
               f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "

@@ -9,7 +9,7 @@ from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailu
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check
 from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
-from ..report import check_output, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
+from ..report import check_output, count_of, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
 
 SCHEMA = "opskew.check/1"
 
@@ -98,11 +98,11 @@ def _print_human(result: dict, out=None) -> None:
     rows = [
         ("conditions", f"torch {c['torch']}, {c['device']}"
          + (f" ({c['gpu']})" if c.get("gpu") else f" ({c['cpu']})")
-         + f", {c['threads']} thread(s), Python {c['python']}"),
+         + f", {count_of(c['threads'], 'thread')}, Python {c['python']}"),
         ("instrument", c["instrument_label"] + ("" if c["baseline_instrument"] == "none"
                                                 else f", over {c['baseline_instrument']}")),
         ("method", f"{result.get('pairs', 0)} interleaved pairs x {c['iters']} iterations, "
-         f"warm-up {c.get('warmup_s', 0):.1f}s"),
+         f"warm-up {c.get('warmup_s', 0):.1f}s (--warmup, then one instrument session)"),
     ]
     if result.get("status") != "complete":
         rows.append(("status", f"PARTIAL ({result.get('status')}): figures use the trials completed"))

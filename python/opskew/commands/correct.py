@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
-from ..report import check_output, fmt_time, write_failure, write_json
+from ..report import check_output, count_of, fmt_time, write_failure, write_json
 
 SCHEMA = "opskew.correct/1"
 
@@ -138,7 +138,7 @@ def print_human(res: dict, out=None) -> None:
         out.write(f"  WARNING: {res['warning']} (at byte {res['truncated_at']})\n")
     share = res["instrument_share"]
     out.write(f"  {s['corrected_events'] - s['py_events']} operator and {s['py_events']} Python-function "
-              f"events on {s['threads']} thread(s) corrected; "
+              f"events on {count_of(s['threads'], 'thread')} corrected; "
               f"{s['other_events']} other complete events left as they are\n")
     out.write(f"  top-level time: reported {fmt_time(s['reported_top_ns'] * 1e-9)}, corrected "
               f"{fmt_time(s['corrected_top_ns'] * 1e-9)}: {100 * share:.1f}% of the trace is instrument\n")

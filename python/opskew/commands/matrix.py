@@ -9,7 +9,7 @@ from .. import _engine
 from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
-from ..report import check_output, fmt_ns, write_json
+from ..report import check_output, columns, count_of, fmt_ns, write_json
 from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
 
 SCHEMA = "opskew.matrix/1"
@@ -29,9 +29,11 @@ the native route) and opskew's tracer through it; torch.profiler minimal; minima
 profile_memory, with_flops, with_modules; everything on; on CUDA, CPU-only vs
 CPU+CUDA activities.
 
-For each row: the in-window added cost per event with a 95% CI, stop and
+For each row: the in-window added cost per event with its CI (the sign test's,
+at least 95% from 6 rounds on), stop and
 post-processing (key_averages) per event, export time and bytes per event, and
-the marginal cost over the minimal profiler with a 95% CI. A second table maps
+the marginal cost over the minimal profiler with its CI ("not
+distinguishable" when that CI includes 0). A second table maps
 the results to the sources of profiler overhead.
 """
 
@@ -124,6 +126,7 @@ def analyze(rounds, arms: dict, iters: int) -> dict:
         if ref and ref in walls:
             row["marginal_over"] = ref
             row["marginal_in_window_ns"] = per_event_diff(walls[ref], walls[name], events)
+            row["marginal_state"] = marginal_state(row["marginal_in_window_ns"])
             out_ref = [t.stop_s + t.post_s for t in rounds.trials[ref]]
             out_row = [t.stop_s + t.post_s for t in trials]
             if any(out_ref) or any(out_row):
@@ -238,42 +241,76 @@ def _ci_text(d: dict | None) -> str:
     return f"{fmt_ns(d['median'])} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]"
 
 
+def marginal_state(d: dict | None) -> str | None:
+    """"above" or "below" when the marginal's CI excludes 0 (and reaches its
+    level), else "not distinguishable": a sign the data do not support is
+    not printed."""
+    if not d or d.get("median") is None:
+        return None
+    ci = d.get("ci95")
+    if not ci or not d.get("ci_reaches_95", True) or ci[0] <= 0 <= ci[1]:
+        return "not distinguishable"
+    return "above" if ci[0] > 0 else "below"
+
+
+def marginal_text(r: dict) -> str:
+    d = r.get("marginal_in_window_ns")
+    state = marginal_state(d)
+    if state is None:
+        return ""
+    if state == "not distinguishable":
+        ci = d.get("ci95")
+        span = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else ""
+        return f"not distinguishable from {r['marginal_over']}{span}"
+    return f"{_ci_text(d)} ({r['marginal_over']})"
+
+
 def print_human(result: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
     out.write(f"opskew matrix: {c['workload']['description']}\n")
-    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {c['threads']} thread(s); "
+    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}; "
               f"{result.get('rounds', 0)} rounds x {c['iters']} iterations; "
               f"{result.get('events_per_iter', 0):.6g} operator events/iteration; "
               f"baseline {1e6 * result.get('baseline_per_iter_s', 0):.1f} us/iteration\n")
     if result.get("status") != "complete":
         out.write(f"  PARTIAL ({result.get('status')}): figures use the rounds completed\n")
-    out.write("  medians per event; [95% CI] (sign-test interval for the median)\n\n")
-    hdr = (f"{'row':18s} {'in-window W':>28s} {'marginal (over)':>40s} {'stop':>9s} {'post':>9s} "
-           f"{'export':>9s} {'B/ev':>6s}")
-    out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+    out.write("  medians per event; [CI]: the sign-test interval for the median, coverage >= 95% from 6\n"
+              "  rounds on (the exact coverage is ci_coverage in --json)\n\n")
+    rows = []
     for r in result.get("rows", []):
         if r["row"] == "baseline":
             continue
-        marg = ""
-        if "marginal_in_window_ns" in r:
-            marg = f"{_ci_text(r['marginal_in_window_ns'])} ({r['marginal_over']})"
         g = lambda k: fmt_ns((r.get(k) or {}).get("median"))  # noqa: E731
         b = r.get("export_bytes_per_event")
-        out.write(f"{r['row']:18s} {_ci_text(r.get('in_window_per_event_ns')):>28s} {marg:>40s} "
-                  f"{g('stop_per_event_ns'):>9s} {g('postprocess_per_event_ns'):>9s} "
-                  f"{g('export_per_event_ns'):>9s} {('%.0f' % b) if b else '':>6s}\n")
+        rows.append([r["row"], _ci_text(r.get("in_window_per_event_ns")), marginal_text(r),
+                     g("stop_per_event_ns"), g("postprocess_per_event_ns"), g("export_per_event_ns"),
+                     ("%.0f" % b) if b else ""])
+    for line in columns(["row", "in-window W [CI]", "marginal [CI] (over)", "stop", "post", "export", "B/ev"],
+                        rows):
+        out.write(line + "\n")
+    out.write("  in-window W: each row against the baseline; compare two rows by the marginal column,\n"
+              "  which pairs the row with its reference round by round (W medians of two rows can\n"
+              "  order differently from it); a marginal whose CI includes 0 is not distinguishable\n")
     for name, why in result.get("skipped", {}).items():
-        out.write(f"{name:18s} not measured: {why}\n")
+        out.write(f"{name}  not measured: {why}\n")
     out.write("\nrows: " + "; ".join(f"{r['row']} = {r['label']}" for r in result.get("rows", [])
                                      if r["row"] != "baseline") + "\n")
     out.write("\nWhere the time goes (by source of profiler latency), per event:\n")
+    src = []
     for s in result.get("sources", []):
-        val = "n/a" if s["per_event_ns"] is None else _ci_text({"median": s["per_event_ns"], "ci95": s["ci95"]})
-        extra = ""
+        d = {"median": s["per_event_ns"], "ci95": s["ci95"]}
+        if s["per_event_ns"] is None:
+            val = "n/a"
+        elif s["ci95"] and marginal_state(d) == "not distinguishable":
+            val = f"not distinguishable from 0 [{fmt_ns(s['ci95'][0])}, {fmt_ns(s['ci95'][1])}]"
+        else:
+            val = _ci_text(d)
         if s.get("stop_per_event_ns") is not None:
-            extra = f" (+ stop {fmt_ns(s['stop_per_event_ns'])})"
-        out.write(f"  {s['source']:52s} {val:>28s}{extra}  {s['measure']}\n")
+            val += f" (+ stop {fmt_ns(s['stop_per_event_ns'])})"
+        src.append([s["source"], val, s["measure"]])
+    for line in columns(["source", "per event [CI]", "how it is measured"], src):
+        out.write("  " + line + "\n")
     if result.get("error"):
         out.write(f"\nerror: {result['error']}\n")
 
