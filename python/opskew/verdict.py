@@ -93,17 +93,25 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         row["mark"] = marks["total"]
         ops.append(row)
     ops.sort(key=lambda r: -r["reported_self_ns"])
-    return {"ops": ops, "summary": where_it_lands(med, ops, dm), "stats": med["stats"], "threshold": threshold,
+    return {"ops": ops, "summary": where_it_lands(med, ops, dm, wm, wpm), "stats": med["stats"],
+            "threshold": threshold, "ci_coverage": w.get("ci_coverage", 0.95),
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
             "truncated": bool(med["truncated"])}
 
 
-def where_it_lands(med: dict, ops: list, delta_ns: float) -> dict:
-    """Where the instrument's time went, in the trace's terms: inside the
-    leaves' own intervals (delta), or between events, where it inflates
-    parents' inclusive and self times and the step's wall time."""
+def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_py_ns: float = 0.0) -> dict:
+    """Where the instrument's time went, in the trace's terms. Of W per
+    operator event (and W_py per Python event) over the window:
+    - inside the leaves' own intervals: delta per leaf call, the only part
+      that inflates a leaf's own duration;
+    - inside top-level events but between their children: it inflates
+      parents' inclusive and self times;
+    - between top-level events: it is in no event at all, only in the
+      step's wall time (a trace of bare leaves shows none of it)."""
     s = med["stats"]
-    added = max(s["reported_top_ns"] - s["corrected_top_ns"], 0.0)
+    op_events = s["corrected_events"] - s["py_events"]
+    added = max(w_ns * op_events + w_py_ns * s["py_events"], 0.0)
+    in_events = max(s["reported_top_ns"] - s["corrected_top_ns"], 0.0)
     leaves = [r for r in ops if not r["python"] and r["descendants_per_call"] == 0]
     in_leaves = sum(r["calls"] * delta_ns for r in leaves)
     leaf_rep = sum(r["reported_total_ns"] for r in leaves)
@@ -112,7 +120,8 @@ def where_it_lands(med: dict, ops: list, delta_ns: float) -> dict:
     worst = max(parents, key=lambda r: r["reported_total_ns"] / max(r["corrected_total_ns"]["median"], 1.0),
                 default=None)
     out = {"added_ns": added, "reported_top_ns": s["reported_top_ns"], "corrected_top_ns": s["corrected_top_ns"],
-           "in_leaves_ns": in_leaves, "between_events_ns": max(added - in_leaves, 0.0),
+           "in_leaves_ns": in_leaves, "in_parents_ns": max(in_events - in_leaves, 0.0),
+           "between_top_level_ns": max(added - in_events, 0.0),
            "leaf_inflation": (leaf_rep / leaf_corr - 1) if leaf_corr > 0 else 0.0}
     if worst is not None:
         c = worst["corrected_total_ns"]["median"]
@@ -124,17 +133,18 @@ def where_it_lands(med: dict, ops: list, delta_ns: float) -> dict:
 def sentence(summary: dict) -> str:
     """The summary in plain words."""
     added = summary["added_ns"]
-    if added <= 0 or summary["reported_top_ns"] <= 0:
-        return "the instrument added nothing measurable to this trace"
-    share = added / summary["reported_top_ns"]
-    inside = summary["in_leaves_ns"] / added
-    text = (f"{100 * share:.0f}% of the trace's top-level time is instrument; "
-            f"{100 * inside:.0f}% of that lies inside leaf operators' own intervals "
-            f"(leaves read {100 * summary['leaf_inflation']:+.1f}%), "
-            f"{100 * (1 - inside):.0f}% between events, where it inflates the step's wall time")
+    if added <= 0:
+        return "the instrument added nothing measurable (W is 0 within this run's precision)"
+    leaves = summary["in_leaves_ns"] / added
+    parents = summary["in_parents_ns"] / added
+    between = summary["between_top_level_ns"] / added
+    text = (f"of the time W adds, {100 * leaves:.0f}% lies inside leaf operators' own intervals "
+            f"(leaves read {100 * summary['leaf_inflation']:+.1f}%), {100 * parents:.0f}% inside parents "
+            f"between their children")
     p = summary.get("most_inflated_parent")
-    if p:
-        text += f" and parents' inclusive times ({p['name']} {100 * p['inflation']:+.0f}%)"
+    if p and parents > 0:
+        text += f" ({p['name']} {100 * p['inflation']:+.0f}%)"
+    text += f", {100 * between:.0f}% between top-level events, where only the step's wall time shows it"
     return text
 
 
@@ -146,8 +156,9 @@ def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
         return fmt_time(ns * 1e-9)
 
     ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
+    cov = f"{100 * verdict.get('ci_coverage', 0.95):.1f}% CI"
     hdr = (f"{'operator':36s} {'calls':>7s} {'self':>9s} {'total':>9s} {'added':>9s} "
-           f"{'corr. self [95% CI]':>27s} {'corr. total':>10s}  verdict")
+           f"{'corr. self [' + cov + ']':>27s} {'corr. total':>10s}  verdict")
     out.write(hdr + "\n" + "-" * len(hdr) + "\n")
     for r in ops:
         a = r["added_ns"]

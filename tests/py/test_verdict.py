@@ -66,8 +66,15 @@ def test_busy_wait_around_one_operators_children_marks_parent_inflated_leaves_be
     s = v["summary"]
     assert s["in_leaves_ns"] == 0 and s["leaf_inflation"] == pytest.approx(0, abs=1e-9)
     assert s["most_inflated_parent"]["name"] == "opskew::parent"
+    # W per event over 1200 events (200 parents, 800 adds inside them, 200
+    # top-level muls): the adds' W lies inside the parents, the parents'
+    # and the muls' own W between top-level events.
+    assert s["added_ns"] == pytest.approx(300.0 * 1200)
+    assert s["in_parents_ns"] == pytest.approx(300.0 * 800)
+    assert s["between_top_level_ns"] == pytest.approx(300.0 * 400)
     text = verdict.sentence(s)
-    assert "0% of that lies inside leaf operators" in text and "opskew::parent" in text
+    assert "0% lies inside leaf operators" in text and "opskew::parent" in text
+    assert "67% inside parents" in text and "33% between top-level events" in text
 
 
 def test_delta_inside_the_leaves_inflates_them(tmp_path):

@@ -270,7 +270,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     try:
         prof.export_chrome_trace(raw)
         try:
-            v = per_operator(raw, {k: w[k] for k in ("median", "ci95")}, delta,
+            v = per_operator(raw, {k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta,
                              w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
                              threshold=args.threshold, out=args.corrected_trace)
         except UsageError as exc:  # the corrected trace could not be written: exit 7
