@@ -153,6 +153,10 @@ typedef struct {
   size_t peak_buffer;        /* largest read buffer used, bytes */
   int gzip;                  /* the input was gzip */
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
+  int gzip_corrupt;          /* the gzip data was corrupt after some JSON: the input was
+                              * taken to end there (OSK_ETRUNCATED unless the document
+                              * was complete before it); corrupt from its first byte
+                              * is OSK_EFORMAT */
   int array_format;          /* the document is a bare array of events */
   osk_reader_marks_t marks;  /* option marks of the traceEvents delivered */
   uint64_t objects_not_kept; /* top-level objects that could be kept but were too
@@ -187,8 +191,10 @@ int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t
 /* Reads the whole document and calls `fn` (which may be NULL to only
  * validate) for each event. Returns:
  *   0               the document was complete and valid;
- *   OSK_ETRUNCATED  the input ended early (a profiler killed mid-write): every
- *                   complete event before that point was delivered;
+ *   OSK_ETRUNCATED  the input ended early (a profiler killed mid-write, or
+ *                   gzip data corrupt after some JSON: stats.gzip_corrupt):
+ *                   every complete event before that point was delivered,
+ *                   whatever the size of the file;
  *   OSK_EFORMAT     invalid JSON or not a trace; events before the error
  *                   were delivered; err->offset is the offending byte;
  *   OSK_ERANGE      an event exceeded max_unit_bytes;

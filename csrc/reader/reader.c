@@ -100,6 +100,7 @@ struct osk_reader {
   z_stream zs;
   int zs_live;    /* inflateInit2 succeeded */
   int z_ended;    /* the current gzip member ended */
+  int z_error;    /* zlib found corrupt data after output that src_read returned first */
 
   /* The parse buffer: buf[0..len) holds bytes from stream offset `base`;
    * buf[len] is always NUL. */
@@ -240,6 +241,7 @@ static int src_read(osk_reader_t *r, char *dst, size_t n, size_t *got) {
     *got = (size_t)k;
     return 0;
   }
+  if (r->z_error) return OSK_EFORMAT;
   r->zs.next_out = (Bytef *)dst;
   r->zs.avail_out = (uInt)(n > UINT_MAX ? UINT_MAX : n);
   uInt want = r->zs.avail_out;
@@ -266,6 +268,12 @@ static int src_read(osk_reader_t *r, char *dst, size_t n, size_t *got) {
       }
     } else if (zr != Z_OK) {
       r->err_msg = "gzip data is corrupt";
+      /* What zlib wrote before the bad data is good: hand it out first (a
+       * small file is inflated by one call, which used to lose it all). */
+      if (*got > 0) {
+        r->z_error = 1;
+        return 0;
+      }
       return OSK_EFORMAT;
     }
     if (*got > 0) return 0;
@@ -467,7 +475,7 @@ int osk_reader_rewind(osk_reader_t *r, osk_error_t *err) {
   size_t peak = r->stats.peak_buffer;
   memset(&r->stats, 0, sizeof r->stats);
   r->stats.peak_buffer = peak;
-  r->src_eof = r->z_ended = 0;
+  r->src_eof = r->z_ended = r->z_error = 0;
   r->zin_len = r->zin_pos = 0;
   r->len = r->pos = r->slen = 0;
   r->base = 0;
@@ -1398,6 +1406,13 @@ static int refill(osk_reader_t *r, osk_error_t *err) {
     set_err(err, rc, r->io_msg ? r->io_msg : "cannot read the trace", r->base + r->len, errno);
     return rc;
   }
+  if (rc == OSK_EFORMAT && r->base + r->len > 0) {
+    /* Corrupt gzip after some JSON: the input ends there, as a cut file
+     * does (osk_reader_run then says which), so what came before is read. */
+    r->stats.gzip_corrupt = 1;
+    rc = 0;
+    got = 0;
+  }
   if (rc) {
     set_err(err, rc, r->err_msg ? r->err_msg : "gzip data is corrupt", r->base + r->len, 0);
     return rc;
@@ -1423,6 +1438,26 @@ static const char *truncation_message(int state) {
   default:
     return "the trace ends before the end of its JSON document (truncated)";
   }
+}
+
+/* After a JSON error in gzip input: inflates the rest (into the scratch
+ * area, which the failed parse no longer needs) and says whether zlib finds
+ * it corrupt (bad data or a bad check value). r->err_msg is kept. */
+static int gzip_rest_corrupt(osk_reader_t *r) {
+  if (r->stats.gzip_corrupt) return 1;
+  const char *msg = r->err_msg;
+  int corrupt = 0;
+  for (;;) {
+    size_t got = 0;
+    int rc = src_read(r, r->scratch, r->scap, &got);
+    if (rc) {
+      corrupt = rc == OSK_EFORMAT;
+      break;
+    }
+    if (got == 0) break;
+  }
+  r->err_msg = msg;
+  return corrupt;
 }
 
 int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error_t *err) {
@@ -1457,6 +1492,19 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
       r->stats.bytes = r->base + r->len;
       return 0;
     }
+    if (rc == P_ERR && r->stats.gzip && gzip_rest_corrupt(r)) {
+      /* Corrupt deflate data usually inflates to garbage before zlib can
+       * tell: broken JSON in a gzip stream that zlib then rejects is the
+       * gzip's fault, and is read as the corrupt input it is, up to the
+       * break, as a cut file is. */
+      uint64_t off = r->base + (uint64_t)(r->err_at - r->buf);
+      r->stats.gzip_corrupt = 1;
+      set_err(err, OSK_ETRUNCATED,
+              "the gzip data is corrupt: its JSON breaks at this point (the trace is read up to it)",
+              off, 0);
+      r->stats.bytes = off;
+      return OSK_ETRUNCATED;
+    }
     if (rc == P_ERR) {
       uint64_t off = r->base + (uint64_t)(r->err_at - r->buf);
       /* A NUL at the end of the data is the sentinel, not input. */
@@ -1469,7 +1517,10 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
       return rc;
     }
     if (r->eof) {
-      set_err(err, OSK_ETRUNCATED, truncation_message(r->state), r->base + r->len, 0);
+      set_err(err, OSK_ETRUNCATED,
+              r->stats.gzip_corrupt ? "the gzip data is corrupt from this point on (the trace is read up to it)"
+                                    : truncation_message(r->state),
+              r->base + r->len, 0);
       r->stats.bytes = r->base + r->len;
       return OSK_ETRUNCATED;
     }
