@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "reader_testutil.h"
 
@@ -297,6 +298,76 @@ static void test_open_errors(void) {
   CHECK(err.sys_errno == ENOENT);
 }
 
+/* gzip of `t` (deflate level 6); the caller frees it. */
+static unsigned char *gz(const char *t, size_t n, size_t *out_len) {
+  z_stream z = {0};
+  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  size_t cap = deflateBound(&z, n) + 64;
+  unsigned char *o = malloc(cap);
+  CHECK(o != NULL);
+  z.next_in = (Bytef *)t;
+  z.avail_in = (uInt)n;
+  z.next_out = o;
+  z.avail_out = (uInt)cap;
+  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  *out_len = cap - z.avail_out;
+  deflateEnd(&z);
+  return o;
+}
+
+/* Item 6: a small gzip cut in half or corrupt in the middle is read up to
+ * the damage (OSK_ETRUNCATED, the events before it), the same in any piece
+ * size; corrupt from the first byte is invalid. */
+static void test_damaged_gzip(void) {
+  size_t cap = 1 << 20, len = 0;
+  char *t = malloc(cap);
+  CHECK(t != NULL);
+  len += (size_t)snprintf(t, cap, "{\"traceEvents\":[");
+  for (int i = 0; len + 200 < cap; i++)
+    len += (size_t)snprintf(t + len, cap - len, "%s{\"ph\":\"X\",\"name\":\"op%d\",\"ts\":%d,\"dur\":%d}",
+                            i ? "," : "", (i * 7919) % 1000, i, i % 13);
+  len += (size_t)snprintf(t + len, cap - len, "]}");
+  size_t zn;
+  unsigned char *z = gz(t, len, &zn);
+  for (int damage = 0; damage < 3; damage++) {
+    unsigned char *d = malloc(zn);
+    CHECK(d != NULL);
+    memcpy(d, z, zn);
+    size_t dn = zn;
+    if (damage == 0) dn = zn / 2;                             /* cut */
+    if (damage == 1) for (size_t i = zn / 2; i < zn / 2 + 8; i++) d[i] ^= 0xA5; /* corrupt */
+    if (damage == 2) d[zn - 5] ^= 1;                          /* a bad length in the trailer */
+    uint64_t first = 0;
+    for (size_t piece = 0; piece <= 7; piece += 7) {
+      osk_reader_t *r;
+      osk_error_t err;
+      CHECK(osk_reader_open_mem(&r, d, dn, piece, NULL, &err) == 0);
+      uint64_t n = 0;
+      int rc = osk_reader_run(r, count_events, &n, &err);
+      const osk_reader_stats_t *st = osk_reader_stats(r);
+      if (damage < 2) {
+        CHECK(rc == OSK_ETRUNCATED);
+        CHECK(n > 1000 && st->bytes < len);
+        CHECK(damage == 0 ? st->gzip_unterminated : st->gzip_corrupt);
+      } else { /* the JSON was whole: read, and the damage flagged */
+        CHECK(rc == 0 && st->gzip_corrupt && st->bytes == len);
+      }
+      if (piece == 0) first = n;
+      CHECK(n == first);
+      osk_reader_free(r);
+    }
+    free(d);
+  }
+  free(z);
+  free(t);
+  const unsigned char junk[] = {0x1f, 0x8b, 0x08, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  osk_reader_t *r;
+  osk_error_t err;
+  CHECK(osk_reader_open_mem(&r, junk, sizeof junk, 0, NULL, &err) == 0);
+  CHECK(osk_reader_run(r, NULL, NULL, &err) == OSK_EFORMAT);
+  osk_reader_free(r);
+}
+
 int main(void) {
   test_linear_work();
   test_unit_limit();
@@ -304,6 +375,7 @@ int main(void) {
   test_pipe_summary();
   test_rewind();
   test_open_errors();
+  test_damaged_gzip();
   puts("reader hardening: ok");
   return 0;
 }
