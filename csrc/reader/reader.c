@@ -1490,6 +1490,13 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
         if (!r->eof) continue;
       }
       r->stats.bytes = r->base + r->len;
+      if (r->stats.gzip_corrupt) { /* whole JSON, but zlib rejects what follows or the check */
+        set_err(err, OSK_ETRUNCATED,
+                "the gzip data is corrupt after the JSON document (a bad check value or trailer): "
+                "the trace was read but may be damaged",
+                r->base + r->len, 0);
+        return OSK_ETRUNCATED;
+      }
       return 0;
     }
     if (rc == P_ERR && r->stats.gzip && gzip_rest_corrupt(r)) {

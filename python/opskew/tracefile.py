@@ -99,8 +99,6 @@ def warnings_of(result: dict) -> list[str]:
                    f"the summary covers the {st.get('events', 0)} events before that point")
     if st.get("gzip_unterminated"):
         out.append("the gzip stream ends before its trailer (the compressed file was cut)")
-    if st.get("gzip_corrupt") and result["status"] == "ok":  # else the truncation says it
-        out.append("the gzip data is corrupt after its complete JSON document (a bad trailer?)")
     if st.get("out_of_range"):
         out.append(f"{st['out_of_range']} events have a ts or dur that is not representable in "
                    "int64 nanoseconds (or an absurd exponent) and were skipped")
