@@ -263,9 +263,10 @@ void osk_reader_free(osk_reader_t *r);
  * events in start order; Kineto writes them so, and the analyzer checks. While
  * they are in order it keeps only the open stack per thread. When a thread's
  * start times go backwards, that thread's nesting so far is dropped and the
- * one-call summaries read the trace a second time, keeping only that thread's
- * complete events (24 bytes each), sort them by (start, longer first) and nest
- * them then: memory grows with the events of out-of-order threads only.
+ * one-call summaries read the trace a second time (osk_reader_rewind: a pipe
+ * from the reader's copy of it), keeping only that thread's complete events
+ * (24 bytes each), sort them by (start, longer first) and nest them then:
+ * memory grows with the events of out-of-order threads only.
  * Equal start times nest the longer event outside, whichever comes first. An
  * event outlived by a later one that starts inside it is closed at the later
  * one's start and counted as an overlap: its parent counts it only up to
