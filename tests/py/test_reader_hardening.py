@@ -274,3 +274,30 @@ def test_work_is_linear_in_one_huge_event(tmp_path):
     assert r["status"] == "ok" and r["stats"]["events"] == 2
     size = path.stat().st_size
     assert size <= r["stats"]["bytes_scanned"] < 3 * size
+
+
+def test_every_open_errno_is_named_with_exit_2():
+    """The errno-to-message table, for the reasons a test cannot provoke here
+    (permission denied under root): the C's OSK_EIO result for each becomes
+    one line naming it, exit 2; an errno outside the table keeps strerror."""
+    import errno as E
+
+    from opskew import _engine
+    from opskew.errors import EXIT_USAGE, OpskewError
+    from opskew.tracefile import OPEN_ERRORS, _raise_unless_read
+
+    def fail(sys_errno, message="cannot open the trace"):
+        result = {"status": "error", "error": {"number": _engine.EIO, "message": message, "offset": 0,
+                                               "sys_errno": sys_errno}}
+        with pytest.raises(OpskewError) as exc:
+            _raise_unless_read(result, "t.json", "trace t.json")
+        assert exc.value.exit_code == EXIT_USAGE and "\n" not in str(exc.value)
+        return str(exc.value)
+
+    assert fail(E.EACCES) == "trace t.json: permission denied"
+    assert fail(E.EISDIR) == "trace t.json: is a directory, not a trace file"
+    for code, text in OPEN_ERRORS.items():
+        assert fail(code) == f"trace t.json: {text}"
+    assert fail(E.EMFILE).endswith(": cannot open the trace: " + os.strerror(E.EMFILE))
+    # A read error is not an open error, whatever its errno.
+    assert "cannot read the trace" in fail(E.ENOENT, "cannot read the trace")
