@@ -19,6 +19,14 @@ as separate processes, interleaved:
               reader (bench/parse_opskew.c) against yajl 2, the packaged
               streaming C parser (bench/parse_yajl.c; needs libyajl-dev):
               why opskew has its own scanner
+  parse:baseline  (with --parsers-baseline FILE) parse_opskew.c built with
+              another reader.c (`git show REV:csrc/reader/reader.c > FILE`),
+              beside parse:opskew: a before/after of the reader alone
+
+With --big-event MB it runs another comparison instead: `opskew summary` of a
+trace whose one event is MB megabytes (a string in its args), against an
+ordinary trace of the same size, as time per byte and their ratio (the reader
+is linear in the input whatever the size of an event; it was quadratic).
 
 and prints wall time and peak RSS (getrusage of each child, via wait4) side by
 side with ratios to opskew. The traces are deleted at the end.
@@ -302,17 +310,22 @@ def _run(cmd, timeout, env=None):
     return wall, ru.ru_maxrss * 1024, p.returncode, err
 
 
-def build_parsers(tmp):
-    """Compiles the two C parser drivers; returns {name: argv prefix}."""
+def build_parsers(tmp, baseline=None):
+    """Compiles the two C parser drivers (and parse_opskew.c with the
+    `baseline` reader.c); returns {name: argv prefix}."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cc = os.environ.get("CC", "cc")
     out = {}
-    exe = os.path.join(tmp, "parse_opskew")
-    cmd = [cc, "-O2", "-std=c11", "-D_GNU_SOURCE", "-I", os.path.join(root, "include"),
-           os.path.join(root, "bench", "parse_opskew.c"), os.path.join(root, "csrc", "reader", "reader.c"),
-           "-lz", "-lpthread", "-o", exe]
-    if subprocess.run(cmd).returncode == 0:
-        out["parse:opskew"] = [exe]
+    readers = {"parse:opskew": os.path.join(root, "csrc", "reader", "reader.c")}
+    if baseline:
+        readers["parse:baseline"] = os.path.abspath(baseline)
+    for name, reader_c in readers.items():
+        exe = os.path.join(tmp, name.replace(":", "_"))
+        cmd = [cc, "-O2", "-std=c11", "-D_GNU_SOURCE", "-I", os.path.join(root, "include"),
+               "-I", os.path.join(root, "csrc", "reader"),
+               os.path.join(root, "bench", "parse_opskew.c"), reader_c, "-lz", "-lpthread", "-o", exe]
+        if subprocess.run(cmd).returncode == 0:
+            out[name] = [exe]
     exe = os.path.join(tmp, "parse_yajl")
     cmd = [cc, "-O2", os.path.join(root, "bench", "parse_yajl.c"), "-lyajl", "-o", exe]
     if subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode == 0:
@@ -326,6 +339,64 @@ def fmt_mb(b):
     return f"{b / 2**20:,.0f} MiB"
 
 
+def generate_big_event(path: str, event_bytes: int) -> dict:
+    """A Kineto-like trace whose one event carries an args string of
+    event_bytes, between two ordinary events."""
+    head = ('{"traceEvents": [\n  {"ph": "X", "cat": "cpu_op", "name": "before", "pid": 1, "tid": 1, '
+            '"ts": 1.000, "dur": 1.000},\n  {"ph": "X", "cat": "cpu_op", "name": "big", "pid": 1, "tid": 1, '
+            '"ts": 3.000, "dur": 2.000, "args": {"blob": "')
+    tail = ('"}},\n  {"ph": "X", "cat": "cpu_op", "name": "after", "pid": 1, "tid": 1, "ts": 9.000, '
+            '"dur": 1.000}\n]}\n')
+    piece = "0123456789abcdef" * 4096
+    with open(path, "w", buffering=1 << 22) as f:
+        f.write(head)
+        left = event_bytes
+        while left > 0:
+            f.write(piece[:left])
+            left -= len(piece)
+        f.write(tail)
+    return {"bytes": os.path.getsize(path), "events": 3}
+
+
+def big_event(args, tmp):
+    """--big-event: time per byte of one huge event against an ordinary trace."""
+    mb = args.big_event
+    big = os.path.join(tmp, "big.json")
+    info = generate_big_event(big, mb * 10**6)
+    normal = os.path.join(tmp, "ordinary.json")
+    ninfo = generate(normal, info["bytes"])
+    print(f"# big event: {info['bytes'] / 1e6:.0f} MB in one event; ordinary: {ninfo['bytes'] / 1e6:.0f} MB, "
+          f"{ninfo['events']:,} events")
+    out = os.path.join(tmp, "out.json")
+    cmds = {name: [sys.executable, "-m", "opskew", "summary", p, "--json", out, "--top", "0"]
+            for name, p in (("ordinary", normal), ("big-event", big))}
+    sizes = {"ordinary": ninfo["bytes"], "big-event": info["bytes"]}
+    runs = {name: [] for name in cmds}
+    for rep in range(args.repeats):  # interleaved
+        for name, cmd in cmds.items():
+            wall, rss, rc, err = run_measured(cmd, args.timeout)
+            if rc != 0:
+                print(f"# {name} failed ({rc}): {err.strip()[-400:]}")
+                continue
+            runs[name].append((wall, rss))
+            if rep == 0:
+                with open(out) as f:
+                    st = json.load(f)["stats"]
+                print(f"# {name}: read {st['bytes'] / 1e6:.0f} MB, examined {st['bytes_scanned'] / 1e6:.0f} MB "
+                      f"({st['bytes_scanned'] / st['bytes']:.2f}x), buffer {fmt_mb(st['peak_buffer_bytes'])}")
+    ns_per_byte = {n: statistics.median(w for w, _ in rs) * 1e9 / sizes[n] for n, rs in runs.items() if rs}
+    print()
+    print("trace      wall (median)  ns/byte  peak RSS   ns/byte vs ordinary")
+    for n, rs in runs.items():
+        if not rs:
+            print(f"{n:<10} failed")
+            continue
+        wall = statistics.median(w for w, _ in rs)
+        ratio = ns_per_byte[n] / ns_per_byte["ordinary"] if "ordinary" in ns_per_byte else float("nan")
+        print(f"{n:<10} {wall:>11.2f} s  {ns_per_byte[n]:>7.2f}  {fmt_mb(max(r for _, r in rs)):>8}  "
+              f"{ratio:>18.2f}x")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,600", help="trace sizes in MB (default: 100,600)")
@@ -334,6 +405,10 @@ def main():
     ap.add_argument("--skip-json", action="store_true", help="skip json.load + Python")
     ap.add_argument("--gzip", action="store_true", help="also time opskew on the gzip-compressed trace")
     ap.add_argument("--parsers", action="store_true", help="also compare the bare C parsers (opskew, yajl)")
+    ap.add_argument("--parsers-baseline", default=None, metavar="READER_C",
+                    help="with --parsers: another reader.c, built into parse:baseline beside parse:opskew")
+    ap.add_argument("--big-event", type=int, default=0, metavar="MB",
+                    help="instead: one event of MB megabytes against an ordinary trace of the same size")
     ap.add_argument("--baseline-python", default=None, metavar="PY",
                     help="a Python whose environment has another opskew installed, timed beside this one")
     ap.add_argument("--timeout", type=float, default=3600, help="per-run timeout in s")
@@ -346,9 +421,15 @@ def main():
     print(f"# bench_reader: opskew {opskew.__version__}, Python {platform.python_version()}, "
           f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}")
     tmp = tempfile.mkdtemp(prefix="opskew-bench-", dir=args.dir)
+    if args.big_event:
+        try:
+            big_event(args, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     rows = []
     try:
-        parsers = build_parsers(tmp) if args.parsers else {}
+        parsers = build_parsers(tmp, args.parsers_baseline) if args.parsers else {}
         for mb in sizes:
             d = os.path.join(tmp, f"{mb}MB")
             os.makedirs(d)

@@ -61,6 +61,8 @@ enum {
   OSK_READER_EV_DUR = 1 << 1,  /* dur likewise */
   OSK_READER_EV_NAME = 1 << 2, /* name is a string */
   OSK_READER_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
+  OSK_READER_EV_RANGE = 1 << 4, /* ts or dur was a number not representable as int64 ns
+                                 * (also sets BAD; counted in stats.out_of_range) */
 };
 
 /* One trace event, as the reader hands it to the callback. The reader owns
@@ -75,7 +77,12 @@ typedef struct {
   osk_reader_id_t tid;
   /* ts and dur in integer nanoseconds. Chrome traces give microseconds;
    * Kineto writes a 3-digit fraction, which converts exactly; any other
-   * number is rounded to the nearest ns (ties away from zero). */
+   * number is rounded once to the nearest ns (ties away from zero), exactly,
+   * whatever its number of digits or exponent. A number whose result does
+   * not fit int64 (|ns| > INT64_MAX), or whose exponent has 18 digits or
+   * more (and a nonzero mantissa), is out of range: the field is absent
+   * from `has`, OSK_READER_EV_RANGE and OSK_READER_EV_BAD are set, and the
+   * value is never 0 silently. NaN and Infinity are not JSON: OSK_EFORMAT. */
   int64_t ts_ns;
   int64_t dur_ns;
   osk_str_t arg_name;   /* args.name when it is a string (metadata events) */
@@ -105,6 +112,13 @@ typedef struct {
    * before that point) and stats.header_only_stopped is set. A document
    * without "traceEvents" is read whole; a bare array stops at once. */
   int header_only;
+  /* Nonzero: osk_reader_rewind works on any input. A file that is not
+   * seekable (a pipe, standard input, a FIFO, a socket) is then copied, as
+   * it is read, into a temporary file of the reader's own (created with
+   * O_EXCL in $TMPDIR, else /tmp, and unlinked at once, so nothing is left
+   * behind), from which the second read comes. Regular files and memory are
+   * rewound without a copy, whatever this says. */
+  int rewindable;
 } osk_reader_opts_t;
 
 /* Marks of the torch.profiler options that made a trace, counted while
@@ -130,9 +144,19 @@ typedef struct {
   uint64_t events;           /* elements of traceEvents delivered */
   uint64_t bad_fields;       /* events with OSK_READER_EV_BAD */
   uint64_t lone_surrogates;  /* \uD800-\uDFFF escapes without a partner, read as U+FFFD */
+  uint64_t out_of_range;     /* events with OSK_READER_EV_RANGE (a ts or dur not int64 ns) */
+  /* Bytes the parser examined, those it examined again after a refill
+   * included: below 3 x bytes for any input (each unit is re-parsed only
+   * after its buffered part doubled), about 1 x for ordinary traces. A
+   * measure of work that tests can assert without a clock. */
+  uint64_t bytes_scanned;
   size_t peak_buffer;        /* largest read buffer used, bytes */
   int gzip;                  /* the input was gzip */
   int gzip_unterminated;     /* the gzip stream ended before its trailer */
+  int gzip_corrupt;          /* the gzip data was corrupt after some JSON: the input was
+                              * taken to end there (OSK_ETRUNCATED unless the document
+                              * was complete before it); corrupt from its first byte
+                              * is OSK_EFORMAT */
   int array_format;          /* the document is a bare array of events */
   osk_reader_marks_t marks;  /* option marks of the traceEvents delivered */
   uint64_t objects_not_kept; /* top-level objects that could be kept but were too
@@ -147,9 +171,14 @@ typedef struct {
 typedef struct osk_reader osk_reader_t;
 
 /* Opens a trace file for reading; gzip is recognized by its magic bytes, not
- * by the name. `opts` may be NULL (defaults). On success *out owns the file
- * until osk_reader_free. Returns 0, OSK_EINVAL (NULL path or out), OSK_EIO
- * (err->sys_errno says why), OSK_ENOMEM. `err` may be NULL. */
+ * by the name. "-" is standard input (the reader reads a duplicate of
+ * descriptor 0 and closes only that). Any file that can be read in order
+ * works: a pipe, /dev/stdin, a FIFO, a socket. `opts` may be NULL
+ * (defaults). On success *out owns the file until osk_reader_free. Returns
+ * 0, OSK_EINVAL (NULL path or out), OSK_EIO (err->sys_errno says why:
+ * ENOENT, EISDIR for a directory, ELOOP, EACCES, ENXIO for a socket file,
+ * ...; with rewindable, a failure to create the pipe's copy also), OSK_ENOMEM.
+ * `err` may be NULL. */
 int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
                     osk_error_t *err);
 
@@ -162,14 +191,25 @@ int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t
 /* Reads the whole document and calls `fn` (which may be NULL to only
  * validate) for each event. Returns:
  *   0               the document was complete and valid;
- *   OSK_ETRUNCATED  the input ended early (a profiler killed mid-write): every
- *                   complete event before that point was delivered;
+ *   OSK_ETRUNCATED  the input ended early (a profiler killed mid-write, or
+ *                   gzip data corrupt after some JSON: stats.gzip_corrupt):
+ *                   every complete event before that point was delivered,
+ *                   whatever the size of the file;
  *   OSK_EFORMAT     invalid JSON or not a trace; events before the error
  *                   were delivered; err->offset is the offending byte;
  *   OSK_ERANGE      an event exceeded max_unit_bytes;
  *   OSK_EIO, OSK_ENOMEM, or the callback's negative code.
  * A reader runs once; a second call returns OSK_EINVAL. */
 int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error_t *err);
+
+/* Makes the reader read its input again from the start, as if just opened
+ * (stats, members and the run-once rule are reset; the options are kept).
+ * A regular file is read again from where it was at open; a pipe only when
+ * opened with opts.rewindable, from the copy of what the first read took
+ * from it (a first read that stopped early was copied only so far). Returns
+ * 0, OSK_EINVAL, OSK_EIO (a pipe without rewindable: sys_errno ESPIPE), or
+ * what opening returns. */
+int osk_reader_rewind(osk_reader_t *r, osk_error_t *err);
 
 /* Counters so far; never NULL for a non-NULL reader. */
 const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
@@ -223,9 +263,10 @@ void osk_reader_free(osk_reader_t *r);
  * events in start order; Kineto writes them so, and the analyzer checks. While
  * they are in order it keeps only the open stack per thread. When a thread's
  * start times go backwards, that thread's nesting so far is dropped and the
- * one-call summaries read the trace a second time, keeping only that thread's
- * complete events (24 bytes each), sort them by (start, longer first) and nest
- * them then: memory grows with the events of out-of-order threads only.
+ * one-call summaries read the trace a second time (osk_reader_rewind: a pipe
+ * from the reader's copy of it), keeping only that thread's complete events
+ * (24 bytes each), sort them by (start, longer first) and nest them then:
+ * memory grows with the events of out-of-order threads only.
  * Equal start times nest the longer event outside, whichever comes first. An
  * event outlived by a later one that starts inside it is closed at the later
  * one's start and counted as an overlap: its parent counts it only up to
@@ -349,12 +390,20 @@ size_t osk_summary_meta_count(const osk_summary_t *s);
 int osk_summary_meta_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *value,
                          int *is_string);
 
+/* The document's top-level objects the reader kept (osk_reader_object_get:
+ * opskew's "opskew" header, with its "lost" counts, among them), as
+ * osk_reader_object_get; filled by the one-call summaries only. */
+size_t osk_summary_object_count(const osk_summary_t *s);
+int osk_summary_object_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *json);
+
 /* Frees everything; NULL is a no-op. */
 void osk_summary_free(osk_summary_t *s);
 
 /* ------------------------------------------------------ one-call summaries */
 
-/* Reads a trace file and summarizes it, with the second pass when needed.
+/* Reads a trace file and summarizes it, with the second pass when needed
+ * (through osk_reader_rewind, so "-", /dev/stdin and other pipes work: see
+ * osk_reader_opts_t.rewindable, which the one-call summaries always set).
  * On success and on OSK_ETRUNCATED and OSK_EFORMAT, *out holds the summary
  * of everything read before the end or the error (finished; free it with
  * osk_summary_free); on other failures *out is NULL. `rstats` (may be NULL)

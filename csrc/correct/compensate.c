@@ -684,7 +684,7 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
    * alone finds them. A failure here is the main read's to report. */
   osk_reader_t *head = NULL;
   if (out_path && !c->hold_all) {
-    osk_reader_opts_t hopts = {0, 0, 1};
+    osk_reader_opts_t hopts = {.header_only = 1};
     osk_error_t herr;
     if (osk_reader_open(&head, in_path, &hopts, &herr) == 0) {
       osk_reader_run(head, NULL, NULL, &herr);

@@ -165,16 +165,26 @@ fail:
 /* The kept top-level objects as {key: value}, each value decoded by the json
  * module from the text the reader validated (a later key wins, as in JSON
  * readers). */
-static PyObject *objects_dict(const osk_reader_t *r) {
+typedef int (*object_get_fn)(const void *src, size_t i, osk_str_t *k, osk_str_t *v);
+
+static int summary_object_get(const void *src, size_t i, osk_str_t *k, osk_str_t *v) {
+  return osk_summary_object_get(src, i, k, v);
+}
+
+static int reader_object_get(const void *src, size_t i, osk_str_t *k, osk_str_t *v) {
+  return osk_reader_object_get(src, i, k, v);
+}
+
+static PyObject *objects_dict(const void *r, size_t n, object_get_fn get) {
   PyObject *d = PyDict_New();
-  if (!d || osk_reader_object_count(r) == 0) return d;
+  if (!d || n == 0) return d;
   PyObject *json = PyImport_ImportModule("json");
   PyObject *loads = json ? PyObject_GetAttrString(json, "loads") : NULL;
   Py_XDECREF(json);
   if (!loads) goto fail;
-  for (size_t i = 0; i < osk_reader_object_count(r); i++) {
+  for (size_t i = 0; i < n; i++) {
     osk_str_t k, v;
-    osk_reader_object_get(r, i, &k, &v);
+    get(r, i, &k, &v);
     PyObject *key = str_obj(k), *text = str_obj(v), *val = NULL;
     if (key && text) val = PyObject_CallFunctionObjArgs(loads, text, NULL);
     /* The reader keeps no object deeper than OSK_READER_OBJECT_MAX_DEPTH;
@@ -217,9 +227,12 @@ static int reader_stats_into(PyObject *d, const osk_reader_stats_t *rs) {
          put(d, "compressed_bytes", PyLong_FromUnsignedLongLong(rs->compressed_bytes)) ||
          put(d, "gzip", PyBool_FromLong(rs->gzip)) ||
          put(d, "gzip_unterminated", PyBool_FromLong(rs->gzip_unterminated)) ||
+         put(d, "gzip_corrupt", PyBool_FromLong(rs->gzip_corrupt)) ||
          put(d, "array_format", PyBool_FromLong(rs->array_format)) ||
          put(d, "bad_fields", PyLong_FromUnsignedLongLong(rs->bad_fields)) ||
          put(d, "lone_surrogates", PyLong_FromUnsignedLongLong(rs->lone_surrogates)) ||
+         put(d, "out_of_range", PyLong_FromUnsignedLongLong(rs->out_of_range)) ||
+         put(d, "bytes_scanned", PyLong_FromUnsignedLongLong(rs->bytes_scanned)) ||
          put(d, "objects_not_kept", PyLong_FromUnsignedLongLong(rs->objects_not_kept)) ||
          put(d, "header_only_stopped", PyBool_FromLong(rs->header_only_stopped)) ||
          put(d, "peak_buffer_bytes", PyLong_FromSize_t(rs->peak_buffer));
@@ -316,6 +329,8 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
              put(result, "processes", processes_list(s)) ||
              put(result, "metadata",
                  meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
+             put(result, "objects",
+                 objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
              put(result, "stats", stats_dict(osk_summary_stats(s), &rstats)) ||
              put(result, "marks", marks_dict(&rstats.marks))))) {
     Py_CLEAR(result);
@@ -325,6 +340,7 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
     osk_reader_marks_t none = {0};
     if (put(result, "ops", PyList_New(0)) || put(result, "threads", PyList_New(0)) ||
         put(result, "processes", PyList_New(0)) || put(result, "metadata", PyDict_New()) ||
+        put(result, "objects", PyDict_New()) ||
         put(result, "stats", PyDict_New()) || put(result, "marks", marks_dict(&none)))
       Py_CLEAR(result);
   }
@@ -362,7 +378,8 @@ static PyObject *reader_scan(PyObject *self, PyObject *args, PyObject *kw) {
   if (!result || put_outcome(result, rc, &err) ||
       put(result, "metadata",
           r ? meta_dict(r, osk_reader_meta_count(r), reader_meta_get) : PyDict_New()) ||
-      put(result, "objects", r ? objects_dict(r) : PyDict_New()) ||
+      put(result, "objects",
+          r ? objects_dict(r, osk_reader_object_count(r), reader_object_get) : PyDict_New()) ||
       put(result, "marks", marks_dict(&rs->marks)) || !(stats = PyDict_New()) ||
       put(stats, "events", PyLong_FromUnsignedLongLong(rs->events)) ||
       reader_stats_into(stats, rs) || PyDict_SetItemString(result, "stats", stats))
@@ -378,7 +395,8 @@ static PyMethodDef reader_methods[] = {
      "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
      "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"
      "of its complete events ('ops'), 'threads', 'processes', the document's\n"
-     "top-level 'metadata', 'stats', 'status' ('ok', 'truncated' or 'invalid')\n"
+     "top-level 'metadata' and 'objects' (as in scan(): opskew's 'opskew'\n"
+     "header with its 'lost' counts), 'stats', 'status'\n"
      "'marks' (the torch.profiler option marks, as in scan()), 'status' ('ok',\n"
      "'truncated', 'invalid' or 'error': nothing could be read) and 'error'\n"
      "(None, or {'code', 'number', 'message', 'offset', 'sys_errno'}: offset\n"

@@ -7,9 +7,10 @@
  * parsed by plain recursive descent over the buffer; if it runs into the end
  * of the buffered data it reports "need more", the unparsed tail is moved to
  * the front of the buffer, more input is appended and the unit is parsed again
- * from its start. So memory is one chunk plus the largest unit (the buffer
- * grows only for an event larger than a chunk), never the document, and the
- * hot loops need no resumable state. The sentinel lets the byte loops (white
+ * from its start, once the buffered part of it has doubled (so the work stays
+ * linear: see osk_reader_run). So memory is one chunk plus at most twice the
+ * largest unit (the buffer grows only for an event larger than a chunk),
+ * never the document, and the hot loops need no resumable state. The sentinel lets the byte loops (white
  * space, string bodies, digits) run without a bounds check: NUL stops each of
  * them, and the caller then tells "end of data" from a real NUL by position.
  *
@@ -28,9 +29,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 /* ------------------------------------------------------------ constants */
@@ -86,6 +89,9 @@ struct osk_reader {
 
   /* Source: a file descriptor or a memory block, optionally through zlib. */
   int fd;
+  off_t start_off; /* where a seekable fd was at open: osk_reader_rewind goes back there */
+  int spool_fd;    /* a pipe's bytes as read, for osk_reader_rewind (-1: none) */
+  const char *io_msg; /* what failed in the last OSK_EIO of the source */
   const unsigned char *mem;
   size_t mem_len, mem_pos, piece;
   int src_eof;
@@ -94,6 +100,7 @@ struct osk_reader {
   z_stream zs;
   int zs_live;    /* inflateInit2 succeeded */
   int z_ended;    /* the current gzip member ended */
+  int z_error;    /* zlib found corrupt data after output that src_read returned first */
 
   /* The parse buffer: buf[0..len) holds bytes from stream offset `base`;
    * buf[len] is always NUL. */
@@ -182,10 +189,24 @@ static ssize_t raw_read(osk_reader_t *r, unsigned char *dst, size_t n) {
     r->mem_pos += n;
     return (ssize_t)n;
   }
-  for (;;) {
-    ssize_t got = read(r->fd, dst, n);
-    if (got >= 0 || errno != EINTR) return got;
+  ssize_t got;
+  do
+    got = read(r->fd, dst, n);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) r->io_msg = "cannot read the trace";
+  if (got > 0 && r->spool_fd >= 0) { /* a pipe's bytes also go to the copy */
+    for (ssize_t done = 0; done < got;) {
+      ssize_t w = write(r->spool_fd, dst + done, (size_t)(got - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        if (w == 0) errno = ENOSPC;
+        r->io_msg = "cannot write the temporary copy of the piped trace";
+        return -1;
+      }
+      done += w;
+    }
   }
+  return got;
 }
 
 /* Refills zin when it is empty. Returns 0 or OSK_EIO. */
@@ -220,6 +241,7 @@ static int src_read(osk_reader_t *r, char *dst, size_t n, size_t *got) {
     *got = (size_t)k;
     return 0;
   }
+  if (r->z_error) return OSK_EFORMAT;
   r->zs.next_out = (Bytef *)dst;
   r->zs.avail_out = (uInt)(n > UINT_MAX ? UINT_MAX : n);
   uInt want = r->zs.avail_out;
@@ -246,6 +268,12 @@ static int src_read(osk_reader_t *r, char *dst, size_t n, size_t *got) {
       }
     } else if (zr != Z_OK) {
       r->err_msg = "gzip data is corrupt";
+      /* What zlib wrote before the bad data is good: hand it out first (a
+       * small file is inflated by one call, which used to lose it all). */
+      if (*got > 0) {
+        r->z_error = 1;
+        return 0;
+      }
       return OSK_EFORMAT;
     }
     if (*got > 0) return 0;
@@ -257,6 +285,7 @@ static int reader_alloc(osk_reader_t **out, const osk_reader_opts_t *opts) {
   osk_reader_t *r = calloc(1, sizeof *r);
   if (!r) return OSK_ENOMEM;
   r->fd = -1;
+  r->spool_fd = -1;
   if (opts) r->opts = *opts;
   if (!r->opts.chunk_bytes) r->opts.chunk_bytes = DEFAULT_CHUNK;
   if (!r->opts.max_unit_bytes) r->opts.max_unit_bytes = DEFAULT_MAX_UNIT;
@@ -284,7 +313,7 @@ static int sniff(osk_reader_t *r, osk_error_t *err) {
   while (r->zin_len < 2 && !r->src_eof) {
     ssize_t got = raw_read(r, r->zin + r->zin_len, r->zin_cap - r->zin_len);
     if (got < 0) {
-      set_err(err, OSK_EIO, "cannot read the trace", 0, errno);
+      set_err(err, OSK_EIO, r->io_msg ? r->io_msg : "cannot read the trace", 0, errno);
       return OSK_EIO;
     }
     if (got == 0) r->src_eof = 1;
@@ -302,6 +331,32 @@ static int sniff(osk_reader_t *r, osk_error_t *err) {
   return 0;
 }
 
+/* The copy of a pipe for the second pass: a file of our own, created with
+ * O_EXCL (mkstemp) in $TMPDIR (else /tmp) and unlinked at once, so nothing
+ * is left behind however the process ends; its space is freed when the
+ * reader closes it. Returns 0, or -1 with errno set. */
+static int spool_open(osk_reader_t *r) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  char path[4096];
+  int n = snprintf(path, sizeof path, "%s/opskew-pipe-XXXXXX", dir);
+  if (n < 0 || (size_t)n >= sizeof path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  int fd = mkstemp(path);
+  if (fd < 0) return -1;
+  unlink(path); /* the regular file mkstemp just created for us, by name */
+  if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  r->spool_fd = fd;
+  return 0;
+}
+
 int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
                     osk_error_t *err) {
   set_err(err, 0, "", 0, 0);
@@ -316,12 +371,26 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
     set_err(err, rc, "out of memory", 0, 0);
     return rc;
   }
-  r->fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (r->fd < 0) {
-    int e = errno;
-    osk_reader_free(r);
-    set_err(err, OSK_EIO, "cannot open the trace", 0, e);
-    return OSK_EIO;
+  const char *what = "cannot open the trace";
+  struct stat st;
+  if (strcmp(path, "-") == 0) /* standard input; our own descriptor, which free closes */
+    r->fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
+  else
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (r->fd < 0 || fstat(r->fd, &st) != 0) goto fail;
+  if (S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    goto fail;
+  }
+  if (S_ISREG(st.st_mode)) {
+    r->start_off = lseek(r->fd, 0, SEEK_CUR);
+    if (r->start_off < 0) goto fail;
+  } else if (r->opts.rewindable) {
+    r->start_off = -1;
+    what = "cannot create a temporary copy of the piped trace";
+    if (spool_open(r)) goto fail;
+  } else {
+    r->start_off = -1;
   }
   rc = sniff(r, err);
   if (rc) {
@@ -330,6 +399,11 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
   }
   *out = r;
   return 0;
+fail:;
+  int e = errno;
+  osk_reader_free(r);
+  set_err(err, OSK_EIO, what, 0, e);
+  return OSK_EIO;
 }
 
 int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
@@ -359,10 +433,10 @@ int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t
   return 0;
 }
 
-void osk_reader_free(osk_reader_t *r) {
-  if (!r) return;
-  if (r->fd >= 0) close(r->fd);
+/* Frees what one read built up (zlib, members) so the reader can read again. */
+static void free_parse_state(osk_reader_t *r) {
   if (r->zs_live) inflateEnd(&r->zs);
+  r->zs_live = 0;
   for (size_t i = 0; i < r->n_meta; i++) {
     free(r->meta[i].key);
     free(r->meta[i].value);
@@ -371,6 +445,56 @@ void osk_reader_free(osk_reader_t *r) {
     free(r->objects[i].key);
     free(r->objects[i].json);
   }
+  r->n_meta = r->n_objects = 0;
+}
+
+int osk_reader_rewind(osk_reader_t *r, osk_error_t *err) {
+  set_err(err, 0, "", 0, 0);
+  if (!r) {
+    set_err(err, OSK_EINVAL, "no reader given", 0, 0);
+    return OSK_EINVAL;
+  }
+  if (r->mem) {
+    r->mem_pos = 0;
+  } else if (r->spool_fd >= 0) { /* a pipe: read on from the copy of what came */
+    close(r->fd);
+    r->fd = r->spool_fd;
+    r->spool_fd = -1;
+    r->start_off = 0; /* the copy rewinds as a file from now on */
+    if (lseek(r->fd, 0, SEEK_SET) != 0) {
+      set_err(err, OSK_EIO, "cannot read the temporary copy of the piped trace", 0, errno);
+      return OSK_EIO;
+    }
+  } else if (r->start_off < 0 || lseek(r->fd, r->start_off, SEEK_SET) != r->start_off) {
+    set_err(err, OSK_EIO, "the trace cannot be read a second time (a pipe opened without rewindable)",
+            0, r->start_off < 0 ? ESPIPE : errno);
+    return OSK_EIO;
+  }
+  free_parse_state(r);
+  memset(&r->zs, 0, sizeof r->zs);
+  size_t peak = r->stats.peak_buffer;
+  memset(&r->stats, 0, sizeof r->stats);
+  r->stats.peak_buffer = peak;
+  r->src_eof = r->z_ended = r->z_error = 0;
+  r->zin_len = r->zin_pos = 0;
+  r->len = r->pos = r->slen = 0;
+  r->base = 0;
+  r->eof = 0;
+  r->buf[0] = 0;
+  r->state = S_START;
+  r->ev_return = r->c_is_obj = r->used = 0;
+  r->key_len = 0;
+  r->key_truncated = 0;
+  r->ev_marks = 0;
+  r->err_at = r->err_msg = r->io_msg = NULL;
+  return sniff(r, err);
+}
+
+void osk_reader_free(osk_reader_t *r) {
+  if (!r) return;
+  if (r->fd >= 0) close(r->fd);
+  if (r->spool_fd >= 0) close(r->spool_fd);
+  free_parse_state(r);
   free(r->zin);
   free(r->buf);
   free(r->scratch);
@@ -599,69 +723,93 @@ static const uint64_t pow10_u64[20] = {1ull,
 /* Declared in reader_internal.h. Integer arithmetic rather than strtod:
  * Kineto's "1212076812889.310" must become exactly 1212076812889310 ns so that
  * equal timestamps compare equal, which a double near 1e15 does not promise
- * after the multiplication by 1000. */
+ * after the multiplication by 1000.
+ *
+ * Exact for any number of digits and any exponent, with one rounding: the
+ * value is 0.d1d2d3... x 10^K ns (d1 the first nonzero digit, K counted
+ * without limit from the text and the exponent). An int64 has at most 19
+ * digits, so the result's integer part lies within d1..d19 whenever it fits,
+ * and to nearest with ties away from zero needs only the first digit after
+ * it: the rounding digit is either in the 19 kept digits or the 20th, never
+ * a digit already rounded (the old parser rounded the 19 digits first, then
+ * the result: 1.00049999999999999999999 us became 1001 ns). */
+#define EXP_ABSURD 100000000000000000LL /* 1e17: |exponent| at or above is out of range */
+
 int osk__us_text_to_ns(const char *s, const char *e, int64_t *out) {
   int neg = 0;
   if (s < e && *s == '-') {
     neg = 1;
     s++;
   }
-  uint64_t mant = 0;
-  int nd = 0;       /* significant digits kept in mant */
-  long exp10 = 3;   /* microseconds to nanoseconds */
-  int seen_dot = 0;
-  int round_up_tail = 0; /* first dropped digit >= 5 */
-  int dropped = 0;
+  uint64_t mant = 0;  /* the first (at most 19) significant digits */
+  int nk = 0;         /* how many digits mant holds */
+  int d20 = -1;       /* the 20th significant digit, -1 if none */
+  int64_t point = 0;  /* K before the exponent: integer digits from d1 on */
+  int seen_dot = 0, seen_sig = 0;
   for (; s < e; s++) {
-    char c = *s;
-    if (c == '.') {
+    unsigned dig = (unsigned)(unsigned char)*s - '0';
+    if (dig <= 9) {
+      if (!seen_sig) {
+        if (dig == 0) {
+          if (seen_dot) point--;
+          continue;
+        }
+        seen_sig = 1;
+      }
+      if (!seen_dot) point++;
+      if (nk < 19) {
+        mant = mant * 10 + dig;
+        nk++;
+      } else if (d20 < 0) {
+        d20 = (int)dig;
+      }
+      continue;
+    }
+    if (*s == '.') {
       seen_dot = 1;
       continue;
     }
-    if (c == 'e' || c == 'E') break;
-    int dig = c - '0';
-    if (mant == 0 && dig == 0) {
-      if (seen_dot) exp10--;
-      continue;
-    }
-    if (nd < 19) {
-      mant = mant * 10 + (uint64_t)dig;
-      nd++;
-      if (seen_dot) exp10--;
-    } else {
-      if (!dropped) round_up_tail = dig >= 5;
-      dropped = 1;
-      if (!seen_dot) exp10++;
-    }
+    break; /* 'e' or 'E' */
   }
-  if (s < e) { /* exponent */
+  int64_t ex = 0;
+  int absurd = 0;
+  if (s < e) {
     s++;
     int eneg = 0;
-    if (*s == '+' || *s == '-') eneg = *s++ == '-';
-    long ev = 0;
-    for (; s < e; s++)
-      if (ev < 100000) ev = ev * 10 + (*s - '0');
-    exp10 += eneg ? -ev : ev;
+    if (s < e && (*s == '+' || *s == '-')) eneg = *s++ == '-';
+    for (; s < e; s++) {
+      if (ex >= EXP_ABSURD) {
+        absurd = 1;
+        break;
+      }
+      ex = ex * 10 + (*s - '0');
+    }
+    if (ex >= EXP_ABSURD) absurd = 1;
+    if (eneg) ex = -ex;
   }
-  if (round_up_tail && mant < UINT64_MAX) mant++; /* digits beyond 19 */
+  if (!seen_sig) { /* zero, whatever its exponent */
+    *out = 0;
+    return 0;
+  }
+  if (absurd) return -1;
+  int64_t k = point + ex + 3; /* microseconds to nanoseconds */
   uint64_t v;
-  if (mant == 0) {
-    v = 0;
-  } else if (exp10 >= 0) {
-    if (exp10 > 19) return -1;
-    uint64_t p = pow10_u64[exp10];
+  if (k > 19) return -1;
+  if (k < 0) {
+    v = 0; /* below 0.1 ns */
+  } else if (k == 0) {
+    v = mant / pow10_u64[nk - 1] >= 5; /* 0.d1... rounds to 1 from 0.5 on */
+  } else if (k < nk) {
+    uint64_t p = pow10_u64[nk - k];
+    v = mant / p;
+    uint64_t rem = mant % p;
+    if (rem >= p - rem) v++; /* the fraction is at least one half */
+  } else if (k == nk) {
+    v = mant + (d20 >= 5);
+  } else { /* fewer digits than the integer part: exact, no rounding */
+    uint64_t p = pow10_u64[k - nk];
     if (mant > UINT64_MAX / p) return -1;
     v = mant * p;
-  } else {
-    long k = -exp10;
-    if (k > 19) {
-      v = 0; /* below half a nanosecond: mant < 10^19 < 0.5 * 10^k for k >= 20 */
-    } else {
-      uint64_t p = pow10_u64[k];
-      v = mant / p;
-      uint64_t rem = mant % p;
-      if (rem >= p - rem) v++;
-    }
   }
   if (v > (uint64_t)INT64_MAX) return -1;
   *out = neg ? -(int64_t)v : (int64_t)v;
@@ -754,7 +902,7 @@ static int parse_time(osk_reader_t *r, const char *p, const char *end, const cha
     if (osk__us_text_to_ns(p, *next, out) == 0)
       *has |= bit;
     else
-      *has |= OSK_READER_EV_BAD;
+      *has |= OSK_READER_EV_BAD | OSK_READER_EV_RANGE;
     return P_OK;
   }
   *has |= OSK_READER_EV_BAD;
@@ -1156,6 +1304,7 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
       if (rc) return rc;
       r->stats.events++;
       if (!is_event || (ev.has & OSK_READER_EV_BAD)) r->stats.bad_fields++;
+      if (is_event && (ev.has & OSK_READER_EV_RANGE)) r->stats.out_of_range++;
       if (is_event) count_marks(r, &ev);
       if (is_event && fn) {
         r->pos = (size_t)(p - buf); /* so a stop leaves a consistent position */
@@ -1254,8 +1403,15 @@ static int refill(osk_reader_t *r, osk_error_t *err) {
   size_t got = 0;
   int rc = src_read(r, r->buf + r->len, want, &got);
   if (rc == OSK_EIO) {
-    set_err(err, rc, "cannot read the trace", r->base + r->len, errno);
+    set_err(err, rc, r->io_msg ? r->io_msg : "cannot read the trace", r->base + r->len, errno);
     return rc;
+  }
+  if (rc == OSK_EFORMAT && r->base + r->len > 0) {
+    /* Corrupt gzip after some JSON: the input ends there, as a cut file
+     * does (osk_reader_run then says which), so what came before is read. */
+    r->stats.gzip_corrupt = 1;
+    rc = 0;
+    got = 0;
   }
   if (rc) {
     set_err(err, rc, r->err_msg ? r->err_msg : "gzip data is corrupt", r->base + r->len, 0);
@@ -1284,6 +1440,26 @@ static const char *truncation_message(int state) {
   }
 }
 
+/* After a JSON error in gzip input: inflates the rest (into the scratch
+ * area, which the failed parse no longer needs) and says whether zlib finds
+ * it corrupt (bad data or a bad check value). r->err_msg is kept. */
+static int gzip_rest_corrupt(osk_reader_t *r) {
+  if (r->stats.gzip_corrupt) return 1;
+  const char *msg = r->err_msg;
+  int corrupt = 0;
+  for (;;) {
+    size_t got = 0;
+    int rc = src_read(r, r->scratch, r->scap, &got);
+    if (rc) {
+      corrupt = rc == OSK_EFORMAT;
+      break;
+    }
+    if (got == 0) break;
+  }
+  r->err_msg = msg;
+  return corrupt;
+}
+
 int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error_t *err) {
   set_err(err, 0, "", 0, 0);
   if (!r || r->used) {
@@ -1292,7 +1468,15 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
   }
   r->used = 1;
   for (;;) {
+    size_t pos0 = r->pos;
     int rc = walk(r, fn, ctx);
+    /* The parser went from pos0 to the end of the data, or to where it
+     * stopped (the error's byte, the callback's stop, the header's end). */
+    size_t upto = rc == P_MORE || rc == P_OK ? r->len
+                  : rc == P_ERR              ? (size_t)(r->err_at - r->buf) + 1
+                                             : r->pos;
+    if (upto > r->len) upto = r->len;
+    if (upto > pos0) r->stats.bytes_scanned += upto - pos0;
     if (rc == P_HEADER) { /* header_only: the members before the events are read */
       r->stats.header_only_stopped = 1;
       r->stats.bytes = r->base + r->pos;
@@ -1306,7 +1490,27 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
         if (!r->eof) continue;
       }
       r->stats.bytes = r->base + r->len;
+      if (r->stats.gzip_corrupt) { /* whole JSON, but zlib rejects what follows or the check */
+        set_err(err, OSK_ETRUNCATED,
+                "the gzip data is corrupt after the JSON document (a bad check value or trailer): "
+                "the trace was read but may be damaged",
+                r->base + r->len, 0);
+        return OSK_ETRUNCATED;
+      }
       return 0;
+    }
+    if (rc == P_ERR && r->stats.gzip && gzip_rest_corrupt(r)) {
+      /* Corrupt deflate data usually inflates to garbage before zlib can
+       * tell: broken JSON in a gzip stream that zlib then rejects is the
+       * gzip's fault, and is read as the corrupt input it is, up to the
+       * break, as a cut file is. */
+      uint64_t off = r->base + (uint64_t)(r->err_at - r->buf);
+      r->stats.gzip_corrupt = 1;
+      set_err(err, OSK_ETRUNCATED,
+              "the gzip data is corrupt: its JSON breaks at this point (the trace is read up to it)",
+              off, 0);
+      r->stats.bytes = off;
+      return OSK_ETRUNCATED;
     }
     if (rc == P_ERR) {
       uint64_t off = r->base + (uint64_t)(r->err_at - r->buf);
@@ -1320,11 +1524,26 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
       return rc;
     }
     if (r->eof) {
-      set_err(err, OSK_ETRUNCATED, truncation_message(r->state), r->base + r->len, 0);
+      set_err(err, OSK_ETRUNCATED,
+              r->stats.gzip_corrupt ? "the gzip data is corrupt from this point on (the trace is read up to it)"
+                                    : truncation_message(r->state),
+              r->base + r->len, 0);
       r->stats.bytes = r->base + r->len;
       return OSK_ETRUNCATED;
     }
-    rc = refill(r, err);
-    if (rc) return rc;
+    /* The unfinished unit is parsed again from its start, but only once the
+     * buffered part of it has at least doubled (or the input ended, or the
+     * unit reached the reader's limit): the attempts on one unit of n bytes
+     * then examine less than 2n bytes before the last one, which examines n,
+     * so reading stays linear in the input whatever the size of an event
+     * (re-parsing after every chunk made a 250 MB event quadratic). An
+     * ordinary event left unfinished at the end of a chunk is short, so one
+     * chunk completes it, as before. */
+    size_t tried = r->len - r->pos;
+    size_t target = tried > r->opts.max_unit_bytes / 2 ? r->opts.max_unit_bytes : 2 * tried;
+    do {
+      rc = refill(r, err);
+      if (rc) return rc;
+    } while (!r->eof && r->len - r->pos < target);
   }
 }

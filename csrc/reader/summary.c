@@ -164,6 +164,11 @@ struct osk_summary {
   size_t *meta_len;
   int *meta_str;
   size_t n_meta;
+  /* Top-level objects the reader kept (opskew's "opskew" header among them):
+   * key and JSON text of each, copied. */
+  char *obj_kv[2 * OSK_READER_OBJECTS_MAX];
+  size_t obj_len[2 * OSK_READER_OBJECTS_MAX];
+  size_t n_obj;
 
   uint64_t seq;
   int finished;
@@ -630,6 +635,7 @@ void osk_summary_free(osk_summary_t *s) {
   free(s->meta_kv);
   free(s->meta_len);
   free(s->meta_str);
+  for (size_t i = 0; i < 2 * s->n_obj; i++) free(s->obj_kv[i]);
   for (size_t i = 0; i < s->n_cats; i++) free(s->cats[i].name);
   free(s->cats);
   free(s->ops);
@@ -668,6 +674,30 @@ static int copy_meta(osk_summary_t *s, const osk_reader_t *r) {
   return 0;
 }
 
+size_t osk_summary_object_count(const osk_summary_t *s) { return s ? s->n_obj : 0; }
+
+int osk_summary_object_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *json) {
+  if (!s || i >= s->n_obj) return OSK_ERANGE;
+  if (key) *key = (osk_str_t){s->obj_kv[2 * i], s->obj_len[2 * i]};
+  if (json) *json = (osk_str_t){s->obj_kv[2 * i + 1], s->obj_len[2 * i + 1]};
+  return 0;
+}
+
+static int copy_objects(osk_summary_t *s, const osk_reader_t *r) {
+  size_t n = osk_reader_object_count(r);
+  for (size_t i = 0; i < n && i < OSK_READER_OBJECTS_MAX; i++) {
+    osk_str_t k, v;
+    osk_reader_object_get(r, i, &k, &v);
+    s->obj_kv[2 * i] = osk__dup_bytes(k.ptr, k.len);
+    s->obj_kv[2 * i + 1] = osk__dup_bytes(v.ptr, v.len);
+    s->n_obj = i + 1; /* so that free releases what was copied */
+    if (!s->obj_kv[2 * i] || !s->obj_kv[2 * i + 1]) return OSK_ENOMEM;
+    s->obj_len[2 * i] = k.len;
+    s->obj_len[2 * i + 1] = v.len;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------ one-call summaries */
 
 typedef struct {
@@ -678,8 +708,14 @@ typedef struct {
 
 static int open_source(const source_t *src, const osk_reader_opts_t *ropts, osk_reader_t **r,
                        osk_error_t *err) {
-  if (src->path) return osk_reader_open(r, src->path, ropts, err);
-  return osk_reader_open_mem(r, src->data, src->len, src->piece, ropts, err);
+  /* The second pass, when a thread is out of order, rereads the same
+   * reader: a pipe or standard input is then read from the reader's copy of
+   * it, so they give the same summary as the file (one read of the pipe). */
+  osk_reader_opts_t o = {0};
+  if (ropts) o = *ropts;
+  o.rewindable = 1;
+  if (src->path) return osk_reader_open(r, src->path, &o, err);
+  return osk_reader_open_mem(r, src->data, src->len, src->piece, &o, err);
 }
 
 static int summarize(const source_t *src, const osk_summary_opts_t *opts,
@@ -704,30 +740,31 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
   rc = osk_reader_run(r, osk_summary_add, s, err);
   if (rstats) *rstats = *osk_reader_stats(r);
   int mrc = copy_meta(s, r);
-  osk_reader_free(r);
+  if (!mrc) mrc = copy_objects(s, r);
   if (mrc) {
+    osk_reader_free(r);
     osk_summary_free(s);
     *err = (osk_error_t){mrc, osk_strerror(mrc), 0, 0};
     return mrc;
   }
   if (rc && rc != OSK_ETRUNCATED && rc != OSK_EFORMAT) {
+    osk_reader_free(r);
     osk_summary_free(s);
     return rc;
   }
   if (osk_summary_unsorted_threads(s)) {
     osk_error_t err2;
-    int rc2 = open_source(src, ropts, &r, &err2);
-    if (!rc2) {
-      rc2 = osk_reader_run(r, osk_summary_add_resort, s, &err2);
-      osk_reader_free(r);
-    }
+    int rc2 = osk_reader_rewind(r, &err2);
+    if (!rc2) rc2 = osk_reader_run(r, osk_summary_add_resort, s, &err2);
     /* The second pass stops where the first did; anything else is new. */
     if (rc2 && rc2 != rc) {
       *err = err2;
+      osk_reader_free(r);
       osk_summary_free(s);
       return rc2;
     }
   }
+  osk_reader_free(r);
   int frc = osk_summary_finish(s);
   if (frc) {
     osk_summary_free(s);

@@ -218,7 +218,7 @@ class Result:
         mod = importlib.import_module(f"opskew.commands.{self.kind}")
         if self.kind == "summary":
             top = getattr(self._args, "top", 30)
-            mod._print_table(self._data, self._data["ops"], top, buf)
+            mod._print_table(self._data, self._data["ops"], top, buf, self._data.get("losses"))
         elif self.kind == "check":
             mod._print_human(self._data, buf)
         else:

@@ -4,12 +4,14 @@ A thin layer over ``opskew._reader`` and ``opskew._correct``: it turns their
 outcomes into opskew's errors (by ``errors.from_c_error``, the one route from
 the C's failures to exceptions), so every command that reads a trace reports
 them the same way. The per-event work happens in C; nothing here loops over
-events or reads the file itself.
+events, opens the file or reads any of it (the C reader opens it, so pipes,
+``/dev/stdin`` and ``-`` for standard input work, and why an open failed comes
+from its errno).
 """
 
 from __future__ import annotations
 
-import os
+import errno
 
 from .errors import EXIT_TRUNCATED, TraceError, from_c_error  # noqa: F401  (EXIT_TRUNCATED, TraceError: for commands)
 
@@ -19,20 +21,32 @@ from .errors import EXIT_TRUNCATED, TraceError, from_c_error  # noqa: F401  (EXI
 DEFAULT_EXCLUDED = ("Trace",)
 
 
-def _check_path(path: str) -> None:
-    if not os.path.exists(path):
-        raise TraceError(f"trace not found: {path}")
-    if os.path.isdir(path):
-        raise TraceError(f"trace is a directory: {path}")
+# Why the C reader could not open a trace, by errno: each is one line, exit 2
+# (EXIT_USAGE, through from_c_error's OSK_EIO rule); docs/reader.md lists them.
+OPEN_ERRORS = {
+    errno.ENOENT: "not found",
+    errno.ENOTDIR: "not found (a component of the path is not a directory)",
+    errno.EISDIR: "is a directory, not a trace file",
+    errno.ELOOP: "too many levels of symbolic links (a symbolic link loop?)",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENXIO: "not a regular file or a stream (a socket?)",
+    errno.EOPNOTSUPP: "not a regular file or a stream (a socket?)",
+}
 
 
 def _raise_unless_read(result: dict, path: str, context: str) -> dict:
     """The binding's result, or from_c_error's exception for its "error" when
-    nothing usable was read (a truncated trace is usable: the caller warns)."""
+    nothing usable was read (a truncated trace is usable: the caller warns).
+    An open that failed is named by its errno (OPEN_ERRORS)."""
     err = result["error"]
     if result["status"] not in ("ok", "truncated"):
-        raise from_c_error(err["number"], context, message=err["message"], offset=err["offset"],
-                           sys_errno=err["sys_errno"], path=path)
+        message, sys_errno = err["message"], err["sys_errno"]
+        if message == "cannot open the trace" and sys_errno in OPEN_ERRORS:
+            message, sys_errno = OPEN_ERRORS[sys_errno], 0
+            context = f"trace {path}"
+        raise from_c_error(err["number"], context, message=message, offset=err["offset"],
+                           sys_errno=sys_errno, path=path)
     return result
 
 
@@ -47,7 +61,6 @@ def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -
     """
     from . import _reader
 
-    _check_path(path)
     result = _reader.summarize(path, categories=categories,
                                exclude_categories=list(exclude_categories or ()))
     return _raise_unless_read(result, path, f"trace {path}")
@@ -64,7 +77,6 @@ def scan(path: str, *, header_only: bool = False) -> dict:
     summarize() does."""
     from . import _reader
 
-    _check_path(path)
     return _raise_unless_read(_reader.scan(path, header_only=header_only), path, f"trace {path}")
 
 
@@ -74,7 +86,6 @@ def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, **k
     is then True in the result)."""
     from . import _correct
 
-    _check_path(path)
     return _raise_unless_read(_correct.correct(path, w_ns, delta_ns, out, **kw), path, f"correct {path}")
 
 
@@ -88,6 +99,9 @@ def warnings_of(result: dict) -> list[str]:
                    f"the summary covers the {st.get('events', 0)} events before that point")
     if st.get("gzip_unterminated"):
         out.append("the gzip stream ends before its trailer (the compressed file was cut)")
+    if st.get("out_of_range"):
+        out.append(f"{st['out_of_range']} events have a ts or dur that is not representable in "
+                   "int64 nanoseconds (or an absurd exponent) and were skipped")
     if st.get("overlaps"):
         out.append(f"{st['overlaps']} events outlive an event they start in (improper nesting, as "
                    "annotations opened from Python under with_stack do); the outlived event was "
@@ -99,7 +113,9 @@ def warnings_of(result: dict) -> list[str]:
         out.append(f"{st['bad_fields']} traceEvents elements had fields of the wrong type")
     resorted = [t for t in result.get("threads", []) if t.get("resorted")]
     if resorted:
-        out.append(f"events of {len(resorted)} thread(s) were out of time order: the trace was "
+        from .report import count_of
+
+        out.append(f"events of {count_of(len(resorted), 'thread')} were out of time order: the trace was "
                    f"read twice and {st.get('resorted_events', 0)} events were sorted in memory")
     if st.get("unmatched_end"):
         out.append(f"{st['unmatched_end']} 'E' events had no open 'B' event")
@@ -108,3 +124,29 @@ def warnings_of(result: dict) -> list[str]:
     if st.get("lone_surrogates"):
         out.append(f"{st['lone_surrogates']} unpaired \\u surrogate escapes were read as U+FFFD")
     return out
+
+
+def losses_of(result: dict) -> dict | None:
+    """The events the tracer lost while recording, as its "opskew" header
+    says ({"total": N, cause: n, ...}, causes as OSK_TRACE_LOSS_MAP's keys,
+    only those above 0), or None when the trace says none were lost (or has
+    no such header: torch.profiler's exports do not count losses)."""
+    header = (result.get("objects") or {}).get("opskew")
+    lost = header.get("lost") if isinstance(header, dict) else None
+    if not isinstance(lost, dict):
+        return None
+    total = lost.get("total")
+    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+        return None
+    out = {"total": total}
+    out.update({k: v for k, v in lost.items()
+                if k != "total" and isinstance(v, int) and not isinstance(v, bool) and v > 0})
+    return out
+
+
+def losses_line(losses: dict) -> str:
+    """One line for a trace's losses (losses_of)."""
+    causes = ", ".join(f"{k} {v}" for k, v in losses.items() if k != "total")
+    return (f"{losses['total']} events were lost while recording"
+            + (f" (by cause: {causes})" if causes else "")
+            + "; the summary cannot include them")

@@ -193,7 +193,7 @@ def test_invalid_json_one_line_with_offset(opskew, tmp_path, trace):
 
 
 def test_bad_input(opskew, tmp_path):
-    one_line_error(opskew("summary", str(tmp_path / "missing.json")), "trace not found")
+    one_line_error(opskew("summary", str(tmp_path / "missing.json")), "missing.json: not found")
     one_line_error(opskew("summary", str(tmp_path)), "directory")
     (tmp_path / "t.json").write_text('{"traceEvents": []}')
     one_line_error(opskew("summary", str(tmp_path / "t.json"), "--top", "-1"), "--top")

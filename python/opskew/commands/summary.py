@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from ..errors import EXIT_OK, UsageError
-from ..report import check_output, fmt_ns, write_json
-from ..tracefile import DEFAULT_EXCLUDED, EXIT_TRUNCATED, summarize, warnings_of
+from ..report import check_output, count_of, fmt_ns, write_json
+from ..tracefile import DEFAULT_EXCLUDED, EXIT_TRUNCATED, losses_line, losses_of, summarize, warnings_of
 
 SCHEMA = "opskew.summary/1"
 
@@ -31,13 +31,19 @@ Complete events ("X") nest per thread by time: an event's self time is its
 duration minus its children's. p50/p99 are exact for names with at most 64
 calls and otherwise within 0.8% (log-linear histogram); see docs/reader.md.
 
-A trace that ends early (a profiler killed mid-write) is summarized up to
-that point, with a warning, and the exit code is 5.
+TRACE may be '-' (standard input), /dev/stdin or any other pipe, plain or
+gzip: it is read once, and copied to an unlinked temporary file in $TMPDIR
+in case a thread's events are out of order and need the second pass.
+
+A trace that ends early (a profiler killed mid-write, or gzip data corrupt
+part way) is summarized up to that point, with a warning, and the exit code
+is 5. Events that opskew's tracer lost while recording (its "opskew" header
+counts them) are reported on one line and in --json's "losses".
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", metavar="TRACE", help="trace file (.json or .json.gz)")
+    p.add_argument("trace", metavar="TRACE", help="trace file (.json or .json.gz); '-' for standard input")
     p.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH ('-': stdout only)")
     p.add_argument("--sort", default="total", choices=tuple(SORT_KEYS),
                    help="order of the rows (default: total)")
@@ -56,7 +62,7 @@ def _row(o, self_sum):
             str(o["calls"]))
 
 
-def _print_table(result, ops, top, out):
+def _print_table(result, ops, top, out, losses):
     header = ("Name", "Self %", "Self", "Total %", "Total", "Mean", "p50", "p99", "Calls")
     self_sum = sum(o["self_ns"] for o in result["ops"])
     shown = ops if top == 0 else ops[:top]
@@ -82,7 +88,9 @@ def _print_table(result, ops, top, out):
     out.write("\n")
     more = f" (showing {len(shown)} of {len(ops)} names)" if len(shown) < len(ops) else ""
     out.write(f"{st.get('complete_events', 0)} complete events of {st.get('events', 0)} read, "
-              f"{len(ops)} names, {len(threads)} threads{more}\n")
+              f"{len(ops)} names, {count_of(len(threads), 'thread')}{more}\n")
+    if losses:
+        out.write(losses_line(losses)[0].upper() + losses_line(losses)[1:] + "\n")
 
 
 def compute(args) -> dict:
@@ -105,6 +113,7 @@ def compute(args) -> dict:
         "categories": cats,
         "sort": args.sort,
         "metadata": result["metadata"],
+        "losses": losses_of(result),
         "stats": result["stats"],
         "threads": result["threads"],
         "processes": result["processes"],
@@ -116,7 +125,7 @@ def compute(args) -> dict:
 def run(args) -> int:
     doc = compute(args)
     if args.json != "-":
-        _print_table(doc, doc["ops"], args.top, sys.stdout)
+        _print_table(doc, doc["ops"], args.top, sys.stdout, doc["losses"])
     if args.json:
         write_json(doc, args.json)
     for w in doc["warnings"]:
