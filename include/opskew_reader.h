@@ -211,6 +211,16 @@ int osk_reader_run(osk_reader_t *r, osk_reader_event_fn fn, void *ctx, osk_error
  * what opening returns. */
 int osk_reader_rewind(osk_reader_t *r, osk_error_t *err);
 
+/* A descriptor of `path` ("-": standard input) that can be read from the
+ * start more than once, for callers that read a trace in several passes
+ * through paths (opskew correct: detection, then correction). A regular
+ * file is opened as it is; anything else (a pipe, a FIFO, a socket) is
+ * copied whole into a temporary file of our own (O_EXCL in $TMPDIR, else
+ * /tmp, unlinked at once) and that copy is returned, at its start. *fd is
+ * the caller's to close (close-on-exec). Returns 0, or OSK_EIO with `err`
+ * saying which side failed (opening the input, or the copy), OSK_EINVAL. */
+int osk_reader_spool(const char *path, int *fd, osk_error_t *err);
+
 /* Counters so far; never NULL for a non-NULL reader. */
 const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
 

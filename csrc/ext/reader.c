@@ -390,7 +390,25 @@ static PyObject *reader_scan(PyObject *self, PyObject *args, PyObject *kw) {
   return result;
 }
 
+static PyObject *reader_spool(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *path_obj;
+  if (!PyArg_ParseTuple(args, "O&:spool", PyUnicode_FSConverter, &path_obj)) return NULL;
+  int fd = -1, rc;
+  osk_error_t err = {0, "", 0, 0};
+  Py_BEGIN_ALLOW_THREADS rc = osk_reader_spool(PyBytes_AS_STRING(path_obj), &fd, &err);
+  Py_END_ALLOW_THREADS Py_DECREF(path_obj);
+  if (rc) return Py_BuildValue("(iisi)", -1, rc, err.message, err.sys_errno);
+  return Py_BuildValue("(iisi)", fd, 0, "", 0);
+}
+
 static PyMethodDef reader_methods[] = {
+    {"spool", reader_spool, METH_VARARGS,
+     "spool(path) -> (fd, code, message, sys_errno)\n\n"
+     "A descriptor of path ('-': standard input) readable from the start more\n"
+     "than once (osk_reader_spool): the file itself, or a pipe's whole copy in\n"
+     "an unlinked temporary file. fd is -1 on failure, with the C code, message\n"
+     "and errno for opskew.errors.from_c_error. The caller closes fd."},
     {"summarize", (PyCFunction)(void (*)(void))reader_summarize, METH_VARARGS | METH_KEYWORDS,
      "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
      "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"

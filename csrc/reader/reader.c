@@ -335,7 +335,7 @@ static int sniff(osk_reader_t *r, osk_error_t *err) {
  * O_EXCL (mkstemp) in $TMPDIR (else /tmp) and unlinked at once, so nothing
  * is left behind however the process ends; its space is freed when the
  * reader closes it. Returns 0, or -1 with errno set. */
-static int spool_open(osk_reader_t *r) {
+static int spool_create(void) {
   const char *dir = getenv("TMPDIR");
   if (!dir || !*dir) dir = "/tmp";
   char path[4096];
@@ -353,7 +353,73 @@ static int spool_open(osk_reader_t *r) {
     errno = e;
     return -1;
   }
-  r->spool_fd = fd;
+  return fd;
+}
+
+static int spool_open(osk_reader_t *r) {
+  r->spool_fd = spool_create();
+  return r->spool_fd < 0 ? -1 : 0;
+}
+
+int osk_reader_spool(const char *path, int *fd_out, osk_error_t *err) {
+  set_err(err, 0, "", 0, 0);
+  if (!path || !fd_out) {
+    set_err(err, OSK_EINVAL, "no path given", 0, 0);
+    return OSK_EINVAL;
+  }
+  *fd_out = -1;
+  int in = strcmp(path, "-") == 0 ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (in < 0 || fstat(in, &st) != 0 || S_ISDIR(st.st_mode)) {
+    int e = in < 0 ? errno : (S_ISDIR(st.st_mode) ? EISDIR : errno);
+    if (in >= 0) close(in);
+    set_err(err, OSK_EIO, "cannot open the trace", 0, e);
+    return OSK_EIO;
+  }
+  if (S_ISREG(st.st_mode)) {
+    *fd_out = in;
+    return 0;
+  }
+  int copy = spool_create();
+  if (copy < 0) {
+    int e = errno;
+    close(in);
+    set_err(err, OSK_EIO, "cannot create a temporary copy of the piped trace", 0, e);
+    return OSK_EIO;
+  }
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t got = read(in, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      int e = errno;
+      close(in);
+      close(copy);
+      set_err(err, OSK_EIO, "cannot read the trace", 0, e);
+      return OSK_EIO;
+    }
+    if (got == 0) break;
+    for (ssize_t done = 0; done < got;) {
+      ssize_t w = write(copy, buf + done, (size_t)(got - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int e = w < 0 ? errno : ENOSPC;
+        close(in);
+        close(copy);
+        set_err(err, OSK_EIO, "cannot write the temporary copy of the piped trace", 0, e);
+        return OSK_EIO;
+      }
+      done += w;
+    }
+  }
+  close(in);
+  if (lseek(copy, 0, SEEK_SET) != 0) {
+    int e = errno;
+    close(copy);
+    set_err(err, OSK_EIO, "cannot rewind the temporary copy of the piped trace", 0, e);
+    return OSK_EIO;
+  }
+  *fd_out = copy;
   return 0;
 }
 

@@ -35,6 +35,46 @@ OPEN_ERRORS = {
 }
 
 
+class rereadable:
+    """`with rereadable(path) as src:` a path to read the trace at `path`
+    ("-": standard input) more than once, for a command that reads it in
+    several passes (correct: detection, then correction). A regular file is
+    its own path; a pipe is copied whole, in C, into an unlinked temporary
+    file of opskew's own (osk_reader_spool), read as /dev/fd/N and closed on
+    exit."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> str:
+        import os
+        import stat
+
+        if self.path != "-":
+            try:
+                if stat.S_ISREG(os.stat(self.path).st_mode):
+                    return self.path
+            except OSError:
+                return self.path  # the C reader names why it cannot open it
+        from . import _reader
+
+        fd, code, message, sys_errno = _reader.spool(self.path)
+        if fd < 0:
+            raise from_c_error(code, f"trace {self.path}", message=message, sys_errno=sys_errno,
+                               path=self.path)
+        self.fd = fd
+        return f"/dev/fd/{fd}"
+
+    def __exit__(self, *exc) -> bool:
+        import os
+
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        return False
+
+
 def _raise_unless_read(result: dict, path: str, context: str) -> dict:
     """The binding's result, or from_c_error's exception for its "error" when
     nothing usable was read (a truncated trace is usable: the caller warns).

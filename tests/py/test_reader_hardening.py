@@ -208,6 +208,34 @@ def test_damaged_gzip_correct_is_partial(opskew, tmp_path):
         assert doc["ops"] and sum(o["calls"] for o in doc["ops"]) < 4000
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["json", "gzip"])
+def test_correct_reads_a_pipe_and_dash(tmp_path, packed):
+    """Item 4 for `opskew correct`: a trace piped in (through '-' and
+    /dev/stdin) is corrected as the file is, out-of-order threads included,
+    though correct reads it twice (detection, then correction): the pipe is
+    copied once, in C, into an unlinked temporary file."""
+    path = tmp_path / ("t.json.gz" if packed else "t.json")
+    out_of_order_trace(path, threads=2, per_thread=3000)
+    cal = calibration(tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+
+    def run(arg, stdin=None):
+        p = subprocess.run([sys.executable, "-m", "opskew", "correct", arg, "--calibration", str(cal), "--force",
+                            "--json", "-"], input=stdin, capture_output=True, timeout=300, env=env)
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        doc.pop("trace")
+        return doc
+
+    want = run(str(path))
+    data = path.read_bytes()
+    assert run("-", data) == want
+    assert run("/dev/stdin", data) == want
+    assert os.listdir(tmp) == []  # the copy was unlinked at once
+
+
 def test_gzip_corrupt_from_the_start_is_invalid(opskew, tmp_path):
     """Nothing readable at all stays an invalid trace (exit 2), in one line."""
     path = tmp_path / "junk.json.gz"

@@ -161,20 +161,24 @@ def print_human(res: dict, out=None) -> None:
 
 
 def run(args) -> int:
-    if not os.path.isfile(args.trace):
-        raise UsageError(f"trace not found: {args.trace}")
+    from ..tracefile import rereadable
+
     if args.top < 0:
         raise UsageError("--top must be >= 0")
-    for path in (args.out, args.json):
-        if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
     # Refused before anything is read: an output that is the input (also
     # through a link), or one the writer would refuse (docs/outputs.md).
     inputs = [("the input trace", args.trace), ("the calibration", args.calibration)]
     check_output(args.out, inputs=inputs + [("the --json file", args.json)], stdout=False,
                  what="corrected trace")
     check_output(args.json, inputs=inputs)
-    found = detect(args.trace)
+    # Read twice (detection, then correction): a pipe or "-" is copied once,
+    # in C, to a temporary file of our own (docs/reader.md).
+    with rereadable(args.trace) as src:
+        return _run(args, src)
+
+
+def _run(args, src: str) -> int:
+    found = detect(src)
     cal = choose_calibration(args, found)
     w, delta = float(cal["w_ns"]["median"]), float(cal["delta_ns"]["median"])
     if w < 0:
@@ -198,7 +202,7 @@ def run(args) -> int:
     from ..tracefile import correct
 
     try:
-        r = correct(args.trace, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
+        r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
     except UsageError as exc:
         # The C writer's failure (disk full, no permission): one line, exit 7.
         failure = write_failure(exc, args.out)

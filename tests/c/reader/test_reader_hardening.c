@@ -281,6 +281,39 @@ static void test_rewind(void) {
   }
 }
 
+/* osk_reader_spool: a pipe's whole content in a descriptor that reads from
+ * the start as often as asked (correct's two reads); a regular file as it
+ * is; a directory refused. */
+static void test_spool(void) {
+  const char *doc = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":2}]}";
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  writer_t w = {fds[1], doc, strlen(doc)};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, write_all, &w) == 0);
+  char path[64];
+  snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+  osk_error_t err;
+  int fd = -1;
+  CHECK(osk_reader_spool(path, &fd, &err) == 0 && fd >= 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  close(fds[0]);
+  struct stat st;
+  CHECK(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 && st.st_size == (off_t)strlen(doc));
+  snprintf(path, sizeof path, "/dev/fd/%d", fd);
+  for (int pass = 0; pass < 2; pass++) {
+    osk_reader_t *r = NULL;
+    uint64_t n = 0;
+    CHECK(osk_reader_open(&r, path, NULL, &err) == 0);
+    CHECK(osk_reader_run(r, count_events, &n, &err) == 0 && n == 1);
+    osk_reader_free(r);
+  }
+  close(fd);
+  CHECK(mkdir("hardening_spool_dir", 0700) == 0 || errno == EEXIST);
+  CHECK(osk_reader_spool("hardening_spool_dir", &fd, &err) == OSK_EIO && err.sys_errno == EISDIR && fd == -1);
+  rmdir("hardening_spool_dir");
+}
+
 /* Item 4: each open failure keeps its errno for the command to name. */
 static void test_open_errors(void) {
   osk_reader_t *r = NULL;
@@ -375,6 +408,7 @@ int main(void) {
   test_out_of_range();
   test_pipe_summary();
   test_rewind();
+  test_spool();
   test_open_errors();
   test_damaged_gzip();
   puts("reader hardening: ok");
