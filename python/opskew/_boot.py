@@ -408,7 +408,9 @@ def start_native(shim, path, record=False, scope=None):
 COST_ENV = "OPSKEW_TRACE_COST_"
 
 
-def _set_cost(lib, found) -> None:
+def set_cost(lib, found) -> None:
+    """Gives the session the tracer's in-window W: `found` is (W ns, source)
+    or None (the self-calibration stays); osk_trace_set_cost."""
     setter = getattr(lib, "osk_trace_set_cost", None)
     if setter is None:
         return
@@ -416,22 +418,6 @@ def _set_cost(lib, found) -> None:
         setter(-1.0, None)
     else:
         setter(float(found[0]), found[1].encode("utf-8", "replace"))
-
-
-def apply_stored_cost(lib, instrument: str, torch_version: str, device=None) -> None:
-    """One W for the tracer (docs/tracer.md): the in-window W `opskew
-    calibrate` stored for this instrument, machine and torch, given to the
-    session (osk_trace_set_cost) so that the trace's header, its summary and
-    `opskew correct` agree; without one, the session keeps its
-    self-calibration and says it is a lower bound. A bad cache never stops a
-    trace (calibration.stored skips bad files with a warning)."""
-    try:
-        from .calibration import tracer_cost
-
-        found = tracer_cost(instrument, torch_version, device)
-    except Exception:  # noqa: BLE001 - a cache we cannot read: the self-calibration stands
-        found = None
-    _set_cost(lib, found)
 
 
 def cost_env(instrument: str, torch_version: str, found) -> dict:
@@ -452,4 +438,4 @@ def apply_env_cost(lib, instrument: str, torch_version: str) -> None:
             found = (float(parts[1]), parts[2])
         except ValueError:
             found = None
-    _set_cost(lib, found)
+    set_cost(lib, found)

@@ -416,7 +416,15 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
     def _started(self, session, inst: str) -> Trace:
         import torch
 
-        _boot.apply_stored_cost(session.lib, inst, torch.__version__, self.device)
+        # One W for the tracer (docs/tracer.md): the in-window W opskew
+        # calibrate stored for this instrument, when there is one.
+        try:
+            from .calibration import tracer_cost
+
+            found = tracer_cost(inst, torch.__version__, self.device)
+        except Exception:  # noqa: BLE001 - a cache we cannot read: the self-calibration stands
+            found = None
+        _boot.set_cost(session.lib, found)
         self._session = session
         self.instrument = inst
         self._result = Trace(self.path, inst)

@@ -151,7 +151,7 @@ def test_store_find_load_in_a_temporary_cache(tmp_path, monkeypatch):
     assert len(calibration.stored()) == 4  # junk.json is skipped
     with pytest.raises(errors.UsageError, match="not found"):
         calibration.load(str(tmp_path / "none.json"))
-    with pytest.raises(errors.UsageError, match="cannot read"):
+    with pytest.raises(errors.UsageError, match="junk.json: Expecting property name"):
         calibration.load(str(tmp_path / "calibrations" / "junk.json"))
     (tmp_path / "other.json").write_text(json.dumps({"schema": "x"}))
     with pytest.raises(errors.UsageError, match="not an opskew calibration"):
@@ -234,7 +234,7 @@ def test_detect_torch_profiler_options(tmp_path, gz):
 def test_detect_opskew_traces(tmp_path):
     header = {"version": "0.1.0", "instrument": "itt", "clock": "tsc", "lost": {"total": 0}}
     r = detect(_write(tmp_path / "o.json", {"opskew": header, "traceEvents": [_event()]}))
-    assert r == {"instrument": "opskew", "config": "itt", "options": {}}
+    assert r == {"instrument": "opskew", "config": "itt", "options": {}, "header_calibration": None}
     # Anywhere at the top level, not only in the first bytes.
     r = detect(_write(tmp_path / "late.json", {"traceEvents": [_event()] * 3, "opskew": header}, gz=True))
     assert r["config"] == "itt"
@@ -258,8 +258,9 @@ def test_detect_bad_input(tmp_path):
     with pytest.raises(errors.TraceError, match="expected a string key at byte 26") as ei:
         detect(str(bad))
     assert ei.value.exit_code == errors.EXIT_USAGE
-    with pytest.raises(errors.TraceError, match="not found"):
+    with pytest.raises(errors.UsageError, match="none.json: not found") as ei:
         detect(str(tmp_path / "none.json"))
+    assert ei.value.exit_code == errors.EXIT_USAGE
     # A truncated trace is detected from what was read.
     cut = tmp_path / "cut.json"
     cut.write_text(json.dumps({"traceEvents": [_event(args={"Input Dims": []}), _event()]})[:-20])
