@@ -28,6 +28,7 @@ __all__ = ["Result", "check", "matrix", "sweep", "advise", "summary"]
 # Options of the command line that the API does not take, and why.
 _CLI_ONLY = {"json": "use .to_dict() (or opskew.report.write_json) for the JSON",
              "fail_on_skew": "read .verdict['skewed']",
+             "csv": "use .rows() or .to_pandas()",
              "target": "pass fn", "setup": "pass setup"}
 
 
@@ -61,6 +62,8 @@ def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
     for name, value in fixed.items():
         setattr(ns, name, value)
     ns.json = None
+    if hasattr(ns, "csv"):
+        ns.csv = None
     if hasattr(ns, "fail_on_skew"):
         ns.fail_on_skew = False
     return ns
