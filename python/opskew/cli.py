@@ -16,7 +16,7 @@ import sys
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
-COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct")
+COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct", "compare")
 
 EPILOG = """\
 exit codes:
