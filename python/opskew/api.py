@@ -23,7 +23,7 @@ import importlib
 import io
 import json
 
-__all__ = ["Result", "check", "matrix", "sweep", "advise", "summary"]
+__all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare"]
 
 # Options of the command line that the API does not take, and why.
 _CLI_ONLY = {"json": "use .to_dict() (or opskew.report.write_json) for the JSON",
@@ -163,6 +163,23 @@ def summary(path, **options) -> "Result":
     return result
 
 
+def compare(*paths, **options) -> "Result":
+    """`opskew compare A B ...`: the inputs (opskew JSON results or traces)
+    side by side, with each later one's ratio, change and significance
+    against the first (`metric=`, `top=`). Its rows() are the JSON's rows."""
+    args = _namespace("compare", options, {"inputs": [str(p) for p in paths]})
+    from .commands import compare as cmd
+
+    done = cmd.compute(args)
+    result = Result("compare", done.result, args)
+    if result._data["warnings"]:
+        import warnings
+
+        for w in result._data["warnings"]:
+            warnings.warn(f"opskew.compare: {w}", RuntimeWarning, stacklevel=2)
+    return result
+
+
 # -- the result object --------------------------------------------------------
 
 
@@ -245,6 +262,8 @@ class Result:
             return [_flat(r) for r in d.get("rows", [])]
         if self.kind == "advise":
             return [{"candidate": k, **_flat(v)} for k, v in d.get("candidates", {}).items()]
+        if self.kind == "compare":
+            return [dict(zip(("name", "unit", *_compare_csv_header(d)), r)) for r in _compare_rows(d)]
         rows = []  # sweep
         for curve in d.get("curves", []):
             for p in curve["points"]:
@@ -416,3 +435,23 @@ class Result:
                          td(fmt_time(r["true_per_call_s"])), td(fmt_time(r["added_per_call_s"])),
                          td(fmt_time(r["reported_per_call_s"])), td(f"x{skew:.2f}" if skew else "n/a")])
         return cols, body
+
+
+def _compare_csv_header(d: dict) -> list:
+    """compare's per-input fields after name and unit, as its CSV names them."""
+    labels = [i["label"] for i in d["inputs"]]
+    return ([f"{x}{s}" for x in labels for s in ("", "_low", "_high")]
+            + [f"{x}_{s}" for x in labels[1:] for s in ("ratio", "change", "significant")])
+
+
+def _compare_rows(d: dict) -> list:
+    from .commands.compare import csv_rows
+
+    out = []
+    for r in csv_rows(d):
+        flat = list(r[:2])
+        n = len(d["inputs"])
+        for v in r[2:2 + n]:
+            flat += list(v)
+        out.append(flat + list(r[2 + n:]))
+    return out

@@ -209,3 +209,44 @@ def test_truncated_trace_exit_5_and_help(tmp_path):
     assert p.returncode == 0
     for text in ("exit codes", "do not overlap", "n/a", "--csv", "--metric"):
         assert text in p.stdout
+
+
+def test_matrix_and_correct_results_compare_and_the_api_agrees_with_the_cli(tmp_path):
+    def matrix(path, per_event):
+        rows = [{"row": "baseline", "label": "no instrument"}]
+        rows += [{"row": k, "label": k, "in_window_per_event_ns": {"median": m, "ci95": ci}}
+                 for k, (m, ci) in per_event.items()]
+        return write(path, {"schema": "opskew.matrix/1", "status": "complete", "rows": rows})
+
+    a = matrix(tmp_path / "ma.json", {"minimal": (400.0, [380.0, 420.0]), "itt": (50.0, [40.0, 60.0])})
+    b = matrix(tmp_path / "mb.json", {"minimal": (410.0, [390.0, 430.0]), "itt": (100.0, [90.0, 110.0])})
+    _, doc = compare_json(tmp_path, a, b)
+    rows = by_name(doc)
+    assert doc["kind"] == "matrix" and "in-window per event: baseline" not in rows
+    assert rows["in-window per event: itt"]["changes"][0] == {"ratio": 2.0, "change": 1.0, "significant": True}
+    assert rows["in-window per event: minimal"]["changes"][0]["significant"] is False
+
+    def corrected(path, ops):
+        return write(path, {"schema": "opskew.correct/1", "ops": [
+            {"name": n, "calls": c, "reported_total_ns": rt, "reported_self_ns": rt, "corrected_total_ns": ct,
+             "corrected_self_ns": ct, "clamped": 0} for n, c, rt, ct in ops]})
+
+    ca = corrected(tmp_path / "ca.json", [("aten::add", 10, 9000, 4000)])
+    cb = corrected(tmp_path / "cb.json", [("aten::add", 10, 9000, 6000)])
+    _, doc = compare_json(tmp_path, ca, cb)
+    assert doc["kind"] == "correct" and by_name(doc)["aten::add"]["values"] == [400, 600]  # corrected, per call
+    trace = hand_trace(tmp_path / "t.json", {"aten::add": (10, 1000)})
+    p = run_opskew("compare", str(trace), str(ca))
+    assert p.returncode == 2 and "different kinds" in p.stderr
+
+    import opskew
+
+    r = opskew.compare(a, b)
+    assert r.to_dict() == doc_of(tmp_path, a, b)
+    row = {x["name"]: x for x in r.rows()}["in-window per event: itt"]
+    assert (row["A"], row["A_low"], row["B_ratio"], row["B_significant"]) == (50.0, 40.0, 2.0, True)
+    assert "in-window per event: itt" in repr(r)
+
+
+def doc_of(tmp_path, *paths):
+    return compare_json(tmp_path, *paths)[1]
