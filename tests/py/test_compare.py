@@ -140,7 +140,9 @@ def test_check_results_significant_only_when_intervals_do_not_overlap(tmp_path):
     assert w["changes"][0] == {"ratio": 2.0, "change": 1.0, "significant": True}
     assert w["changes"][1]["significant"] is False
     cs = rows["corrected self: aten::add"]
-    assert [c["significant"] for c in cs["changes"]] == [True, False]
+    # Shown with W's interval, but one window's operator times have no run-to-run interval: n/a.
+    assert cs["ci95"] == [[4800, 5200], [1800, 2200], [4900, 5300]]
+    assert [c["significant"] for c in cs["changes"]] == [None, None]
     assert cs["changes"][0]["ratio"] == pytest.approx(0.4)
     # Per-iteration times carry the sign-test interval of their trials' median.
     b = rows["baseline / iteration"]
@@ -250,3 +252,26 @@ def test_matrix_and_correct_results_compare_and_the_api_agrees_with_the_cli(tmp_
 
 def doc_of(tmp_path, *paths):
     return compare_json(tmp_path, *paths)[1]
+
+
+def test_two_real_checks_compare_with_their_own_intervals(tmp_path):
+    paths = []
+    for n in (1, 2):
+        out = tmp_path / f"check{n}.json"
+        p = run_opskew("check", "--trials", "6", "--iters", "2", "--calls", "200", "--warmup", "0.1",
+                       "--json", str(out))
+        assert p.returncode == 0, p.stderr
+        paths.append(out)
+    docs = [json.loads(x.read_text()) for x in paths]
+    _, doc = compare_json(tmp_path, *paths)
+    rows = by_name(doc)
+    w = rows["W per event"]
+    wa, wb = (d["added_per_event_ns"] for d in docs)
+    assert w["values"] == [wa["median"], wb["median"]] and w["ci95"] == [wa["ci95"], wb["ci95"]]
+    assert w["changes"][0]["ratio"] == pytest.approx(wb["median"] / wa["median"])
+    overlap = not (wa["ci95"][1] < wb["ci95"][0] or wb["ci95"][1] < wa["ci95"][0])
+    assert w["changes"][0]["significant"] is (not overlap)
+    b = rows["baseline / iteration"]
+    assert b["values"][0] == pytest.approx(docs[0]["baseline"]["per_iter_s"] * 1e9)
+    assert all(ci is not None and ci[0] <= v <= ci[1] for v, ci in zip(b["values"], b["ci95"]))
+    assert any(r["name"].startswith("corrected self: aten::add") for r in doc["rows"])
