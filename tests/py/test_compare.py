@@ -174,6 +174,8 @@ def test_mixed_kinds_and_bad_inputs_are_refused(tmp_path):
     # An output that is an input is refused before any work.
     p = run_opskew("compare", str(trace), str(trace), "--csv", str(trace))
     assert p.returncode == 2 and "destroy" in p.stderr
+    p = run_opskew("compare", str(trace), str(trace), "--csv", "-", "--json", "-")
+    assert p.returncode == 2 and "both go to standard output" in p.stderr and p.stdout == ""
 
 
 def test_csv_parses_and_matches_the_json(tmp_path):

@@ -173,3 +173,6 @@ def test_summary_and_correct_csv_match_their_json(tmp_path):
     # An output that is the input is refused before any work.
     p = run_opskew("summary", str(trace), "--csv", str(trace))
     assert p.returncode == 2 and "destroy" in p.stderr
+    for cmd in (("summary", str(trace)), ("correct", str(trace), "--calibration", str(cal))):
+        p = run_opskew(*cmd, "--csv", "-", "--json", "-")
+        assert p.returncode == 2 and "both go to standard output" in p.stderr and p.stdout == ""

@@ -277,6 +277,8 @@ def compute(args) -> Computed:
         raise UsageError(f"at most {len(string.ascii_uppercase)} inputs")
     if args.top < 0:
         raise UsageError("--top must be >= 0")
+    if args.csv == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
     inputs_desc = [(f"input {p}", p) for p in paths]
     check_output(args.json, inputs=inputs_desc)
     check_output(args.csv, inputs=inputs_desc + [("the --json file", args.json)])

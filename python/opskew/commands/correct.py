@@ -149,6 +149,8 @@ def run(args) -> int:
         raise UsageError(f"trace not found: {args.trace}")
     if args.top < 0:
         raise UsageError("--top must be >= 0")
+    if args.csv == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
     for path in (args.out, args.json, args.csv):
         if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")

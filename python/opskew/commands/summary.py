@@ -98,6 +98,8 @@ def compute(args) -> dict:
 
 def run(args) -> int:
     csv_path = getattr(args, "csv", None)
+    if csv_path == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
     check_output(csv_path, inputs=[("the input trace", args.trace), ("the --json file", args.json)])
     doc = compute(args)
     if args.json != "-" and csv_path != "-":
