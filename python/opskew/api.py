@@ -379,36 +379,33 @@ class Result:
         def tname(x):
             return f"<td style='text-align:left'>{e(str(x))}</td>"
 
-        def t(ns):
-            return fmt_time(ns * 1e-9)
+        def cols_of(names):
+            return tuple(names)  # the titles of opskew.tables.COLUMNS, as the text tables print them
 
         if self.kind == "check":
             if "operators" not in d:
                 return [], []
-            from .verdict import MARK_COLOURS
+            from .tables import cell, column
+            from .verdict import MARK_COLOURS, VERDICT_COLUMNS, verdict_rows
 
             v = d["operators"]
             ops = v["ops"] if not v.get("top") else v["ops"][: v["top"]]
-            cols = ("operator", "calls", "self", "total", "added", "corrected self [95% CI]",
-                    "corrected total", "verdict")
+            kinds = [column(c).kind for c in VERDICT_COLUMNS]  # the text table's columns and units
             body = []
-            for r in ops:
-                a = r["added_ns"]
-                cs = r["corrected_self_ns"]
-                mark = r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")
-                body.append([tname(r["name"]), td(r["calls"]), td(t(r["reported_self_ns"])),
-                             td(t(r["reported_total_ns"])),
-                             td(t(a["inside"] + a["operators_below"] + a["python_below"])),
-                             td(f"{t(cs['median'])} [{t(cs['ci95'][0])}, {t(cs['ci95'][1])}]"),
-                             td(t(r["corrected_total_ns"]["median"])),
-                             f"<td style='text-align:left;color:{MARK_COLOURS[r['mark']]}'><b>{e(mark)}</b></td>"])
-            return cols, body
+            for r, row in zip(ops, verdict_rows(ops)):
+                cells = [tname(row[0])] + [td(cell(x, k)) for x, k in zip(row[1:-1], kinds[1:-1])]
+                body.append(cells + [f"<td style='text-align:left;color:{MARK_COLOURS[r['mark']]}'>"
+                                     f"<b>{e(row[-1])}</b></td>"])
+            return cols_of(VERDICT_COLUMNS), body
         if self.kind == "summary":
+            from .tables import SUMMARY_COLUMNS, cell, column, summary_rows
+
             top = getattr(self._args, "top", 30)
             ops = d["ops"] if not top else d["ops"][:top]
-            cols = ("name", "calls", "self", "total", "mean", "p50", "p99")
-            return cols, [[tname(o["name"]), td(o["calls"]), td(fmt_ns(o["self_ns"])), td(fmt_ns(o["total_ns"])),
-                           td(fmt_ns(o["mean_ns"])), td(fmt_ns(o["p50_ns"])), td(fmt_ns(o["p99_ns"]))] for o in ops]
+            kinds = [column(c).kind for c in SUMMARY_COLUMNS]
+            rows = summary_rows(ops, SUMMARY_COLUMNS, sum(o["self_ns"] for o in d["ops"]))
+            return cols_of(SUMMARY_COLUMNS), [[tname(r[0])] + [td(cell(x, k)) for x, k in zip(r[1:], kinds[1:])]
+                                              for r in rows]
 
         def ci(x):
             if not x or x.get("median") is None:

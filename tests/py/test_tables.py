@@ -176,3 +176,18 @@ def test_summary_and_correct_csv_match_their_json(tmp_path):
     for cmd in (("summary", str(trace)), ("correct", str(trace), "--calibration", str(cal))):
         p = run_opskew(*cmd, "--csv", "-", "--json", "-")
         assert p.returncode == 2 and "both go to standard output" in p.stderr and p.stdout == ""
+
+
+def test_notebook_html_uses_the_same_column_titles(tmp_path):
+    import warnings
+
+    import opskew
+
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=300.0)
+    warnings.simplefilter("ignore", RuntimeWarning)  # the trace lists parents after children: re-sorted
+    html = opskew.summary(trace)._repr_html_()
+    heads = re.findall(r"<th>([^<]*)</th>", html)
+    assert tuple(heads) == tables.SUMMARY_COLUMNS
+    text = repr(opskew.summary(trace))
+    assert header_titles(text) == list(tables.SUMMARY_COLUMNS)
