@@ -9,7 +9,7 @@ from .tracing import trace  # noqa: E402,F401  (the C operator tracer; does not 
 
 # The Python API (docs/api.md), loaded on first use: `import opskew` stays
 # free of torch.
-_API = ("check", "matrix", "sweep", "advise", "summary", "Result")
+_API = ("check", "matrix", "sweep", "advise", "summary", "compare", "Result")
 
 
 def __getattr__(name):

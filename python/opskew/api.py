@@ -23,11 +23,12 @@ import importlib
 import io
 import json
 
-__all__ = ["Result", "check", "matrix", "sweep", "advise", "summary"]
+__all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare"]
 
 # Options of the command line that the API does not take, and why.
 _CLI_ONLY = {"json": "use .to_dict() (or opskew.report.write_json) for the JSON",
              "fail_on_skew": "read .verdict['skewed']",
+             "csv": "use .rows() or .to_pandas()",
              "target": "pass fn", "setup": "pass setup"}
 
 
@@ -61,6 +62,8 @@ def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
     for name, value in fixed.items():
         setattr(ns, name, value)
     ns.json = None
+    if hasattr(ns, "csv"):
+        ns.csv = None
     if hasattr(ns, "fail_on_skew"):
         ns.fail_on_skew = False
     return ns
@@ -160,6 +163,23 @@ def summary(path, **options) -> "Result":
     return result
 
 
+def compare(*paths, **options) -> "Result":
+    """`opskew compare A B ...`: the inputs (opskew JSON results or traces)
+    side by side, with each later one's ratio, change and significance
+    against the first (`metric=`, `top=`). Its rows() are the JSON's rows."""
+    args = _namespace("compare", options, {"inputs": [str(p) for p in paths]})
+    from .commands import compare as cmd
+
+    done = cmd.compute(args)
+    result = Result("compare", done.result, args)
+    if result._data["warnings"]:
+        import warnings
+
+        for w in result._data["warnings"]:
+            warnings.warn(f"opskew.compare: {w}", RuntimeWarning, stacklevel=2)
+    return result
+
+
 # -- the result object --------------------------------------------------------
 
 
@@ -242,6 +262,8 @@ class Result:
             return [_flat(r) for r in d.get("rows", [])]
         if self.kind == "advise":
             return [{"candidate": k, **_flat(v)} for k, v in d.get("candidates", {}).items()]
+        if self.kind == "compare":
+            return [dict(zip(("name", "unit", *_compare_csv_header(d)), r)) for r in _compare_rows(d)]
         rows = []  # sweep
         for curve in d.get("curves", []):
             for p in curve["points"]:
@@ -357,36 +379,33 @@ class Result:
         def tname(x):
             return f"<td style='text-align:left'>{e(str(x))}</td>"
 
-        def t(ns):
-            return fmt_time(ns * 1e-9)
+        def cols_of(names):
+            return tuple(names)  # the titles of opskew.tables.COLUMNS, as the text tables print them
 
         if self.kind == "check":
             if "operators" not in d:
                 return [], []
-            from .verdict import MARK_COLOURS
+            from .tables import cell, column
+            from .verdict import MARK_COLOURS, VERDICT_COLUMNS, verdict_rows
 
             v = d["operators"]
             ops = v["ops"] if not v.get("top") else v["ops"][: v["top"]]
-            cols = ("operator", "calls", "self", "total", "added", "corrected self [95% CI]",
-                    "corrected total", "verdict")
+            kinds = [column(c).kind for c in VERDICT_COLUMNS]  # the text table's columns and units
             body = []
-            for r in ops:
-                a = r["added_ns"]
-                cs = r["corrected_self_ns"]
-                mark = r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")
-                body.append([tname(r["name"]), td(r["calls"]), td(t(r["reported_self_ns"])),
-                             td(t(r["reported_total_ns"])),
-                             td(t(a["inside"] + a["operators_below"] + a["python_below"])),
-                             td(f"{t(cs['median'])} [{t(cs['ci95'][0])}, {t(cs['ci95'][1])}]"),
-                             td(t(r["corrected_total_ns"]["median"])),
-                             f"<td style='text-align:left;color:{MARK_COLOURS[r['mark']]}'><b>{e(mark)}</b></td>"])
-            return cols, body
+            for r, row in zip(ops, verdict_rows(ops)):
+                cells = [tname(row[0])] + [td(cell(x, k)) for x, k in zip(row[1:-1], kinds[1:-1])]
+                body.append(cells + [f"<td style='text-align:left;color:{MARK_COLOURS[r['mark']]}'>"
+                                     f"<b>{e(row[-1])}</b></td>"])
+            return cols_of(VERDICT_COLUMNS), body
         if self.kind == "summary":
+            from .tables import SUMMARY_COLUMNS, cell, column, summary_rows
+
             top = getattr(self._args, "top", 30)
             ops = d["ops"] if not top else d["ops"][:top]
-            cols = ("name", "calls", "self", "total", "mean", "p50", "p99")
-            return cols, [[tname(o["name"]), td(o["calls"]), td(fmt_ns(o["self_ns"])), td(fmt_ns(o["total_ns"])),
-                           td(fmt_ns(o["mean_ns"])), td(fmt_ns(o["p50_ns"])), td(fmt_ns(o["p99_ns"]))] for o in ops]
+            kinds = [column(c).kind for c in SUMMARY_COLUMNS]
+            rows = summary_rows(ops, SUMMARY_COLUMNS, sum(o["self_ns"] for o in d["ops"]))
+            return cols_of(SUMMARY_COLUMNS), [[tname(r[0])] + [td(cell(x, k)) for x, k in zip(r[1:], kinds[1:])]
+                                              for r in rows]
 
         def ci(x):
             if not x or x.get("median") is None:
@@ -413,3 +432,23 @@ class Result:
                          td(fmt_time(r["true_per_call_s"])), td(fmt_time(r["added_per_call_s"])),
                          td(fmt_time(r["reported_per_call_s"])), td(f"x{skew:.2f}" if skew else "n/a")])
         return cols, body
+
+
+def _compare_csv_header(d: dict) -> list:
+    """compare's per-input fields after name and unit, as its CSV names them."""
+    labels = [i["label"] for i in d["inputs"]]
+    return ([f"{x}{s}" for x in labels for s in ("", "_low", "_high")]
+            + [f"{x}_{s}" for x in labels[1:] for s in ("ratio", "change", "significant")])
+
+
+def _compare_rows(d: dict) -> list:
+    from .commands.compare import csv_rows
+
+    out = []
+    for r in csv_rows(d):
+        flat = list(r[:2])
+        n = len(d["inputs"])
+        for v in r[2:2 + n]:
+            flat += list(v)
+        out.append(flat + list(r[2 + n:]))
+    return out

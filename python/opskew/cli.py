@@ -16,7 +16,7 @@ import sys
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
-COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct")
+COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct", "compare")
 
 # What each exit code means, as `--help` prints it (errors.py holds the codes).
 EXIT_LINES = {

@@ -146,18 +146,6 @@ def _not_bound(instrument: str, path: str):
     return message
 
 
-def _take_string(lib, ptr) -> str:
-    if not ptr:
-        raise from_c_error(_engine.ENOMEM, "opskew tracer: a string from C")
-    try:
-        return ctypes.string_at(ptr).decode("utf-8", "replace")
-    finally:
-        lib.osk_trace_free(ptr)
-
-
-# ------------------------------------------------------------------ results
-
-
 class Event(NamedTuple):
     name: str
     ts_ns: int  # CLOCK_MONOTONIC_RAW
@@ -195,15 +183,25 @@ class Events:
 
 class Summary:
     """Per-operator statistics computed in C, read through ctypes. str() is
-    the table (C's); .rows one dict per operator (the fields of
-    osk_trace_op_t, with the name as a string), sorted by self time; .data
-    the session's figures with .rows under "ops", the keys of the JSON
-    summary (schema opskew.trace.summary/1)."""
+    the table (every row), rendered from .data by the renderer every opskew
+    table uses (opskew.tables.trace_summary, as `record --summary`); .rows
+    one dict per operator (the fields of osk_trace_op_t, with the name as a
+    string), sorted by self time; .data the session's figures with .rows
+    under "ops", the keys of the JSON summary (schema opskew.trace.summary/1)."""
 
-    def __init__(self, table: str, data: dict):
-        self.table = table
+    def __init__(self, data: dict):
         self.data = data
         self.rows = data.get("ops", [])
+
+    @property
+    def table(self) -> str:
+        import io
+
+        from .tables import trace_summary
+
+        buf = io.StringIO()
+        trace_summary(self.data, top=0, out=buf)
+        return buf.getvalue()
 
     def __str__(self) -> str:
         return self.table
@@ -219,7 +217,6 @@ def _summarize(trace: "Trace") -> Summary:
     if rc != 0 or not s:  # *out is NULL on failure
         raise from_c_error(rc or _engine.ENOMEM, "opskew tracer: building the summary")
     try:
-        table = _take_string(lib, lib.osk_trace_summary_table(s, 0))
         fields = [f for f, _ in _boot.Op._fields_]
         rows = []
         for i in range(lib.osk_trace_summary_rows(s)):
@@ -235,7 +232,7 @@ def _summarize(trace: "Trace") -> Summary:
             "unmatched_ends": int(lib.osk_trace_snapshot_unmatched_ends(snap)),
             "open_at_stop": int(lib.osk_trace_snapshot_open_at_stop(snap)),
             "calibration": trace.calibration, "residual_ns": residual, "ops": rows}
-    return Summary(table, data)
+    return Summary(data)
 
 
 class Trace:

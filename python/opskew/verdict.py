@@ -148,30 +148,33 @@ def sentence(summary: dict) -> str:
     return text
 
 
-def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
-    """A key_averages()-style table of the top operators by reported self time."""
-    from .report import fmt_time
+VERDICT_COLUMNS = ("name", "calls", "total", "self", "added", "corrected total", "corrected self [95% CI]",
+                   "verdict")
 
-    def t(ns):
-        return fmt_time(ns * 1e-9)
 
-    ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
-    cov = f"{100 * verdict.get('ci_coverage', 0.95):.1f}% CI"
-    hdr = (f"{'operator':36s} {'calls':>7s} {'self':>9s} {'total':>9s} {'added':>9s} "
-           f"{'corr. self [' + cov + ']':>27s} {'corr. total':>10s}  verdict")
-    out.write(hdr + "\n" + "-" * len(hdr) + "\n")
+def verdict_rows(ops: list) -> list:
+    """Rows of VERDICT_COLUMNS (times in ns) from the per-operator verdict."""
+    rows = []
     for r in ops:
         a = r["added_ns"]
         cs = r["corrected_self_ns"]
-        ci = f"{t(cs['median'])} [{t(cs['ci95'][0])}, {t(cs['ci95'][1])}]"
-        name = r["name"] if len(r["name"]) <= 36 else r["name"][:35] + "~"
-        out.write(f"{name:36s} {r['calls']:>7d} {t(r['reported_self_ns']):>9s} {t(r['reported_total_ns']):>9s} "
-                  f"{t(a['inside'] + a['operators_below'] + a['python_below']):>9s} {ci:>27s} "
-                  f"{t(r['corrected_total_ns']['median']):>10s}  {r['mark']}"
-                  + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "") + "\n")
-    more = len(verdict["ops"]) - len(ops)
-    if more > 0:
-        out.write(f"... {more} more operator(s)\n")
+        rows.append([r["name"], r["calls"], r["reported_total_ns"], r["reported_self_ns"],
+                     a["inside"] + a["operators_below"] + a["python_below"], r["corrected_total_ns"]["median"],
+                     (cs["median"], cs["ci95"][0], cs["ci95"][1]),
+                     r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")])
+    return rows
+
+
+def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
+    """A key_averages()-style table of the top operators by reported self
+    time, through the one renderer (opskew.tables), then where the skew lands."""
+    from .tables import Col, op_table
+
+    # The interval's title says its real coverage (that of W's CI).
+    cov = f"{100 * verdict.get('ci_coverage', 0.95):.3g}% CI"
+    cols = [Col(f"corrected self [{cov}]", "interval", "corrected_self_ns") if c == "corrected self [95% CI]"
+            else c for c in VERDICT_COLUMNS]
+    op_table(verdict_rows(verdict["ops"]), cols, top=top, out=out)
     out.write(f"where the skew lands: {sentence(verdict['summary'])}\n")
 
 

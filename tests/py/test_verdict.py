@@ -112,7 +112,7 @@ def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):
     verdict.render(v, out, top=2)
     text = out.getvalue()
     assert text.count("\n") == 2 + 2 + 1 + 1  # header, rule, 2 rows, "more", sentence
-    assert "... 1 more operator(s)" in text and "where the skew lands:" in text
+    assert "... 1 more (--top 0 shows all)" in text and "where the skew lands:" in text
     assert "inflated" in text
 
 

@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sort", default="reported", choices=("reported", "corrected", "calls", "name", "removed"))
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows to print (default: 20; 0: all)")
     p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.correct/1), - for stdout")
+    p.add_argument("--csv", metavar="PATH",
+                   help="write every operator as CSV to PATH ('-': stdout): a header line, then plain "
+                   "numbers (times in ns)")
 
 
 def detect(path: str) -> dict:
@@ -120,6 +123,17 @@ def _from_header(header: dict, found: dict, torch_version: str) -> dict:
     return cal
 
 
+CORRECT_COLUMNS = ("name", "calls", "total", "corrected total", "self", "corrected self", "mean",
+                   "corrected mean", "clamped")
+
+
+def correct_rows(ops: list) -> list:
+    """Rows of CORRECT_COLUMNS (times in ns) from the per-operator dicts."""
+    return [[o["name"], o["calls"], o["reported_total_ns"], o["corrected_total_ns"], o["reported_self_ns"],
+             o["corrected_self_ns"], o["reported_total_ns"] / o["calls"] if o["calls"] else None,
+             o["corrected_total_ns"] / o["calls"] if o["calls"] else None, o["clamped"]] for o in ops]
+
+
 def print_human(res: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     cal = res["calibration"]
@@ -145,17 +159,10 @@ def print_human(res: dict, out=None) -> None:
     if s["clamped"]:
         out.write(f"  {s['clamped']} event(s) fell below zero and were clamped; residual "
                   f"{fmt_time(s['residual_ns'] * 1e-9)} (the calibration over-compensates these)\n")
-    hdr = (f"\n{'operator':40s} {'calls':>8s} {'reported':>10s} {'corrected':>10s} {'self rep':>10s} "
-           f"{'self corr':>10s} {'mean rep':>9s} {'mean corr':>9s} {'clamped':>7s}")
-    out.write(hdr + "\n" + "-" * (len(hdr) - 1) + "\n")
-    for op in res["ops"]:
-        n = op["calls"]
-        out.write(f"{op['name'][:40]:40s} {n:>8d} {fmt_time(op['reported_total_ns'] * 1e-9):>10s} "
-                  f"{fmt_time(op['corrected_total_ns'] * 1e-9):>10s} {fmt_time(op['reported_self_ns'] * 1e-9):>10s} "
-                  f"{fmt_time(op['corrected_self_ns'] * 1e-9):>10s} {fmt_time(op['reported_total_ns'] / n * 1e-9):>9s} "
-                  f"{fmt_time(op['corrected_total_ns'] / n * 1e-9):>9s} {op['clamped']:>7d}\n")
-    if res.get("omitted"):
-        out.write(f"... {res['omitted']} more (--top 0 shows all)\n")
+    from ..tables import op_table
+
+    out.write("\n")
+    op_table(correct_rows(res["ops"]), CORRECT_COLUMNS, omitted=res.get("omitted", 0), out=out)
     if res.get("out"):
         out.write(f"\ncorrected trace: {res['out']}\n")
 
@@ -165,12 +172,18 @@ def run(args) -> int:
 
     if args.top < 0:
         raise UsageError("--top must be >= 0")
+    if args.csv == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
+    for path in (args.out, args.json, args.csv):
+        if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
     # Refused before anything is read: an output that is the input (also
     # through a link), or one the writer would refuse (docs/outputs.md).
     inputs = [("the input trace", args.trace), ("the calibration", args.calibration)]
     check_output(args.out, inputs=inputs + [("the --json file", args.json)], stdout=False,
                  what="corrected trace")
     check_output(args.json, inputs=inputs)
+    check_output(args.csv, inputs=inputs + [("the --json file", args.json)])
     # Read twice (detection, then correction): a pipe or "-" is copied once,
     # in C, to a temporary file of our own (docs/reader.md).
     with rereadable(args.trace) as src:
@@ -226,11 +239,15 @@ def _run(args, src: str) -> int:
         "omitted": 0 if args.top == 0 else max(0, len(ops) - args.top),
         "out": os.path.abspath(args.out) if args.out else None,
     }
-    if args.json != "-":
+    if args.json != "-" and args.csv != "-":
         print_human(res)
     if args.json:
         res["ops"] = ops
         write_json(res, args.json)
+    if args.csv:
+        from ..tables import write_csv
+
+        write_csv(args.csv, correct_rows(ops), CORRECT_COLUMNS)
     if r["truncated"]:
         print(f"opskew correct: warning: {r['warning']}", file=sys.stderr)
         return EXIT_TRUNCATED

@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Chrome trace to write, replaced only by a complete trace; a character device "
                         "such as /dev/null is written through (default: %(default)s)")
     p.add_argument("--summary", action="store_true",
-                   help="print a per-operator table (calls, total, self, corrected self, p50, p99)")
+                   help="print a per-operator table (calls, total, self, corrected total and self, mean, p50, p99)")
     p.add_argument("--json", action="store_true",
                    help="print the summary as JSON (schema opskew.trace.summary/1) instead")
     p.add_argument("--top", type=int, default=30, metavar="N",
@@ -239,9 +239,10 @@ def run(args) -> int:
     env["OPSKEW_RECORD_TMPDIR"] = tmpdir
     want_summary = args.summary or args.json
     if want_summary:
-        env["OPSKEW_SUMMARY_TXT"] = os.path.join(tmpdir, "summary.txt")
+        # The child writes the JSON only; the table is rendered here from it
+        # by the one renderer every command uses (opskew.tables).
+        env.pop("OPSKEW_SUMMARY_TXT", None)
         env["OPSKEW_SUMMARY_JSON"] = os.path.join(tmpdir, "summary.json")
-        env["OPSKEW_SUMMARY_ROWS"] = str(args.top)
     try:
         try:
             proc = subprocess.Popen(interp + [BOOT] + rest, env=env)
@@ -274,12 +275,19 @@ def run(args) -> int:
         if status.get("profiler_conflict"):
             print(f"opskew record: {status['profiler_conflict']}", file=sys.stderr)
         if want_summary and written:
-            key = "summary.json" if args.json else "summary.txt"
             try:
-                with open(os.path.join(tmpdir, key), encoding="utf-8") as f:
-                    sys.stdout.write(f.read())
+                with open(env["OPSKEW_SUMMARY_JSON"], encoding="utf-8") as f:
+                    text = f.read()
+                if args.json:
+                    sys.stdout.write(text)
+                else:
+                    import json
+
+                    from ..tables import trace_summary
+
+                    trace_summary(json.loads(text), top=args.top, out=sys.stdout)
                 sys.stdout.flush()
-            except OSError:
+            except (OSError, ValueError):
                 print("opskew record: the summary was not written", file=sys.stderr)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -53,42 +53,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only analyze events of these categories (e.g. cpu_op,user_annotation); "
                    "nesting and self time are then among those events only (default: all but "
                    "Kineto's 'Trace' span)")
+    p.add_argument("--csv", metavar="PATH",
+                   help="also write every operator as CSV to PATH ('-': stdout): a header line, then "
+                   "plain numbers (times in ns, shares as fractions)")
 
 
-def _row(o, self_sum):
-    pct = (lambda v: f"{100.0 * v / self_sum:.2f}%") if self_sum > 0 else (lambda v: "n/a")
-    return (o["name"], pct(o["self_ns"]), fmt_ns(o["self_ns"]), pct(o["total_ns"]),
-            fmt_ns(o["total_ns"]), fmt_ns(o["mean_ns"]), fmt_ns(o["p50_ns"]), fmt_ns(o["p99_ns"]),
-            str(o["calls"]))
+def _print_table(result, ops, top, out, losses=None):
+    """The table through the one renderer (opskew.tables), then the totals."""
+    from ..tables import SUMMARY_COLUMNS, op_table, summary_rows
 
-
-def _print_table(result, ops, top, out, losses):
-    header = ("Name", "Self %", "Self", "Total %", "Total", "Mean", "p50", "p99", "Calls")
-    self_sum = sum(o["self_ns"] for o in result["ops"])
-    shown = ops if top == 0 else ops[:top]
-    rows = [_row(o, self_sum) for o in shown]
-    name_w = min(max([len(header[0])] + [len(r[0]) for r in rows]), 60)
-    widths = [name_w] + [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i])
-                         for i in range(1, len(header))]
-
-    def line(cells):
-        name = cells[0] if len(cells[0]) <= name_w else cells[0][: name_w - 3] + "..."
-        return "  ".join([name.ljust(name_w)] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
-
-    rule = "-" * len(line(header))
-    out.write(rule + "\n" + line(header) + "\n" + rule + "\n")
-    for r in rows:
-        out.write(line(r) + "\n")
-    out.write(rule + "\n")
+    self_sum = sum(o["self_ns"] for o in result["ops"])  # shares are of all self time
+    op_table(summary_rows(ops, SUMMARY_COLUMNS, self_sum), SUMMARY_COLUMNS, top=top, out=out)
     st = result["stats"]
     threads = [t for t in result["threads"] if t["complete_events"]]
-    out.write(f"Self time total: {fmt_ns(self_sum)}")
+    out.write(f"self time total: {fmt_ns(self_sum)}")
     if st.get("complete_events"):
         out.write(f"; span {fmt_ns(st['last_end_ns'] - st['first_ts_ns'])}")
     out.write("\n")
-    more = f" (showing {len(shown)} of {len(ops)} names)" if len(shown) < len(ops) else ""
     out.write(f"{st.get('complete_events', 0)} complete events of {st.get('events', 0)} read, "
-              f"{len(ops)} names, {count_of(len(threads), 'thread')}{more}\n")
+              f"{len(ops)} names, {count_of(len(threads), 'thread')}\n")
     if losses:
         out.write(losses_line(losses)[0].upper() + losses_line(losses)[1:] + "\n")
 
@@ -123,11 +106,19 @@ def compute(args) -> dict:
 
 
 def run(args) -> int:
+    csv_path = getattr(args, "csv", None)
+    if csv_path == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
+    check_output(csv_path, inputs=[("the input trace", args.trace), ("the --json file", args.json)])
     doc = compute(args)
-    if args.json != "-":
+    if args.json != "-" and csv_path != "-":
         _print_table(doc, doc["ops"], args.top, sys.stdout, doc["losses"])
     if args.json:
         write_json(doc, args.json)
+    if csv_path:
+        from ..tables import SUMMARY_COLUMNS, summary_rows, write_csv
+
+        write_csv(csv_path, summary_rows(doc["ops"], SUMMARY_COLUMNS), SUMMARY_COLUMNS)
     for w in doc["warnings"]:
         print(f"opskew summary: warning: {w}", file=sys.stderr)
     return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK
