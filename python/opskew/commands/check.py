@@ -169,8 +169,8 @@ def _print_human(result: dict, out=None) -> None:
                 text += (f", W_py {fmt_ns(cr['w_py_ns']['median'])} {fmt_ci(*cr['w_py_ns']['ci95'])} "
                          "per Python event")
             rows.append(("in-run calibration", text + f", delta {fmt_ns(cr['delta_ns'])}"))
-            rows.append(("verdict window", f"{cr['events']} events, "
-                         f"{100 * cr['instrument_share']:.1f}% of the top-level time was instrument"
+            rows.append(("verdict window", f"{cr['events']} events in one more profiled window (the "
+                         "per-operator verdict below reads it)"
                          + (f"; corrected trace {cr['corrected_trace']}" if cr["corrected_trace"] else "")
                          + (f"; raw trace {cr['trace']}" if cr["trace"] else "")))
         v = result["verdict"]
