@@ -100,10 +100,13 @@ def test_mlp_backward_recorded_and_nested(shim):
         assert any(e.name == "aten::mm" for e in inside), [e.name for e in inside]
 
 
-def test_torch_first_then_trace_records_aten_ops(shim, tmp_path):
-    p = py("""
-        import torch
-        import opskew
+@pytest.mark.parametrize("first,second", [("torch", "opskew"), ("opskew", "torch")])
+def test_either_import_order_then_trace_records_aten_ops(shim, tmp_path, first, second):
+    """Issue 13's friction 1: `import opskew; import torch` (and the other
+    order, a notebook's) then `with opskew.trace(...)` records aten ops."""
+    p = py(f"""
+        import {first}
+        import {second}
         a = torch.ones(1)
         with opskew.trace("t.json") as t:
             for _ in range(1000):
