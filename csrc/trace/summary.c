@@ -282,7 +282,10 @@ char *osk_trace_summary_json(const osk_trace_summary_t *sum) {
     osk__sb_json_num(&sb, sum->calib.w_ns);
     osk__sb_puts(&sb, ",\"delta_ns\":");
     osk__sb_json_num(&sb, sum->calib.delta_ns);
-    osk__sb_puts(&sb, ",\"scope\":\"collector\"}");
+    osk__sb_puts(&sb, strcmp(s->instrument, "pyhook") == 0 ? ",\"scope\":\"profile hook\",\"w_source\":"
+                                                            : ",\"scope\":\"collector\",\"w_source\":");
+    osk__sb_json_str(&sb, sum->calib_given ? "given to the summary" : osk_trace_snapshot_w_source(s));
+    osk__sb_puts(&sb, "}");
   } else {
     osk__sb_puts(&sb, "null");
   }

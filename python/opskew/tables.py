@@ -215,9 +215,10 @@ def trace_summary(doc: dict, top: int = 0, out=None) -> None:
                   f"({spill['bytes'] / 1048576:.1f} MiB) went through the spill file\n")
     cal = doc.get("calibration")
     if cal:
-        scope = "profile hook" if doc.get("instrument") == "pyhook" else "collector"
-        out.write(f"tracer cost (self-calibrated, {scope} only): W {cal['w_ns']:.1f} ns/event, "
-                  f"delta {cal['delta_ns']:.1f} ns; the 'corrected' columns subtract it\n")
+        # One W for the tracer (docs/tracer.md): where it came from, as the header says.
+        source = cal.get("w_source") or "self-calibrated"
+        out.write(f"tracer cost: W {cal['w_ns']:.1f} ns/event, delta {cal['delta_ns']:.1f} ns (W: {source}); "
+                  "the 'corrected' columns subtract it\n")
     ops = doc.get("ops", [])
     op_table(summary_rows(ops, TRACE_SUMMARY_COLUMNS), TRACE_SUMMARY_COLUMNS, top=top, out=out)
     out.write(f"self time total: {fmt_ns(sum(o['self_ns'] for o in ops))}\n")
