@@ -56,13 +56,14 @@ class rereadable:
                 if stat.S_ISREG(os.stat(self.path).st_mode):
                     return self.path
             except OSError:
-                return self.path  # the C reader names why it cannot open it
+                pass  # osk_reader_spool names why it cannot open it
         from . import _reader
 
         fd, code, message, sys_errno = _reader.spool(self.path)
         if fd < 0:
-            raise from_c_error(code, f"trace {self.path}", message=message, sys_errno=sys_errno,
-                               path=self.path)
+            _raise_unless_read({"status": "error", "error": {"message": message, "sys_errno": sys_errno,
+                                                             "number": code, "offset": None}},
+                               self.path, f"trace {self.path}")
         self.fd = fd
         return f"/dev/fd/{fd}"
 

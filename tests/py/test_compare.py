@@ -277,3 +277,24 @@ def test_two_real_checks_compare_with_their_own_intervals(tmp_path):
     assert b["values"][0] == pytest.approx(docs[0]["baseline"]["per_iter_s"] * 1e9)
     assert all(ci is not None and ci[0] <= v <= ci[1] for v, ci in zip(b["values"], b["ci95"]))
     assert any(r["name"].startswith("corrected self: aten::add") for r in doc["rows"])
+
+
+def test_compare_reads_pipes_and_names_open_errors(tmp_path):
+    """Inputs are opened by the C reader: a pipe ("-", /dev/fd) is read like
+    the file, and a directory or a missing file is named as summary names it."""
+    import subprocess
+    import sys
+
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": float(i), "dur": 0.5}
+        for i in range(10)]}))
+    cmd = [sys.executable, "-m", "opskew", "compare", "-", str(a), "--json", "-"]
+    p = subprocess.run(cmd, input=a.read_bytes(), capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["rows"]
+    assert [r["name"] for r in rows] == ["aten::add"] and rows[0]["values"] == [500.0, 500.0]
+    for bad, words in ((tmp_path, "is a directory"), (tmp_path / "none.json", "not found")):
+        q = subprocess.run([sys.executable, "-m", "opskew", "compare", str(bad), str(a)], capture_output=True,
+                           text=True, timeout=120)
+        assert q.returncode == 2 and words in q.stderr and "Traceback" not in q.stderr, q.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import string
 import sys
 
@@ -68,7 +66,6 @@ METRIC_TEXT = {"self": "self time per call", "total": "total (inclusive) time of
 OPERATOR_SCHEMAS = ("opskew.summary/1", "opskew.trace.summary/1")
 KIND_OF = {"opskew.summary/1": "operators", "opskew.trace.summary/1": "operators",
            "opskew.correct/1": "correct", "opskew.check/1": "check", "opskew.matrix/1": "matrix"}
-_SCHEMA_RE = re.compile(rb'\s*\{\s*"schema"\s*:\s*"([^"\\]{1,100})"')
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,40 +81,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # -- reading the inputs -----------------------------------------------------------
 
-def _schema(path: str):
-    """The "schema" an opskew result starts with, or None (a trace)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if head[:2] == b"\x1f\x8b":
-        return None  # gzip: a trace
-    m = _SCHEMA_RE.match(head)
-    return m.group(1).decode("utf-8", "replace") if m else None
-
-
 def load(path: str, label: str) -> dict:
-    """One input: {"label", "path", "schema", "kind", "doc", "warnings"}."""
-    if not os.path.exists(path):
-        raise UsageError(f"not found: {path}")
-    if os.path.isdir(path):
-        raise UsageError(f"{path} is a directory: give an opskew JSON result or a trace")
-    schema = _schema(path)
-    if schema is None:
-        from ..tracefile import DEFAULT_EXCLUDED, summarize, warnings_of
+    """One input: {"label", "path", "schema", "kind", "doc", "warnings"}.
+    The C reader opens it (so open errors are named as everywhere, and a
+    pipe or "-" is copied once to a file of our own: tracefile.rereadable)
+    and says from its header whether it is an opskew result ("schema") or a
+    trace; a trace is then summarized in C, a result parsed as JSON."""
+    from ..tracefile import DEFAULT_EXCLUDED, rereadable, scan, summarize, warnings_of
 
-        r = summarize(path, exclude_categories=DEFAULT_EXCLUDED)
-        return {"label": label, "path": path, "schema": "chrome-trace", "kind": "operators",
-                "status": r["status"], "ops": r["ops"], "warnings": warnings_of(r)}
-    if schema not in KIND_OF:
-        raise UsageError(f"{path}: cannot compare schema {schema}; compare reads "
-                         f"{', '.join(KIND_OF)} and Chrome traces")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read {path}: {' '.join(str(exc).split())}") from None
+    with rereadable(path) as src:
+        meta = scan(src, header_only=True).get("metadata") or {}
+        schema = meta.get("schema") if isinstance(meta.get("schema"), str) else None
+        if schema is None or not schema.startswith("opskew."):
+            r = summarize(src, exclude_categories=DEFAULT_EXCLUDED)
+            return {"label": label, "path": path, "schema": "chrome-trace", "kind": "operators",
+                    "status": r["status"], "ops": r["ops"], "warnings": warnings_of(r)}
+        if schema not in KIND_OF:
+            raise UsageError(f"{path}: cannot compare schema {schema}; compare reads "
+                             f"{', '.join(KIND_OF)} and Chrome traces")
+        try:
+            with open(src, encoding="utf-8") as f:
+                doc = json.load(f)  # an opskew result (small), not a trace
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not an opskew result")
     return {"label": label, "path": path, "schema": schema, "kind": KIND_OF[schema],
