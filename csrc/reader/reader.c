@@ -91,6 +91,11 @@ struct osk_reader {
   int fd;
   off_t start_off; /* where a seekable fd was at open: osk_reader_rewind goes back there */
   int spool_fd;    /* a pipe's bytes as read, for osk_reader_rewind (-1: none) */
+  /* Why the pipe's copy could not be made or kept (NULL: it was, or none was
+   * asked for). Only a rewind that needs the copy reports it: one pass
+   * reads the pipe without it. */
+  const char *spool_msg;
+  int spool_errno;
   const char *io_msg; /* what failed in the last OSK_EIO of the source */
   const unsigned char *mem;
   size_t mem_len, mem_pos, piece;
@@ -198,10 +203,12 @@ static ssize_t raw_read(osk_reader_t *r, unsigned char *dst, size_t n) {
     for (ssize_t done = 0; done < got;) {
       ssize_t w = write(r->spool_fd, dst + done, (size_t)(got - done));
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        if (w == 0) errno = ENOSPC;
-        r->io_msg = "cannot write the temporary copy of the piped trace";
-        return -1;
+      if (w <= 0) { /* the copy is lost, not this read: only a rewind needs it */
+        r->spool_errno = w == 0 ? ENOSPC : errno;
+        r->spool_msg = "cannot write the temporary copy of the piped trace";
+        close(r->spool_fd);
+        r->spool_fd = -1;
+        break;
       }
       done += w;
     }
@@ -453,8 +460,10 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
     if (r->start_off < 0) goto fail;
   } else if (r->opts.rewindable) {
     r->start_off = -1;
-    what = "cannot create a temporary copy of the piped trace";
-    if (spool_open(r)) goto fail;
+    if (spool_open(r)) { /* reported only if a rewind needs the copy */
+      r->spool_errno = errno;
+      r->spool_msg = "cannot create a temporary copy of the piped trace";
+    }
   } else {
     r->start_off = -1;
   }
@@ -531,6 +540,9 @@ int osk_reader_rewind(osk_reader_t *r, osk_error_t *err) {
       set_err(err, OSK_EIO, "cannot read the temporary copy of the piped trace", 0, errno);
       return OSK_EIO;
     }
+  } else if (r->start_off < 0 && r->spool_msg) { /* the copy this read needs failed */
+    set_err(err, OSK_EIO, r->spool_msg, 0, r->spool_errno);
+    return OSK_EIO;
   } else if (r->start_off < 0 || lseek(r->fd, r->start_off, SEEK_SET) != r->start_off) {
     set_err(err, OSK_EIO, "the trace cannot be read a second time (a pipe opened without rewindable)",
             0, r->start_off < 0 ? ESPIPE : errno);

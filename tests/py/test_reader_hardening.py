@@ -95,6 +95,19 @@ def test_pipe_without_a_temp_dir_is_named(tmp_path):
     assert "temporary copy of the piped trace" in err and "No such file or directory" in err
 
 
+def test_an_in_order_pipe_needs_no_temp_dir(tmp_path):
+    """The copy only serves a second pass: a trace read in one pass (every
+    thread in time order) is summarized from a pipe with no usable $TMPDIR."""
+    t = tmp_path / "t.json"
+    t.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": float(i), "dur": 0.5}
+        for i in range(1000)]}))
+    p = subprocess.run([sys.executable, "-m", "opskew", "summary", "-", "--json", "-"], input=t.read_bytes(),
+                       capture_output=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp_path / "no_such_dir")})
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["ops"][0]["calls"] == 1000
+
+
 def one_line(p, fragment):
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
