@@ -292,6 +292,11 @@ static void fork_child(void) {
    * the child spills to a file of its own (what it spilled so far stays
    * readable through the inherited descriptor). */
   spill_reset();
+  /* ...but a child makes no spill file at all: it never writes the parent's
+   * trace (collector.c), so a fork-based worker would fill an unlinked file
+   * that nothing reads for as long as it runs. Past the budget its events
+   * are counted lost (OSK_TRACE_LOSS_SPILL) instead. */
+  g_spill_broken = 1;
   g_threads = NULL;
   if (t_state) {
     t_state->next = NULL;

@@ -92,8 +92,12 @@ def choose_calibration(args, found: dict) -> dict:
                 f"{found['instrument']} ({found['config']}); calibrate that configuration "
                 f"(opskew calibrate --config {found['config'].replace('+', ',')}) or pass --force")
         return cal
-    cal = find(found["instrument"], found["config"], torch.__version__)
     header = found.get("header_calibration")
+    if header and str(header.get("w_source", "")).startswith("opskew calibrate"):
+        # The trace was written with a stored in-window W: that very W, not
+        # whichever calibration is newest now (one W: docs/tracer.md).
+        return _from_header(header, found, torch.__version__)
+    cal = find(found["instrument"], found["config"], torch.__version__)
     if cal is None and header:
         # One W for the tracer (docs/tracer.md): the W the trace was written
         # with, the same its summary used.

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { THREADS = 4, ITERS = 3000 };
@@ -370,6 +371,33 @@ static void test_spill_failures(const char *dir) {
   osk_trace_snapshot_free(s);
 }
 
+/* A forked child never spills (it never writes the parent's trace): past
+ * the budget its events are counted lost under `spill`, none spilled. */
+static void test_fork_child_does_not_spill(void) {
+  CHECK(osk_trace_set_budget(ONE_CHUNK) == 0);
+  CHECK(osk_trace_start(NULL) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    osk_trace_name_t *n = osk_trace_name("op::child");
+    for (int i = 0; i < 4 * (int)OSK__CHUNK_EVENTS; i++) {
+      osk_trace_begin(n, 0);
+      osk_trace_end();
+    }
+    osk_trace_snapshot_t *s = NULL;
+    int ok = osk_trace_stop("child", &s) == 0 && s && osk_trace_snapshot_spilled(s) == 0 &&
+             osk_trace_snapshot_lost(s, OSK_TRACE_LOSS_SPILL) > 0 &&
+             osk_trace_snapshot_events(s) + osk_trace_snapshot_lost(s, OSK_TRACE_LOSS_SPILL) ==
+                 4u * OSK__CHUNK_EVENTS;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  osk_trace_snapshot_t *s = NULL;
+  CHECK(osk_trace_stop("parent", &s) == 0 && s);
+  osk_trace_snapshot_free(s);
+}
+
 int main(void) {
   char dir[] = "/tmp/opskew_test_spill_XXXXXX";
   CHECK(mkdtemp(dir));
@@ -379,6 +407,7 @@ int main(void) {
 
   test_budget_env();
   test_handmade_order(path);
+  test_fork_child_does_not_spill();
 
   /* Without a budget nothing spills; with one of one chunk most events do. */
   const size_t total = (size_t)THREADS * ITERS * PER_ITER;
