@@ -73,7 +73,9 @@ def test_a_stored_in_window_w_is_the_one_w_everywhere(tmp_path, cache):
     assert header["calibration"]["w_ns"] == w and header["calibration"]["w_source"] == got["calibration"]["w_source"]
     assert f"W {w:.1f} ns/event" in got["summary"]
     cal = correct_w(tmp_path / "t.json", cache, tmp_path)
-    assert cal["w_ns"] == w and cal["delta_ns"] == 12.0
+    # The trace's own W and delta (the delta its session measured, as its summary used).
+    assert cal["w_ns"] == w and cal["delta_ns"] == pytest.approx(header["calibration"]["delta_ns"], rel=1e-9)
+    assert cal["source"].startswith("the trace's header: opskew calibrate")
 
 
 def test_without_a_calibration_the_self_calibration_is_used_everywhere_and_called_a_lower_bound(tmp_path, cache):
