@@ -351,15 +351,10 @@ static int spool_create(void) {
     errno = ENAMETOOLONG;
     return -1;
   }
-  int fd = mkstemp(path);
+  /* Close-on-exec from the start: another thread's fork+exec never inherits it. */
+  int fd = mkostemp(path, O_CLOEXEC);
   if (fd < 0) return -1;
-  unlink(path); /* the regular file mkstemp just created for us, by name */
-  if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
+  unlink(path); /* the regular file mkostemp just created for us, by name */
   return fd;
 }
 
@@ -377,8 +372,12 @@ int osk_reader_spool(const char *path, int *fd_out, osk_error_t *err) {
   *fd_out = -1;
   int in = strcmp(path, "-") == 0 ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0) : open(path, O_RDONLY | O_CLOEXEC);
   struct stat st;
-  if (in < 0 || fstat(in, &st) != 0 || S_ISDIR(st.st_mode)) {
-    int e = in < 0 ? errno : (S_ISDIR(st.st_mode) ? EISDIR : errno);
+  int e = 0;
+  if (in < 0 || fstat(in, &st) != 0)
+    e = errno;
+  else if (S_ISDIR(st.st_mode))
+    e = EISDIR;
+  if (e) {
     if (in >= 0) close(in);
     set_err(err, OSK_EIO, "cannot open the trace", 0, e);
     return OSK_EIO;

@@ -45,6 +45,7 @@ COMMAND_EXIT_CODES = {
     "summary": (0, 2, 5, 6, 7, 130),     # reads a trace: 5; runs no workload: never 4
     "calibrate": (0, 2, 6, 7, 130),      # a workload that fails stores nothing: 2, not 4
     "correct": (0, 2, 5, 6, 7, 130),
+    "compare": (0, 2, 5, 6, 7, 130),     # reads traces and results: 5; runs no workload: never 3 or 4
 }
 
 

@@ -15,7 +15,9 @@ def fmt_time(seconds: float | None) -> str:
     """A duration with a unit that keeps 3 significant figures."""
     if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
         return "n/a"
-    a = abs(seconds)
+    # Rounded to 3 significant figures first, so that 999.6 ns reads "1 us",
+    # not "1e+03 ns".
+    a = abs(float(f"{seconds:.3g}"))
     if a >= 1:
         return f"{seconds:.3g} s"
     if a >= 1e-3:

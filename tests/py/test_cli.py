@@ -113,7 +113,7 @@ def test_every_exit_code_is_documented(opskew):
 # - 4 where a workload runs through measure.run_rounds and _common.finish raises
 #   WorkloadError: check, matrix, advise, and sweep (its user --op); calibrate's
 #   `complete` turns a failed workload into a UsageError (2) and stores nothing;
-# - 5 where a user's trace is read and may end early: summary, correct;
+# - 5 where a user's trace is read and may end early: summary, correct, compare;
 # - 7 where an output goes through report.write_file: all but record's own
 #   table (record's 7 is in its description).
 EXIT_CODES = {
@@ -124,6 +124,7 @@ EXIT_CODES = {
     "summary": {0, 2, 5, 6, 7, 130},
     "calibrate": {0, 2, 6, 7, 130},
     "correct": {0, 2, 5, 6, 7, 130},
+    "compare": {0, 2, 5, 6, 7, 130},
 }
 
 

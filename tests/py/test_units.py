@@ -265,3 +265,10 @@ def test_detect_bad_input(tmp_path):
     cut = tmp_path / "cut.json"
     cut.write_text(json.dumps({"traceEvents": [_event(args={"Input Dims": []}), _event()]})[:-20])
     assert detect(str(cut))["config"] == "record_shapes"
+
+
+def test_times_keep_three_figures_across_unit_boundaries():
+    from opskew.report import fmt_ns, fmt_time
+
+    assert fmt_ns(999.6) == "1 us" and fmt_ns(999_600) == "1 ms" and fmt_ns(999.4) == "999 ns"
+    assert fmt_time(0.9996) == "1 s" and fmt_time(1.5e-6) == "1.5 us" and fmt_ns(None) == "n/a"

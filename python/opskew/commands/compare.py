@@ -54,9 +54,9 @@ significance is "n/a". To test an operator's change, repeat the runs, or use
 _high where it has an interval), each later input's ratio, change and
 significant (true, false, or empty for n/a); plain numbers, times in ns.
 
-exit codes: 0 compared; 2 bad input (fewer than two inputs, a missing or
-unreadable file, an unknown schema, mixed kinds); 5 a trace ended early (it is
-compared up to there, with a warning); 7 --json or --csv could not be written.
+Exit 2 is bad input: fewer than two inputs, a missing or unreadable file, an
+unknown schema, mixed kinds; 5, a trace that ended early (compared up to
+there, with a warning).
 """
 
 METRICS = ("self", "total", "mean", "calls")
