@@ -158,18 +158,26 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
         setup_fn = getattr(module, setup, None)
         if setup_fn is None or not callable(setup_fn):
             raise UsageError(f"{modspec} has no setup callable named {setup!r}")
-        state = setup_fn()
-        namespace["state"] = state
-        if isinstance(state, dict):
-            namespace.update({k: v for k, v in state.items() if isinstance(k, str)})
-        elif hasattr(state, "__dict__"):
-            namespace.update(vars(state))
-
-        def it():
-            return fn(state)
+        it = _with_state(fn, setup_fn(), namespace)
 
     return Workload(name=target, iteration=it, description=f"{target} (one call per iteration)",
                     params={"setup": setup}, namespace=namespace)
+
+
+def _with_state(fn, state, namespace: dict):
+    """The iteration `fn(state)`; the setup's result goes into `namespace`
+    (for --scope paths) as `state` and, for a dict or an object, its keys or
+    attributes under their names."""
+    namespace["state"] = state
+    if isinstance(state, dict):
+        namespace.update({k: v for k, v in state.items() if isinstance(k, str)})
+    elif hasattr(state, "__dict__"):
+        namespace.update(vars(state))
+
+    def it():
+        return fn(state)
+
+    return it
 
 
 NO_SETUP = object()  # from_callable's "no setup" (None is a value a setup may give)
@@ -200,15 +208,7 @@ def from_callable(fn, *, device: str, setup=NO_SETUP) -> Workload:
     setup_name = None
     if setup is not NO_SETUP:
         setup_name = getattr(setup, "__qualname__", None) if callable(setup) else None
-        state = setup() if callable(setup) else setup
-        namespace["state"] = state
-        if isinstance(state, dict):
-            namespace.update({k: v for k, v in state.items() if isinstance(k, str)})
-        elif hasattr(state, "__dict__"):
-            namespace.update(vars(state))
-
-        def it():
-            return fn(state)
+        it = _with_state(fn, setup() if callable(setup) else setup, namespace)
 
     return Workload(name=label, iteration=it, description=f"{label} (one call per iteration)",
                     params={"setup": setup_name}, namespace=namespace)

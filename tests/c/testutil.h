@@ -1,4 +1,4 @@
-/* testutil.h: an abort-on-failure check for the C unit tests. */
+/* testutil.h: an abort-on-failure check for the C unit tests, and reading a file whole. */
 #ifndef OPSKEW_TESTUTIL_H
 #define OPSKEW_TESTUTIL_H
 #include <math.h>
@@ -22,5 +22,22 @@
       abort();                                                               \
     }                                                                        \
   } while (0)
+
+/* The whole file at `path`, NUL-terminated, malloc'd (the caller frees);
+ * its length in *len when len is not NULL. Aborts when it cannot be read. */
+static inline char *osk_test_slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  CHECK(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  CHECK(n >= 0);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
+  buf[n] = '\0';
+  fclose(f);
+  if (len) *len = (size_t)n;
+  return buf;
+}
 
 #endif

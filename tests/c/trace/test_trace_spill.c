@@ -37,19 +37,6 @@ enum { THREADS = 4, ITERS = 3000 };
 enum { PER_ITER = 6 };
 static const int64_t ONE_CHUNK = (int64_t)(sizeof(osk__chunk_t) + OSK__CHUNK_EVENTS * sizeof(osk__event_t));
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  CHECK(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-  buf[n] = '\0';
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return buf;
-}
 
 static void *producer(void *arg) {
   (void)arg;
@@ -269,7 +256,7 @@ static void test_handmade_order(const char *path) {
   size_t n = sizeof ev / sizeof ev[0];
   osk_trace_snapshot_t *s = handmade(ev, n, tids);
   CHECK(osk_trace_write_chrome(s, path) == 0);
-  char *text = slurp(path, NULL);
+  char *text = osk_test_slurp(path, NULL);
   CHECK(json_valid(text));
   CHECK(check_time_order(text) == n);
   /* The exact order of thread 7: A B C E D F G H I J K (D starts at 150,
@@ -415,7 +402,7 @@ int main(void) {
   CHECK(osk_trace_snapshot_events(s0) == total && osk_trace_snapshot_spilled(s0) == 0);
   CHECK(osk_trace_snapshot_lost_total(s0) == 0);
   CHECK(osk_trace_write_chrome(s0, path) == 0);
-  char *text0 = slurp(path, NULL);
+  char *text0 = osk_test_slurp(path, NULL);
   CHECK(strstr(text0, "\"spill\":{\"events\":0,\"bytes\":0,\"budget_bytes\":0}"));
   CHECK(check_time_order(text0) == total);
   free(text0);
@@ -442,10 +429,10 @@ int main(void) {
 
   size_t len1, len2;
   CHECK(osk_trace_write_chrome(s, path) == 0);
-  char *text1 = slurp(path, &len1);
+  char *text1 = osk_test_slurp(path, &len1);
   osk_trace_snapshot_t *m = in_memory(s);
   CHECK(osk_trace_write_chrome(m, path) == 0);
-  char *text2 = slurp(path, &len2);
+  char *text2 = osk_test_slurp(path, &len2);
   CHECK(len1 == len2 && memcmp(text1, text2, len1) == 0);
   CHECK(json_valid(text1));
   CHECK(check_time_order(text1) == total);

@@ -8,18 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  CHECK(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
+static char *slurp(const char *path) { return osk_test_slurp(path, NULL); }
 
 static size_t count(const char *hay, const char *needle) {
   size_t n = 0;
