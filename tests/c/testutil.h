@@ -32,7 +32,7 @@ static inline char *osk_test_slurp(const char *path, size_t *len) {
   long n = ftell(f);
   CHECK(n >= 0);
   fseek(f, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
+  char *buf = (char *)malloc((size_t)n + 1); /* the cast: C++ tests include this too */
   CHECK(buf && fread(buf, 1, (size_t)n, f) == (size_t)n);
   buf[n] = '\0';
   fclose(f);
