@@ -291,6 +291,7 @@ static void test_huge_w_and_zero_child(void) {
 }
 
 int main(void) {
+  osk_test_in_tmpdir(); /* the files below are named by relative path */
   test_huge_w_and_zero_child();
   test_overlapping_annotation();
   test_known_nesting();

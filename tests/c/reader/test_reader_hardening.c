@@ -403,6 +403,7 @@ static void test_damaged_gzip(void) {
 }
 
 int main(void) {
+  osk_test_in_tmpdir(); /* the files below are named by relative path */
   test_linear_work();
   test_unit_limit();
   test_out_of_range();
