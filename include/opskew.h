@@ -180,7 +180,9 @@ double osk_binom_half_cdf(size_t k, size_t n);
 
 /* Spins for `ns` nanoseconds on the calibrated clock. Used by the known-answer
  * tests as an instrument whose cost per event is known. Returns the ns
- * actually spent (>= ns unless the clock failed). */
+ * actually spent (>= ns unless the clock failed). A zero spin still reads the
+ * clock twice, as every spin does, so two spins differ in cost by their
+ * budgets alone. */
 uint64_t osk_spin_ns(uint64_t ns);
 
 #ifdef __cplusplus

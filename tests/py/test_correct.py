@@ -213,11 +213,22 @@ def test_calibrate_target_and_correct_with_it(tmp_path):
     env = {"OPSKEW_CACHE_DIR": str(tmp_path / "c")}
     target = os.path.join(HERE, "workloads", "wl.py") + ":mlp_step"
     js = tmp_path / "cal.json"
-    p = run_opskew("calibrate", target, "--setup", "mlp_setup", "--no-tracer", "--inject", "0",
-                   "--trials", "3", "--iters", "2", "--window-ms", "20", "--warmup", "0.1",
-                   "--json", str(js), env=env)
-    assert p.returncode == 0, p.stderr
-    cal = json.loads(js.read_text())["calibrations"][0]
+    # A step's time drifts for a while after setup, and the profiler adds only
+    # tens of percent to it: 3 trials after 0.1 s of warm-up gave a negative
+    # median W (not stored) in 2 runs of 5 on this 2-core machine; 9 after
+    # 0.5 s gave a positive one in each of 5.
+    for attempt in range(2):  # a burst of noise can still make W unusable
+        p = run_opskew("calibrate", target, "--setup", "mlp_setup", "--no-tracer", "--inject", "0",
+                       "--trials", "9", "--iters", "2", "--window-ms", "20", "--warmup", "0.5",
+                       "--json", str(js), env=env)
+        assert p.returncode == 0, p.stderr
+        cal = json.loads(js.read_text())["calibrations"][0]
+        if cal["_path"]:
+            break
+        # Not stored is said, with the reason, and nothing is left in the cache.
+        assert "NOT stored" in p.stdout and cal["rejected"]
+        assert not list((tmp_path / "c").rglob("*.json"))
+    assert cal["_path"], cal["rejected"]
     assert cal["key"]["workload"].endswith("wl.py:mlp_step") and cal["key"]["config"] == "minimal"
     # 20 ms windows of a step of well under 10 ms: more than the 2 iterations asked for.
     assert cal["iters"] > 2 and cal["op_events_per_iter"] > 50

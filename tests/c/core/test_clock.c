@@ -27,7 +27,15 @@ int main(void) {
   CHECK(by_mono >= 20000000);
   CHECK_NEAR(by_ticks / by_mono, 1.0, 0.02);
 
-  CHECK(osk_spin_ns(0) == 0);
+  /* A zero spin still reads the clock twice (its cost matches a longer
+   * spin's apart from the wait): it returns one read's time, well under
+   * 10 us at least once in 100 tries even on a busy machine. */
+  uint64_t least = UINT64_MAX;
+  for (int i = 0; i < 100; i++) {
+    uint64_t z = osk_spin_ns(0);
+    if (z < least) least = z;
+  }
+  CHECK(least < 10000);
   for (uint64_t ns = 100; ns <= 100000; ns *= 10) CHECK(osk_spin_ns(ns) >= ns);
   puts("test_clock: ok");
   return 0;
