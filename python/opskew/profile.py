@@ -85,6 +85,9 @@ class profile:
         self._ready_ns = 0
         self._cycle = 0
         self._call_t0 = None
+        self._tmpdir = None  # opskew's own exports, when the user's handler made none
+        self._kept = None
+        self._wv = None
 
     # ------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -133,13 +136,30 @@ class profile:
         self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - t0,
                                 "on_trace_ready_ns": self._ready_ns, "stop": True})
 
-    def export_chrome_trace(self, path):
-        """As torch's; the path is remembered, so the corrected trace goes
-        next to it when this runs inside on_trace_ready."""
-        out = self.prof.export_chrome_trace(path)
-        if self._in_ready:
-            self._exported.append(os.fspath(path))
-        return out
+    def export_chrome_trace(self, path, *args, **kwargs):
+        """As torch's; the corrected trace goes next to it. Inside
+        on_trace_ready the path is remembered for that; after the cycle,
+        when opskew itself took Kineto's one save of the trace, the trace is
+        copied from opskew's copy (through the one writer) and corrected
+        there."""
+        path = os.fspath(path)
+        if self._in_ready or self._kept is None:
+            out = self.prof.export_chrome_trace(path, *args, **kwargs)
+            if self._in_ready:
+                self._exported.append(path)
+            return out
+        from .report import write_file
+
+        with open(self._kept, "rb") as f:
+            data = f.read()
+        write_file(path, gzip_bytes(data) if path.endswith(".gz") else data)
+        rep = self.report
+        if rep is not None and self._wv is not None:
+            out = corrected_path(path)
+            rep["raw_trace"], rep["corrected_trace"] = path, out
+            _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
+                             _metadata(rep))
+        return None
 
     @property
     def report(self) -> dict | None:
@@ -162,16 +182,16 @@ class profile:
         user_ns = time.perf_counter_ns() - t0
         self._cycle += 1
         raw = next((p for p in self._exported if os.path.exists(p)), None)
-        tmp = None
+        self._kept = None
         if raw is None:
-            fd, tmp = tempfile.mkstemp(prefix="opskew-profile-", suffix=".json")
-            os.close(fd)
-            self.prof.export_chrome_trace(tmp)
-        try:
-            rep = self._analyse(raw or tmp, raw, stop_ns, user_ns)
-        finally:
-            if tmp is not None:
-                os.unlink(tmp)
+            # Kineto saves a trace once: opskew's export into its own
+            # temporary folder takes that save, so a later
+            # export_chrome_trace(path) copies it from there.
+            if self._tmpdir is None:
+                self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
+            self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
+            self.prof.export_chrome_trace(self._kept)
+        rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
         self.reports.append(rep)
         if self._report_file is not None:
             self._report_file.write(render(rep))
@@ -316,7 +336,12 @@ class profile:
             elif w is not None:
                 source = "in-run, without a 95% CI"
                 rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
-                                   "95% CI; the verdict is not made")
+                                   "95% CI; the verdict is not made and the trace is not corrected "
+                                   "(`opskew calibrate` stores one)")
+            else:
+                rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
+                                   "unknown, the verdict is not made and the trace is not corrected "
+                                   "(`opskew calibrate` stores one)")
         rep["w_source"] = source
         rep["w_ns"] = wv if wv is not None else (
             {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
@@ -342,6 +367,7 @@ class profile:
             "test": (f"sign test over {w['n']} active steps against their neighbouring wait steps: "
                      f"{w['n_positive']} slower, p = {w['sign_p']:.3g}" if w is not None else
                      "no active step could be paired with a wait step")}
+        self._wv = None
         if wv is not None:
             cal = self._stored()
             delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
@@ -359,6 +385,7 @@ class profile:
                 out = corrected_path(keep)
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
+            self._wv = wv
             v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep))
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
@@ -375,8 +402,6 @@ def _per_operator_to(trace, w, delta, threshold, out, metadata):
 
     if out is None or not out.endswith(".gz"):
         return per_operator(trace, w, delta, threshold=threshold, out=out, metadata=metadata)
-    import gzip
-
     from .report import write_file
 
     fd, tmp = tempfile.mkstemp(prefix="opskew-profile-", suffix=".json")
@@ -384,10 +409,16 @@ def _per_operator_to(trace, w, delta, threshold, out, metadata):
     try:
         v = per_operator(trace, w, delta, threshold=threshold, out=tmp, metadata=metadata)
         with open(tmp, "rb") as f:
-            write_file(out, gzip.compress(f.read()))
+            write_file(out, gzip_bytes(f.read()))
     finally:
         os.unlink(tmp)
     return v
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data)
 
 
 def _metadata(rep: dict) -> dict:
