@@ -258,8 +258,18 @@ class profile:
             if phase != "active" or not all(s["step"] in self._events for s in steps):
                 continue
             # The wait block before a cycle is usually i-2 (wait, warmup, active).
-            near = [s["ns"] for k in (i - 1, i - 2, i + 1) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
-                    for s in blocks[k][1]]
+            near_steps = [s for k in (i - 1, i - 2, i + 1) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
+                          for s in blocks[k][1]]
+            # The run's first step is cold (first calls, allocations): it is
+            # left out of the baseline when another wait step is there.
+            warm = [s for s in near_steps if s is not self.steps[0]]
+            if len(warm) < len(near_steps):
+                if warm:
+                    notes.append("the run's first step (cold) is left out of the wait steps")
+                else:
+                    notes.append("the only wait step before the first cycle is the run's first step, which "
+                                 "is cold: W is underestimated; use wait >= 2")
+            near = [s["ns"] for s in (warm or near_steps)]
             if not near:
                 continue
             base = _median(near)
@@ -343,6 +353,7 @@ class profile:
                                    "unknown, the verdict is not made and the trace is not corrected "
                                    "(`opskew calibrate` stores one)")
         rep["w_source"] = source
+        rep["notes"] = sorted(set(notes))
         rep["w_ns"] = wv if wv is not None else (
             {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
         if self._options["with_stack"]:
@@ -458,4 +469,6 @@ def render(rep: dict) -> str:
     for k in ("advice", "fallback"):
         if rep.get(k):
             lines.append(f"  {k}: {rep[k]}")
+    for n in rep.get("notes", ()):
+        lines.append(f"  note: {n}")
     return "\n".join(lines) + "\n"

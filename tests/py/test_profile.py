@@ -188,3 +188,44 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         assert "no stored calibration" in r["fallback"] and "not corrected" in r["fallback"], name
         assert r["corrected_trace"] is None and not os.path.exists(h.paths[-1].replace(".json", ".corrected.json"))
         assert "verdict: not made" in out.getvalue()
+
+
+def test_without_a_schedule_it_falls_back_to_a_stored_calibration(tmp_path, monkeypatch):
+    from opskew import calibration
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
+    key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": 3000.0, "ci95": [2500.0, 3500.0]},
+                       "delta_ns": {"median": 100.0, "ci95": [80.0, 120.0]}})
+    h = exporter(str(tmp_path))
+    out = io.StringIO()
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], on_trace_ready=h,
+                                        report_file=out), 3, make_body())
+    r = p.report
+    assert "pass schedule=" in r["advice"]
+    assert r["w_source"].startswith("stored calibration")
+    assert "its CI is that of its own calibration run" in r["fallback"]
+    assert r["w_ns"]["median"] == 3000.0 and r["w_ns"]["ci95"] == [2500.0, 3500.0]
+    assert r["delta_ns"] == 100.0
+    meta = tracefile.scan(r["corrected_trace"], header_only=True)["objects"]["opskew"]
+    assert meta["corrected"]["w_ns"] == 3000.0 and meta["corrected"]["delta_ns"] == 100.0
+    assert meta["run"]["w_source"].startswith("stored calibration")
+    assert "W 3 us [2.5 us, 3.5 us]" in out.getvalue()
+
+
+def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
+    """Without an exporting on_trace_ready, opskew exports the trace itself
+    (Kineto saves it once); the user's export afterwards still works, and
+    gets the corrected trace beside it."""
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=7)),
+                 11, make_body(20_000))
+    raw = str(tmp_path / "after.json")
+    p.export_chrome_trace(raw)
+    assert op_counts(raw)["aten::add"] == 7 * OPS
+    assert p.report["corrected_trace"] == str(tmp_path / "after.corrected.json")
+    meta = tracefile.scan(p.report["corrected_trace"], header_only=True)["objects"]["opskew"]
+    assert p.report["w_ns"]["median"] > 0
+    assert meta["corrected"]["w_ns"] == pytest.approx(p.report["w_ns"]["median"])
+    assert "the run's first step (cold) is left out of the wait steps" in p.report["notes"]
