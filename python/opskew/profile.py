@@ -9,8 +9,9 @@ start of the next, so the profiler's stop, post-processing and
 their own), knows each step's phase from the schedule, counts operator (and
 Python) events per active step from the trace in C (the `ProfilerStep#N`
 annotations' descendants, through the C correction's pass), and estimates
-`W` (and, under `with_stack`, nothing better than a stored `W_py`, see the
-docs) from wait steps paired with the active steps next to them.
+`W` from wait steps paired with the active steps next to them (under
+`with_stack`, `W_py` is not measured in the loop yet: a stored one is taken
+out first when there is one, see docs/profile.md).
 
 Loops here are over steps and cycles, never over events.
 """
@@ -158,7 +159,7 @@ class profile:
             out = corrected_path(path)
             rep["raw_trace"], rep["corrected_trace"] = path, out
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep))
+                             _metadata(rep), self._w_py(), self._stored())
         return None
 
     @property
@@ -251,6 +252,8 @@ class profile:
         W when the cycle has other active steps. Returns (W or None, notes,
         detail)."""
         blocks = self._blocks()
+        w_py = self._w_py()
+        wp = max(w_py["median"], 0.0) if w_py else 0.0
         base_s, act_s, events, cold = [], [], [], []
         warm_extra = []
         notes = []
@@ -281,11 +284,11 @@ class profile:
                 others = _median([s["ns"] for s in rest])
                 cold.append(steps[0]["ns"] - others)
             for s in rest:
-                ev = self._events[s["step"]][0]
+                ev, py = self._events[s["step"]]
                 if ev <= 0:
                     continue
                 base_s.append(base * 1e-9)
-                act_s.append(s["ns"] * 1e-9)
+                act_s.append((s["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
                 events.append(ev)
         detail = {"pairs": len(act_s),
                   "cold_first_active_extra_ns": _median(cold),
@@ -298,6 +301,16 @@ class profile:
         w = per_event_diff(base_s, act_s, events)
         detail["inflation"] = _median([a / b for a, b in zip(act_s, base_s)])
         return w, notes, detail
+
+    def _w_py(self):
+        """Under with_stack, the stored W_py of this configuration (or None)."""
+        if not self._options["with_stack"]:
+            return None
+        cal = self._stored()
+        c = (cal or {}).get("w_py_ns")
+        if not c:
+            return None
+        return {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]])}
 
     def _stored(self):
         from .calibration import config_name, find
@@ -356,9 +369,13 @@ class profile:
         rep["notes"] = sorted(set(notes))
         rep["w_ns"] = wv if wv is not None else (
             {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
+        w_py = self._w_py()
+        rep["w_py_ns"] = w_py
         if self._options["with_stack"]:
-            rep["w_py_note"] = ("W_py is not measured in the loop in this first cut: Python events are "
-                                "counted, and W is per operator event with them in the step")
+            rep["w_py_note"] = ("W_py is not measured in the loop in this first cut: "
+                                + ("the stored calibration's is taken out of each active step before W"
+                                   if w_py else "none is stored, so W per operator event carries the "
+                                   "Python events' cost too"))
         # Share of the active steps' time: instrument (W x events), and the
         # profiler's stop and export (the step() call that produced this trace).
         act = [s for s in this_cycle]
@@ -397,7 +414,7 @@ class profile:
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             self._wv = wv
-            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep))
+            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, cal)
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = {"ops": v["ops"], "summary": v["summary"],
@@ -406,19 +423,21 @@ class profile:
         return rep
 
 
-def _per_operator_to(trace, w, delta, threshold, out, metadata):
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, cal=None):
     """opskew.verdict.per_operator writing the corrected trace to `out`; a
     `.gz` target gets the C writer's JSON gzipped, through the one writer."""
     from .verdict import per_operator
 
+    dp = ((cal or {}).get("delta_py_ns") or {}).get("median", 0.0) if w_py else 0.0
+    kw = dict(threshold=threshold, metadata=metadata, w_py=w_py, delta_py_ns=dp)
     if out is None or not out.endswith(".gz"):
-        return per_operator(trace, w, delta, threshold=threshold, out=out, metadata=metadata)
+        return per_operator(trace, w, delta, out=out, **kw)
     from .report import write_file
 
     fd, tmp = tempfile.mkstemp(prefix="opskew-profile-", suffix=".json")
     os.close(fd)
     try:
-        v = per_operator(trace, w, delta, threshold=threshold, out=tmp, metadata=metadata)
+        v = per_operator(trace, w, delta, out=tmp, **kw)
         with open(tmp, "rb") as f:
             write_file(out, gzip_bytes(f.read()))
     finally:

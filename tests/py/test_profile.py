@@ -229,3 +229,32 @@ def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     assert p.report["w_ns"]["median"] > 0
     assert meta["corrected"]["w_ns"] == pytest.approx(p.report["w_ns"]["median"])
     assert "the run's first step (cold) is left out of the wait steps" in p.report["notes"]
+
+
+def test_with_stack_counts_python_events_and_takes_a_stored_w_py_out(tmp_path, monkeypatch):
+    from opskew import calibration
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
+    sched = dict(wait=3, warmup=1, active=7)
+
+    def run(tag):
+        h = exporter(str(tmp_path), suffix=f".{tag}.json")
+        return run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
+                                               with_stack=True, on_trace_ready=h, report_file=None,  # noqa: B023
+                                               schedule=torch.profiler.schedule(**sched)), 11, make_body(20_000))
+
+    r = run("none").report
+    assert r["events"]["py_events"] > 0  # the Python tracer's events, counted in C
+    assert r["w_py_ns"] is None and "none is stored" in r["w_py_note"]
+    key = calibration.make_key("torch.profiler", "with_stack", torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": 3000.0, "ci95": [2500.0, 3500.0]},
+                       "delta_ns": {"median": 100.0, "ci95": [80.0, 120.0]},
+                       "w_py_ns": {"median": 500.0, "ci95": [400.0, 600.0]},
+                       "delta_py_ns": {"median": 50.0, "ci95": [40.0, 60.0]}})
+    r = run("stored").report
+    assert r["w_py_ns"] == {"median": 500.0, "ci95": [400.0, 600.0]}
+    assert "taken out of each active step" in r["w_py_note"]
+    assert r["w_source"] == "in-run"  # W itself is still this run's
+    meta = tracefile.scan(r["corrected_trace"], header_only=True)["objects"]["opskew"]
+    assert meta["corrected"]["w_py_ns"] == 500.0 and meta["corrected"]["delta_py_ns"] == 50.0
