@@ -258,3 +258,20 @@ def test_with_stack_counts_python_events_and_takes_a_stored_w_py_out(tmp_path, m
     assert r["w_source"] == "in-run"  # W itself is still this run's
     meta = tracefile.scan(r["corrected_trace"], header_only=True)["objects"]["opskew"]
     assert meta["corrected"]["w_py_ns"] == 500.0 and meta["corrected"]["delta_py_ns"] == 50.0
+
+
+def test_tensorboard_trace_handler_gets_its_corrected_trace_beside_it(tmp_path):
+    """torch's own handler exports through the profiler it is given (opskew's
+    wrapper): the corrected trace lands beside each of its files, gzipped
+    like them."""
+    d = str(tmp_path / "tb")
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=7, repeat=1),
+                                        on_trace_ready=torch.profiler.tensorboard_trace_handler(d, use_gzip=True)),
+                 12, make_body(20_000))
+    files = sorted(os.listdir(d))
+    assert len(files) == 2, files
+    raw = [f for f in files if f.endswith(".pt.trace.json.gz")]
+    assert len(raw) == 1 and raw[0].replace(".json.gz", ".corrected.json.gz") in files
+    assert p.report["raw_trace"] == os.path.join(d, raw[0])
+    assert op_counts(p.report["corrected_trace"])["aten::add"] == 7 * OPS
