@@ -74,6 +74,11 @@ typedef struct {
    * be in both lists. */
   const char *const *py_categories;
   size_t n_py_categories;
+  /* Optional (NULL: none): one JSON value, written verbatim as the member
+   * "run" of the corrected trace's "opskew" object (opskew.profile puts its
+   * in-run constants and report there). The caller guarantees it is valid
+   * JSON; it is read only during osk_correct_path, and not kept. */
+  const char *run_json;
 } osk_correct_opts_t;
 
 /* ------------------------------------------------------- per-name results */

@@ -474,7 +474,12 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
   osk__out_puts(o, ",\"source\":");
   put_cstr(o, in_path);
   osk__out_puts(o, ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
-                   "py_descendants; time line compressed per thread\"}},\n\"traceEvents\":[\n");
+                   "py_descendants; time line compressed per thread\"}");
+  if (c->opts.run_json && *c->opts.run_json) {
+    osk__out_puts(o, ",\"run\":");
+    osk__out_puts(o, c->opts.run_json);
+  }
+  osk__out_puts(o, "},\n\"traceEvents\":[\n");
 }
 
 /* The metadata events (one per named process and thread, the latest name:
@@ -705,6 +710,7 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
     if (!again) break;
   }
   osk_reader_free(head);
+  c->opts.run_json = NULL; /* the caller's, read only during this call */
   if (rc && rc != OSK_ETRUNCATED) {
     osk_correct_free(c);
     return rc;

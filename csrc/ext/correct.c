@@ -43,14 +43,14 @@ static int str_list(PyObject *obj, const char *what, PyObject **fast, const char
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
   static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
-                           "py_categories", NULL};
-  const char *path, *out = NULL;
+                           "py_categories", "run_json", NULL};
+  const char *path, *out = NULL, *run_json = NULL;
   double w, delta, w_py = 0.0, delta_py = 0.0;
   PyObject *cats_obj = Py_None, *py_cats_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddO:correct", kwlist, &path, &w, &delta, &out,
-                                   &cats_obj, &w_py, &delta_py, &py_cats_obj))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOz:correct", kwlist, &path, &w, &delta, &out,
+                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json))
     return NULL;
-  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0};
+  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0, run_json};
   const char **cats = NULL, **py_cats = NULL;
   PyObject *fast = NULL, *py_fast = NULL;
   if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0) return NULL;

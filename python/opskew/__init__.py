@@ -13,6 +13,13 @@ _API = ("check", "matrix", "sweep", "advise", "summary", "compare", "Result")
 
 
 def __getattr__(name):
+    if name == "profile":
+        # The submodule opskew/profile.py holds the class: importing it binds
+        # the module to this name, so the class replaces it here.
+        from .profile import profile as cls
+
+        globals()["profile"] = cls
+        return cls
     if name in _API:
         from . import api
 
@@ -21,4 +28,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_API))
+    return sorted(set(globals()) | set(_API) | {"profile"})

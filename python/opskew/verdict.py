@@ -44,23 +44,26 @@ def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -
 
 
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
-                 threshold: float = 0.05, out: str | None = None) -> dict:
+                 threshold: float = 0.05, out: str | None = None, metadata: dict | None = None) -> dict:
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
     {...}, "stats", "threshold", "truncated"}; ops are sorted by reported
     self time. With `out`, the trace corrected at W's median is written
-    there (the run whose figures are the medians)."""
+    there (the run whose figures are the medians); `metadata` (a dict, as
+    JSON) goes into that trace's "opskew" object as its "run" member."""
+    import json
     from .tracefile import correct
 
     w_py = w_py or {"median": 0.0, "ci95": [0.0, 0.0]}
 
-    def run(wv, wpv, dest=None):
+    def run(wv, wpv, dest=None, **kw):
         wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
         return correct(path, wv, min(max(delta_ns, 0.0), wv), dest, w_py_ns=wpv,
-                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv))
+                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), **kw)
 
-    med = run(w["median"], w_py["median"], out)
+    extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
+    med = run(w["median"], w_py["median"], out, **extra)
     # Larger W removes more: its upper end gives the lower corrected bound.
     low = run(w["ci95"][1], w_py["ci95"][1])
     high = run(w["ci95"][0], w_py["ci95"][0])

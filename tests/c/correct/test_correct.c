@@ -290,9 +290,43 @@ static void test_huge_w_and_zero_child(void) {
   remove("correct_z_out.json");
 }
 
+/* run_json goes verbatim into the "opskew" object as "run", after
+ * "corrected"; the file stays one valid trace. */
+static void test_run_json(void) {
+  write_file("correct_r_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1}\n"
+             "]}\n");
+  osk_correct_opts_t opts = {.w_ns = 10.0, .run_json = "{\"cycle\":2,\"w\":[1,2]}"};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_r_in.json", "correct_r_out.json", &opts, &c, &err) == 0);
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_r_out.json", &s);
+  CHECK(s.n == 1);
+  FILE *f = fopen("correct_r_out.json", "r");
+  CHECK(f);
+  char head[1024] = {0};
+  CHECK(fread(head, 1, sizeof head - 1, f) > 0 && fclose(f) == 0);
+  CHECK(strstr(head, "per thread\"},\"run\":{\"cycle\":2,\"w\":[1,2]}},\n\"traceEvents\""));
+  /* Without it, no "run" member. */
+  osk_correct_opts_t plain = {.w_ns = 10.0};
+  CHECK(osk_correct_path("correct_r_in.json", "correct_r_out.json", &plain, &c, &err) == 0);
+  osk_correct_free(c);
+  f = fopen("correct_r_out.json", "r");
+  CHECK(f);
+  memset(head, 0, sizeof head);
+  CHECK(fread(head, 1, sizeof head - 1, f) > 0 && fclose(f) == 0);
+  CHECK(!strstr(head, "\"run\"") && strstr(head, "per thread\"}},\n\"traceEvents\""));
+  remove("correct_r_in.json");
+  remove("correct_r_out.json");
+}
+
 int main(void) {
   osk_test_in_tmpdir(); /* the files below are named by relative path */
   test_huge_w_and_zero_child();
+  test_run_json();
   test_overlapping_annotation();
   test_known_nesting();
   test_python_class();

@@ -1,0 +1,493 @@
+"""`opskew.profile`: a drop-in for `torch.profiler.profile` that measures its
+own overhead in the user's loop and corrects the traces it produces
+(docs/profile.md).
+
+It wraps a real `torch.profiler.profile` and delegates everything to it. In
+addition it times each step's body (from the end of one `step()` call to the
+start of the next, so the profiler's stop, post-processing and
+`on_trace_ready`, which run inside `step()`, are excluded and reported on
+their own), knows each step's phase from the schedule, counts operator (and
+Python) events per active step from the trace in C (the `ProfilerStep#N`
+annotations' descendants, through the C correction's pass), and estimates
+`W` from wait steps paired with the active steps next to them (under
+`with_stack`, `W_py` is not measured in the loop yet: a stored one is taken
+out first when there is one, see docs/profile.md).
+
+Loops here are over steps and cycles, never over events.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import time
+
+from . import _engine
+from .analysis import per_event_diff
+
+# The phases of a step, by the schedule's ProfilerAction name.
+_PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active"}
+
+# The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
+MIN_PAIRS = 6
+
+_STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+
+
+def corrected_path(raw: str) -> str:
+    """NAME.corrected.json (or .json.gz) next to the raw trace NAME.json(.gz)."""
+    for suffix in (".json.gz", ".json", ".gz"):
+        if raw.endswith(suffix):
+            return raw[: -len(suffix)] + ".corrected" + (".json.gz" if suffix != ".json" else ".json")
+    return raw + ".corrected.json"
+
+
+def _median(xs):
+    return _engine.quantile(list(xs), 0.5) if xs else None
+
+
+class profile:
+    """`opskew.profile(...)`: `torch.profiler.profile(...)` with the same
+    arguments and methods, plus the skew report (`.report`, a dict; `.reports`,
+    one per trace) and a corrected trace next to each raw one it exported.
+
+    opskew's own keywords (all optional):
+      report_file   where the per-cycle report is printed (default
+                    sys.stderr; None prints nothing);
+      corrected_dir where to put raw and corrected traces when the user's
+                    on_trace_ready does not export one (default: none is
+                    written; the report is still made);
+      threshold     the in-window slowdown that counts as skew (0.05).
+    """
+
+    def __init__(self, *args, report_file=sys.stderr, corrected_dir=None, threshold=0.05, **kwargs):
+        import torch
+
+        self._torch = torch
+        self._user_ready = kwargs.pop("on_trace_ready", None)
+        self._has_schedule = kwargs.get("schedule") is not None
+        self._options = {k: bool(kwargs.get(k)) for k in ("record_shapes", "profile_memory", "with_stack",
+                                                           "with_flops", "with_modules")}
+        self._report_file = report_file
+        self._corrected_dir = corrected_dir
+        self._threshold = threshold
+        self.prof = torch.profiler.profile(*args, on_trace_ready=self._on_ready, **kwargs)
+        # One record per step body: {"step", "phase", "ns"}; and per step() call.
+        self.steps: list[dict] = []
+        self.step_calls: list[dict] = []
+        self.reports: list[dict] = []
+        self._events: dict[int, tuple[int, int]] = {}  # step number -> (op events, python events)
+        self._t_end = None
+        self._phase = None
+        self._exported: list[str] = []
+        self._in_ready = False
+        self._ready_ns = 0
+        self._cycle = 0
+        self._call_t0 = None
+        self._tmpdir = None  # opskew's own exports, when the user's handler made none
+        self._kept = None
+        self._wv = None
+
+    # ------------------------------------------------------------ delegation
+    def __getattr__(self, name):
+        return getattr(self.__dict__["prof"], name) if "prof" in self.__dict__ else super().__getattribute__(name)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def _action(self) -> str:
+        a = self.prof.current_action
+        return _PHASE.get(getattr(a, "name", str(a)), "active")
+
+    def _mark(self):
+        self._phase = self._action()
+        self._step = self.prof.step_num
+        self._t_end = time.perf_counter_ns()
+
+    def _close_body(self, now):
+        if self._t_end is not None:
+            self.steps.append({"step": self._step, "phase": self._phase, "ns": now - self._t_end})
+            self._t_end = None
+
+    def start(self):
+        self.prof.start()
+        self._mark()
+
+    def step(self):
+        t0 = self._call_t0 = time.perf_counter_ns()
+        self._close_body(t0)
+        self._ready_ns = 0
+        self.prof.step()
+        t1 = time.perf_counter_ns()
+        self.step_calls.append({"after_step": self._step, "ns": t1 - t0, "on_trace_ready_ns": self._ready_ns})
+        self._mark()
+
+    def stop(self):
+        t0 = self._call_t0 = time.perf_counter_ns()
+        self._close_body(t0)
+        self._ready_ns = 0
+        self.prof.stop()
+        self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - t0,
+                                "on_trace_ready_ns": self._ready_ns, "stop": True})
+
+    def export_chrome_trace(self, path, *args, **kwargs):
+        """As torch's; the corrected trace goes next to it. Inside
+        on_trace_ready the path is remembered for that; after the cycle,
+        when opskew itself took Kineto's one save of the trace, the trace is
+        copied from opskew's copy (through the one writer) and corrected
+        there."""
+        path = os.fspath(path)
+        if self._in_ready or self._kept is None:
+            out = self.prof.export_chrome_trace(path, *args, **kwargs)
+            if self._in_ready:
+                self._exported.append(path)
+            return out
+        from .report import write_file
+
+        with open(self._kept, "rb") as f:
+            data = f.read()
+        write_file(path, gzip_bytes(data) if path.endswith(".gz") else data)
+        rep = self.report
+        if rep is not None and self._wv is not None:
+            out = corrected_path(path)
+            rep["raw_trace"], rep["corrected_trace"] = path, out
+            _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
+                             _metadata(rep), self._w_py(), self._stored())
+        return None
+
+    @property
+    def report(self) -> dict | None:
+        """The latest cycle's skew report (None before the first trace)."""
+        return self.reports[-1] if self.reports else None
+
+    # ------------------------------------------------------- on_trace_ready
+    def _on_ready(self, _torch_prof):
+        t0 = time.perf_counter_ns()
+        # From the start of this step()/stop() call to here: the profiler's
+        # stop and post-processing, before on_trace_ready.
+        stop_ns = t0 - self._call_t0 if self._call_t0 is not None else 0
+        self._in_ready = True
+        self._exported = []
+        try:
+            if self._user_ready is not None:
+                self._user_ready(self)
+        finally:
+            self._in_ready = False
+        user_ns = time.perf_counter_ns() - t0
+        self._cycle += 1
+        raw = next((p for p in self._exported if os.path.exists(p)), None)
+        self._kept = None
+        if raw is None:
+            # Kineto saves a trace once: opskew's export into its own
+            # temporary folder takes that save, so a later
+            # export_chrome_trace(path) copies it from there.
+            if self._tmpdir is None:
+                self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
+            self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
+            self.prof.export_chrome_trace(self._kept)
+        rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
+        self.reports.append(rep)
+        if self._report_file is not None:
+            self._report_file.write(render(rep))
+            self._report_file.flush()
+        self._ready_ns = time.perf_counter_ns() - t0
+
+    def _count(self, trace: str) -> dict:
+        """Operator and Python events inside each ProfilerStep#N of the trace,
+        from the C correction's pass at W = 0 (its per-name descendants)."""
+        from .tracefile import correct
+
+        res = correct(trace, 0.0, 0.0)
+        per_step = {}
+        for o in res["ops"]:
+            m = _STEP_NAME.match(o["name"])
+            if m and o["calls"] == 1:
+                per_step[int(m.group(1))] = (o["descendants"], o["py_descendants"])
+        st = res["stats"]
+        return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
+                "py_events": st["py_events"]}
+
+    def _analyse(self, trace: str, raw: str | None, stop_ns: int, user_ns: int) -> dict:
+        counts = self._count(trace)
+        this_cycle = [s for s in self.steps if s["phase"] == "active" and s["step"] not in self._events
+                      and s.get("cycle") is None]
+        for s in this_cycle:
+            s["cycle"] = self._cycle
+        counted_per_step = True
+        if this_cycle and all(s["step"] in counts["per_step"] for s in this_cycle):
+            for s in this_cycle:
+                self._events[s["step"]] = counts["per_step"][s["step"]]
+        elif this_cycle:
+            # No ProfilerStep#N annotations for these steps: totals over steps.
+            counted_per_step = False
+            n = len(this_cycle)
+            for s in this_cycle:
+                self._events[s["step"]] = (counts["op_events"] / n, counts["py_events"] / n)
+        w, notes, detail = self._estimate()
+        return self._report(trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail)
+
+    # ------------------------------------------------------------ estimation
+    def _blocks(self):
+        """Contiguous runs of steps of one phase, in order: [(phase, [steps])]."""
+        out = []
+        for s in self.steps:
+            if out and out[-1][0] == s["phase"]:
+                out[-1][1].append(s)
+            else:
+                out.append((s["phase"], [s]))
+        return out
+
+    def _estimate(self):
+        """W per operator event from every active step whose trace was read:
+        each paired with the median of the wait steps next to it in time (the
+        wait block before its cycle and the one after, when it has run); the
+        first active step of a cycle is measured apart (cold) and left out of
+        W when the cycle has other active steps. Returns (W or None, notes,
+        detail)."""
+        blocks = self._blocks()
+        w_py = self._w_py()
+        wp = max(w_py["median"], 0.0) if w_py else 0.0
+        base_s, act_s, events, cold = [], [], [], []
+        warm_extra = []
+        notes = []
+        for i, (phase, steps) in enumerate(blocks):
+            if phase != "active" or not all(s["step"] in self._events for s in steps):
+                continue
+            # The wait block before a cycle is usually i-2 (wait, warmup, active).
+            near_steps = [s for k in (i - 1, i - 2, i + 1) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
+                          for s in blocks[k][1]]
+            # The run's first step is cold (first calls, allocations): it is
+            # left out of the baseline when another wait step is there.
+            warm = [s for s in near_steps if s is not self.steps[0]]
+            if len(warm) < len(near_steps):
+                if warm:
+                    notes.append("the run's first step (cold) is left out of the wait steps")
+                else:
+                    notes.append("the only wait step before the first cycle is the run's first step, which "
+                                 "is cold: W is underestimated; use wait >= 2")
+            near = [s["ns"] for s in (warm or near_steps)]
+            if not near:
+                continue
+            base = _median(near)
+            for k in (i - 1,):
+                if 0 <= k < len(blocks) and blocks[k][0] == "warmup":
+                    warm_extra.extend(s["ns"] - base for s in blocks[k][1])
+            rest = steps[1:] if len(steps) > 1 else steps
+            if len(steps) > 1:
+                others = _median([s["ns"] for s in rest])
+                cold.append(steps[0]["ns"] - others)
+            for s in rest:
+                ev, py = self._events[s["step"]]
+                if ev <= 0:
+                    continue
+                base_s.append(base * 1e-9)
+                act_s.append((s["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
+                events.append(ev)
+        detail = {"pairs": len(act_s),
+                  "cold_first_active_extra_ns": _median(cold),
+                  "warmup_extra_per_step_ns": _median(warm_extra),
+                  "baseline_step_ns": _median([b * 1e9 for b in base_s]) if base_s else None,
+                  "active_step_ns": _median([a * 1e9 for a in act_s]) if act_s else None,
+                  "events_per_active_step": _median(events) if events else None}
+        if not act_s:
+            return None, notes, detail
+        w = per_event_diff(base_s, act_s, events)
+        detail["inflation"] = _median([a / b for a, b in zip(act_s, base_s)])
+        return w, notes, detail
+
+    def _w_py(self):
+        """Under with_stack, the stored W_py of this configuration (or None)."""
+        if not self._options["with_stack"]:
+            return None
+        cal = self._stored()
+        c = (cal or {}).get("w_py_ns")
+        if not c:
+            return None
+        return {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]])}
+
+    def _stored(self):
+        from .calibration import config_name, find
+
+        cal = find("torch.profiler", config_name(self._options), self._torch.__version__, "cpu")
+        return cal
+
+    def _advice(self, pairs: int, has_wait: bool) -> str:
+        if not self._has_schedule:
+            return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
+                    "pass schedule=torch.profiler.schedule(wait=2, warmup=1, active=4, repeat=2) or more")
+        if not has_wait:
+            return ("the schedule has no wait steps (wait=0 and no steps outside the cycles): "
+                    "set wait >= 2 so each cycle has uninstrumented steps to pair with")
+        need = MIN_PAIRS - pairs
+        return (f"{pairs} active step(s) paired so far (the first of each cycle is left out as cold); "
+                f"a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` by enough for {need} more "
+                f"(with wait >= 1 before each cycle)")
+
+    # ---------------------------------------------------------------- report
+    def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
+        has_wait = any(s["phase"] == "wait" for s in self.steps)
+        rep = {"cycle": self._cycle, "raw_trace": raw, "corrected_trace": None,
+               "steps": {ph: sum(1 for s in self.steps if s["phase"] == ph) for ph in ("wait", "warmup", "active")},
+               "events": {"op_events": counts["op_events"], "py_events": counts["py_events"],
+                          "per_step": counted_per_step,
+                          "how": ("operators inside each ProfilerStep#N annotation" if counted_per_step else
+                                  "the trace's totals divided by its active steps (no ProfilerStep#N "
+                                  "annotations for them)")},
+               **detail}
+        source = "in-run"
+        wv = None
+        if w is not None and w["ci_reaches_95"]:
+            wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"]}
+        else:
+            rep["advice"] = self._advice(detail["pairs"], has_wait)
+            cal = self._stored()
+            if cal is not None:
+                source = f"stored calibration {cal.get('_path', '')}"
+                c = cal["w_ns"]
+                wv = {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
+                      "ci_coverage": c.get("ci_coverage", 0.95)}
+                rep["fallback"] = (f"W from a {source}: its CI is that of its own calibration run, not of "
+                                   "this workload; a stored W can be off by 10 to 50% on a drifting machine "
+                                   "(docs/correct-validation.md)")
+            elif w is not None:
+                source = "in-run, without a 95% CI"
+                rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
+                                   "95% CI; the verdict is not made and the trace is not corrected "
+                                   "(`opskew calibrate` stores one)")
+            else:
+                rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
+                                   "unknown, the verdict is not made and the trace is not corrected "
+                                   "(`opskew calibrate` stores one)")
+        rep["w_source"] = source
+        rep["notes"] = sorted(set(notes))
+        rep["w_ns"] = wv if wv is not None else (
+            {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
+        w_py = self._w_py()
+        rep["w_py_ns"] = w_py
+        if self._options["with_stack"]:
+            rep["w_py_note"] = ("W_py is not measured in the loop in this first cut: "
+                                + ("the stored calibration's is taken out of each active step before W"
+                                   if w_py else "none is stored, so W per operator event carries the "
+                                   "Python events' cost too"))
+        # Share of the active steps' time: instrument (W x events), and the
+        # profiler's stop and export (the step() call that produced this trace).
+        act = [s for s in this_cycle]
+        act_ns = sum(s["ns"] for s in act)
+        rep["stop_ns"] = stop_ns  # profiler stop and post-processing, inside step()/stop()
+        rep["on_trace_ready_ns"] = user_ns  # the user's handler (its export), inside step()/stop()
+        if wv is not None and act_ns > 0:
+            inst = sum(max(wv["median"], 0.0) * self._events[s["step"]][0] for s in act)
+            rep["share_of_active_time"] = {"instrument": inst / act_ns, "stop": stop_ns / act_ns,
+                                           "on_trace_ready": user_ns / act_ns}
+        significant = bool(wv is not None and w is not None and w["ci_reaches_95"] and w["ci95"][0] > 0)
+        infl = detail.get("inflation")
+        rep["verdict"] = {
+            "skewed": bool(significant and infl is not None and infl - 1 >= self._threshold),
+            "significant": significant, "enough_pairs": bool(w is not None and w["ci_reaches_95"]),
+            "threshold": self._threshold,
+            "test": (f"sign test over {w['n']} active steps against their neighbouring wait steps: "
+                     f"{w['n_positive']} slower, p = {w['sign_p']:.3g}" if w is not None else
+                     "no active step could be paired with a wait step")}
+        self._wv = None
+        if wv is not None:
+            cal = self._stored()
+            delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
+            out = None
+            if raw is not None:
+                out = corrected_path(raw)
+            elif self._corrected_dir is not None:
+                os.makedirs(self._corrected_dir, exist_ok=True)
+                keep = os.path.join(self._corrected_dir, f"opskew-profile-cycle{self._cycle}.json")
+                from .report import write_file
+
+                with open(trace, "rb") as f:
+                    write_file(keep, f.read())
+                rep["raw_trace"] = keep
+                out = corrected_path(keep)
+            rep["corrected_trace"] = out
+            rep["delta_ns"] = delta
+            self._wv = wv
+            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, cal)
+            rep["corrected_trace"] = out
+            rep["delta_ns"] = delta
+            rep["operators"] = {"ops": v["ops"], "summary": v["summary"],
+                                "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m)
+                                          for m in ("believable", "inflated", "unknowable")}}
+        return rep
+
+
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, cal=None):
+    """opskew.verdict.per_operator writing the corrected trace to `out`; a
+    `.gz` target gets the C writer's JSON gzipped, through the one writer."""
+    from .verdict import per_operator
+
+    dp = ((cal or {}).get("delta_py_ns") or {}).get("median", 0.0) if w_py else 0.0
+    kw = dict(threshold=threshold, metadata=metadata, w_py=w_py, delta_py_ns=dp)
+    if out is None or not out.endswith(".gz"):
+        return per_operator(trace, w, delta, out=out, **kw)
+    from .report import write_file
+
+    fd, tmp = tempfile.mkstemp(prefix="opskew-profile-", suffix=".json")
+    os.close(fd)
+    try:
+        v = per_operator(trace, w, delta, out=tmp, **kw)
+        with open(tmp, "rb") as f:
+            write_file(out, gzip_bytes(f.read()))
+    finally:
+        os.unlink(tmp)
+    return v
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data)
+
+
+def _metadata(rep: dict) -> dict:
+    """What goes into the corrected trace's "opskew" metadata: the report
+    without the per-operator table (the trace itself carries those)."""
+    return {k: v for k, v in rep.items() if k != "operators"}
+
+
+def render(rep: dict) -> str:
+    """The short per-cycle report."""
+    from .report import fmt_ns
+
+    lines = [f"opskew.profile cycle {rep['cycle']}: {rep['steps']['active']} active, "
+             f"{rep['steps']['wait']} wait, {rep['steps']['warmup']} warmup step(s) so far"]
+    if rep.get("inflation") is not None:
+        lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "
+                     f"({rep['pairs']} active step(s) against their wait steps)")
+    w = rep.get("w_ns")
+    if w is not None:
+        ci = w.get("ci95")
+        cis = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)"
+        lines.append(f"  W {fmt_ns(w['median'])}{cis} per operator event ({rep['w_source']})")
+    sh = rep.get("share_of_active_time")
+    if sh:
+        lines.append(f"  against this cycle's active-step time: instrument {100 * sh['instrument']:.1f}% (in the "
+                     f"steps); outside them, stop {100 * sh['stop']:.1f}%, on_trace_ready/export "
+                     f"{100 * sh['on_trace_ready']:.1f}%")
+    v = rep["verdict"]
+    lines.append(f"  verdict: {'SKEWED' if v['skewed'] else 'not skewed' if v['enough_pairs'] else 'not made'}"
+                 f" ({v['test']})")
+    if rep.get("operators"):
+        m = rep["operators"]["marks"]
+        lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
+                     f"{m['unknowable']} unknowable")
+    if rep.get("corrected_trace"):
+        lines.append(f"  corrected trace: {rep['corrected_trace']}")
+    for k in ("advice", "fallback"):
+        if rep.get(k):
+            lines.append(f"  {k}: {rep[k]}")
+    for n in rep.get("notes", ()):
+        lines.append(f"  note: {n}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,277 @@
+"""opskew.profile: the drop-in for torch.profiler.profile that measures and
+corrects its own overhead in the user's loop (docs/profile.md)."""
+
+import io
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opskew  # noqa: E402
+from opskew import tracefile  # noqa: E402
+
+OPS = 20  # torch.add calls per step: one aten::add event each
+
+
+def make_body(spin_ns=0):
+    """One step of the loop: OPS additions; with spin_ns, each is preceded by
+    a busy-wait of spin_ns, only while the profiler records (a known cost
+    standing in for the profiler's own)."""
+    a, b = torch.ones(8), torch.ones(8)
+
+    def body():
+        for _ in range(OPS):
+            if spin_ns and torch.autograd.profiler._is_profiler_enabled:
+                end = time.perf_counter_ns() + spin_ns
+                while time.perf_counter_ns() < end:
+                    pass
+            torch.add(a, b)
+
+    return body
+
+
+def exporter(folder, suffix=".json"):
+    """An on_trace_ready that exports each trace as torch's users do, and
+    counts its calls."""
+    def handler(prof):
+        handler.paths.append(os.path.join(folder, f"trace{len(handler.paths)}{suffix}"))
+        prof.export_chrome_trace(handler.paths[-1])
+
+    handler.paths = []
+    return handler
+
+
+def run_loop(make_prof, steps, body):
+    with make_prof() as p:
+        for _ in range(steps):
+            body()
+            p.step()
+    return p
+
+
+def op_counts(path):
+    """Calls per name of the operator categories, from the C reader."""
+    s = tracefile.summarize(path, categories=["cpu_op", "user_annotation"])
+    return {o["name"]: o["calls"] for o in s["ops"]}
+
+
+def test_import_opskew_does_not_import_torch_and_profile_is_the_class():
+    code = ("import sys, opskew; assert 'torch' not in sys.modules; p = opskew.profile; "
+            "from opskew.profile import profile as c; assert opskew.profile is p is c; "
+            "assert 'torch' not in sys.modules; print(p.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "profile"
+
+
+def test_drop_in_gives_the_same_trace_as_torch(tmp_path):
+    body = make_body()
+    # 7 active steps a cycle: 6 pairs (the first is cold), enough for W's CI
+    # from the first cycle on, so each trace gets its corrected one.
+    sched = dict(wait=1, warmup=1, active=7, repeat=2)
+    results = {}
+    for name, cls, kw in (("torch", torch.profiler.profile, {}),
+                          ("opskew", opskew.profile, {"report_file": None})):
+        d = tmp_path / name
+        d.mkdir()
+        h = exporter(str(d))
+        run_loop(lambda: cls(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
+                             schedule=torch.profiler.schedule(**sched), on_trace_ready=h, **kw),  # noqa: B023
+                 20, body)
+        results[name] = h.paths
+    assert len(results["torch"]) == len(results["opskew"]) == 2  # on_trace_ready, as often
+    for t, o in zip(results["torch"], results["opskew"]):
+        ct, co = op_counts(t), op_counts(o)
+        assert ct == co
+        assert ct["aten::add"] == 7 * OPS
+    # The raw traces are torch's own: opskew wrote its corrected ones beside them.
+    assert sorted(os.listdir(tmp_path / "opskew")) == ["trace0.corrected.json", "trace0.json",
+                                                       "trace1.corrected.json", "trace1.json"]
+
+
+def test_drop_in_delegates_key_averages_and_context_manager(tmp_path):
+    body = make_body()
+    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None) as p:
+        body()
+    ka = {e.key: e.count for e in p.key_averages()}
+    assert ka["aten::add"] == OPS
+    p.export_chrome_trace(str(tmp_path / "t.json"))
+    assert op_counts(str(tmp_path / "t.json"))["aten::add"] == OPS
+
+
+def test_known_answer_w_recovers_the_injected_cost(tmp_path):
+    """A busy-wait of SPIN ns before each operator, only while the profiler
+    records, dwarfs the profiler's own cost (a few us): the in-loop W must
+    come out within 20% of it."""
+    spin = 50_000
+    body = make_body(spin)
+    for attempt in range(3):  # retries absorb bursts of noise on a shared machine
+        h = exporter(str(tmp_path), suffix=f".{attempt}.json")
+        p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
+                                            schedule=torch.profiler.schedule(wait=3, warmup=1, active=5,
+                                                                             repeat=2),
+                                            on_trace_ready=h, report_file=None), 20, body)  # noqa: B023
+        r = p.report
+        w = r["w_ns"]["median"]
+        if abs(w - spin) <= 0.2 * spin:
+            break
+    assert r["events_per_active_step"] == OPS  # counted from ProfilerStep#N in C
+    assert r["events"]["per_step"] is True
+    assert r["pairs"] == 8  # 2 cycles x (5 active - the cold first one)
+    assert abs(w - spin) <= 0.2 * spin, f"injected {spin} ns, recovered {w:.0f} ns"
+    lo, hi = r["w_ns"]["ci95"]
+    assert lo <= w <= hi
+    assert r["verdict"]["enough_pairs"] and r["verdict"]["skewed"]
+    # The warmup steps do not record: they cost far less than an active step.
+    assert r["warmup_extra_per_step_ns"] < 0.5 * OPS * spin
+    # Phases per step, from the schedule.
+    phases = [s["phase"] for s in p.steps[:9]]
+    assert phases == ["wait"] * 3 + ["warmup"] + ["active"] * 5
+
+
+def test_corrected_trace_and_report(tmp_path):
+    spin = 20_000
+    h = exporter(str(tmp_path), suffix=".json.gz")
+    out = io.StringIO()
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                        schedule=torch.profiler.schedule(wait=2, warmup=1, active=4, repeat=3),
+                                        on_trace_ready=h, report_file=out), 24, make_body(spin))
+    assert len(p.reports) == 3 and p.report is p.reports[-1]
+    r = p.report
+    raw = h.paths[-1]
+    corrected = raw[: -len(".json.gz")] + ".corrected.json.gz"
+    assert r["raw_trace"] == raw and r["corrected_trace"] == corrected and os.path.exists(corrected)
+    w = r["w_ns"]
+    assert w["median"] > 0 and w["ci95"][0] <= w["median"] <= w["ci95"][1]
+    assert r["verdict"]["skewed"] is True
+    marks = {o["name"]: o["mark"] for o in r["operators"]["ops"]}
+    assert marks["aten::add"] == "believable"  # the spin lies between operators, not in them
+    assert all(m == "unknowable" for n, m in marks.items() if n.startswith("ProfilerStep#"))
+    # The corrected trace carries the in-run constants and the report.
+    meta = tracefile.scan(corrected, header_only=True)["objects"]["opskew"]
+    assert meta["corrected"]["w_ns"] == pytest.approx(w["median"])
+    assert meta["run"]["w_ns"]["ci95"] == pytest.approx(w["ci95"])
+    assert meta["run"]["verdict"]["skewed"] is True and meta["run"]["w_source"] == "in-run"
+    # ... and the corrected trace is the raw one less W between operators.
+    assert op_counts(corrected)["aten::add"] == op_counts(raw)["aten::add"] == 4 * OPS
+    text = out.getvalue()
+    assert text.count("opskew.profile cycle") == 3
+    assert "verdict: SKEWED" in text and f"corrected trace: {corrected}" in text
+    # Stop and on_trace_ready ran inside step(): not in any step's time.
+    assert r["on_trace_ready_ns"] > 0 and r["stop_ns"] > 0
+    assert set(r["share_of_active_time"]) == {"instrument", "stop", "on_trace_ready"}
+
+
+def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "empty-cache"))  # no stored calibration
+    body = make_body(5_000)
+    cases = {
+        "few": (dict(schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)), 6,
+                "raise `active` or `repeat`"),
+        "no wait": (dict(schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1)), 4,
+                    "set wait >= 2"),
+        "no schedule": ({}, 4, "pass schedule="),
+    }
+    for name, (kw, steps, advice) in cases.items():
+        h = exporter(str(tmp_path), suffix=f".{name.replace(' ', '-')}.json")
+        out = io.StringIO()
+        p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
+                                            on_trace_ready=h, report_file=out, **kw), steps, body)  # noqa: B023
+        r = p.report
+        assert advice in r["advice"], (name, r["advice"])
+        assert advice in out.getvalue()
+        assert r["verdict"]["enough_pairs"] is False and r["verdict"]["skewed"] is False
+        assert "no stored calibration" in r["fallback"] and "not corrected" in r["fallback"], name
+        assert r["corrected_trace"] is None and not os.path.exists(h.paths[-1].replace(".json", ".corrected.json"))
+        assert "verdict: not made" in out.getvalue()
+
+
+def test_without_a_schedule_it_falls_back_to_a_stored_calibration(tmp_path, monkeypatch):
+    from opskew import calibration
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
+    key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": 3000.0, "ci95": [2500.0, 3500.0]},
+                       "delta_ns": {"median": 100.0, "ci95": [80.0, 120.0]}})
+    h = exporter(str(tmp_path))
+    out = io.StringIO()
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], on_trace_ready=h,
+                                        report_file=out), 3, make_body())
+    r = p.report
+    assert "pass schedule=" in r["advice"]
+    assert r["w_source"].startswith("stored calibration")
+    assert "its CI is that of its own calibration run" in r["fallback"]
+    assert r["w_ns"]["median"] == 3000.0 and r["w_ns"]["ci95"] == [2500.0, 3500.0]
+    assert r["delta_ns"] == 100.0
+    meta = tracefile.scan(r["corrected_trace"], header_only=True)["objects"]["opskew"]
+    assert meta["corrected"]["w_ns"] == 3000.0 and meta["corrected"]["delta_ns"] == 100.0
+    assert meta["run"]["w_source"].startswith("stored calibration")
+    assert "W 3 us [2.5 us, 3.5 us]" in out.getvalue()
+
+
+def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
+    """Without an exporting on_trace_ready, opskew exports the trace itself
+    (Kineto saves it once); the user's export afterwards still works, and
+    gets the corrected trace beside it."""
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=7)),
+                 11, make_body(20_000))
+    raw = str(tmp_path / "after.json")
+    p.export_chrome_trace(raw)
+    assert op_counts(raw)["aten::add"] == 7 * OPS
+    assert p.report["corrected_trace"] == str(tmp_path / "after.corrected.json")
+    meta = tracefile.scan(p.report["corrected_trace"], header_only=True)["objects"]["opskew"]
+    assert p.report["w_ns"]["median"] > 0
+    assert meta["corrected"]["w_ns"] == pytest.approx(p.report["w_ns"]["median"])
+    assert "the run's first step (cold) is left out of the wait steps" in p.report["notes"]
+
+
+def test_with_stack_counts_python_events_and_takes_a_stored_w_py_out(tmp_path, monkeypatch):
+    from opskew import calibration
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
+    sched = dict(wait=3, warmup=1, active=7)
+
+    def run(tag):
+        h = exporter(str(tmp_path), suffix=f".{tag}.json")
+        return run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
+                                               with_stack=True, on_trace_ready=h, report_file=None,  # noqa: B023
+                                               schedule=torch.profiler.schedule(**sched)), 11, make_body(20_000))
+
+    r = run("none").report
+    assert r["events"]["py_events"] > 0  # the Python tracer's events, counted in C
+    assert r["w_py_ns"] is None and "none is stored" in r["w_py_note"]
+    key = calibration.make_key("torch.profiler", "with_stack", torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": 3000.0, "ci95": [2500.0, 3500.0]},
+                       "delta_ns": {"median": 100.0, "ci95": [80.0, 120.0]},
+                       "w_py_ns": {"median": 500.0, "ci95": [400.0, 600.0]},
+                       "delta_py_ns": {"median": 50.0, "ci95": [40.0, 60.0]}})
+    r = run("stored").report
+    assert r["w_py_ns"] == {"median": 500.0, "ci95": [400.0, 600.0]}
+    assert "taken out of each active step" in r["w_py_note"]
+    assert r["w_source"] == "in-run"  # W itself is still this run's
+    meta = tracefile.scan(r["corrected_trace"], header_only=True)["objects"]["opskew"]
+    assert meta["corrected"]["w_py_ns"] == 500.0 and meta["corrected"]["delta_py_ns"] == 50.0
+
+
+def test_tensorboard_trace_handler_gets_its_corrected_trace_beside_it(tmp_path):
+    """torch's own handler exports through the profiler it is given (opskew's
+    wrapper): the corrected trace lands beside each of its files, gzipped
+    like them."""
+    d = str(tmp_path / "tb")
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=7, repeat=1),
+                                        on_trace_ready=torch.profiler.tensorboard_trace_handler(d, use_gzip=True)),
+                 12, make_body(20_000))
+    files = sorted(os.listdir(d))
+    assert len(files) == 2, files
+    raw = [f for f in files if f.endswith(".pt.trace.json.gz")]
+    assert len(raw) == 1 and raw[0].replace(".json.gz", ".corrected.json.gz") in files
+    assert p.report["raw_trace"] == os.path.join(d, raw[0])
+    assert op_counts(p.report["corrected_trace"])["aten::add"] == 7 * OPS
