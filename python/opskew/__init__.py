@@ -13,13 +13,14 @@ _API = ("check", "matrix", "sweep", "advise", "summary", "compare", "Result")
 
 
 def __getattr__(name):
-    if name == "profile":
+    if name in ("profile", "step"):
         # The submodule opskew/profile.py holds the class: importing it binds
         # the module to this name, so the class replaces it here.
-        from .profile import profile as cls
+        import importlib
 
-        globals()["profile"] = cls
-        return cls
+        mod = importlib.import_module(".profile", __name__)
+        globals()["profile"], globals()["step"] = mod.profile, mod.step
+        return globals()[name]
     if name in _API:
         from . import api
 
@@ -28,4 +29,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_API) | {"profile"})
+    return sorted(set(globals()) | set(_API) | {"profile", "step"})

@@ -16,7 +16,8 @@ import sys
 from . import __version__
 from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
-COMMANDS = ("check", "matrix", "sweep", "advise", "record", "summary", "calibrate", "correct", "compare")
+COMMANDS = ("check", "matrix", "sweep", "advise", "record", "profile", "summary", "calibrate", "correct",
+            "compare")
 
 # What each exit code means, as `--help` prints it (errors.py holds the codes).
 EXIT_LINES = {
@@ -35,8 +36,8 @@ EXIT_LINES = {
 
 # The codes each command can return, read from its code paths. Every command
 # can return 6 (cli.main turns a MemoryError into it) and 130 (Ctrl-C). `record`
-# is absent: it exits with its command's own status, and its --help says which
-# codes are its own.
+# and `profile` are absent: they exit with their command's own status, and
+# their --help says which codes are their own.
 COMMAND_EXIT_CODES = {
     "check": (0, 2, 3, 4, 6, 7, 130),    # 3: --fail-on-skew; no user trace is read, so never 5
     "matrix": (0, 2, 4, 6, 7, 130),
@@ -58,8 +59,8 @@ def epilog(codes=None, command: str | None = None) -> str:
              for c in (sorted(EXIT_LINES) if every else codes)]
     text = "exit codes:\n" + "".join(lines)
     if every:
-        text += ("record exits with the command's own status; its own codes are in "
-                 "`opskew record --help`.\n")
+        text += ("record and profile exit with the command's own status; their own codes are in "
+                 "`opskew record --help` and `opskew profile --help`.\n")
     return text
 
 

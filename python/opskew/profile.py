@@ -33,7 +33,30 @@ _PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SA
 # The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
 MIN_PAIRS = 6
 
+# Wait steps on each side of a cycle that make its baseline: the nearest in
+# time (a run drifts; the steps after the last cycle can be thousands).
+NEAR = 4
+
+# Wait steps right after a trace that are not baseline: the profiler's stop,
+# post-processing and export leave caches and the allocator cold (the first
+# such step took 10x a warm one, the second up to 5x, on the 2-core VM).
+POST_TRACE = 2
+
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+
+
+# The `opskew profile` command's step driver in this process (set by its
+# bootstrap, _profile_boot.py); None everywhere else.
+_driver = None
+
+
+def step() -> None:
+    """`opskew.step()`: marks the end of a training step for `opskew profile
+    -- python SCRIPT` (docs/profile.md). The first call switches the command
+    from the optimizer's steps to these marks. Outside that command it does
+    nothing, so a script can keep the call."""
+    if _driver is not None:
+        _driver.manual_step()
 
 
 def corrected_path(raw: str) -> str:
@@ -68,6 +91,10 @@ class profile:
         self._torch = torch
         self._user_ready = kwargs.pop("on_trace_ready", None)
         self._has_schedule = kwargs.get("schedule") is not None
+        # torch's default activities include CUDA where it is available.
+        acts = kwargs.get("activities")
+        self._cuda = torch.cuda.is_available() and (
+            acts is None or any(getattr(a, "name", str(a)).upper() == "CUDA" for a in acts))
         self._options = {k: bool(kwargs.get(k)) for k in ("record_shapes", "profile_memory", "with_stack",
                                                            "with_flops", "with_modules")}
         self._report_file = report_file
@@ -111,16 +138,30 @@ class profile:
         self._step = self.prof.step_num
         self._t_end = time.perf_counter_ns()
 
-    def _close_body(self, now):
+    def _sync(self):
+        """With CUDA activity, waits for the device at each step boundary, so
+        a step's time includes its kernels (the CPU side alone runs ahead of
+        the GPU by up to the launch queue's depth)."""
+        if self._cuda and self._torch.cuda.is_initialized():
+            self._torch.cuda.synchronize()
+
+    def _close_body(self, now, partial=False):
         if self._t_end is not None:
-            self.steps.append({"step": self._step, "phase": self._phase, "ns": now - self._t_end})
+            s = {"step": self._step, "phase": self._phase, "ns": now - self._t_end}
+            if partial:
+                # From the last step() to stop(): the loop's end, or a step
+                # cut short by an exception; not a whole step, never used.
+                s["partial"] = True
+            self.steps.append(s)
             self._t_end = None
 
     def start(self):
         self.prof.start()
+        self._sync()
         self._mark()
 
     def step(self):
+        self._sync()
         t0 = self._call_t0 = time.perf_counter_ns()
         self._close_body(t0)
         self._ready_ns = 0
@@ -130,8 +171,9 @@ class profile:
         self._mark()
 
     def stop(self):
+        self._sync()
         t0 = self._call_t0 = time.perf_counter_ns()
-        self._close_body(t0)
+        self._close_body(t0, partial=True)
         self._ready_ns = 0
         self.prof.stop()
         self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - t0,
@@ -217,7 +259,7 @@ class profile:
     def _analyse(self, trace: str, raw: str | None, stop_ns: int, user_ns: int) -> dict:
         counts = self._count(trace)
         this_cycle = [s for s in self.steps if s["phase"] == "active" and s["step"] not in self._events
-                      and s.get("cycle") is None]
+                      and s.get("cycle") is None and not s.get("partial")]
         for s in this_cycle:
             s["cycle"] = self._cycle
         counted_per_step = True
@@ -238,6 +280,8 @@ class profile:
         """Contiguous runs of steps of one phase, in order: [(phase, [steps])]."""
         out = []
         for s in self.steps:
+            if s.get("partial"):
+                continue
             if out and out[-1][0] == s["phase"]:
                 out[-1][1].append(s)
             else:
@@ -257,21 +301,39 @@ class profile:
         base_s, act_s, events, cold = [], [], [], []
         warm_extra = []
         notes = []
+        # Cold wait steps, left out of the baseline: the run's first step
+        # (first calls, allocations), and the first step after each trace
+        # (after the profiler's stop, post-processing and export: 10x a warm
+        # step on the 2-core VM, docs/profile.md).
+        cold_ids = {id(s) for s in self.steps[:1]}
+        post_trace = []
+        for k, (phase, steps) in enumerate(blocks):
+            if phase == "wait" and k > 0 and blocks[k - 1][0] == "active":
+                # The disturbance fades over a step or two: POST_TRACE of
+                # them are left out while the block has more.
+                skip = min(POST_TRACE, len(steps) - 1) if len(steps) > 1 else 1
+                cold_ids.update(id(s) for s in steps[:skip])
+                if len(steps) > skip:
+                    rest = _median([s["ns"] for s in steps[skip:skip + NEAR]])
+                    post_trace.append([s["ns"] - rest for s in steps[:skip]])
         for i, (phase, steps) in enumerate(blocks):
             if phase != "active" or not all(s["step"] in self._events for s in steps):
                 continue
-            # The wait block before a cycle is usually i-2 (wait, warmup, active).
-            near_steps = [s for k in (i - 1, i - 2, i + 1) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
-                          for s in blocks[k][1]]
-            # The run's first step is cold (first calls, allocations): it is
-            # left out of the baseline when another wait step is there.
-            warm = [s for s in near_steps if s is not self.steps[0]]
+            # The wait block before a cycle is usually i-2 (wait, warmup,
+            # active); of a long block (skip_first, or the steps after the
+            # last cycle) only the NEAR steps nearest in time count.
+            near_steps = [s for k in (i - 1, i - 2) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
+                          for s in blocks[k][1][-NEAR:]]
+            if i + 1 < len(blocks) and blocks[i + 1][0] == "wait":
+                near_steps += blocks[i + 1][1][:NEAR + POST_TRACE]
+            warm = [s for s in near_steps if id(s) not in cold_ids]
             if len(warm) < len(near_steps):
                 if warm:
-                    notes.append("the run's first step (cold) is left out of the wait steps")
+                    notes.append(f"cold wait steps (the run's first step, the first {POST_TRACE} after each "
+                                 "trace) are left out of the baseline")
                 else:
-                    notes.append("the only wait step before the first cycle is the run's first step, which "
-                                 "is cold: W is underestimated; use wait >= 2")
+                    notes.append(f"the only wait steps next to a cycle are cold (the run's first step, or the "
+                                 f"first {POST_TRACE} after a trace): W is uncertain; use wait >= {POST_TRACE + 2}")
             near = [s["ns"] for s in (warm or near_steps)]
             if not near:
                 continue
@@ -293,6 +355,8 @@ class profile:
         detail = {"pairs": len(act_s),
                   "cold_first_active_extra_ns": _median(cold),
                   "warmup_extra_per_step_ns": _median(warm_extra),
+                  "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])
+                                               for j in range(POST_TRACE)] if post_trace else None,
                   "baseline_step_ns": _median([b * 1e9 for b in base_s]) if base_s else None,
                   "active_step_ns": _median([a * 1e9 for a in act_s]) if act_s else None,
                   "events_per_active_step": _median(events) if events else None}
@@ -315,20 +379,21 @@ class profile:
     def _stored(self):
         from .calibration import config_name, find
 
-        cal = find("torch.profiler", config_name(self._options), self._torch.__version__, "cpu")
+        cal = find("torch.profiler", config_name(self._options), self._torch.__version__,
+                   "cuda" if self._cuda else "cpu")
         return cal
 
     def _advice(self, pairs: int, has_wait: bool) -> str:
         if not self._has_schedule:
             return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
-                    "pass schedule=torch.profiler.schedule(wait=2, warmup=1, active=4, repeat=2) or more")
+                    "pass schedule=torch.profiler.schedule(wait=4, warmup=1, active=7, repeat=3) or more")
         if not has_wait:
             return ("the schedule has no wait steps (wait=0 and no steps outside the cycles): "
-                    "set wait >= 2 so each cycle has uninstrumented steps to pair with")
+                    f"set wait >= {POST_TRACE + 2} so each cycle has uninstrumented steps to pair with")
         need = MIN_PAIRS - pairs
         return (f"{pairs} active step(s) paired so far (the first of each cycle is left out as cold); "
                 f"a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` by enough for {need} more "
-                f"(with wait >= 1 before each cycle)")
+                f"(with wait >= {POST_TRACE + 2} before each cycle: the first {POST_TRACE} after a trace are cold)")
 
     # ---------------------------------------------------------------- report
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
@@ -396,21 +461,19 @@ class profile:
                      f"{w['n_positive']} slower, p = {w['sign_p']:.3g}" if w is not None else
                      "no active step could be paired with a wait step")}
         self._wv = None
+        if raw is None and self._corrected_dir is not None:
+            # The raw trace is kept whether or not W is known.
+            os.makedirs(self._corrected_dir, exist_ok=True)
+            keep = os.path.join(self._corrected_dir, f"opskew-profile-cycle{self._cycle}.json")
+            from .report import write_file
+
+            with open(trace, "rb") as f:
+                write_file(keep, f.read())
+            rep["raw_trace"] = raw = keep
         if wv is not None:
             cal = self._stored()
             delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
-            out = None
-            if raw is not None:
-                out = corrected_path(raw)
-            elif self._corrected_dir is not None:
-                os.makedirs(self._corrected_dir, exist_ok=True)
-                keep = os.path.join(self._corrected_dir, f"opskew-profile-cycle{self._cycle}.json")
-                from .report import write_file
-
-                with open(trace, "rb") as f:
-                    write_file(keep, f.read())
-                rep["raw_trace"] = keep
-                out = corrected_path(keep)
+            out = corrected_path(raw) if raw is not None else None
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             self._wv = wv

@@ -173,7 +173,7 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         "few": (dict(schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)), 6,
                 "raise `active` or `repeat`"),
         "no wait": (dict(schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1)), 4,
-                    "set wait >= 2"),
+                    "set wait >= 4"),
         "no schedule": ({}, 4, "pass schedule="),
     }
     for name, (kw, steps, advice) in cases.items():
@@ -228,7 +228,8 @@ def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     meta = tracefile.scan(p.report["corrected_trace"], header_only=True)["objects"]["opskew"]
     assert p.report["w_ns"]["median"] > 0
     assert meta["corrected"]["w_ns"] == pytest.approx(p.report["w_ns"]["median"])
-    assert "the run's first step (cold) is left out of the wait steps" in p.report["notes"]
+    assert "cold wait steps (the run's first step, the first 2 after each trace) are left out of the baseline" \
+        in p.report["notes"]
 
 
 def test_with_stack_counts_python_events_and_takes_a_stored_w_py_out(tmp_path, monkeypatch):

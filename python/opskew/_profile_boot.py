@@ -1,0 +1,214 @@
+"""Bootstrap that `opskew profile` runs in the child Python, by path:
+
+    python [interpreter options] .../opskew/_profile_boot.py (-c CODE | -m MODULE | SCRIPT) [ARGS]
+
+It wraps the user's unmodified script in `opskew.profile` (docs/profile.md):
+steps are the optimizer's steps (torch.optim's global step post-hook; the
+first optimizer that steps, when there are several), or the ends of a
+`record_function` named by --step-marker, or `opskew.step()` calls (the
+first one switches to those). The profiler starts at the first step
+boundary, so the script's setup and first step are never a step. At the end
+(return, exception, sys.exit, SIGINT, SIGTERM) the profiler is stopped, which
+finishes a cycle in progress; the report (OUT/report.json) is rewritten after
+every cycle, so what was collected survives a kill.
+
+Environment (set by `opskew profile`):
+  OPSKEW_PROFILE_SPEC   JSON: out (folder), schedule, options, device,
+                        step_marker, threshold
+  OPSKEW_BOOT_ERROR     where a setup failure is described (one line)
+  OPSKEW_RECORD_PARENT  the parent's pid (SIGTERM when it dies, as record)
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+# Run by path, sys.path[0] is opskew's own folder, whose module names
+# (profile, tracing, ...) must not shadow anyone's: the folder above it
+# instead, so that `import opskew` is this very package. The user's code
+# gets its own sys.path[0] (_record_boot._run_user).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
+    sys.path[0] = os.path.dirname(_HERE)
+
+EXIT_SETUP = 86  # as _record_boot: `opskew profile` reads it as a setup failure
+
+
+class Driver:
+    """Turns the script's step boundaries into `opskew.profile` steps and
+    keeps OUT/report.json current."""
+
+    def __init__(self, spec, torch, profile_cls):
+        self.spec = spec
+        self.torch = torch
+        sch = spec["schedule"]
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if spec["device"] == "cuda":
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        self.prof = profile_cls(
+            activities=acts,
+            schedule=torch.profiler.schedule(wait=sch["wait"], warmup=sch["warmup"], active=sch["active"],
+                                             repeat=sch["repeat"], skip_first=sch["skip_first"]),
+            report_file=sys.stderr, corrected_dir=spec["out"], threshold=spec["threshold"],
+            **spec["options"])
+        self.mode = "marker" if spec.get("step_marker") else "optimizer"
+        self.started = False
+        self.boundaries = 0
+        self.first_optimizer = None
+        self.other_optimizer_steps = 0
+        self.reports_written = 0
+        self.notes = []
+        self.t0 = time.time()
+
+    # ------------------------------------------------------------ boundaries
+    def boundary(self):
+        self.boundaries += 1
+        if not self.started:
+            self.started = True
+            self.prof.start()
+        else:
+            self.prof.step()
+        if len(self.prof.reports) != self.reports_written:
+            self.write_report(None)
+
+    def optimizer_step(self, opt, args, kwargs):
+        if self.mode != "optimizer":
+            return
+        if self.first_optimizer is None:
+            import weakref
+
+            self.first_optimizer = (weakref.ref(opt), type(opt).__name__)
+        elif self.first_optimizer[0]() is not opt:
+            self.other_optimizer_steps += 1
+            return
+        self.boundary()
+
+    def manual_step(self):
+        if self.mode != "manual":
+            if self.boundaries:
+                self.notes.append(f"opskew.step() took over from the {self.mode} after "
+                                  f"{self.boundaries} step boundaries")
+            self.mode = "manual"
+        self.boundary()
+
+    def marker_ended(self, name):
+        if self.mode == "marker" and name == self.spec["step_marker"]:
+            self.boundary()
+
+    # ---------------------------------------------------------------- report
+    def step_source(self):
+        if self.mode == "manual":
+            return "opskew.step() calls"
+        if self.mode == "marker":
+            return f"ends of record_function({self.spec['step_marker']!r})"
+        if self.first_optimizer is None:
+            return "the optimizer's steps (none was seen)"
+        return f"the steps of the first optimizer that stepped ({self.first_optimizer[1]})"
+
+    def write_report(self, ended_by):
+        from opskew.profile import _metadata
+        from opskew.report import write_file
+
+        steps = self.prof.steps
+        doc = {
+            "schema": "opskew.profile/1",
+            "conditions": {"torch": self.torch.__version__, "device": self.spec["device"],
+                           "threads": self.torch.get_num_threads(), "options": self.spec["options"],
+                           "schedule": self.spec["schedule"]},
+            "step_source": self.step_source(),
+            "step_boundaries": self.boundaries,
+            "steps": {ph: sum(1 for s in steps if s["phase"] == ph and not s.get("partial"))
+                      for ph in ("wait", "warmup", "active")},
+            "ended_by": ended_by,
+            "notes": self.notes + ([f"{self.other_optimizer_steps} step() calls of other optimizers were not "
+                                    "step boundaries"] if self.other_optimizer_steps else []),
+            "reports": [_metadata(r) for r in self.prof.reports],
+            "report": self.prof.report,
+            "step_times_ns": steps,
+        }
+        self.reports_written = len(self.prof.reports)
+        write_file(os.path.join(self.spec["out"], "report.json"), json.dumps(doc, indent=1, default=str))
+
+    def finish(self, ended_by):
+        if self.started:
+            try:
+                self.prof.stop()  # a cycle in progress is finished: its trace is written
+            except Exception as exc:  # noqa: BLE001 - keep what was collected
+                self.notes.append(f"stopping the profiler failed: {type(exc).__name__}: {exc}")
+        self.write_report(ended_by)
+
+
+def _hook_marker(torch, driver):
+    """The end of each record_function named --step-marker is a step boundary."""
+    rf = torch.autograd.profiler.record_function
+    orig = rf.__exit__
+
+    def __exit__(self, *exc):
+        out = orig(self, *exc)
+        driver.marker_ended(getattr(self, "name", None))
+        return out
+
+    rf.__exit__ = __exit__
+
+
+def main():
+    from opskew import _record_boot as rb
+
+    def _on_sigterm(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    rb._die_with_parent()
+    kind, target, user_argv = rb._parse(sys.argv[1:])
+    try:
+        spec = json.loads(os.environ["OPSKEW_PROFILE_SPEC"])
+    except (KeyError, ValueError):
+        rb._fail("run this through `opskew profile`, which sets OPSKEW_PROFILE_SPEC")
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - any import failure ends here
+        rb._fail("cannot import torch in the profiled interpreter: %s" % exc)
+    if spec["device"] == "cuda" and not torch.cuda.is_available():
+        rb._fail("--device cuda: this torch sees no CUDA device (torch %s)" % torch.__version__)
+    import opskew.profile as _m  # noqa: F401 - the submodule, for _driver below
+
+    mod = sys.modules["opskew.profile"]
+    driver = Driver(spec, torch, mod.profile)
+    mod._driver = driver
+    handle = None
+    if driver.mode == "marker":
+        _hook_marker(torch, driver)
+    else:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        handle = register_optimizer_step_post_hook(driver.optimizer_step)
+    sys.argv = user_argv
+    ended_by = None
+    try:
+        rb._run_user(kind, target)
+        ended_by = "the script returned"
+    except SystemExit as exc:
+        ended_by = "sys.exit(%r)" % (exc.code,) if exc.code not in (None, 0) else "the script returned"
+        if isinstance(exc.code, int) and exc.code == 128 + signal.SIGTERM:
+            ended_by = "SIGTERM"
+        raise
+    except KeyboardInterrupt:
+        ended_by = "SIGINT (KeyboardInterrupt)"
+        raise
+    except BaseException as exc:
+        ended_by = "the script raised %s: %s" % (type(exc).__name__, exc)
+        raise
+    finally:
+        # A second Ctrl-C must not interrupt the last trace and report.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        if handle is not None:
+            handle.remove()
+        mod._driver = None
+        driver.finish(ended_by)
+
+
+if __name__ == "__main__":
+    main()

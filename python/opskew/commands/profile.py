@@ -1,0 +1,190 @@
+"""`opskew profile`: run an unmodified training script under `opskew.profile`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from ..errors import UsageError
+
+HELP = "profile a training script with no code change; traces corrected from its own wait steps"
+
+DESCRIPTION = """\
+Runs COMMAND (a Python interpreter with a script, -c CODE or -m MODULE) with
+torch.profiler on a schedule (--wait, --warmup, --active, --repeat), through
+opskew.profile (docs/profile.md): each step is timed, the steps the profiler
+does not record (wait) are paired with the steps it records (active), and W,
+the profiler's cost per operator event on this workload in this run, comes
+with a 95% interval. Each cycle's trace is written to OUT with a corrected
+trace beside it, and the skew report (in-window inflation, W, the verdict per
+operator: believable, inflated, unknowable) is printed on stderr and kept in
+OUT/report.json.
+
+Steps, with no code change, are the optimizer's steps (torch.optim's global
+step hook; the first optimizer that steps, when there are several). A loop
+without an optimizer marks its steps with --step-marker NAME (the end of each
+`with torch.profiler.record_function(NAME):` is a step boundary) or calls
+opskew.step() once per step. The profiler starts at the first step boundary:
+the script's setup is never a step.
+
+Files in OUT (a folder, created if absent; files opskew wrote there before
+are replaced):
+  opskew-profile-cycleN.json            the raw trace of cycle N, as torch exports it
+  opskew-profile-cycleN.corrected.json  corrected with the in-run W
+  report.json                           every cycle's report, the step times and
+                                        conditions (schema opskew.profile/1),
+                                        rewritten after each cycle
+An exception, SIGINT or SIGTERM in the script finishes the cycle in progress
+and keeps everything collected until then.
+
+The default schedule (wait 4, warmup 1, active 7, repeat 3: 36 steps) gives 18
+paired steps; 6 give a 95% interval. The first active step of each cycle, the
+run's first step and the first 2 steps after each trace are cold and are not
+used (docs/profile.md). Fewer pairs: the report says what to raise.
+
+examples:
+  opskew profile -o prof -- python train.py --epochs 1
+  opskew profile --record-shapes --with-stack --repeat 3 -- python train.py
+  opskew profile --step-marker train_step -- python loop.py
+
+exit status: the command's own (a script's sys.exit(3) makes profile exit 3;
+a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except 2 when
+refused before running (bad arguments, OUT not a folder, no Python command).
+"""
+
+BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_profile_boot.py")
+
+_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output-dir", default="opskew-profile", metavar="OUT",
+                   help="folder for the traces and report.json (default: %(default)s)")
+    g = p.add_argument_group("schedule (torch.profiler.schedule)")
+    g.add_argument("--wait", type=int, default=4, metavar="N",
+                   help="unrecorded steps before each cycle: the baseline (default %(default)s)")
+    g.add_argument("--warmup", type=int, default=1, metavar="N", help="default %(default)s")
+    g.add_argument("--active", type=int, default=7, metavar="N",
+                   help="recorded steps per cycle (default %(default)s)")
+    g.add_argument("--repeat", type=int, default=3, metavar="N",
+                   help="cycles (0: until the script ends; default %(default)s)")
+    g.add_argument("--skip-first", type=int, default=0, metavar="N", help="default %(default)s")
+    o = p.add_argument_group("profiler options (torch.profiler.profile's)")
+    for name in _OPTIONS:
+        o.add_argument("--" + name.replace("_", "-"), action="store_true", dest=name)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                   help="cuda: record CUDA activity too, and synchronize at each step boundary "
+                        "(default: %(default)s)")
+    p.add_argument("--step-marker", metavar="NAME",
+                   help="steps end where each record_function(NAME) ends, instead of at optimizer steps")
+    p.add_argument("--threshold", type=float, default=0.05,
+                   help="in-window slowdown that counts as skew (default: %(default)s)")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS]")
+
+
+def _output_dir(path: str) -> str:
+    out = os.path.abspath(path)
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise UsageError(f"-o {path}: not a folder")
+    if not os.path.isdir(out):
+        parent = os.path.dirname(out)
+        if not os.path.isdir(parent):
+            raise UsageError(f"-o {path}: the folder above it does not exist")
+        try:
+            os.mkdir(out)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
+    return out
+
+
+def run(args) -> int:
+    from .record import BOOT_EXIT_SETUP, _exit_code, _split_python, _wait_forwarding
+
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("no command given: opskew profile -o prof -- python train.py")
+    for name in ("wait", "warmup", "skip_first", "repeat"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be 0 or more")
+    if args.active < 1:
+        raise UsageError("--active must be 1 or more")
+    if args.wait < 1:
+        raise UsageError("--wait must be 1 or more: the wait steps are the baseline W is measured against")
+    interp, rest = _split_python(cmd)
+    if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
+        raise UsageError(f"script not found: {rest[0]}")
+    out = _output_dir(args.output_dir)
+    spec = {"out": out, "device": args.device, "step_marker": args.step_marker, "threshold": args.threshold,
+            "schedule": {k: getattr(args, k) for k in ("wait", "warmup", "active", "repeat", "skip_first")},
+            "options": {k: getattr(args, k) for k in _OPTIONS}}
+    tmpdir = tempfile.mkdtemp(prefix="opskew-profile-run-")
+    env = dict(os.environ)
+    env["OPSKEW_PROFILE_SPEC"] = json.dumps(spec)
+    # Kineto's per-cycle start/stop lines would drown the report (as in
+    # measure.py); a level the user set is kept.
+    env.setdefault("KINETO_LOG_LEVEL", "6")
+    env["OPSKEW_BOOT_ERROR"] = os.path.join(tmpdir, "boot-error.txt")
+    env["OPSKEW_RECORD_PARENT"] = str(os.getpid())
+    report = os.path.join(out, "report.json")
+    before = _mtime(report)
+    try:
+        try:
+            proc = subprocess.Popen(interp + [BOOT] + rest, env=env)
+        except OSError as exc:
+            raise UsageError(f"cannot run {cmd[0]!r}: {exc.strerror}") from None
+        rc = _wait_forwarding(proc)
+        if rc == BOOT_EXIT_SETUP:
+            try:
+                with open(env["OPSKEW_BOOT_ERROR"], encoding="utf-8") as f:
+                    why = f.read().strip()
+            except OSError:
+                why = ""
+            raise UsageError(why or "opskew.profile could not start in the command (see above)")
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    written = _mtime(report) not in (None, before)
+    print("opskew profile: " + (_outcome(report) if written else f"no report was written to {out}"),
+          file=sys.stderr)
+    return _exit_code(rc, written, who="opskew profile", kept="the traces and report hold what ran until then")
+
+
+def _mtime(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+def _outcome(report: str) -> str:
+    """One line: what was written, and W, from report.json."""
+    try:
+        with open(report, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return f"{report} could not be read back"
+    reps = doc.get("reports") or []
+    if not reps:
+        why = (f"no cycle completed ({doc['step_boundaries']} step boundaries from {doc['step_source']}; "
+               f"a cycle needs {sum(doc['conditions']['schedule'][k] for k in ('wait', 'warmup', 'active'))})")
+        return f"{why}; report: {report}"
+    last = reps[-1]
+    w = last.get("w_ns") or {}
+    ci = w.get("ci95")
+    from ..report import fmt_ns
+
+    wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
+             + f" per operator event ({last.get('w_source')})") if w else "W unknown"
+    corrected = sum(1 for r in reps if r.get("corrected_trace"))
+    return (f"{len(reps)} trace(s), {corrected} corrected, in {os.path.dirname(report)}; {wtext}; "
+            f"steps from {doc['step_source']}; report: {report}")

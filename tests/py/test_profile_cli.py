@@ -1,0 +1,184 @@
+"""`opskew profile -- python SCRIPT`: an unmodified training script under
+opskew.profile (docs/profile.md), end to end against real torch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import run_opskew
+
+pytest.importorskip("torch")
+
+# A script that knows nothing of opskew: a small MLP trained with SGD.
+TRAIN = """\
+import sys
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 16), torch.randn(8, 4)
+steps = int(sys.argv[1])
+for i in range(steps):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    {hook}
+    opt.step()
+print("trained", steps)
+"""
+
+SMALL = ("--wait", "3", "--warmup", "1", "--active", "4", "--repeat", "2")  # 8 steps a cycle
+# Cycle 1 pairs 3 active steps, too few for a 95% CI: with no stored
+# calibration its raw trace is kept and not corrected; cycle 2 pools 6.
+EXPECTED = ["opskew-profile-cycle1.json", "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
+
+
+def script(tmp_path, hook="pass", name="train.py"):
+    path = tmp_path / name
+    path.write_text(TRAIN.format(hook=hook))
+    return str(path)
+
+
+def report(out):
+    return json.loads((out / "report.json").read_text())
+
+
+def traces(out):
+    return sorted(p.name for p in out.iterdir() if p.name.startswith("opskew-profile-cycle"))
+
+
+def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
+    out = tmp_path / "prof"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path), "40")
+    assert p.returncode == 0, p.stderr
+    assert "trained 40" in p.stdout  # the script's own output passes through
+    assert traces(out) == EXPECTED
+    doc = report(out)
+    assert doc["schema"] == "opskew.profile/1"
+    assert doc["step_source"] == "the steps of the first optimizer that stepped (SGD)"
+    # 40 optimizer steps: the profiler starts at the first, so 39 whole
+    # bodies between them and a partial one from the last to the end.
+    assert doc["step_boundaries"] == 40 and len(doc["step_times_ns"]) == 40
+    # Steps 0-2 wait, 3 warmup, 4-7 active, 8-10 wait, 11 warmup, 12-15
+    # active, then 16-38 outside the cycles (wait); 39 ended at stop(): partial.
+    assert doc["steps"] == {"wait": 3 + 3 + 23, "warmup": 2, "active": 8}
+    assert doc["step_times_ns"][-1]["partial"] is True
+    assert doc["ended_by"] == "the script returned"
+    assert len(doc["reports"]) == 2 and doc["conditions"]["options"]["with_stack"] is False
+    last = doc["reports"][-1]
+    # Every active step but the cold first of each cycle is paired.
+    assert last["pairs"] == 6 and last["w_ns"]["median"] is not None
+    assert last["events"]["per_step"] is True and last["events_per_active_step"] > 50
+    # The raw trace is torch's, the corrected one carries the run's report.
+    raw = json.loads((out / "opskew-profile-cycle2.json").read_text())
+    assert sum(1 for e in raw["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")) == 4
+    corrected = json.loads((out / "opskew-profile-cycle2.corrected.json").read_text())
+    run = corrected["opskew"]["run"]
+    assert run["cycle"] == 2 and run["w_ns"] == last["w_ns"]
+    assert "opskew profile: 2 trace(s), 1 corrected" in p.stderr and "W " in p.stderr
+    assert "profiler_start" not in p.stderr  # Kineto's own log lines are quiet
+
+
+def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
+    """Iteration 15 is step 14, the 3rd active step of cycle 2 (12-15): the
+    cycle in progress is finished and written, the cut step is marked
+    partial and not used, and the exit status is the script's."""
+    out = tmp_path / "prof"
+    hook = "if i == 15: raise RuntimeError('loss is nan')"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path, hook), "40")
+    assert p.returncode == 1, p.stderr
+    assert "RuntimeError: loss is nan" in p.stderr  # the script's own traceback
+    assert "the traces and report hold what ran until then" in p.stderr
+    # 4 pairs in all: too few for a 95% CI, so nothing is corrected, and
+    # the report says what to change.
+    assert traces(out) == ["opskew-profile-cycle1.json", "opskew-profile-cycle2.json"]
+    doc = report(out)
+    assert doc["ended_by"] == "the script raised RuntimeError: loss is nan"
+    last = doc["step_times_ns"][-1]
+    assert last["partial"] is True and last["phase"] == "active"
+    assert last["step"] == 14
+    # Cycle 1: 3 pairs (its first active step is cold); cycle 2: step 13
+    # (12 is cold, 14 was cut short).
+    assert doc["reports"][-1]["cycle"] == 2 and doc["reports"][-1]["pairs"] == 3 + 1
+    assert "a 95% CI needs 6" in doc["reports"][-1]["advice"]
+
+
+def test_exit_status_and_sigterm(tmp_path):
+    out = tmp_path / "prof"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable,
+                   script(tmp_path, "if i == 30: sys.exit(3)"), "40")
+    assert p.returncode == 3 and "exited with status 3" in p.stderr
+    assert report(out)["ended_by"] == "sys.exit(3)" and len(report(out)["reports"]) == 2
+    # SIGTERM to opskew is forwarded; the run's traces so far are kept.
+    out2 = tmp_path / "prof2"
+    slow = script(tmp_path, "import time; time.sleep(0.02)", "slow.py")
+    proc = subprocess.Popen([sys.executable, "-m", "opskew", "profile", "-o", str(out2), *SMALL,
+                             "--repeat", "0", "--", sys.executable, slow, "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out2 / "opskew-profile-cycle1.json").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)  # into the next cycle
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    doc = report(out2)
+    assert doc["ended_by"] == "SIGTERM" and len(doc["reports"]) >= 1
+    assert "the command was interrupted" in err
+
+
+def test_step_marker_and_manual_steps(tmp_path):
+    body = textwrap.dedent("""\
+        import sys, torch
+        torch.set_num_threads(1)
+        a = torch.ones(4)
+        for i in range(30):
+            with torch.profiler.record_function("train_step"):
+                for _ in range(50):
+                    a = a + 1
+            MANUAL
+        """)
+    marker = tmp_path / "marker.py"
+    marker.write_text(body.replace("MANUAL", "pass"))
+    out = tmp_path / "m"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--step-marker", "train_step", "--",
+                   sys.executable, str(marker))
+    assert p.returncode == 0, p.stderr
+    doc = report(out)
+    assert doc["step_source"] == "ends of record_function('train_step')" and doc["step_boundaries"] == 30
+    assert len(doc["reports"]) == 2 and doc["reports"][-1]["events_per_active_step"] >= 50
+    # opskew.step() by hand; without opskew profile the call does nothing.
+    manual = tmp_path / "manual.py"
+    manual.write_text("import opskew\n" + body.replace("MANUAL", "opskew.step()"))
+    out = tmp_path / "h"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(manual))
+    assert p.returncode == 0, p.stderr
+    doc = report(out)
+    assert doc["step_source"] == "opskew.step() calls" and doc["step_boundaries"] == 30
+    alone = subprocess.run([sys.executable, str(manual)], capture_output=True, text=True, timeout=120)
+    assert alone.returncode == 0, alone.stderr
+
+
+def test_no_step_seen_and_refusals(tmp_path):
+    code = "import torch; [torch.ones(2) + 1 for _ in range(100)]"
+    out = tmp_path / "n"
+    p = run_opskew("profile", "-o", str(out), "--", sys.executable, "-c", code)
+    assert p.returncode == 0, p.stderr
+    assert "no cycle completed (0 step boundaries from the optimizer's steps (none was seen)" in p.stderr
+    assert report(out)["reports"] == []
+    notdir = tmp_path / "file"
+    notdir.write_text("keep")
+    p = run_opskew("profile", "-o", str(notdir), "--", sys.executable, "-c", code)
+    assert p.returncode == 2 and "not a folder" in p.stderr and notdir.read_text() == "keep"
+    p = run_opskew("profile", "--wait", "0", "--", sys.executable, "-c", code, cwd=str(tmp_path))
+    assert p.returncode == 2 and "--wait must be 1 or more" in p.stderr
+    p = run_opskew("profile", "--", "ls", cwd=str(tmp_path))
+    assert p.returncode == 2 and "Python interpreter" in p.stderr
+    assert not os.path.exists(tmp_path / "opskew-profile")  # nothing created by a refusal
