@@ -182,3 +182,27 @@ def test_no_step_seen_and_refusals(tmp_path):
     p = run_opskew("profile", "--", "ls", cwd=str(tmp_path))
     assert p.returncode == 2 and "Python interpreter" in p.stderr
     assert not os.path.exists(tmp_path / "opskew-profile")  # nothing created by a refusal
+
+
+@pytest.mark.gpu
+def test_cuda(tmp_path):
+    """--device cuda: CUDA activity recorded, steps timed to the device's
+    completion. Without a device: refused in one line, exit 2."""
+    import torch
+
+    path = tmp_path / "cuda_train.py"
+    path.write_text(TRAIN.format(hook="pass").replace("x, y = torch.randn(8, 16), torch.randn(8, 4)",
+                                               "model = model.cuda(); opt = torch.optim.SGD(model.parameters(), "
+                                               "lr=0.01)\nx, y = torch.randn(8, 16).cuda(), "
+                                               "torch.randn(8, 4).cuda()"))
+    out = tmp_path / "c"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--device", "cuda", "--", sys.executable, str(path), "40")
+    if not torch.cuda.is_available():
+        assert p.returncode == 2 and "sees no CUDA device" in p.stderr, p.stderr
+        assert not (out / "report.json").exists()
+        pytest.skip("no CUDA device: the refusal is checked, the CUDA run is not")
+    assert p.returncode == 0, p.stderr
+    doc = report(out)
+    assert doc["conditions"]["device"] == "cuda" and len(doc["reports"]) == 2
+    raw = json.loads((out / "opskew-profile-cycle2.json").read_text())
+    assert any(e.get("cat") == "kernel" for e in raw["traceEvents"])

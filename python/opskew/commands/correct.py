@@ -210,12 +210,15 @@ def _run(args, src: str) -> int:
         notes.append("the trace has Python-function events (with_stack) but the calibration has no W_py: "
                      "their cost is not removed (recalibrate with this opskew, --config ...,with_stack)")
     opts = found["options"]
-    if (cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler"
-            and (opts.get("record_shapes") or opts.get("with_flops"))):
-        notes.append("W comes from the torch.add micro-workload, but record_shapes' cost grows with each "
-                     "operator's inputs (about 2x on small models here): for totals you can rely on, "
-                     "calibrate on your workload (opskew calibrate FILE.py:FUNCTION --config ...) and pass "
-                     "--calibration")
+    if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
+        shapes = opts.get("record_shapes") or opts.get("with_flops")
+        notes.append("W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) "
+                     "real workloads paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to "
+                     "2.9 times with record_shapes+with_stack" + (" (record_shapes' cost grows with each "
+                                                                   "operator's inputs)" if shapes else "")
+                     + ", so their corrected times stay too high. For an in-run W with its interval, profile "
+                     "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
+                     "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
     from ..tracefile import correct
 
     try:
