@@ -295,6 +295,26 @@ def tracer_cost(instrument: str, torch_version: str, device: str | None = None) 
                                 f"W {w['median']:.0f}{interval} ns ({os.path.basename(cal['_path'])})")
 
 
+def python_event_constants(py_rounds, name: str, calls: int) -> tuple:
+    """(W_py, delta_py) of arm `name` of `python_call_rounds`' rounds, whose
+    windows made `calls` empty-function calls each: W_py per Python event
+    with its CI, and delta_py, the empty function's reported duration less a
+    bare call's cost (bare window / calls; that includes the loop, so
+    delta_py errs low), clamped to [0, W_py]."""
+    from . import _engine
+    from .analysis import python_event_cost
+
+    w = python_event_cost(py_rounds, name)
+    bare_call = _engine.quantile([t.wall_s for t in py_rounds.windows("baseline")], 0.5) * 1e9 / calls
+    reported = [t.extra["py_top"]["total_ns"] / t.extra["py_top"]["calls"] for t in py_rounds.trials[name]
+                if "py_top" in t.extra]
+    dp = _engine.quantile(reported, 0.5) - bare_call if reported else 0.0
+    delta = {"median": min(max(dp, 0.0), max(w["median"], 0.0)), "bare_call_ns": bare_call,
+             "method": "the empty Python function's reported duration - the bare call's cost "
+                       "(bare window / calls), clamped to [0, W_py]"}
+    return w, delta
+
+
 def python_call_rounds(device: str, configs: dict, *, calls: int, trials: int, iters: int,
                        warmup_s: float, progress=None):
     """Paired rounds of an empty Python function called `calls` times per

@@ -82,10 +82,14 @@ class profile:
       corrected_dir where to put raw and corrected traces when the user's
                     on_trace_ready does not export one (default: none is
                     written; the report is still made);
-      threshold     the in-window slowdown that counts as skew (0.05).
+      threshold     the in-window slowdown that counts as skew (0.05);
+      measure_w_py  under with_stack, measure W_py in this process at the
+                    first trace (about a second, once; default True), else
+                    use a stored calibration's.
     """
 
-    def __init__(self, *args, report_file=sys.stderr, corrected_dir=None, threshold=0.05, **kwargs):
+    def __init__(self, *args, report_file=sys.stderr, corrected_dir=None, threshold=0.05, measure_w_py=True,
+                 **kwargs):
         import torch
 
         self._torch = torch
@@ -116,6 +120,10 @@ class profile:
         self._tmpdir = None  # opskew's own exports, when the user's handler made none
         self._kept = None
         self._wv = None
+        self._measure_py = measure_w_py
+        self._w_py_value = None  # {} once looked for and not found
+        self._w_py_error = None
+        self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
 
     # ------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -201,7 +209,7 @@ class profile:
             out = corrected_path(path)
             rep["raw_trace"], rep["corrected_trace"] = path, out
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep), self._w_py(), self._stored())
+                             _metadata(rep), self._w_py())
         return None
 
     @property
@@ -234,7 +242,13 @@ class profile:
                 self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
             self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
             self.prof.export_chrome_trace(self._kept)
+        own0 = self._own_ns
         rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
+        # opskew's own time in this step() call: its export (when the user's
+        # handler made none), the counting pass, W_py's measurement, the
+        # per-operator verdict and the corrected trace. Not in any step.
+        rep["opskew_ns"] = time.perf_counter_ns() - t0 - user_ns
+        rep["w_py_measure_ns"] = self._own_ns - own0
         self.reports.append(rep)
         if self._report_file is not None:
             self._report_file.write(render(rep))
@@ -367,14 +381,50 @@ class profile:
         return w, notes, detail
 
     def _w_py(self):
-        """Under with_stack, the stored W_py of this configuration (or None)."""
+        """Under with_stack, W_py per Python event and delta_py: measured once
+        in this process on empty Python calls at the first trace (the
+        profiler's cycle is over then), else a stored calibration's, else
+        None. A dict with median, ci95, delta_py_ns, source."""
         if not self._options["with_stack"]:
             return None
+        if self._w_py_value is None:
+            self._w_py_value = (self._measure_w_py() if self._measure_py else None) or self._stored_w_py() or {}
+        return self._w_py_value or None
+
+    def _stored_w_py(self):
         cal = self._stored()
         c = (cal or {}).get("w_py_ns")
         if not c:
             return None
-        return {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]])}
+        return {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
+                "delta_py_ns": ((cal.get("delta_py_ns") or {}).get("median") or 0.0),
+                "source": f"stored calibration {cal.get('_path', '')}"}
+
+    def _measure_w_py(self):
+        """W_py from paired rounds of an empty Python function, bare and under
+        this profiler configuration (calibrate's method, calibration.
+        python_call_rounds), in this process: about a second, once."""
+        from .calibration import python_call_rounds, python_event_constants
+        from .errors import OpskewError
+
+        calls, iters = 200, 5
+        opts = {k: v for k, v in self._options.items() if v}
+        t0 = time.perf_counter_ns()
+        try:
+            rounds, _ = python_call_rounds("cuda" if self._cuda else "cpu", {"this": opts}, calls=calls,
+                                           trials=MIN_PAIRS + 3, iters=iters, warmup_s=0.05)
+            w, delta = python_event_constants(rounds, "this", calls * iters)
+        except (OpskewError, RuntimeError) as exc:
+            self._w_py_error = f"{type(exc).__name__}: {exc}"
+            return None
+        finally:
+            self._own_ns += time.perf_counter_ns() - t0
+        if not w["ci_reaches_95"] or w["median"] < 0:
+            self._w_py_error = f"the measurement was too noisy (W_py {w['median']:.0f} ns, {w['n']} rounds)"
+            return None
+        return {"median": w["median"], "ci95": w["ci95"], "delta_py_ns": delta["median"],
+                "source": f"measured in this process on {calls * iters} empty Python calls per round, "
+                          f"{w['n']} paired rounds ({(time.perf_counter_ns() - t0) / 1e9:.1f} s)"}
 
     def _stored(self):
         from .calibration import config_name, find
@@ -437,10 +487,10 @@ class profile:
         w_py = self._w_py()
         rep["w_py_ns"] = w_py
         if self._options["with_stack"]:
-            rep["w_py_note"] = ("W_py is not measured in the loop in this first cut: "
-                                + ("the stored calibration's is taken out of each active step before W"
-                                   if w_py else "none is stored, so W per operator event carries the "
-                                   "Python events' cost too"))
+            rep["w_py_note"] = (
+                f"W_py {w_py['source']}; taken out of each active step before W and used in the correction"
+                if w_py else "W_py could not be measured here ({}) and none is stored: W per operator event "
+                "carries the Python events' cost too".format(self._w_py_error or "measure_w_py=False"))
         # Share of the active steps' time: instrument (W x events), and the
         # profiler's stop and export (the step() call that produced this trace).
         act = [s for s in this_cycle]
@@ -448,7 +498,9 @@ class profile:
         rep["stop_ns"] = stop_ns  # profiler stop and post-processing, inside step()/stop()
         rep["on_trace_ready_ns"] = user_ns  # the user's handler (its export), inside step()/stop()
         if wv is not None and act_ns > 0:
-            inst = sum(max(wv["median"], 0.0) * self._events[s["step"]][0] for s in act)
+            wpm = max(w_py["median"], 0.0) if w_py else 0.0
+            inst = sum(max(wv["median"], 0.0) * self._events[s["step"]][0] + wpm * self._events[s["step"]][1]
+                       for s in act)  # operator events at W, Python events at W_py
             rep["share_of_active_time"] = {"instrument": inst / act_ns, "stop": stop_ns / act_ns,
                                            "on_trace_ready": user_ns / act_ns}
         significant = bool(wv is not None and w is not None and w["ci_reaches_95"] and w["ci95"][0] > 0)
@@ -477,7 +529,7 @@ class profile:
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             self._wv = wv
-            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, cal)
+            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py)
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = {"ops": v["ops"], "summary": v["summary"],
@@ -486,12 +538,12 @@ class profile:
         return rep
 
 
-def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, cal=None):
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None):
     """opskew.verdict.per_operator writing the corrected trace to `out`; a
     `.gz` target gets the C writer's JSON gzipped, through the one writer."""
     from .verdict import per_operator
 
-    dp = ((cal or {}).get("delta_py_ns") or {}).get("median", 0.0) if w_py else 0.0
+    dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     kw = dict(threshold=threshold, metadata=metadata, w_py=w_py, delta_py_ns=dp)
     if out is None or not out.endswith(".gz"):
         return per_operator(trace, w, delta, out=out, **kw)
@@ -534,6 +586,16 @@ def render(rep: dict) -> str:
         ci = w.get("ci95")
         cis = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)"
         lines.append(f"  W {fmt_ns(w['median'])}{cis} per operator event ({rep['w_source']})")
+    wp = rep.get("w_py_ns")
+    if wp:
+        lines.append(f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}] per "
+                     f"Python event ({wp['source']})")
+    elif rep.get("w_py_note"):
+        lines.append(f"  note: {rep['w_py_note']}")
+    if rep.get("opskew_ns") is not None:
+        lines.append(f"  opskew's own time in this step() call: {fmt_ns(rep['opskew_ns'])}"
+                     + (f", of which measuring W_py {fmt_ns(rep['w_py_measure_ns'])}" if rep.get("w_py_measure_ns")
+                        else "") + " (not in any step)")
     sh = rep.get("share_of_active_time")
     if sh:
         lines.append(f"  against this cycle's active-step time: instrument {100 * sh['instrument']:.1f}% (in the "

@@ -196,8 +196,8 @@ def run(args) -> int:
     import torch
 
     from .. import _engine
-    from ..analysis import operator_event_cost, per_event_diff, python_event_cost
-    from ..calibration import SCHEMA, make_key, python_call_rounds, store, validate
+    from ..analysis import operator_event_cost, per_event_diff
+    from ..calibration import SCHEMA, make_key, python_call_rounds, python_event_constants, store, validate
     from ..instruments import BusyWait, OpskewTracer, TorchProfiler
     from ..measure import progress_printer, run_rounds
     from ..workload import load_target
@@ -262,20 +262,7 @@ def run(args) -> int:
         return [t.window.wall_s for t in src.trials[name]]
 
     def w_py_of(name):
-        """W_py per Python event, and delta_py, from the Python-call rounds."""
-        tr = py_rounds.trials[name]
-        w = python_event_cost(py_rounds, name)
-        # The empty function's reported duration against a bare call's cost
-        # (bare window / calls; that includes the loop, so delta_py errs low).
-        calls = args.iters * args.calls
-        bare_call = _engine.quantile(walls(py_rounds, "baseline"), 0.5) * 1e9 / calls
-        reported = [t.extra["py_top"]["total_ns"] / t.extra["py_top"]["calls"] for t in tr
-                    if "py_top" in t.extra]
-        dp = _engine.quantile(reported, 0.5) - bare_call if reported else 0.0
-        delta = {"median": min(max(dp, 0.0), max(w["median"], 0.0)), "bare_call_ns": bare_call,
-                 "method": "the empty Python function's reported duration - the bare call's cost "
-                           "(bare window / calls), clamped to [0, W_py]"}
-        return w, delta
+        return python_event_constants(py_rounds, name, args.iters * args.calls)
 
     def leaf_per_call(name):
         vals = [t.reported_op_self_s / t.op_events for t in rounds.trials[name]
