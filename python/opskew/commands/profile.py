@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -106,7 +105,7 @@ def _output_dir(path: str) -> str:
 
 
 def run(args) -> int:
-    from .record import BOOT_EXIT_SETUP, _exit_code, _split_python, _wait_forwarding
+    from .record import _exit_code, _split_python, run_child
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -138,18 +137,7 @@ def run(args) -> int:
     report = os.path.join(out, "report.json")
     before = _mtime(report)
     try:
-        try:
-            proc = subprocess.Popen(interp + [BOOT] + rest, env=env)
-        except OSError as exc:
-            raise UsageError(f"cannot run {cmd[0]!r}: {exc.strerror}") from None
-        rc = _wait_forwarding(proc)
-        if rc == BOOT_EXIT_SETUP:
-            try:
-                with open(env["OPSKEW_BOOT_ERROR"], encoding="utf-8") as f:
-                    why = f.read().strip()
-            except OSError:
-                why = ""
-            raise UsageError(why or "opskew.profile could not start in the command (see above)")
+        rc = run_child(interp + [BOOT] + rest, env, "opskew.profile could not start in the command")
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     written = _mtime(report) not in (None, before)

@@ -146,6 +146,25 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
             signal.signal(s, h)
 
 
+def run_child(argv: list, env: dict, setup_failed: str) -> int:
+    """Runs a bootstrap child (record's or profile's), forwarding signals;
+    its exit status. A setup failure the child described in
+    env["OPSKEW_BOOT_ERROR"] (exit BOOT_EXIT_SETUP) is raised as UsageError."""
+    try:
+        proc = subprocess.Popen(argv, env=env)
+    except OSError as exc:
+        raise UsageError(f"cannot run {argv[0]!r}: {exc.strerror}") from None
+    rc = _wait_forwarding(proc)
+    if rc == BOOT_EXIT_SETUP:
+        try:
+            with open(env["OPSKEW_BOOT_ERROR"], encoding="utf-8") as f:
+                why = f.read().strip()
+        except OSError:
+            why = ""
+        raise UsageError(why or f"{setup_failed} (see the message above)")
+    return rc
+
+
 def _header(path: str) -> dict:
     """The trace's "opskew" object, as the C reader keeps it (tracefile.scan,
     stopping where the events begin);
@@ -244,18 +263,7 @@ def run(args) -> int:
         env.pop("OPSKEW_SUMMARY_TXT", None)
         env["OPSKEW_SUMMARY_JSON"] = os.path.join(tmpdir, "summary.json")
     try:
-        try:
-            proc = subprocess.Popen(interp + [BOOT] + rest, env=env)
-        except OSError as exc:
-            raise UsageError(f"cannot run {cmd[0]!r}: {exc.strerror}") from None
-        rc = _wait_forwarding(proc)
-        if rc == BOOT_EXIT_SETUP:
-            try:
-                with open(env["OPSKEW_BOOT_ERROR"], encoding="utf-8") as f:
-                    why = f.read().strip()
-            except OSError:
-                why = ""
-            raise UsageError(why or "the tracer could not start in the command (see the message above)")
+        rc = run_child(interp + [BOOT] + rest, env, "the tracer could not start in the command")
         status = _status(env["OPSKEW_RECORD_STATUS"])
         written = _written(status, before, out)
         if written:
