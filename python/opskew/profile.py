@@ -313,6 +313,7 @@ class profile:
         w_py = self._w_py()
         wp = max(w_py["median"], 0.0) if w_py else 0.0
         base_s, act_s, events, cold = [], [], [], []
+        base_lo, base_hi, base_cov = [], [], []
         warm_extra = []
         notes = []
         # Cold wait steps, left out of the baseline: the run's first step
@@ -352,6 +353,12 @@ class profile:
             if not near:
                 continue
             base = _median(near)
+            # The baseline median's own interval: the sign test's over the
+            # wait steps (with fewer than 6 of them, their range, which
+            # covers the median with probability 1 - 2^(1-n)).
+            bci = _engine.paired([0.0] * len(near), [float(x) for x in near])
+            blo, bhi = bci["ci"]
+            base_cov.append(bci["ci_coverage"])
             for k in (i - 1,):
                 if 0 <= k < len(blocks) and blocks[k][0] == "warmup":
                     warm_extra.extend(s["ns"] - base for s in blocks[k][1])
@@ -364,6 +371,8 @@ class profile:
                 if ev <= 0:
                     continue
                 base_s.append(base * 1e-9)
+                base_lo.append(blo * 1e-9)
+                base_hi.append(bhi * 1e-9)
                 act_s.append((s["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
                 events.append(ev)
         detail = {"pairs": len(act_s),
@@ -377,6 +386,16 @@ class profile:
         if not act_s:
             return None, notes, detail
         w = per_event_diff(base_s, act_s, events)
+        # The active steps of a cycle share one baseline, so the sign test's
+        # interval alone leaves the baseline's error out. The interval given
+        # is the union over the baseline's interval: its low end against the
+        # highest plausible baseline, its high end against the lowest.
+        w["ci95_active_only"] = list(w["ci95"])
+        w["ci95"] = [per_event_diff(base_hi, act_s, events)["ci95"][0],
+                     per_event_diff(base_lo, act_s, events)["ci95"][1]]
+        w["baseline_ci_coverage"] = min(base_cov)
+        w["ci_method"] = ("sign-test interval of the active steps' median, widened by the interval of "
+                          "each cycle's baseline median (docs/profile.md)")
         detail["inflation"] = _median([a / b for a, b in zip(act_s, base_s)])
         return w, notes, detail
 
@@ -459,7 +478,9 @@ class profile:
         source = "in-run"
         wv = None
         if w is not None and w["ci_reaches_95"]:
-            wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"]}
+            wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
+                  "baseline_ci_coverage": w["baseline_ci_coverage"], "ci95_active_only": w["ci95_active_only"],
+                  "ci_method": w["ci_method"]}
         else:
             rep["advice"] = self._advice(detail["pairs"], has_wait)
             cal = self._stored()

@@ -41,8 +41,8 @@ are replaced):
 An exception, SIGINT or SIGTERM in the script finishes the cycle in progress
 and keeps everything collected until then.
 
-The default schedule (wait 4, warmup 1, active 7, repeat 3: 36 steps) gives 18
-paired steps; 6 give a 95% interval. The first active step of each cycle, the
+The default schedule (skip_first 10, wait 4, warmup 1, active 7, repeat 3: 46
+steps) gives 18 paired steps; 6 give a 95% interval. The first active step of each cycle, the
 run's first step and the first 2 steps after each trace are cold and are not
 used (docs/profile.md). Fewer pairs: the report says what to raise.
 
@@ -72,7 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="recorded steps per cycle (default %(default)s)")
     g.add_argument("--repeat", type=int, default=3, metavar="N",
                    help="cycles (0: until the script ends; default %(default)s)")
-    g.add_argument("--skip-first", type=int, default=0, metavar="N", help="default %(default)s")
+    g.add_argument("--skip-first", type=int, default=10, metavar="N",
+                   help="steps before the first cycle, unrecorded: the loop warms up (allocator, caches) and "
+                        "the last of them join the first baseline (default %(default)s)")
     o = p.add_argument_group("profiler options (torch.profiler.profile's)")
     for name in _OPTIONS:
         o.add_argument("--" + name.replace("_", "-"), action="store_true", dest=name)
