@@ -186,6 +186,29 @@ class profile:
         self.prof.stop()
         self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - t0,
                                 "on_trace_ready_ns": self._ready_ns, "stop": True})
+        self._recorrect()
+
+    def _recorrect(self):
+        """At stop(): the traces of earlier cycles corrected again with the
+        run's final W (pooled over every cycle, the best estimate), so that
+        all of the run's corrected traces agree. Each report keeps the W its
+        own cycle had (`w_ns`) and names the one its trace now carries."""
+        final = self.report
+        if final is None or self._wv is None or len(self.reports) < 2:
+            return
+        for rep in self.reports[:-1]:
+            raw = rep.get("raw_trace")
+            if not raw or not os.path.isfile(raw) or rep.get("corrected_with") == "the run's final W":
+                continue
+            out = corrected_path(raw)
+            rep["corrected_trace"] = out
+            rep["corrected_with"] = "the run's final W"
+            rep["corrected_w_ns"] = self._wv
+            v = _per_operator_to(raw, self._wv, final.get("delta_ns", 0.0), self._threshold, out,
+                                 _metadata(rep), self._w_py())
+            rep["operators"] = _operators(v)
+        final["corrected_with"] = "the run's final W"
+        final["corrected_w_ns"] = self._wv
 
     def export_chrome_trace(self, path, *args, **kwargs):
         """As torch's; the corrected trace goes next to it. Inside
@@ -553,10 +576,14 @@ class profile:
             v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py)
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
-            rep["operators"] = {"ops": v["ops"], "summary": v["summary"],
-                                "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m)
-                                          for m in ("believable", "inflated", "unknowable")}}
+            rep["operators"] = _operators(v)
         return rep
+
+
+def _operators(v: dict) -> dict:
+    """The report's per-operator part, from opskew.verdict.per_operator."""
+    return {"ops": v["ops"], "summary": v["summary"],
+            "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}
 
 
 def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None):

@@ -35,8 +35,10 @@ print("trained", steps)
 
 SMALL = ("--skip-first", "0", "--wait", "3", "--warmup", "1", "--active", "4", "--repeat", "2")  # 8 steps a cycle
 # Cycle 1 pairs 3 active steps, too few for a 95% CI: with no stored
-# calibration its raw trace is kept and not corrected; cycle 2 pools 6.
-EXPECTED = ["opskew-profile-cycle1.json", "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
+# calibration its raw trace is kept and not corrected then; cycle 2 pools 6,
+# and at the end cycle 1's trace is corrected with the run's final W.
+EXPECTED = ["opskew-profile-cycle1.corrected.json", "opskew-profile-cycle1.json",
+            "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
 
 
 def script(tmp_path, hook="pass", name="train.py"):
@@ -81,7 +83,13 @@ def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     corrected = json.loads((out / "opskew-profile-cycle2.corrected.json").read_text())
     run = corrected["opskew"]["run"]
     assert run["cycle"] == 2 and run["w_ns"] == last["w_ns"]
-    assert "opskew profile: 2 trace(s), 1 corrected" in p.stderr and "W " in p.stderr
+    # Both traces carry the run's final W: cycle 1's was corrected at the end.
+    first = doc["reports"][0]
+    assert first["w_ns"]["ci95"] is None  # its own cycle had too few pairs
+    assert first["corrected_with"] == "the run's final W" and first["corrected_w_ns"] == last["w_ns"]
+    c1 = json.loads((out / "opskew-profile-cycle1.corrected.json").read_text())["opskew"]
+    assert c1["corrected"]["w_ns"] == pytest.approx(last["w_ns"]["median"]) and c1["run"]["cycle"] == 1
+    assert "opskew profile: 2 trace(s), 2 corrected (each with the run's final W)" in p.stderr and "W " in p.stderr
     assert "profiler_start" not in p.stderr  # Kineto's own log lines are quiet
 
 

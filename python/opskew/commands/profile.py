@@ -176,5 +176,6 @@ def _outcome(report: str) -> str:
     wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
              + f" per operator event ({last.get('w_source')})") if w else "W unknown"
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
-    return (f"{len(reps)} trace(s), {corrected} corrected, in {os.path.dirname(report)}; {wtext}; "
+    final = " (each with the run's final W)" if last.get("corrected_with") == "the run's final W" else ""
+    return (f"{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "
             f"steps from {doc['step_source']}; report: {report}")
