@@ -129,7 +129,9 @@ class Driver:
             "step_times_ns": steps,
         }
         self.reports_written = len(self.prof.reports)
-        write_file(os.path.join(self.spec["out"], "report.json"), json.dumps(doc, indent=1, default=str))
+        doc["rank"], doc["world_size"] = self.prof.rank, self.prof.world_size
+        name = "report.json" if self.prof.rank is None else f"report.rank{self.prof.rank}.json"
+        write_file(os.path.join(self.spec["out"], name), json.dumps(doc, indent=1, default=str))
 
     def finish(self, ended_by):
         if self.started:

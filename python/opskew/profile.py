@@ -59,6 +59,17 @@ def step() -> None:
         _driver.manual_step()
 
 
+def rank_of() -> tuple:
+    """(rank, world size) of this process in a torch.distributed job started
+    by torchrun (its RANK and WORLD_SIZE), or (None, 1) outside one."""
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ["RANK"]) if world > 1 else None
+    except (KeyError, ValueError):
+        return None, 1
+    return rank, world
+
+
 def corrected_path(raw: str) -> str:
     """NAME.corrected.json (or .json.gz) next to the raw trace NAME.json(.gz)."""
     for suffix in (".json.gz", ".json", ".gz"):
@@ -120,6 +131,10 @@ class profile:
         self._tmpdir = None  # opskew's own exports, when the user's handler made none
         self._kept = None
         self._wv = None
+        # Under torchrun (WORLD_SIZE > 1) each rank measures its own W and
+        # names its files by rank, as tensorboard_trace_handler names workers.
+        self.rank, self.world_size = rank_of()
+        self.name = "opskew-profile" + (f"-rank{self.rank}" if self.rank is not None else "")
         self._measure_py = measure_w_py
         self._w_py_value = None  # {} once looked for and not found
         self._w_py_error = None
@@ -490,7 +505,8 @@ class profile:
     # ---------------------------------------------------------------- report
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
         has_wait = any(s["phase"] == "wait" for s in self.steps)
-        rep = {"cycle": self._cycle, "raw_trace": raw, "corrected_trace": None,
+        rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
+               "raw_trace": raw, "corrected_trace": None,
                "steps": {ph: sum(1 for s in self.steps if s["phase"] == ph) for ph in ("wait", "warmup", "active")},
                "events": {"op_events": counts["op_events"], "py_events": counts["py_events"],
                           "per_step": counted_per_step,
@@ -560,7 +576,7 @@ class profile:
         if raw is None and self._corrected_dir is not None:
             # The raw trace is kept whether or not W is known.
             os.makedirs(self._corrected_dir, exist_ok=True)
-            keep = os.path.join(self._corrected_dir, f"opskew-profile-cycle{self._cycle}.json")
+            keep = os.path.join(self._corrected_dir, f"{self.name}-cycle{self._cycle}.json")
             from .report import write_file
 
             with open(trace, "rb") as f:
@@ -624,7 +640,8 @@ def render(rep: dict) -> str:
     """The short per-cycle report."""
     from .report import fmt_ns
 
-    lines = [f"opskew.profile cycle {rep['cycle']}: {rep['steps']['active']} active, "
+    who = f" rank {rep['rank']}/{rep['world_size']}" if rep.get("rank") is not None else ""
+    lines = [f"opskew.profile{who} cycle {rep['cycle']}: {rep['steps']['active']} active, "
              f"{rep['steps']['wait']} wait, {rep['steps']['warmup']} warmup step(s) so far"]
     if rep.get("inflation") is not None:
         lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "

@@ -214,3 +214,51 @@ def test_cuda(tmp_path):
     assert doc["conditions"]["device"] == "cuda" and len(doc["reports"]) == 2
     raw = json.loads((out / "opskew-profile-cycle2.json").read_text())
     assert any(e.get("cat") == "kernel" for e in raw["traceEvents"])
+
+
+DDP = """\
+import os, sys
+import torch, torch.distributed as dist
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+model = torch.nn.parallel.DistributedDataParallel(net)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 16), torch.randn(8, 4)
+for i in range(int(sys.argv[1])):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+dist.destroy_process_group()
+print("rank", os.environ["RANK"], "done")
+"""
+
+
+def test_torchrun_job_two_ranks_on_gloo(tmp_path):
+    """`opskew profile -- torchrun ... SCRIPT`: each rank (a worker torchrun
+    starts) measures its own W and writes its traces and report under its
+    rank; the job report gathers them."""
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("no torchrun beside this Python")
+    (tmp_path / "ddp.py").write_text(DDP)
+    out = tmp_path / "job"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", torchrun, "--nproc-per-node", "2", "--standalone",
+                   str(tmp_path / "ddp.py"), "30", cwd=str(tmp_path), timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert "rank 0 done" in p.stdout and "rank 1 done" in p.stdout
+    names = set(os.listdir(out))
+    for r in (0, 1):
+        assert {f"opskew-profile-rank{r}-cycle1.json", f"opskew-profile-rank{r}-cycle2.json",
+                f"opskew-profile-rank{r}-cycle2.corrected.json", f"report.rank{r}.json"} <= names
+        doc = json.loads((out / f"report.rank{r}.json").read_text())
+        assert doc["rank"] == r and doc["world_size"] == 2 and len(doc["reports"]) == 2
+        assert doc["reports"][-1]["pairs"] == 6
+    job = report(out)
+    assert job["schema"] == "opskew.profile.job/1" and [r["rank"] for r in job["ranks"]] == [0, 1]
+    assert all(r["w_ns"] is not None and r["traces"] == 2 for r in job["ranks"])
+    assert "opskew profile: 2 rank(s)" in p.stderr and "  rank 1: W " in p.stderr
+    # torchrun's own options are checked before anything runs.
+    p = run_opskew("profile", "-o", str(out), "--", torchrun, "--no-python", "true", cwd=str(tmp_path))
+    assert p.returncode == 2 and "--no-python" in p.stderr

@@ -14,7 +14,7 @@ from ..errors import UsageError
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
 
 DESCRIPTION = """\
-Runs COMMAND (a Python interpreter with a script, -c CODE or -m MODULE) with
+Runs COMMAND (a Python interpreter with a script, -c CODE or -m MODULE, or torchrun) with
 torch.profiler on a schedule (--wait, --warmup, --active, --repeat), through
 opskew.profile (docs/profile.md): each step is timed, the steps the profiler
 does not record (wait) are paired with the steps it records (active), and W,
@@ -41,6 +41,12 @@ are replaced):
 An exception, SIGINT or SIGTERM in the script finishes the cycle in progress
 and keeps everything collected until then.
 
+Under torchrun (`-- torchrun [OPTIONS] SCRIPT ARGS`, or `python -m
+torch.distributed.run ...`) each worker runs SCRIPT under opskew.profile and
+measures its own W; files carry the rank (opskew-profile-rankR-cycleN.json,
+report.rankR.json) and report.json is the job's: every rank's W, interval and
+inflation (schema opskew.profile.job/1).
+
 The default schedule (skip_first 10, wait 4, warmup 1, active 7, repeat 3: 46
 steps) gives 18 paired steps; 6 give a 95% interval. The first active step of each cycle, the
 run's first step and the first 2 steps after each trace are cold and are not
@@ -50,6 +56,7 @@ examples:
   opskew profile -o prof -- python train.py --epochs 1
   opskew profile --record-shapes --with-stack --repeat 3 -- python train.py
   opskew profile --step-marker train_step -- python loop.py
+  opskew profile -o prof -- torchrun --nproc-per-node 2 --standalone train.py
 
 exit status: the command's own (a script's sys.exit(3) makes profile exit 3;
 a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except 2 when
@@ -86,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=0.05,
                    help="in-window slowdown that counts as skew (default: %(default)s)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
-                   help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS]")
+                   help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS], or torchrun [OPTIONS] SCRIPT [ARGS]")
 
 
 def _output_dir(path: str) -> str:
@@ -121,9 +128,12 @@ def run(args) -> int:
         raise UsageError("--active must be 1 or more")
     if args.wait < 1:
         raise UsageError("--wait must be 1 or more: the wait steps are the baseline W is measured against")
-    interp, rest = _split_python(cmd)
-    if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
-        raise UsageError(f"script not found: {rest[0]}")
+    argv = job = _torchrun_argv(cmd)
+    if job is None:
+        interp, rest = _split_python(cmd)
+        if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
+            raise UsageError(f"script not found: {rest[0]}")
+        argv = interp + [BOOT] + rest
     out = _output_dir(args.output_dir)
     spec = {"out": out, "device": args.device, "step_marker": args.step_marker, "threshold": args.threshold,
             "schedule": {k: getattr(args, k) for k in ("wait", "warmup", "active", "repeat", "skip_first")},
@@ -135,17 +145,121 @@ def run(args) -> int:
     # measure.py); a level the user set is kept.
     env.setdefault("KINETO_LOG_LEVEL", "6")
     env["OPSKEW_BOOT_ERROR"] = os.path.join(tmpdir, "boot-error.txt")
-    env["OPSKEW_RECORD_PARENT"] = str(os.getpid())
-    report = os.path.join(out, "report.json")
-    before = _mtime(report)
+    if job is None:  # under torchrun the workers' parent is torchrun's agent
+        env["OPSKEW_RECORD_PARENT"] = str(os.getpid())
+    before = {n: _mtime(os.path.join(out, n)) for n in _reports(out)}
     try:
-        rc = run_child(interp + [BOOT] + rest, env, "opskew.profile could not start in the command")
+        rc = run_child(argv, env, "opskew.profile could not start in the command")
+        # A worker that could not start (torchrun exits 1 for it) left its reason.
+        why = _read(env["OPSKEW_BOOT_ERROR"])
+        if why:
+            raise UsageError(why)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    written = _mtime(report) not in (None, before)
-    print("opskew profile: " + (_outcome(report) if written else f"no report was written to {out}"),
-          file=sys.stderr)
+    fresh = [n for n in _reports(out) if _mtime(os.path.join(out, n)) != before.get(n)]
+    written = bool(fresh)
+    if not written:
+        print(f"opskew profile: no report was written to {out}", file=sys.stderr)
+    elif "report.json" in fresh:
+        print("opskew profile: " + _outcome(os.path.join(out, "report.json")), file=sys.stderr)
+    else:
+        _job_report(out, sorted(fresh, key=_rank_key))
     return _exit_code(rc, written, who="opskew profile", kept="the traces and report hold what ran until then")
+
+
+def _torchrun_argv(cmd: list):
+    """For `torchrun [OPTIONS] SCRIPT ARGS` (or `python -m torch.distributed.run
+    ...`): the same command with the bootstrap put before SCRIPT, so that
+    torchrun starts each worker as `python -u BOOT SCRIPT ARGS`; None for any
+    other command. torchrun's own parser finds SCRIPT."""
+    name = os.path.basename(cmd[0])
+    if name == "torchrun":
+        head, opts = cmd[:1], cmd[1:]
+    elif "-m" in cmd[:-1] and cmd[cmd.index("-m") + 1] == "torch.distributed.run":
+        i = cmd.index("-m") + 2
+        head, opts = cmd[:i], cmd[i:]
+    else:
+        return None
+    try:
+        from torch.distributed.run import get_args_parser
+    except ImportError as exc:
+        raise UsageError(f"torchrun needs torch.distributed, which this torch lacks: {exc}") from None
+    try:
+        parsed = get_args_parser().parse_args(opts)
+    except SystemExit:
+        raise UsageError("torchrun's arguments were not understood (see its message above)") from None
+    if parsed.no_python or parsed.run_path:
+        raise UsageError("torchrun --no-python and --run-path are not supported: opskew profile starts each "
+                         "worker's Python itself")
+    i = len(opts) - len(parsed.training_script_args) - 1
+    if i < 0 or opts[i] != parsed.training_script:
+        raise UsageError("could not find the training script in torchrun's arguments")
+    before = opts[:i]
+    if parsed.module:
+        before = [a for a in before if a not in ("-m", "--module")]
+        target = ["-m", parsed.training_script]
+    else:
+        if not os.path.isfile(parsed.training_script):
+            raise UsageError(f"script not found: {parsed.training_script}")
+        target = [parsed.training_script]
+    return head + before + [BOOT] + target + list(parsed.training_script_args)
+
+
+def _reports(out: str) -> list:
+    try:
+        names = os.listdir(out)
+    except OSError:
+        return []
+    return [n for n in names if n == "report.json" or (n.startswith("report.rank") and n.endswith(".json"))]
+
+
+def _rank_key(name: str):
+    digits = name[len("report.rank"):-len(".json")]
+    return int(digits) if digits.isdigit() else -1
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _job_report(out: str, names: list) -> None:
+    """The job's report (report.json, schema opskew.profile.job/1): each
+    rank's W, interval, inflation and traces, from its report.rankN.json;
+    and a table of them on stderr."""
+    from ..report import fmt_ns, write_file
+
+    ranks = []
+    for n in names:
+        try:
+            with open(os.path.join(out, n), encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        last = doc.get("report") or {}
+        ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
+                      "w_source": last.get("w_source"), "inflation": last.get("inflation"),
+                      "pairs": last.get("pairs"), "verdict": last.get("verdict"),
+                      "traces": len(doc.get("reports") or []), "ended_by": doc.get("ended_by"),
+                      "step_source": doc.get("step_source")})
+    job = {"schema": "opskew.profile.job/1", "world_size": len(ranks), "ranks": ranks,
+           "note": "each rank's W is measured on that rank; under collectives a rank's active steps include "
+                   "waiting for slower ranks, so a rank's W carries the instrument cost of the ranks it waits "
+                   "for too (docs/profile.md)"}
+    write_file(os.path.join(out, "report.json"), json.dumps(job, indent=1))
+    lines = [f"opskew profile: {len(ranks)} rank(s); job report {os.path.join(out, 'report.json')}"]
+    for r in ranks:
+        w = r["w_ns"] or {}
+        ci = w.get("ci95")
+        wt = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
+              if w else "W unknown")
+        infl = f", inflation {100 * (r['inflation'] - 1):+.1f}%" if r["inflation"] is not None else ""
+        lines.append(f"  rank {r['rank']}: {wt}{infl}, {r['pairs'] or 0} pairs, {r['traces']} trace(s); "
+                     f"{r['ended_by']}")
+    print("\n".join(lines), file=sys.stderr)
 
 
 def _mtime(path: str):
