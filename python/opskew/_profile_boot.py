@@ -71,7 +71,11 @@ class Driver:
         else:
             self.prof.step()
         if len(self.prof.reports) != self.reports_written:
-            self.write_report(None)
+            try:
+                self.write_report(None)
+            except Exception as exc:  # noqa: BLE001 - never stop the training for the report
+                self.reports_written = len(self.prof.reports)
+                sys.stderr.write("opskew profile: report.json not written: %s\n" % exc)
 
     def optimizer_step(self, opt, args, kwargs):
         if self.mode != "optimizer":

@@ -201,7 +201,14 @@ class profile:
         self.prof.stop()
         self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - t0,
                                 "on_trace_ready_ns": self._ready_ns, "stop": True})
-        self._recorrect()
+        try:
+            self._recorrect()
+        except Exception as exc:  # noqa: BLE001 - the run's own traces are already written
+            if self.report is not None:
+                self.report["recorrect_error"] = f"{type(exc).__name__}: {exc}"
+            if self._report_file is not None:
+                self._report_file.write(f"opskew.profile: correcting earlier traces with the final W failed "
+                                        f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
 
     def _recorrect(self):
         """At stop(): the traces of earlier cycles corrected again with the
@@ -281,7 +288,13 @@ class profile:
             self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
             self.prof.export_chrome_trace(self._kept)
         own0 = self._own_ns
-        rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
+        try:
+            rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
+        except Exception as exc:  # noqa: BLE001 - opskew's failure must not stop the user's training
+            rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
+                   "corrected_trace": None, "error": f"{type(exc).__name__}: {exc}",
+                   "steps": {ph: sum(1 for s in self.steps if s["phase"] == ph and not s.get("partial"))
+                             for ph in ("wait", "warmup", "active")}}
         # opskew's own time in this step() call: its export (when the user's
         # handler made none), the counting pass, W_py's measurement, the
         # per-operator verdict and the corrected trace. Not in any step.
@@ -666,6 +679,9 @@ def render(rep: dict) -> str:
         lines.append(f"  against this cycle's active-step time: instrument {100 * sh['instrument']:.1f}% (in the "
                      f"steps); outside them, stop {100 * sh['stop']:.1f}%, on_trace_ready/export "
                      f"{100 * sh['on_trace_ready']:.1f}%")
+    if rep.get("error"):
+        lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
+        return "\n".join(lines) + "\n"
     v = rep["verdict"]
     lines.append(f"  verdict: {'SKEWED' if v['skewed'] else 'not skewed' if v['enough_pairs'] else 'not made'}"
                  f" ({v['test']})")

@@ -291,3 +291,21 @@ def test_tensorboard_trace_handler_gets_its_corrected_trace_beside_it(tmp_path):
     assert len(raw) == 1 and raw[0].replace(".json.gz", ".corrected.json.gz") in files
     assert p.report["raw_trace"] == os.path.join(d, raw[0])
     assert op_counts(p.report["corrected_trace"])["aten::add"] == 7 * OPS
+
+
+def test_opskew_failing_does_not_stop_the_training(tmp_path):
+    """opskew's own analysis failing (here: corrected_dir is a file, so the
+    raw trace cannot be kept) is reported per cycle; the loop runs on, and
+    the user's handler still runs for every cycle."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep")
+    calls = []
+    out = io.StringIO()
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=3, repeat=2),
+                                        on_trace_ready=lambda prof: calls.append(prof.step_num),
+                                        corrected_dir=str(blocker), report_file=out), 20, make_body())
+    assert len(calls) == 2 and len(p.reports) == 2
+    assert all("error" in r and r["corrected_trace"] is None for r in p.reports)
+    assert "opskew's analysis of this trace failed" in out.getvalue()
+    assert blocker.read_text() == "keep"

@@ -59,8 +59,10 @@ examples:
   opskew profile -o prof -- torchrun --nproc-per-node 2 --standalone train.py
 
 exit status: the command's own (a script's sys.exit(3) makes profile exit 3;
-a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except 2 when
-refused before running (bad arguments, OUT not a folder, no Python command).
+a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except:
+  2    refused before running: bad arguments, OUT not a folder, no Python
+       command, or opskew.profile could not start in it
+  7    the command exited 0 but no report could be written (one line says why)
 """
 
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_profile_boot.py")

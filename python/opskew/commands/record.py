@@ -365,8 +365,8 @@ def _not_written(status: dict, before, out: str, rc: int) -> str:
 def _exit_code(rc: int, written: bool, who: str = "opskew record",
                kept: str = "the trace holds what ran until then") -> int:
     """record's (and profile's) exit status: the command's own, 130 for
-    SIGINT/SIGTERM, 128+N for another signal N, and for record EXIT_OUTPUT
-    when the command succeeded but no trace was written (docs/outputs.md)."""
+    SIGINT/SIGTERM, 128+N for another signal N, and EXIT_OUTPUT when the
+    command succeeded but nothing was written (docs/outputs.md)."""
     if rc in (-signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM):
         print(f"{who}: the command was interrupted" + (f"; {kept}" if written else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -376,4 +376,4 @@ def _exit_code(rc: int, written: bool, who: str = "opskew record",
         print(f"{who}: the command exited with status {rc}" + (f"; {kept}" if written else ""),
               file=sys.stderr)
         return rc
-    return 0 if written or who != "opskew record" else EXIT_OUTPUT
+    return 0 if written else EXIT_OUTPUT
