@@ -245,7 +245,8 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
     (tmp_path / "ddp.py").write_text(DDP)
     out = tmp_path / "job"
     p = run_opskew("profile", "-o", str(out), *SMALL, "--", torchrun, "--nproc-per-node", "2", "--standalone",
-                   str(tmp_path / "ddp.py"), "30", cwd=str(tmp_path), timeout=240)
+                   str(tmp_path / "ddp.py"), "30", cwd=str(tmp_path), timeout=240,
+                   env={"TMPDIR": str(tmp_path)})  # torchrun's own log folder lands here
     assert p.returncode == 0, p.stderr
     assert "rank 0 done" in p.stdout and "rank 1 done" in p.stdout
     names = set(os.listdir(out))
