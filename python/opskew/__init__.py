@@ -14,11 +14,12 @@ _API = ("check", "matrix", "sweep", "advise", "summary", "compare", "Result")
 
 def __getattr__(name):
     if name in ("profile", "step"):
-        # The submodule opskew/profile.py holds the class: importing it binds
+        # opskew/profiling.py holds the class (a submodule of another name:
+        # importing a submodule binds it on the package, under its own name).
         # the module to this name, so the class replaces it here.
         import importlib
 
-        mod = importlib.import_module(".profile", __name__)
+        mod = importlib.import_module(".profiling", __name__)
         globals()["profile"], globals()["step"] = mod.profile, mod.step
         return globals()[name]
     if name in _API:

@@ -61,15 +61,28 @@ class Driver:
         self.reports_written = 0
         self.notes = []
         self.t0 = time.time()
+        self.pid = os.getpid()
 
     # ------------------------------------------------------------ boundaries
     def boundary(self):
         self.boundaries += 1
-        if not self.started:
-            self.started = True
-            self.prof.start()
-        else:
-            self.prof.step()
+        with _signals_deferred():
+            try:
+                if not self.started:
+                    self.started = True
+                    self.prof.start()
+                else:
+                    self.prof.step()
+            except Exception as exc:  # noqa: BLE001 - never stop the training for the profiler
+                # E.g. the script runs its own torch profiler: torch allows one.
+                self.mode = "off"
+                self.notes.append("opskew stood aside after the profiler failed at step boundary %d: %s: %s"
+                                  % (self.boundaries, type(exc).__name__, exc))
+                sys.stderr.write("opskew profile: %s\n" % self.notes[-1])
+                return
+            self._write_if_new()
+
+    def _write_if_new(self):
         if len(self.prof.reports) != self.reports_written:
             try:
                 self.write_report(None)
@@ -78,18 +91,51 @@ class Driver:
                 sys.stderr.write("opskew profile: report.json not written: %s\n" % exc)
 
     def optimizer_step(self, opt, args, kwargs):
-        if self.mode != "optimizer":
+        """torch.optim's global step post-hook. It runs inside the
+        optimizer's record_function range ("Optimizer.step#..."), so a
+        boundary here would split that range from its step: the first time,
+        the optimizer's own `step` is wrapped so that later boundaries come
+        after it returns, and this hook stands aside for it."""
+        if self.mode != "optimizer" or not self.ours():
             return
+        if self.first_optimizer is not None and self.first_optimizer[0]() is None:
+            self.notes.append(f"the {self.first_optimizer[1]} whose steps were the step boundaries was "
+                              f"deleted; the next optimizer to step took over")
+            self.first_optimizer = None
         if self.first_optimizer is None:
             import weakref
 
             self.first_optimizer = (weakref.ref(opt), type(opt).__name__)
+            self._wrap_step(opt)
+            self.boundary()  # this step's: the wrapper takes the next ones
         elif self.first_optimizer[0]() is not opt:
             self.other_optimizer_steps += 1
-            return
-        self.boundary()
+
+    def _wrap_step(self, opt):
+        import types
+
+        inner = opt.step  # bound; torch's profiling and hook wrappers included
+        driver = self
+
+        def step(self, *args, **kwargs):
+            out = inner(*args, **kwargs)
+            if driver.mode == "optimizer" and driver.ours() and driver.first_optimizer is not None \
+                    and driver.first_optimizer[0]() is self:
+                driver.boundary()
+            return out
+
+        # A bound method, as torch's LR schedulers expect (they wrap
+        # `opt.step.__func__`).
+        opt.step = types.MethodType(step, opt)
+
+    def ours(self):
+        """False in a process the script forked: its steps and its end are
+        not this run's (report.json and the traces are the parent's)."""
+        return os.getpid() == self.pid
 
     def manual_step(self):
+        if not self.ours() or self.mode == "off":
+            return
         if self.mode != "manual":
             if self.boundaries:
                 self.notes.append(f"opskew.step() took over from the {self.mode} after "
@@ -98,7 +144,7 @@ class Driver:
         self.boundary()
 
     def marker_ended(self, name):
-        if self.mode == "marker" and name == self.spec["step_marker"]:
+        if self.mode == "marker" and name == self.spec["step_marker"] and self.ours():
             self.boundary()
 
     # ---------------------------------------------------------------- report
@@ -112,7 +158,7 @@ class Driver:
         return f"the steps of the first optimizer that stepped ({self.first_optimizer[1]})"
 
     def write_report(self, ended_by):
-        from opskew.profile import _metadata
+        from opskew.profiling import _metadata
         from opskew.report import write_file
 
         steps = self.prof.steps
@@ -130,6 +176,10 @@ class Driver:
                                     "step boundaries"] if self.other_optimizer_steps else []),
             "reports": [_metadata(r) for r in self.prof.reports],
             "report": self.prof.report,
+            # The run's W from all its steps (at the end), which every
+            # corrected trace then carries; None before the end or without
+            # enough pairs.
+            "final": self.prof.final,
             "step_times_ns": steps,
         }
         self.reports_written = len(self.prof.reports)
@@ -138,12 +188,44 @@ class Driver:
         write_file(os.path.join(self.spec["out"], name), json.dumps(doc, indent=1, default=str))
 
     def finish(self, ended_by):
-        if self.started:
+        if not self.ours():
+            return
+        if self.started and self.mode != "off":
             try:
                 self.prof.stop()  # a cycle in progress is finished: its trace is written
             except Exception as exc:  # noqa: BLE001 - keep what was collected
                 self.notes.append(f"stopping the profiler failed: {type(exc).__name__}: {exc}")
-        self.write_report(ended_by)
+        try:
+            self.write_report(ended_by)
+        except Exception as exc:  # noqa: BLE001 - the script's own exit status must stand
+            sys.stderr.write("opskew profile: report.json not written: %s\n" % exc)
+
+
+class _signals_deferred:
+    """SIGINT and SIGTERM held while opskew stops, exports and analyses a
+    trace (inside the script's optimizer step), then delivered: an
+    interrupted transition would lose that cycle (main thread only)."""
+
+    def __enter__(self):
+        import threading
+
+        self.pending, self.old = [], {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.old[sig] = signal.signal(sig, lambda n, f: self.pending.append(n))
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        if self.pending:
+            sig = self.pending[0]
+            handler = self.old[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(sig)
+        return False
 
 
 def _hook_marker(torch, driver):
@@ -153,7 +235,8 @@ def _hook_marker(torch, driver):
 
     def __exit__(self, *exc):
         out = orig(self, *exc)
-        driver.marker_ended(getattr(self, "name", None))
+        if not exc or exc[0] is None:  # a step cut short by an exception is not a step
+            driver.marker_ended(getattr(self, "name", None))
         return out
 
     rf.__exit__ = __exit__
@@ -178,16 +261,18 @@ def main():
         rb._fail("cannot import torch in the profiled interpreter: %s" % exc)
     if spec["device"] == "cuda" and not torch.cuda.is_available():
         rb._fail("--device cuda: this torch sees no CUDA device (torch %s)" % torch.__version__)
-    import opskew.profile as _m  # noqa: F401 - the submodule, for _driver below
-
-    mod = sys.modules["opskew.profile"]
+    from opskew import profiling as mod
     driver = Driver(spec, torch, mod.profile)
     mod._driver = driver
     handle = None
     if driver.mode == "marker":
         _hook_marker(torch, driver)
     else:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        try:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+        except ImportError:
+            rb._fail("this torch (%s) has no global optimizer step hooks (torch >= 2.0): mark steps with "
+                     "--step-marker NAME or opskew.step()" % torch.__version__)
 
         handle = register_optimizer_step_post_hook(driver.optimizer_step)
     sys.argv = user_argv

@@ -331,7 +331,9 @@ def python_call_rounds(device: str, configs: dict, *, calls: int, trials: int, i
     arms = {"baseline": None, **{n: TorchProfiler(device, count="trace", **o) for n, o in configs.items()}}
     r = run_rounds(wl.iteration, arms, trials=trials, iters=iters, device=device, warmup_s=warmup_s,
                    progress=progress)
-    if r.error is not None or r.interrupted or r.n < 2:
+    if r.interrupted:
+        raise KeyboardInterrupt  # Ctrl-C is the user's, wherever it lands
+    if r.error is not None or r.n < 2:
         raise UsageError(f"measuring W_py on empty Python calls did not complete "
                          f"({r.error or 'interrupted'})")
     return r, wl.description

@@ -61,7 +61,8 @@ def op_counts(path):
 
 def test_import_opskew_does_not_import_torch_and_profile_is_the_class():
     code = ("import sys, opskew; assert 'torch' not in sys.modules; p = opskew.profile; "
-            "from opskew.profile import profile as c; assert opskew.profile is p is c; "
+            "from opskew.profiling import profile as c; import opskew.profiling; "
+            "assert opskew.profile is p is c; "
             "assert 'torch' not in sys.modules; print(p.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -70,9 +71,10 @@ def test_import_opskew_does_not_import_torch_and_profile_is_the_class():
 
 def test_drop_in_gives_the_same_trace_as_torch(tmp_path):
     body = make_body()
-    # 7 active steps a cycle: 6 pairs (the first is cold), enough for W's CI
-    # from the first cycle on, so each trace gets its corrected one.
-    sched = dict(wait=1, warmup=1, active=7, repeat=2)
+    # 7 active steps a cycle: 6 pairs (the first is cold), each with a warm
+    # wait step of its own (8 wait steps: the run's first, or the first 2
+    # after a trace, are cold), enough for W's CI from the first cycle on.
+    sched = dict(wait=8, warmup=1, active=7, repeat=2)
     results = {}
     for name, cls, kw in (("torch", torch.profiler.profile, {}),
                           ("opskew", opskew.profile, {"report_file": None})):
@@ -81,7 +83,7 @@ def test_drop_in_gives_the_same_trace_as_torch(tmp_path):
         h = exporter(str(d))
         run_loop(lambda: cls(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
                              schedule=torch.profiler.schedule(**sched), on_trace_ready=h, **kw),  # noqa: B023
-                 20, body)
+                 34, body)
         results[name] = h.paths
     assert len(results["torch"]) == len(results["opskew"]) == 2  # on_trace_ready, as often
     for t, o in zip(results["torch"], results["opskew"]):
@@ -112,16 +114,18 @@ def test_known_answer_w_recovers_the_injected_cost(tmp_path):
     for attempt in range(3):  # retries absorb bursts of noise on a shared machine
         h = exporter(str(tmp_path), suffix=f".{attempt}.json")
         p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
-                                            schedule=torch.profiler.schedule(wait=3, warmup=1, active=5,
+                                            schedule=torch.profiler.schedule(wait=6, warmup=1, active=5,
                                                                              repeat=2),
-                                            on_trace_ready=h, report_file=None), 20, body)  # noqa: B023
+                                            on_trace_ready=h, report_file=None), 26, body)  # noqa: B023
         r = p.report
         w = r["w_ns"]["median"]
         if abs(w - spin) <= 0.2 * spin:
             break
     assert r["events_per_active_step"] == OPS  # counted from ProfilerStep#N in C
     assert r["events"]["per_step"] is True
-    assert r["pairs"] == 8  # 2 cycles x (5 active - the cold first one)
+    # 2 cycles x (5 active - the cold first one), each with a wait step of its
+    # own: 5 warm before cycle 1 (the run's first is cold), 4 before cycle 2.
+    assert r["pairs"] == 8 and r["unpaired_active_steps"] == 0
     assert abs(w - spin) <= 0.2 * spin, f"injected {spin} ns, recovered {w:.0f} ns"
     lo, hi = r["w_ns"]["ci95"]
     assert lo <= w <= hi
@@ -129,8 +133,8 @@ def test_known_answer_w_recovers_the_injected_cost(tmp_path):
     # The warmup steps do not record: they cost far less than an active step.
     assert r["warmup_extra_per_step_ns"] < 0.5 * OPS * spin
     # Phases per step, from the schedule.
-    phases = [s["phase"] for s in p.steps[:9]]
-    assert phases == ["wait"] * 3 + ["warmup"] + ["active"] * 5
+    phases = [s["phase"] for s in p.steps[:12]]
+    assert phases == ["wait"] * 6 + ["warmup"] + ["active"] * 5
 
 
 def test_corrected_trace_and_report(tmp_path):
@@ -138,8 +142,8 @@ def test_corrected_trace_and_report(tmp_path):
     h = exporter(str(tmp_path), suffix=".json.gz")
     out = io.StringIO()
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                        schedule=torch.profiler.schedule(wait=2, warmup=1, active=4, repeat=3),
-                                        on_trace_ready=h, report_file=out), 24, make_body(spin))
+                                        schedule=torch.profiler.schedule(wait=6, warmup=1, active=4, repeat=3),
+                                        on_trace_ready=h, report_file=out), 34, make_body(spin))
     assert len(p.reports) == 3 and p.report is p.reports[-1]
     r = p.report
     raw = h.paths[-1]
@@ -152,8 +156,10 @@ def test_corrected_trace_and_report(tmp_path):
     assert marks["aten::add"] == "believable"  # the spin lies between operators, not in them
     assert all(m == "unknowable" for n, m in marks.items() if n.startswith("ProfilerStep#"))
     # The corrected trace carries the in-run constants and the report.
+    # At stop() every trace was corrected again with the run's final W.
     meta = tracefile.scan(corrected, header_only=True)["objects"]["opskew"]
-    assert meta["corrected"]["w_ns"] == pytest.approx(w["median"])
+    assert p.final["pairs"] >= r["pairs"] and r["corrected_w_ns"] == p.final["w_ns"]
+    assert meta["corrected"]["w_ns"] == pytest.approx(p.final["w_ns"]["median"])
     assert meta["run"]["w_ns"]["ci95"] == pytest.approx(w["ci95"])
     assert meta["run"]["verdict"]["skewed"] is True and meta["run"]["w_source"] == "in-run"
     # ... and the corrected trace is the raw one less W between operators.
@@ -173,7 +179,7 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         "few": (dict(schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)), 6,
                 "raise `active` or `repeat`"),
         "no wait": (dict(schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1)), 4,
-                    "set wait >= 4"),
+                    "set wait >= 8"),
         "no schedule": ({}, 4, "pass schedule="),
     }
     for name, (kw, steps, advice) in cases.items():
@@ -219,8 +225,8 @@ def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     (Kineto saves it once); the user's export afterwards still works, and
     gets the corrected trace beside it."""
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
-                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=7)),
-                 11, make_body(20_000))
+                                        schedule=torch.profiler.schedule(wait=8, warmup=1, active=7)),
+                 17, make_body(20_000))
     raw = str(tmp_path / "after.json")
     p.export_chrome_trace(raw)
     assert op_counts(raw)["aten::add"] == 7 * OPS
@@ -228,22 +234,21 @@ def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     meta = tracefile.scan(p.report["corrected_trace"], header_only=True)["objects"]["opskew"]
     assert p.report["w_ns"]["median"] > 0
     assert meta["corrected"]["w_ns"] == pytest.approx(p.report["w_ns"]["median"])
-    assert "cold wait steps (the run's first step, the first 2 after each trace) are left out of the baseline" \
-        in p.report["notes"]
+    assert p.report["pairs"] == 6 and p.report["unpaired_active_steps"] == 0
 
 
 def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, monkeypatch):
     from opskew import calibration
 
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
-    sched = dict(wait=3, warmup=1, active=7)
+    sched = dict(wait=8, warmup=1, active=7)
 
     def run(tag, **kw):
         h = exporter(str(tmp_path), suffix=f".{tag}.json")
         return run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
                                                with_stack=True, on_trace_ready=h, report_file=None,  # noqa: B023
                                                schedule=torch.profiler.schedule(**sched), **kw),  # noqa: B023
-                        11, make_body(20_000))
+                        17, make_body(20_000))
 
     # By default W_py is measured once, in this process, at the first trace.
     for attempt in range(3):  # a burst of noise leaves it unmeasured (and says so)
@@ -282,9 +287,9 @@ def test_tensorboard_trace_handler_gets_its_corrected_trace_beside_it(tmp_path):
     like them."""
     d = str(tmp_path / "tb")
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
-                                        schedule=torch.profiler.schedule(wait=3, warmup=1, active=7, repeat=1),
+                                        schedule=torch.profiler.schedule(wait=8, warmup=1, active=7, repeat=1),
                                         on_trace_ready=torch.profiler.tensorboard_trace_handler(d, use_gzip=True)),
-                 12, make_body(20_000))
+                 17, make_body(20_000))
     files = sorted(os.listdir(d))
     assert len(files) == 2, files
     raw = [f for f in files if f.endswith(".pt.trace.json.gz")]

@@ -33,10 +33,11 @@ for i in range(steps):
 print("trained", steps)
 """
 
-SMALL = ("--skip-first", "0", "--wait", "3", "--warmup", "1", "--active", "4", "--repeat", "2")  # 8 steps a cycle
-# Cycle 1 pairs 3 active steps, too few for a 95% CI: with no stored
-# calibration its raw trace is kept and not corrected then; cycle 2 pools 6,
-# and at the end cycle 1's trace is corrected with the run's final W.
+SMALL = ("--skip-first", "0", "--wait", "8", "--warmup", "1", "--active", "4", "--repeat", "2")  # 13 steps a cycle
+# Cycle 1 pairs 3 active steps (its first is cold), too few for a 95% CI:
+# with no stored calibration its raw trace is kept and not corrected then;
+# cycle 2 pools 6, and at the end cycle 1's trace is corrected with the
+# run's final W.
 EXPECTED = ["opskew-profile-cycle1.corrected.json", "opskew-profile-cycle1.json",
             "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
 
@@ -67,38 +68,53 @@ def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     # 40 optimizer steps: the profiler starts at the first, so 39 whole
     # bodies between them and a partial one from the last to the end.
     assert doc["step_boundaries"] == 40 and len(doc["step_times_ns"]) == 40
-    # Steps 0-2 wait, 3 warmup, 4-7 active, 8-10 wait, 11 warmup, 12-15
-    # active, then 16-38 outside the cycles (wait); 39 ended at stop(): partial.
-    assert doc["steps"] == {"wait": 3 + 3 + 23, "warmup": 2, "active": 8}
+    # Steps 0-7 wait, 8 warmup, 9-12 active, 13-20 wait, 21 warmup, 22-25
+    # active, then 26-38 outside the cycles (wait); 39 ended at stop(): partial.
+    assert doc["steps"] == {"wait": 8 + 8 + 13, "warmup": 2, "active": 8}
     assert doc["step_times_ns"][-1]["partial"] is True
     assert doc["ended_by"] == "the script returned"
     assert len(doc["reports"]) == 2 and doc["conditions"]["options"]["with_stack"] is False
     last = doc["reports"][-1]
-    # Every active step but the cold first of each cycle is paired.
-    assert last["pairs"] == 6 and last["w_ns"]["median"] is not None
-    assert last["events"]["per_step"] is True and last["events_per_active_step"] > 50
-    # The raw trace is torch's, the corrected one carries the run's report.
+    # Every active step but the cold first of each cycle is paired, each with
+    # a wait step of its own.
+    assert last["pairs"] == 6 and last["unpaired_active_steps"] == 0 and last["w_ns"]["median"] is not None
+    assert last["events"]["per_step"] is True
+    # A step's events are all the operators and annotations inside its
+    # ProfilerStep#N by time, the optimizer's own included (its step boundary
+    # comes after Optimizer.step's range has closed).
     raw = json.loads((out / "opskew-profile-cycle2.json").read_text())
+    ev = raw["traceEvents"]
+    steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
+    per_step = [sum(1 for e in ev if e.get("cat") in ("cpu_op", "user_annotation") and e not in steps
+                    and ps["ts"] <= e["ts"] and e["ts"] + e["dur"] <= ps["ts"] + ps["dur"]) for ps in steps]
+    assert sorted(per_step)[len(per_step) // 2] == last["events_per_active_step"] > 50
+    assert any(e.get("name", "").startswith("Optimizer.step#SGD") for e in ev)
+    # The raw trace is torch's, the corrected one carries the run's report.
     assert sum(1 for e in raw["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")) == 4
     corrected = json.loads((out / "opskew-profile-cycle2.corrected.json").read_text())
     run = corrected["opskew"]["run"]
-    assert run["cycle"] == 2 and run["w_ns"] == last["w_ns"]
-    # Both traces carry the run's final W: cycle 1's was corrected at the end.
+    assert run["cycle"] == 2
+    # Both traces carry the run's final W, from all its steps (the wait steps
+    # after cycle 2 pair too): cycle 1's was corrected at the end.
+    final = doc["final"]
+    assert final["pairs"] >= 6 and final["w_ns"]["ci95"] is not None
     first = doc["reports"][0]
     assert first["w_ns"]["ci95"] is None  # its own cycle had too few pairs
-    assert first["corrected_with"] == "the run's final W" and first["corrected_w_ns"] == last["w_ns"]
-    c1 = json.loads((out / "opskew-profile-cycle1.corrected.json").read_text())["opskew"]
-    assert c1["corrected"]["w_ns"] == pytest.approx(last["w_ns"]["median"]) and c1["run"]["cycle"] == 1
+    for r, n in ((first, 1), (last, 2)):
+        assert r["corrected_with"] == "the run's final W" and r["corrected_w_ns"] == final["w_ns"]
+        c = json.loads((out / f"opskew-profile-cycle{n}.corrected.json").read_text())["opskew"]
+        # (a negative W, noise on a busy machine, corrects as 0)
+        assert c["corrected"]["w_ns"] == pytest.approx(max(final["w_ns"]["median"], 0.0)) and c["run"]["cycle"] == n
     assert "opskew profile: 2 trace(s), 2 corrected (each with the run's final W)" in p.stderr and "W " in p.stderr
     assert "profiler_start" not in p.stderr  # Kineto's own log lines are quiet
 
 
 def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
-    """Iteration 15 is step 14, the 3rd active step of cycle 2 (12-15): the
+    """Iteration 25 is step 24, the 3rd active step of cycle 2 (22-25): the
     cycle in progress is finished and written, the cut step is marked
     partial and not used, and the exit status is the script's."""
     out = tmp_path / "prof"
-    hook = "if i == 15: raise RuntimeError('loss is nan')"
+    hook = "if i == 25: raise RuntimeError('loss is nan')"
     p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path, hook), "40")
     assert p.returncode == 1, p.stderr
     assert "RuntimeError: loss is nan" in p.stderr  # the script's own traceback
@@ -110,9 +126,9 @@ def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
     assert doc["ended_by"] == "the script raised RuntimeError: loss is nan"
     last = doc["step_times_ns"][-1]
     assert last["partial"] is True and last["phase"] == "active"
-    assert last["step"] == 14
-    # Cycle 1: 3 pairs (its first active step is cold); cycle 2: step 13
-    # (12 is cold, 14 was cut short).
+    assert last["step"] == 24
+    # Cycle 1: 3 pairs (its first active step is cold); cycle 2: step 23
+    # (22 is cold, 24 was cut short).
     assert doc["reports"][-1]["cycle"] == 2 and doc["reports"][-1]["pairs"] == 3 + 1
     assert "a 95% CI needs 6" in doc["reports"][-1]["advice"]
 
@@ -185,6 +201,13 @@ def test_no_step_seen_and_refusals(tmp_path):
     notdir.write_text("keep")
     p = run_opskew("profile", "-o", str(notdir), "--", sys.executable, "-c", code)
     assert p.returncode == 2 and "not a folder" in p.stderr and notdir.read_text() == "keep"
+    # A report.json that is not opskew's is never replaced.
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "report.json").write_text('{"accuracy": 0.9}')
+    p = run_opskew("profile", "-o", str(theirs), "--", sys.executable, "-c", code)
+    assert p.returncode == 2 and "not an opskew profile report" in p.stderr
+    assert (theirs / "report.json").read_text() == '{"accuracy": 0.9}'
     p = run_opskew("profile", "--wait", "0", "--", sys.executable, "-c", code, cwd=str(tmp_path))
     assert p.returncode == 2 and "--wait must be 1 or more" in p.stderr
     p = run_opskew("profile", "--", "ls", cwd=str(tmp_path))

@@ -47,10 +47,11 @@ measures its own W; files carry the rank (opskew-profile-rankR-cycleN.json,
 report.rankR.json) and report.json is the job's: every rank's W, interval and
 inflation (schema opskew.profile.job/1).
 
-The default schedule (skip_first 10, wait 4, warmup 1, active 7, repeat 3: 46
-steps) gives 18 paired steps; 6 give a 95% interval. The first active step of each cycle, the
-run's first step and the first 2 steps after each trace are cold and are not
-used (docs/profile.md). Fewer pairs: the report says what to raise.
+The default schedule (skip_first 10, wait 8, warmup 1, active 7, repeat 3: 58
+steps) pairs 18 active steps, each with a wait step of its own; 6 pairs give a
+95% interval. The first active step of each cycle, the run's first step and
+the first 2 steps after each trace are cold and are not used
+(docs/profile.md). Fewer pairs: the report says what to raise.
 
 examples:
   opskew profile -o prof -- python train.py --epochs 1
@@ -74,8 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output-dir", default="opskew-profile", metavar="OUT",
                    help="folder for the traces and report.json (default: %(default)s)")
     g = p.add_argument_group("schedule (torch.profiler.schedule)")
-    g.add_argument("--wait", type=int, default=4, metavar="N",
-                   help="unrecorded steps before each cycle: the baseline (default %(default)s)")
+    g.add_argument("--wait", type=int, default=8, metavar="N",
+                   help="unrecorded steps before each cycle: the baseline; each serves one pair, and the "
+                        "first 2 after a trace are cold (default %(default)s)")
     g.add_argument("--warmup", type=int, default=1, metavar="N", help="default %(default)s")
     g.add_argument("--active", type=int, default=7, metavar="N",
                    help="recorded steps per cycle (default %(default)s)")
@@ -102,6 +104,16 @@ def _output_dir(path: str) -> str:
     out = os.path.abspath(path)
     if os.path.lexists(out) and not os.path.isdir(out):
         raise UsageError(f"-o {path}: not a folder")
+    for name in _reports(out):
+        # report.json is a common name: replace only opskew's own.
+        try:
+            with open(os.path.join(out, name), encoding="utf-8") as f:
+                schema = json.load(f).get("schema", "")
+        except (OSError, ValueError, AttributeError):
+            schema = ""
+        if not str(schema).startswith("opskew.profile"):
+            raise UsageError(f"-o {path}: {name} there is not an opskew profile report; opskew will not replace "
+                             "it (give another folder)")
     if not os.path.isdir(out):
         parent = os.path.dirname(out)
         if not os.path.isdir(parent):
@@ -241,10 +253,10 @@ def _job_report(out: str, names: list) -> None:
                 doc = json.load(f)
         except (OSError, ValueError):
             continue
-        last = doc.get("report") or {}
+        last = doc.get("final") or doc.get("report") or {}
         ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
-                      "w_source": last.get("w_source"), "inflation": last.get("inflation"),
-                      "pairs": last.get("pairs"), "verdict": last.get("verdict"),
+                      "w_source": last.get("w_source", "in-run"), "inflation": last.get("inflation"),
+                      "pairs": last.get("pairs"), "verdict": (doc.get("report") or {}).get("verdict"),
                       "traces": len(doc.get("reports") or []), "ended_by": doc.get("ended_by"),
                       "step_source": doc.get("step_source")})
     job = {"schema": "opskew.profile.job/1", "world_size": len(ranks), "ranks": ranks,
@@ -285,12 +297,14 @@ def _outcome(report: str) -> str:
                f"a cycle needs {sum(doc['conditions']['schedule'][k] for k in ('wait', 'warmup', 'active'))})")
         return f"{why}; report: {report}"
     last = reps[-1]
-    w = last.get("w_ns") or {}
+    final = doc.get("final") or {}
+    w = final.get("w_ns") or last.get("w_ns") or {}
     ci = w.get("ci95")
     from ..report import fmt_ns
 
     wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
-             + f" per operator event ({last.get('w_source')})") if w else "W unknown"
+             + (f" per operator event (in-run, all {final['pairs']} pairs of the run)" if final
+                else f" per operator event ({last.get('w_source')})")) if w else "W unknown"
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
     final = " (each with the run's final W)" if last.get("corrected_with") == "the run's final W" else ""
     return (f"{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "

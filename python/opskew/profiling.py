@@ -33,14 +33,23 @@ _PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SA
 # The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
 MIN_PAIRS = 6
 
-# Wait steps on each side of a cycle that make its baseline: the nearest in
-# time (a run drifts; the steps after the last cycle can be thousands).
-NEAR = 4
+# Warm wait steps on each side of a cycle that may be paired with its active
+# steps: the nearest in time (a run drifts; the steps after the last cycle
+# can be thousands). With POST_TRACE cold ones, wait = POST_TRACE + NEAR
+# pairs every active step of a 7-step cycle (its cold first is not paired).
+NEAR = 6
+
 
 # Wait steps right after a trace that are not baseline: the profiler's stop,
 # post-processing and export leave caches and the allocator cold (the first
 # such step took 10x a warm one, the second up to 5x, on the 2-core VM).
 POST_TRACE = 2
+
+# The wait the advice gives: enough warm wait steps for a 7-step cycle.
+WAIT_ADVICE = POST_TRACE + NEAR
+
+# Traces corrected again with the run's final W at stop(), the latest first.
+MAX_RECORRECT = 50
 
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
@@ -139,6 +148,7 @@ class profile:
         self._w_py_value = None  # {} once looked for and not found
         self._w_py_error = None
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
+        self.final = None  # the run's W from all its steps, set at stop()
 
     # ------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -211,26 +221,38 @@ class profile:
                                         f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
 
     def _recorrect(self):
-        """At stop(): the traces of earlier cycles corrected again with the
-        run's final W (pooled over every cycle, the best estimate), so that
-        all of the run's corrected traces agree. Each report keeps the W its
-        own cycle had (`w_ns`) and names the one its trace now carries."""
-        final = self.report
-        if final is None or self._wv is None or len(self.reports) < 2:
+        """At stop(): W estimated once more from every step of the run (the
+        wait steps after the last cycle have run by now), and every trace of
+        the run corrected with it, so that they agree (a cycle whose own W had
+        too few pairs gets its corrected trace then). Each report keeps the W
+        of its own cycle (`w_ns`) and says what its trace carries
+        (`corrected_with`, `corrected_w_ns`); `self.final` holds the run's."""
+        if not self.reports:
             return
-        for rep in self.reports[:-1]:
-            raw = rep.get("raw_trace")
-            if not raw or not os.path.isfile(raw) or rep.get("corrected_with") == "the run's final W":
-                continue
-            out = corrected_path(raw)
+        w, notes, detail = self._estimate()
+        if w is None or not w["ci_reaches_95"]:
+            return
+        wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
+              "ci_method": w["ci_method"]}
+        cal = self._stored()
+        delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
+        self.final = {"w_ns": wv, "delta_ns": delta, "pairs": detail["pairs"],
+                      "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
+                      "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
+                                   f"p = {w['sign_p']:.3g}"}
+        self._wv = wv
+        redo = [r for r in self.reports if r.get("raw_trace") and os.path.isfile(r["raw_trace"])]
+        if len(redo) > MAX_RECORRECT:
+            self.final["not_recorrected"] = (f"the {len(redo) - MAX_RECORRECT} oldest traces keep their own "
+                                             f"cycle's W (at most {MAX_RECORRECT} are corrected again at stop)")
+            redo = redo[-MAX_RECORRECT:]
+        for rep in redo:
+            out = corrected_path(rep["raw_trace"])
             rep["corrected_trace"] = out
             rep["corrected_with"] = "the run's final W"
-            rep["corrected_w_ns"] = self._wv
-            v = _per_operator_to(raw, self._wv, final.get("delta_ns", 0.0), self._threshold, out,
-                                 _metadata(rep), self._w_py())
+            rep["corrected_w_ns"] = wv
+            v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py())
             rep["operators"] = _operators(v)
-        final["corrected_with"] = "the run's final W"
-        final["corrected_w_ns"] = self._wv
 
     def export_chrome_trace(self, path, *args, **kwargs):
         """As torch's; the corrected trace goes next to it. Inside
@@ -265,6 +287,7 @@ class profile:
     # ------------------------------------------------------- on_trace_ready
     def _on_ready(self, _torch_prof):
         t0 = time.perf_counter_ns()
+        self._wv = None  # this cycle's, set when its analysis succeeds
         # From the start of this step()/stop() call to here: the profiler's
         # stop and post-processing, before on_trace_ready.
         stop_ns = t0 - self._call_t0 if self._call_t0 is not None else 0
@@ -278,17 +301,19 @@ class profile:
         user_ns = time.perf_counter_ns() - t0
         self._cycle += 1
         raw = next((p for p in self._exported if os.path.exists(p)), None)
+        if self._kept is not None and os.path.isfile(self._kept):
+            os.unlink(self._kept)  # opskew's own copy of the previous cycle, in its own folder
         self._kept = None
-        if raw is None:
-            # Kineto saves a trace once: opskew's export into its own
-            # temporary folder takes that save, so a later
-            # export_chrome_trace(path) copies it from there.
-            if self._tmpdir is None:
-                self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
-            self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
-            self.prof.export_chrome_trace(self._kept)
         own0 = self._own_ns
         try:
+            if raw is None:
+                # Kineto saves a trace once: opskew's export into its own
+                # temporary folder takes that save, so a later
+                # export_chrome_trace(path) copies it from there.
+                if self._tmpdir is None:
+                    self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
+                self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
+                self.prof.export_chrome_trace(self._kept)
             rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
         except Exception as exc:  # noqa: BLE001 - opskew's failure must not stop the user's training
             rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
@@ -322,13 +347,18 @@ class profile:
                 "py_events": st["py_events"]}
 
     def _analyse(self, trace: str, raw: str | None, stop_ns: int, user_ns: int) -> dict:
-        counts = self._count(trace)
+        # The active steps since the last trace belong to this one, even if
+        # its analysis fails below (they must not leak into the next cycle).
         this_cycle = [s for s in self.steps if s["phase"] == "active" and s["step"] not in self._events
                       and s.get("cycle") is None and not s.get("partial")]
         for s in this_cycle:
             s["cycle"] = self._cycle
+        counts = self._count(trace)
         counted_per_step = True
-        if this_cycle and all(s["step"] in counts["per_step"] for s in this_cycle):
+        found = [s for s in this_cycle if s["step"] in counts["per_step"]]
+        if found:
+            # Steps of an earlier cycle whose analysis failed are not in this trace.
+            this_cycle = found
             for s in this_cycle:
                 self._events[s["step"]] = counts["per_step"][s["step"]]
         elif this_cycle:
@@ -354,100 +384,85 @@ class profile:
         return out
 
     def _estimate(self):
-        """W per operator event from every active step whose trace was read:
-        each paired with the median of the wait steps next to it in time (the
-        wait block before its cycle and the one after, when it has run); the
-        first active step of a cycle is measured apart (cold) and left out of
-        W when the cycle has other active steps. Returns (W or None, notes,
-        detail)."""
+        """W per operator event from every active step whose trace was read,
+        each paired with one warm wait step of its own, the nearest in time
+        not yet taken (the wait block before its cycle first, then the one
+        after it, when it has run). Each wait step serves one pair at most,
+        so the pairs are independent and the sign test's interval for the
+        median of their differences is exact, as in `check`. The first
+        active step of a cycle is measured apart (cold) and left out when the
+        cycle has others. Returns (W or None, notes, detail)."""
         blocks = self._blocks()
         w_py = self._w_py()
         wp = max(w_py["median"], 0.0) if w_py else 0.0
-        base_s, act_s, events, cold = [], [], [], []
-        base_lo, base_hi, base_cov = [], [], []
+        base_s, act_s, raw_act, events, cold = [], [], [], [], []
         warm_extra = []
         notes = []
-        # Cold wait steps, left out of the baseline: the run's first step
-        # (first calls, allocations), and the first step after each trace
+        # Cold wait steps, never a baseline: the run's first step (first
+        # calls, allocations), and the first POST_TRACE after each trace
         # (after the profiler's stop, post-processing and export: 10x a warm
         # step on the 2-core VM, docs/profile.md).
         cold_ids = {id(s) for s in self.steps[:1]}
         post_trace = []
         for k, (phase, steps) in enumerate(blocks):
             if phase == "wait" and k > 0 and blocks[k - 1][0] == "active":
-                # The disturbance fades over a step or two: POST_TRACE of
-                # them are left out while the block has more.
-                skip = min(POST_TRACE, len(steps) - 1) if len(steps) > 1 else 1
+                skip = min(POST_TRACE, len(steps))
                 cold_ids.update(id(s) for s in steps[:skip])
                 if len(steps) > skip:
                     rest = _median([s["ns"] for s in steps[skip:skip + NEAR]])
                     post_trace.append([s["ns"] - rest for s in steps[:skip]])
+        used = set()
+        short = 0
         for i, (phase, steps) in enumerate(blocks):
             if phase != "active" or not all(s["step"] in self._events for s in steps):
                 continue
-            # The wait block before a cycle is usually i-2 (wait, warmup,
-            # active); of a long block (skip_first, or the steps after the
-            # last cycle) only the NEAR steps nearest in time count.
-            near_steps = [s for k in (i - 1, i - 2) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
-                          for s in blocks[k][1][-NEAR:]]
-            if i + 1 < len(blocks) and blocks[i + 1][0] == "wait":
-                near_steps += blocks[i + 1][1][:NEAR + POST_TRACE]
-            warm = [s for s in near_steps if id(s) not in cold_ids]
-            if len(warm) < len(near_steps):
-                if warm:
-                    notes.append(f"cold wait steps (the run's first step, the first {POST_TRACE} after each "
-                                 "trace) are left out of the baseline")
-                else:
-                    notes.append(f"the only wait steps next to a cycle are cold (the run's first step, or the "
-                                 f"first {POST_TRACE} after a trace): W is uncertain; use wait >= {POST_TRACE + 2}")
-            near = [s["ns"] for s in (warm or near_steps)]
-            if not near:
-                continue
-            base = _median(near)
-            # The baseline median's own interval: the sign test's over the
-            # wait steps (with fewer than 6 of them, their range, which
-            # covers the median with probability 1 - 2^(1-n)).
-            bci = _engine.paired([0.0] * len(near), [float(x) for x in near])
-            blo, bhi = bci["ci"]
-            base_cov.append(bci["ci_coverage"])
-            for k in (i - 1,):
-                if 0 <= k < len(blocks) and blocks[k][0] == "warmup":
-                    warm_extra.extend(s["ns"] - base for s in blocks[k][1])
             rest = steps[1:] if len(steps) > 1 else steps
             if len(steps) > 1:
-                others = _median([s["ns"] for s in rest])
-                cold.append(steps[0]["ns"] - others)
-            for s in rest:
-                ev, py = self._events[s["step"]]
-                if ev <= 0:
-                    continue
-                base_s.append(base * 1e-9)
-                base_lo.append(blo * 1e-9)
-                base_hi.append(bhi * 1e-9)
-                act_s.append((s["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
+                cold.append(steps[0]["ns"] - _median([s["ns"] for s in rest]))
+            active = [s for s in rest if self._events[s["step"]][0] > 0]
+            # Candidates by nearness in time: the block before (from its
+            # end; usually blocks[i-2], with warmup between), then the block
+            # after (from its start); NEAR of each at most (a run drifts).
+            before = [s for k in (i - 1, i - 2) if 0 <= k < len(blocks) and blocks[k][0] == "wait"
+                      for s in reversed(blocks[k][1])]
+            after = blocks[i + 1][1] if i + 1 < len(blocks) and blocks[i + 1][0] == "wait" else []
+            cand = [s for s in before if id(s) not in cold_ids][:NEAR] + \
+                   [s for s in after if id(s) not in cold_ids][:NEAR]
+            free = [s for s in cand if id(s) not in used]
+            pairs = list(zip(active, free))
+            short += len(active) - len(pairs)
+            for a, b in pairs:
+                used.add(id(b))
+                ev, py = self._events[a["step"]]
+                base_s.append(b["ns"] * 1e-9)
+                raw_act.append(a["ns"] * 1e-9)
+                act_s.append((a["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
                 events.append(ev)
-        detail = {"pairs": len(act_s),
+            if free:
+                base = _median([b["ns"] for b in free])
+                for k in (i - 1,):
+                    if 0 <= k < len(blocks) and blocks[k][0] == "warmup":
+                        warm_extra.extend(s["ns"] - base for s in blocks[k][1])
+        if short:
+            notes.append(f"{short} active step(s) had no warm wait step left to pair with (each wait step "
+                         f"serves one pair; the first {POST_TRACE} after a trace are cold): use wait >= "
+                         f"{POST_TRACE + NEAR} for every active step to be paired")
+        detail = {"pairs": len(act_s), "unpaired_active_steps": short,
                   "cold_first_active_extra_ns": _median(cold),
                   "warmup_extra_per_step_ns": _median(warm_extra),
                   "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])
                                                for j in range(POST_TRACE)] if post_trace else None,
                   "baseline_step_ns": _median([b * 1e9 for b in base_s]) if base_s else None,
-                  "active_step_ns": _median([a * 1e9 for a in act_s]) if act_s else None,
+                  "active_step_ns": _median([a * 1e9 for a in raw_act]) if raw_act else None,
                   "events_per_active_step": _median(events) if events else None}
         if not act_s:
             return None, notes, detail
         w = per_event_diff(base_s, act_s, events)
-        # The active steps of a cycle share one baseline, so the sign test's
-        # interval alone leaves the baseline's error out. The interval given
-        # is the union over the baseline's interval: its low end against the
-        # highest plausible baseline, its high end against the lowest.
-        w["ci95_active_only"] = list(w["ci95"])
-        w["ci95"] = [per_event_diff(base_hi, act_s, events)["ci95"][0],
-                     per_event_diff(base_lo, act_s, events)["ci95"][1]]
-        w["baseline_ci_coverage"] = min(base_cov)
-        w["ci_method"] = ("sign-test interval of the active steps' median, widened by the interval of "
-                          "each cycle's baseline median (docs/profile.md)")
-        detail["inflation"] = _median([a / b for a, b in zip(act_s, base_s)])
+        w["ci_method"] = ("sign test over independent pairs (each active step and a wait step of its own, "
+                          "the nearest in time), as check pairs its rounds (docs/profile.md)")
+        # The in-window slowdown the user sees: the whole step, Python
+        # tracer's cost included.
+        detail["inflation"] = _median([a / b for a, b in zip(raw_act, base_s)])
         return w, notes, detail
 
     def _w_py(self):
@@ -504,16 +519,17 @@ class profile:
         return cal
 
     def _advice(self, pairs: int, has_wait: bool) -> str:
+        sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={WAIT_ADVICE}, warmup=1, active=7, repeat=3)"
         if not self._has_schedule:
             return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
-                    "pass schedule=torch.profiler.schedule(wait=4, warmup=1, active=7, repeat=3) or more")
+                    f"pass {sched} or more")
         if not has_wait:
             return ("the schedule has no wait steps (wait=0 and no steps outside the cycles): "
-                    f"set wait >= {POST_TRACE + 2} so each cycle has uninstrumented steps to pair with")
+                    f"set wait >= {WAIT_ADVICE} so each active step has an uninstrumented step to pair with")
         need = MIN_PAIRS - pairs
-        return (f"{pairs} active step(s) paired so far (the first of each cycle is left out as cold); "
-                f"a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` by enough for {need} more "
-                f"(with wait >= {POST_TRACE + 2} before each cycle: the first {POST_TRACE} after a trace are cold)")
+        return (f"{pairs} active step(s) paired so far; a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` "
+                f"by enough for {need} more, with wait >= {WAIT_ADVICE} (each wait step serves one pair, the "
+                f"first {POST_TRACE} after a trace are cold, and the first active step of a cycle is not paired)")
 
     # ---------------------------------------------------------------- report
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
@@ -531,7 +547,6 @@ class profile:
         wv = None
         if w is not None and w["ci_reaches_95"]:
             wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
-                  "baseline_ci_coverage": w["baseline_ci_coverage"], "ci95_active_only": w["ci95_active_only"],
                   "ci_method": w["ci_method"]}
         else:
             rep["advice"] = self._advice(detail["pairs"], has_wait)
