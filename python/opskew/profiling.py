@@ -9,9 +9,10 @@ start of the next, so the profiler's stop, post-processing and
 their own), knows each step's phase from the schedule, counts operator (and
 Python) events per active step from the trace in C (the `ProfilerStep#N`
 annotations' descendants, through the C correction's pass), and estimates
-`W` from wait steps paired with the active steps next to them (under
-`with_stack`, `W_py` is not measured in the loop yet: a stored one is taken
-out first when there is one, see docs/profile.md).
+`W` from independent pairs: each active step and a warm wait step of its own,
+the nearest in time. Under `with_stack`, `W_py` is measured once in the
+process on empty Python calls. At `stop()` the run's W is estimated from all
+its steps and every trace is corrected with it.
 
 Loops here are over steps and cycles, never over events.
 """
