@@ -239,6 +239,8 @@ class profile:
         delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
         self.final = {"w_ns": wv, "delta_ns": delta, "pairs": detail["pairs"],
                       "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
+                      "corrected_step_ns": detail.get("corrected_step_ns"),
+                      "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
                                    f"p = {w['sign_p']:.3g}"}
         self._wv = wv
@@ -464,6 +466,13 @@ class profile:
         # The in-window slowdown the user sees: the whole step, Python
         # tracer's cost included.
         detail["inflation"] = _median([a / b for a, b in zip(raw_act, base_s)])
+        # The step's true time, by opskew's own clock: each paired active
+        # step less W per operator event (W_py per Python event is already
+        # out of act_s). It leaves out what the trace's ProfilerStep#N range
+        # holds besides the step (the profiler's own step() work; see
+        # docs/profile.md), and its CI follows from W's.
+        wm = max(w["median"], 0.0)
+        detail["corrected_step_ns"] = _median([a * 1e9 - wm * e for a, e in zip(act_s, events)])
         return w, notes, detail
 
     def _w_py(self):
@@ -675,6 +684,9 @@ def render(rep: dict) -> str:
     if rep.get("inflation") is not None:
         lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "
                      f"({rep['pairs']} active step(s) against their wait steps)")
+    if rep.get("corrected_step_ns") is not None and rep.get("w_ns") and rep["w_ns"].get("ci95"):
+        lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])} "
+                     f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
     w = rep.get("w_ns")
     if w is not None:
         ci = w.get("ci95")

@@ -130,6 +130,10 @@ def test_known_answer_w_recovers_the_injected_cost(tmp_path):
     lo, hi = r["w_ns"]["ci95"]
     assert lo <= w <= hi
     assert r["verdict"]["enough_pairs"] and r["verdict"]["skewed"]
+    # The corrected step is the step without the injected cost: within 20% of
+    # that cost of the wait steps.
+    assert abs(r["corrected_step_ns"] - r["baseline_step_ns"]) <= 0.2 * OPS * spin
+    assert r["active_step_ns"] - r["baseline_step_ns"] >= 0.8 * OPS * spin
     # The warmup steps do not record: they cost far less than an active step.
     assert r["warmup_extra_per_step_ns"] < 0.5 * OPS * spin
     # Phases per step, from the schedule.
