@@ -8,10 +8,13 @@ clean, and a crash is contained to its row):
 
   bare     the unprofiled step: the workload warmed up, then each step timed
            with time.perf_counter_ns, for --bare-s seconds; the median step.
-           Two bare runs surround every profiled run (bare, profile A, bare,
-           profile B, bare: the middle one serves both configurations), and
-           a row's bare step is the median of the steps of the two around it,
-           so that the machine's drift over minutes reaches both sides alike.
+           Per workload the runs go bare, profile A, bare, profile B, bare,
+           profile A, ... (--rounds rounds; the configurations' order
+           alternates between workloads): each profiled run is compared with
+           the steps of the two bare runs around it, and a row gives the
+           median over its rounds, so that the machine's drift over minutes
+           reaches both sides alike (two bare processes a few seconds apart
+           differ by up to 10% on the 2-core VM).
   profile  the same loop (warmed up the same way) under opskew.profile with
            schedule(wait=--wait, warmup=1, active=--active, repeat=--repeat)
            and corrected_dir in a temporary folder, report_file=None. The
@@ -32,12 +35,22 @@ and the table shows the micro W beside the in-run W. --no-calibrate skips it:
 then delta = 0 and, under with_stack, the in-run W carries the Python events'
 cost too (docs/profile.md, "Not yet").
 
-Why this schedule (the defaults: wait=2, warmup=1, active=7, repeat=6): the
-first step of each cycle is cold and left out of W, so active=7 gives 6 pairs
-per cycle, enough for W's 95% CI from the first cycle on (so every cycle gets
-a corrected trace); wait=2 leaves one warm wait step after the run's cold
-first one; 6 cycles pool 36 pairs, which the 2-core VM's step-to-step noise
+Why this schedule (the defaults: wait=6, warmup=1, active=7, repeat=5):
+the first step of each cycle is cold and left out of W, so active=7 gives 6
+pairs per cycle, enough for W's 95% CI from the first cycle on (so every
+cycle gets a corrected trace); the profiler's stop, post-processing and
+export leave the next steps slow (the first 10x, the second up to 5x a warm
+step), and opskew.profile leaves the first 2 wait steps after a trace out of
+its baseline: wait=6 leaves 4 warm ones (with wait=2 the active steps came 3
+steps after the export, their excess and W were erratic: W negative in 2 of
+6 rows); 5 cycles pool 30 pairs, which the 2-core VM's step-to-step noise
 (10 to 20% of a step) needs for W's median to settle.
+
+Two diagnostics beside the target: "step() inside ProfilerStep" is the raw
+ProfilerStep#N duration minus opskew's own timing of that step's body (the
+part of torch's and opskew's step() inside the annotation, which no W per
+operator event removes), and "corrected body" is the body's time with the
+same correction (corrected ProfilerStep#N minus that overhang).
 
 Per row it prints: W in-run [CI] and the micro W, the bare step, the raw
 step (and its excess), the corrected step (and its error against the bare
@@ -332,6 +345,11 @@ def child_profile(a):
     # per active step, the raw annotation minus opskew's timing of the body.
     body = {s["step"]: s["ns"] for s in prof.steps if s["phase"] == "active"}
     overhang = [v - body[k] for c in cycles for k, v in c["raw_steps_ns"].items() if k in body]
+    # The correction applied to opskew's own timing of the body (the
+    # annotation's overhang taken out): tells the model's error from the
+    # overhang's.
+    cor_body = [v - (c["raw_steps_ns"][k] - body[k]) for c in cycles
+                for k, v in (c.get("corrected_steps_ns") or {}).items() if k in body and k in c["raw_steps_ns"]]
     last = prof.report or {}
     in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] > 0])
                for ph in ("wait", "active")}
@@ -344,7 +362,7 @@ def child_profile(a):
             "raw_step_ns": _median(raw_all), "corrected_step_ns": _median(cor_all),
             "corrected_step_warm_ns": _median(cor_warm),
             "in_loop_wait_step_ns": in_loop["wait"], "in_loop_active_step_ns": in_loop["active"],
-            "annotation_overhang_ns": _median(overhang),
+            "annotation_overhang_ns": _median(overhang), "corrected_body_ns": _median(cor_body),
             "leaf_ns": _median_by_name(leaf_runs)}
 
 
@@ -450,7 +468,8 @@ def make_row(wname, cname, rounds, tracer, cals, tolerance):
     row["w_py_micro_ns"] = (cal.get("w_py_ns") or {}).get("median")
     row["delta_micro_ns"] = (cal.get("delta_ns") or {}).get("median")
     row["rounds"] = []
-    ratios = {k: [] for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step")}
+    ratios = {k: [] for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step",
+                              "corrected_body")}
     bare_all, errors = [], []
     for prof, bares in rounds:
         steps = [t for b in bares if "steps_ns" in b for t in b["steps_ns"]]
@@ -480,7 +499,7 @@ def make_row(wname, cname, rounds, tracer, cals, tolerance):
         row[k] = last.get(k)
     row["w_ns_rounds"] = [(rd.get("w_ns") or {}).get("median") for rd in ok]
     for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step", "in_loop_active_step",
-              "annotation_overhang"):
+              "annotation_overhang", "corrected_body"):
         row[k + "_ns"] = _median([rd[k + "_ns"] for rd in ok if rd.get(k + "_ns") is not None])
     for k, v in ratios.items():
         row[k + "_err"] = _median(v)
@@ -504,12 +523,12 @@ def fmt_err(e):
 def table(rows, tolerance):
     lines = ["| workload | config | W in-run ns [95% CI] (pairs) | W micro ns | bare step us | raw step us (excess) "
              f"| corrected step us (error) | within {100 * tolerance:.0f}% | leaf ops within 15% or 100 ns "
-             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected body us (error) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         w = r.get("w_ns")
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | |")
+            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | |")
             continue
         ws = "-" if not w else (f"{w['median']:.0f}" + (f" [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}]"
                                                         if w.get("ci95") else " [no CI]")
@@ -528,7 +547,8 @@ def table(rows, tolerance):
             f"{'pass' if r['pass'] else 'FAIL'} | "
             + (f"{lf['agree']}/{lf['compared']}" if lf else "-") + " | "
             + (f"{worst['name']}: {worst['profile_ns']:.0f} vs {worst['opskew_ns']:.0f}" if worst else "-")
-            + f" | {fmt_us(r.get('annotation_overhang_ns'))} |")
+            + f" | {fmt_us(r.get('annotation_overhang_ns'))} | "
+            f"{fmt_us(r.get('corrected_body_ns'))}{fmt_err(r.get('corrected_body_err'))} |")
     return "\n".join(lines)
 
 
@@ -559,15 +579,15 @@ def parse(argv=None):
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma-separated, of: " + ", ".join(WORKLOADS) + " (default: all)")
     ap.add_argument("--json", help="write the conditions and every row (with details) here")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="profiled runs per workload and config, each between two bare runs (default 2)")
-    ap.add_argument("--wait", type=int, default=2, help="the schedule's wait steps per cycle (default 2)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="profiled runs per workload and config, each between two bare runs (default 3)")
+    ap.add_argument("--wait", type=int, default=6, help="the schedule's wait steps per cycle (default 6)")
     ap.add_argument("--active", type=int, default=7, help="the schedule's active steps per cycle (default 7)")
-    ap.add_argument("--repeat", type=int, default=6, help="the schedule's cycles (default 6)")
-    ap.add_argument("--bare-s", type=float, default=1.0, help="seconds of timed steps per bare run (default 1.0)")
+    ap.add_argument("--repeat", type=int, default=5, help="the schedule's cycles (default 5)")
+    ap.add_argument("--bare-s", type=float, default=0.8, help="seconds of timed steps per bare run (default 0.8)")
     ap.add_argument("--min-bare-steps", type=int, default=30, help="at least this many timed bare steps (30)")
-    ap.add_argument("--warmup-s", type=float, default=0.5,
-                    help="seconds of warm-up steps before timing, in every child (default 0.5)")
+    ap.add_argument("--warmup-s", type=float, default=0.4,
+                    help="seconds of warm-up steps before timing, in every child (default 0.4)")
     ap.add_argument("--tracer-steps", type=int, default=20, help="steps under opskew's tracer (default 20)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="the corrected step's target (default 0.10)")
     ap.add_argument("--no-calibrate", action="store_true",
