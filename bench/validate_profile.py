@@ -22,10 +22,11 @@ clean, and a crash is contained to its row):
            of every corrected trace opskew wrote (read by opskew's C reader,
            opskew.tracefile.summarize); the raw step likewise from the raw
            traces. W in-run [CI] is the last report's (it pools every cycle).
-  tracer   opskew's own tracer (opskew.trace, ITT instrument) over the same
-           loop, its trace corrected with its own self-calibrated delta: the
-           leaf operators' reference durations (one run per workload, shared
-           by both configurations).
+           Then, in the same process (the same minutes), opskew's own
+           tracer (opskew.trace, ITT instrument) over --tracer-steps steps of
+           the same loop, its trace corrected with its own self-calibrated
+           delta: the leaf operators' reference durations, compared (median
+           over rounds, per name) with the corrected traces' leaves.
 
 Before the workloads, `opskew calibrate` (micro-workloads: torch.add, and an
 empty Python function for W_py) runs once into the temporary
@@ -305,7 +306,14 @@ def _steps_of(path):
 
 
 def child_profile(a):
-    """The loop under opskew.profile; step times from its traces."""
+    """The loop under opskew.profile; step times from its traces. Then, in
+    the same process and minutes, opskew's tracer over the same loop: the
+    leaf operators' reference (a tracer run in another process, minutes
+    apart, differed by up to 2x on the 2-core VM)."""
+    if a.tracer_steps:
+        from opskew.tracing import arrange
+
+        arrange("itt")  # the ITT collector must be configured before torch loads
     import opskew
 
     torch, step = _setup(a.workload)
@@ -353,7 +361,8 @@ def child_profile(a):
     last = prof.report or {}
     in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] > 0])
                for ph in ("wait", "active")}
-    return {"warmup_steps": warm, "loop_s": loop_s, "steps": n_steps, "cycles": cycles,
+    tracer = _tracer_leaves(step, a) if a.tracer_steps else None
+    return {"warmup_steps": warm, "loop_s": loop_s, "steps": n_steps, "cycles": cycles, "tracer": tracer,
             "corrected_cycles": sum(1 for c in cycles if "corrected_steps_ns" in c),
             "w_ns": last.get("w_ns"), "w_source": last.get("w_source"), "pairs": last.get("pairs"),
             "w_py_ns": last.get("w_py_ns"), "delta_ns": last.get("delta_ns"),
@@ -371,17 +380,13 @@ def _median_by_name(runs):
     return {n: _median([r[n] for r in runs if n in r]) for n in names}
 
 
-def child_tracer(a):
-    """Leaf operators' durations in opskew's own tracer, corrected with its
-    own (self-calibrated) delta."""
-    from opskew.tracing import arrange
-
-    arrange("itt")  # the ITT collector must be configured before torch loads
+def _tracer_leaves(step, a):
+    """Leaf operators' durations in opskew's own tracer (ITT), corrected
+    with its own self-calibrated delta."""
     from opskew.tracefile import correct
     from opskew.tracing import trace
 
-    torch, step = _setup(a.workload)
-    _warm(step, a.warmup_s)
+    _warm(step, 0.1, min_steps=5)
     path = os.path.join(tempfile.mkdtemp(prefix="vp-tracer-", dir=a.tmp), "opskew.json")
     with trace(instrument="itt") as t:
         for _ in range(a.tracer_steps):
@@ -396,7 +401,7 @@ def child_tracer(a):
     return {"instrument": t.instrument, "w_ns": w, "delta_ns": d, "steps": a.tracer_steps, "leaf_ns": leaves}
 
 
-CHILDREN = {"bare": child_bare, "profile": child_profile, "tracer": child_tracer}
+CHILDREN = {"bare": child_bare, "profile": child_profile}
 
 
 # -------------------------------------------------------------------- parent
@@ -457,7 +462,7 @@ def leaf_compare(prof_leaf, ref_leaf):
                          for n in common if n not in agree]}
 
 
-def make_row(wname, cname, rounds, tracer, cals, tolerance):
+def make_row(wname, cname, rounds, cals, tolerance):
     """One table row from `rounds`: [(profile result, [the bare results just
     before and after it])]. Each round's steps are compared with the bare
     steps of the processes around it; the row gives the median over rounds
@@ -480,7 +485,7 @@ def make_row(wname, cname, rounds, tracer, cals, tolerance):
             rd["error"] = prof["error"]
             errors.append(prof["error"])
         else:
-            rd.update({k: v for k, v in prof.items() if k not in ("leaf_ns",)})
+            rd.update({k: v for k, v in prof.items() if k not in ("leaf_ns", "tracer")})
             for k in ratios:
                 v = prof.get(k + "_ns")
                 if v is not None and bare:
@@ -506,9 +511,11 @@ def make_row(wname, cname, rounds, tracer, cals, tolerance):
         row[k + "_err_rounds"] = v
     err = row.get("corrected_step_err")
     row["pass"] = bool(err is not None and abs(err) <= tolerance)
-    if tracer is not None and "leaf_ns" in tracer:
+    ref = [p["tracer"]["leaf_ns"] for p, _ in rounds if p.get("tracer")]
+    if ref:
         row["leaf"] = leaf_compare(_median_by_name([p["leaf_ns"] for p, _ in rounds if "leaf_ns" in p]),
-                                   tracer["leaf_ns"])
+                                   _median_by_name(ref))
+        row["tracer_delta_ns"] = _median([p["tracer"]["delta_ns"] for p, _ in rounds if p.get("tracer")])
     return row
 
 
@@ -645,11 +652,8 @@ def main(argv=None):
                     prof = run_child("profile", wname, args, tmp, cname)
                     seq.append(run_child("bare", wname, args, tmp))
                     per_cfg[cname].append((prof, seq[-2:]))
-            tracer = run_child("tracer", wname, args, tmp)
-            if "error" in tracer:
-                tracer = None
             for cname in order:
-                r = make_row(wname, cname, per_cfg[cname], tracer, cals, args.tolerance)
+                r = make_row(wname, cname, per_cfg[cname], cals, args.tolerance)
                 rows.append(r)
                 lf = r.get("leaf") or {}
                 errs = ", ".join(f"{100 * e:+.1f}%" for e in r.get("corrected_step_err_rounds") or [])
