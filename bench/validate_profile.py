@@ -22,11 +22,13 @@ clean, and a crash is contained to its row):
            of every corrected trace opskew wrote (read by opskew's C reader,
            opskew.tracefile.summarize); the raw step likewise from the raw
            traces. W in-run [CI] is the last report's (it pools every cycle).
-           Then, in the same process (the same minutes), opskew's own
-           tracer (opskew.trace, ITT instrument) over --tracer-steps steps of
-           the same loop, its trace corrected with its own self-calibrated
-           delta: the leaf operators' reference durations, compared (median
-           over rounds, per name) with the corrected traces' leaves.
+           Right before and right after the profiled loop, in the same
+           process, opskew's own tracer (opskew.trace, ITT instrument) over
+           --tracer-steps steps of the same loop, each trace corrected with
+           its own self-calibrated delta: the leaf operators' reference
+           durations (the mean of the two runs, which bracket the loop in
+           time), compared (median over rounds, per name) with the
+           corrected traces' leaves.
 
 Before the workloads, `opskew calibrate` (micro-workloads: torch.add, and an
 empty Python function for W_py) runs once into the temporary
@@ -307,9 +309,10 @@ def _steps_of(path):
 
 def child_profile(a):
     """The loop under opskew.profile; step times from its traces. Then, in
-    the same process and minutes, opskew's tracer over the same loop: the
-    leaf operators' reference (a tracer run in another process, minutes
-    apart, differed by up to 2x on the 2-core VM)."""
+    the same process, opskew's tracer over the same loop before and after it:
+    the leaf operators' reference (a tracer run in another process, minutes
+    apart, differed by up to 2x on the 2-core VM; one right after the loop,
+    by up to 30%)."""
     if a.tracer_steps:
         from opskew.tracing import arrange
 
@@ -318,6 +321,10 @@ def child_profile(a):
 
     torch, step = _setup(a.workload)
     warm = _warm(step, a.warmup_s)
+    # The tracer runs right before and right after the profiled loop, and
+    # its leaves are the mean of the two: the machine's speed moves within
+    # seconds, and the profiled loop lies between them.
+    tracer_before = _tracer_leaves(step, a) if a.tracer_steps else None
     out_dir = tempfile.mkdtemp(prefix="vp-traces-", dir=a.tmp)
     sched = torch.profiler.schedule(wait=a.wait, warmup=1, active=a.active, repeat=a.repeat)
     n_steps = a.repeat * (a.wait + 1 + a.active)
@@ -361,7 +368,13 @@ def child_profile(a):
     last = prof.report or {}
     in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] > 0])
                for ph in ("wait", "active")}
-    tracer = _tracer_leaves(step, a) if a.tracer_steps else None
+    tracer = None
+    if a.tracer_steps:
+        after = _tracer_leaves(step, a)
+        both = [tracer_before["leaf_ns"], after["leaf_ns"]]
+        tracer = {**after, "delta_ns": (tracer_before["delta_ns"] + after["delta_ns"]) / 2,
+                  "leaf_ns": {n: sum(r[n] for r in both) / 2 for n in set(both[0]) & set(both[1])},
+                  "leaf_before_ns": both[0], "leaf_after_ns": both[1]}
     return {"warmup_steps": warm, "loop_s": loop_s, "steps": n_steps, "cycles": cycles, "tracer": tracer,
             "corrected_cycles": sum(1 for c in cycles if "corrected_steps_ns" in c),
             "w_ns": last.get("w_ns"), "w_source": last.get("w_source"), "pairs": last.get("pairs"),
