@@ -38,16 +38,17 @@ and the table shows the micro W beside the in-run W. --no-calibrate skips it:
 then delta = 0 and, under with_stack, the in-run W carries the Python events'
 cost too (docs/profile.md, "Not yet").
 
-Why this schedule (the defaults: wait=6, warmup=1, active=7, repeat=5):
+Why this schedule (the defaults: wait=8, warmup=1, active=7, repeat=5):
 the first step of each cycle is cold and left out of W, so active=7 gives 6
-pairs per cycle, enough for W's 95% CI from the first cycle on (so every
-cycle gets a corrected trace); the profiler's stop, post-processing and
-export leave the next steps slow (the first 10x, the second up to 5x a warm
-step), and opskew.profile leaves the first 2 wait steps after a trace out of
-its baseline: wait=6 leaves 4 warm ones (with wait=2 the active steps came 3
-steps after the export, their excess and W were erratic: W negative in 2 of
-6 rows); 5 cycles pool 30 pairs, which the 2-core VM's step-to-step noise
-(10 to 20% of a step) needs for W's median to settle.
+warm active steps per cycle; opskew.profile pairs each with a warm wait step
+of its own and never uses the first 2 wait steps after a trace (the
+profiler's stop, post-processing and export leave them slow: the first 10x,
+the second up to 5x a warm step), so wait=8 pairs all 6 (docs/profile.md);
+that is enough for W's 95% CI from the first cycle on, so every cycle gets a
+corrected trace. With wait=2 the active steps came 3 steps after the export:
+their excess and W were erratic (W negative in 2 of 6 rows). 5 cycles pool
+30 pairs, which the 2-core VM's step-to-step noise (10 to 20% of a step)
+needs for W's median to settle.
 
 Two diagnostics beside the target: "step() inside ProfilerStep" is the raw
 ProfilerStep#N duration minus opskew's own timing of that step's body (the
@@ -337,7 +338,8 @@ def child_profile(a):
     loop_s = time.perf_counter() - t0
     cycles, raw_all, cor_all, cor_warm, leaf_runs = [], [], [], [], []
     for rep in prof.reports:
-        c = {k: rep.get(k) for k in ("cycle", "w_ns", "w_source", "pairs", "inflation", "baseline_step_ns",
+        c = {k: rep.get(k) for k in ("cycle", "w_ns", "corrected_w_ns", "w_source", "pairs", "inflation",
+                                     "baseline_step_ns",
                                      "active_step_ns", "events_per_active_step", "cold_first_active_extra_ns",
                                      "warmup_extra_per_step_ns", "delta_ns", "w_py_ns", "stop_ns")}
         c["skewed"] = rep["verdict"]["skewed"]
@@ -365,7 +367,14 @@ def child_profile(a):
     # overhang's.
     cor_body = [v - (c["raw_steps_ns"][k] - body[k]) for c in cycles
                 for k, v in (c.get("corrected_steps_ns") or {}).items() if k in body and k in c["raw_steps_ns"]]
-    last = prof.report or {}
+    last = dict(prof.report or {})
+    # An opskew.profile that estimates W once more at stop() from every step
+    # and corrects every trace again with it keeps that as `prof.final`: the
+    # traces read above carry it, so it is the row's W.
+    final = getattr(prof, "final", None)
+    if isinstance(final, dict) and final.get("w_ns"):
+        last.update({"w_ns": final["w_ns"], "pairs": final.get("pairs"), "delta_ns": final.get("delta_ns"),
+                     "w_source": "in-run, the run's final W (prof.final)"})
     in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] > 0])
                for ph in ("wait", "active")}
     tracer = None
@@ -553,7 +562,7 @@ def table(rows, tolerance):
         ws = "-" if not w else (f"{w['median']:.0f}" + (f" [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}]"
                                                         if w.get("ci95") else " [no CI]")
                                 + f" ({r.get('pairs')})")
-        if r.get("w_source") and r["w_source"] != "in-run":
+        if r.get("w_source") and not r["w_source"].startswith("in-run"):
             ws += " (" + r["w_source"].split(" /")[0] + ")"
         wm = "-" if r.get("w_micro_ns") is None else f"{r['w_micro_ns']:.0f}"
         if r.get("w_py_micro_ns"):
@@ -601,7 +610,7 @@ def parse(argv=None):
     ap.add_argument("--json", help="write the conditions and every row (with details) here")
     ap.add_argument("--rounds", type=int, default=3,
                     help="profiled runs per workload and config, each between two bare runs (default 3)")
-    ap.add_argument("--wait", type=int, default=6, help="the schedule's wait steps per cycle (default 6)")
+    ap.add_argument("--wait", type=int, default=8, help="the schedule's wait steps per cycle (default 8)")
     ap.add_argument("--active", type=int, default=7, help="the schedule's active steps per cycle (default 7)")
     ap.add_argument("--repeat", type=int, default=5, help="the schedule's cycles (default 5)")
     ap.add_argument("--bare-s", type=float, default=0.8, help="seconds of timed steps per bare run (default 0.8)")

