@@ -1,0 +1,712 @@
+"""Validation of `opskew.profile` (docs/profile.md) on workloads that differ in
+what drives W, the profiler's cost per operator event.
+
+For each workload and torch.profiler configuration (minimal: activities=[CPU]
+only; record_shapes+with_stack: the same with record_shapes=True and
+with_stack=True), in child processes of their own (each measurement starts
+clean, and a crash is contained to its row):
+
+  bare     the unprofiled step: the workload warmed up, then each step timed
+           with time.perf_counter_ns, for --bare-s seconds; the median step.
+           Per workload the runs go bare, profile A, bare, profile B, bare,
+           profile A, ... (--rounds rounds; the configurations' order
+           alternates between workloads): each profiled run is compared with
+           the steps of the two bare runs around it, and a row gives the
+           median over its rounds, so that the machine's drift over minutes
+           reaches both sides alike (two bare processes a few seconds apart
+           differ by up to 10% on the 2-core VM).
+  profile  the same loop (warmed up the same way) under opskew.profile with
+           schedule(wait=--wait, warmup=1, active=--active, repeat=--repeat)
+           and corrected_dir in a temporary folder, report_file=None. The
+           corrected step is the median duration of the ProfilerStep#N events
+           of every corrected trace opskew wrote (read by opskew's C reader,
+           opskew.tracefile.summarize); the raw step likewise from the raw
+           traces. W in-run [CI] is the last report's (it pools every cycle).
+           Right before and right after the profiled loop, in the same
+           process, opskew's own tracer (opskew.trace, ITT instrument) over
+           --tracer-steps steps of the same loop, each trace corrected with
+           its own self-calibrated delta: the leaf operators' reference
+           durations (the mean of the two runs, which bracket the loop in
+           time), compared (median over rounds, per name) with the
+           corrected traces' leaves.
+
+Before the workloads, `opskew calibrate` (micro-workloads: torch.add, and an
+empty Python function for W_py) runs once into the temporary
+OPSKEW_CACHE_DIR that every child uses; so opskew.profile finds a stored
+delta (and, under with_stack, W_py and delta_py) of the same configuration,
+and the table shows the micro W beside the in-run W. --no-calibrate skips it:
+then delta = 0 and, under with_stack, the in-run W carries the Python events'
+cost too (docs/profile.md, "Not yet").
+
+Why this schedule (the defaults: wait=8, warmup=1, active=7, repeat=5):
+the first step of each cycle is cold and left out of W, so active=7 gives 6
+warm active steps per cycle; opskew.profile pairs each with a warm wait step
+of its own and never uses the first 2 wait steps after a trace (the
+profiler's stop, post-processing and export leave them slow: the first 10x,
+the second up to 5x a warm step), so wait=8 pairs all 6 (docs/profile.md);
+that is enough for W's 95% CI from the first cycle on, so every cycle gets a
+corrected trace. With wait=2 the active steps came 3 steps after the export:
+their excess and W were erratic (W negative in 2 of 6 rows). 5 cycles pool
+30 pairs, which the 2-core VM's step-to-step noise (10 to 20% of a step)
+needs for W's median to settle.
+
+Two diagnostics beside the target: "step() inside ProfilerStep" is the raw
+ProfilerStep#N duration minus opskew's own timing of that step's body (the
+part of torch's and opskew's step() inside the annotation, which no W per
+operator event removes), and "corrected body" is the body's time with the
+same correction (corrected ProfilerStep#N minus that overhang).
+
+Per row it prints: W in-run [CI] and the micro W, the bare step, the raw
+step (and its excess), the corrected step (and its error against the bare
+step), pass/fail for the 10% target, and the leaf operators within 15% or
+100 ns of opskew's tracer (of those seen as leaves, with 5 calls or more, by
+both). --json writes every row with its details.
+
+    .venv/bin/python bench/validate_profile.py [--configs minimal,record_shapes+with_stack]
+        [--workloads tiny_loop,mlp_train,...] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = {"minimal": {}, "record_shapes+with_stack": {"record_shapes": True, "with_stack": True}}
+
+
+# ----------------------------------------------------------------- workloads
+# Each maker runs once in the child (torch imported there) and returns the
+# step: a callable with no argument. torch is imported inside: this module is
+# imported by the parent, which never loads torch.
+
+def tiny_loop():
+    """200 torch.add of 1-element tensors: W per event on the cheapest op."""
+    import torch
+    a, b = torch.ones(1), torch.ones(1)
+
+    def step():
+        for _ in range(200):
+            torch.add(a, b)
+    return step
+
+
+def mlp_train():
+    """A small MLP's training step (forward, backward, SGD)."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 32), torch.randn(16, 8)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def dispatch_heavy():
+    """Inference of 12 x (Linear + LayerNorm + GELU) on a 1x4 input: nested
+    operators, many inputs per operator (record_shapes' cost)."""
+    import torch
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(12):
+        layers += [torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers).eval()
+    x = torch.randn(1, 4)
+
+    def step():
+        with torch.no_grad():
+            model(x)
+    return step
+
+
+def conv_train():
+    """A small convolution net's training step: conv kernels with real work
+    (a few hundred us each), autograd's convolution backward, SGD."""
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(16, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def optim_heavy():
+    """Many small parameters (64 tensors of 4 elements) under Adam without
+    foreach: the optimizer's per-parameter operators dominate the step."""
+    import torch
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(4)) for _ in range(64)]
+    opt = torch.optim.Adam(params, lr=1e-3, foreach=False)
+
+    def step():
+        opt.zero_grad()
+        sum((p * p).sum() for p in params).backward()
+        opt.step()
+    return step
+
+
+def data_prep():
+    """A loop of tiny data-preparation operators on 32 samples: convert,
+    scale, normalize, flip, crop-pad, then stack into a batch."""
+    import torch
+    torch.manual_seed(0)
+    raw = torch.randint(0, 256, (32, 3, 8, 8), dtype=torch.uint8)
+    mean = torch.tensor([0.5, 0.5, 0.5]).view(3, 1, 1)
+    std = torch.tensor([0.25, 0.25, 0.25]).view(3, 1, 1)
+
+    def step():
+        out = []
+        for i in range(32):
+            x = raw[i].float().div_(255).sub_(mean).div_(std)
+            if i % 2:
+                x = torch.flip(x, dims=(2,))
+            x = torch.nn.functional.pad(x[:, 1:7, 1:7], (1, 1, 1, 1))
+            out.append(x)
+        return torch.stack(out)
+    return step
+
+
+def deep_nested():
+    """A deep stack of nested modules: 40 modules, each calling the next
+    inside its forward, then one tiny operator (deep Python stacks under
+    with_stack, deep operator nesting in module scopes)."""
+    import torch
+
+    class Nest(torch.nn.Module):
+        def __init__(self, depth):
+            super().__init__()
+            self.inner = Nest(depth - 1) if depth > 1 else None
+            self.scale = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            if self.inner is not None:
+                x = self.inner(x)
+            return x * self.scale
+
+    torch.manual_seed(0)
+    model = Nest(40).eval()
+    x = torch.randn(2, 4)
+
+    def step():
+        with torch.no_grad():
+            model(x)
+    return step
+
+
+def bf16_autocast():
+    """A training step of a small MLP under torch.autocast("cpu", bfloat16):
+    casts (aten::to, _to_copy) around each matmul, bf16 kernels."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
+                                torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 64), torch.randn(16, 8)
+
+    def step():
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x)
+        torch.nn.functional.mse_loss(out.float(), y).backward()
+        opt.step()
+    return step
+
+
+def two_threads():
+    """An MLP training step large enough for intra-op parallelism (256 wide,
+    batch 64), run with torch.set_num_threads(2)."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+# name -> (maker, intra-op threads, what drives W)
+WORKLOADS = {
+    "tiny_loop": (tiny_loop, 1, "200 x add of 1 element: the cheapest operator"),
+    "mlp_train": (mlp_train, 1, "MLP fwd+bwd+SGD: autograd nodes, few inputs"),
+    "dispatch_heavy": (dispatch_heavy, 1, "12 x (Linear+LayerNorm+GELU) 1x4: nesting, many inputs"),
+    "conv_train": (conv_train, 1, "conv net fwd+bwd+SGD(momentum): real kernels"),
+    "optim_heavy": (optim_heavy, 1, "Adam (foreach=False) over 64 params of 4: per-param optimizer ops"),
+    "data_prep": (data_prep, 1, "32 samples x (float, div, sub, div, flip, slice, pad) + stack: views, tiny ops"),
+    "deep_nested": (deep_nested, 1, "40 nested modules: deep Python and module nesting"),
+    "bf16_autocast": (bf16_autocast, 1, "MLP step under bfloat16 autocast: casts around matmuls"),
+    "two_threads": (two_threads, 2, "256-wide MLP step, torch.set_num_threads(2)"),
+}
+
+
+# ------------------------------------------------------------------ children
+def _setup(name):
+    import torch
+    maker, threads, _ = WORKLOADS[name]
+    torch.set_num_threads(threads)
+    return torch, maker()
+
+
+def _warm(step, seconds, min_steps=20):
+    t_end = time.perf_counter() + seconds
+    n = 0
+    while n < min_steps or time.perf_counter() < t_end:
+        step()
+        n += 1
+    return n
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    if not n:
+        return None
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def child_bare(a):
+    """The unprofiled loop: each step timed alone."""
+    torch, step = _setup(a.workload)
+    warm = _warm(step, a.warmup_s)
+    times = []
+    t_end = time.perf_counter() + a.bare_s
+    while len(times) < a.min_bare_steps or time.perf_counter() < t_end:
+        t0 = time.perf_counter_ns()
+        step()
+        times.append(time.perf_counter_ns() - t0)
+    return {"warmup_steps": warm, "steps_ns": times, "median_ns": _median(times)}
+
+
+def _steps_of(path):
+    """ProfilerStep#N -> duration (ns) in the trace at `path`, by opskew's C reader."""
+    from opskew.tracefile import summarize
+
+    s = summarize(path, categories=["user_annotation"])
+    return {int(o["name"].split("#")[1]): o["total_ns"] for o in s["ops"]
+            if o["name"].startswith("ProfilerStep#") and o["calls"] == 1}
+
+
+def child_profile(a):
+    """The loop under opskew.profile; step times from its traces. Then, in
+    the same process, opskew's tracer over the same loop before and after it:
+    the leaf operators' reference (a tracer run in another process, minutes
+    apart, differed by up to 2x on the 2-core VM; one right after the loop,
+    by up to 30%)."""
+    if a.tracer_steps:
+        from opskew.tracing import arrange
+
+        arrange("itt")  # the ITT collector must be configured before torch loads
+    import opskew
+
+    torch, step = _setup(a.workload)
+    warm = _warm(step, a.warmup_s)
+    # The tracer runs right before and right after the profiled loop, and
+    # its leaves are the mean of the two: the machine's speed moves within
+    # seconds, and the profiled loop lies between them.
+    tracer_before = _tracer_leaves(step, a) if a.tracer_steps else None
+    out_dir = tempfile.mkdtemp(prefix="vp-traces-", dir=a.tmp)
+    sched = torch.profiler.schedule(wait=a.wait, warmup=1, active=a.active, repeat=a.repeat)
+    n_steps = a.repeat * (a.wait + 1 + a.active)
+    t0 = time.perf_counter()
+    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                        corrected_dir=out_dir, report_file=None, **CONFIGS[a.config]) as prof:
+        for _ in range(n_steps):
+            step()
+            prof.step()
+    loop_s = time.perf_counter() - t0
+    cycles, raw_all, cor_all, cor_warm, leaf_runs = [], [], [], [], []
+    for rep in prof.reports:
+        c = {k: rep.get(k) for k in ("cycle", "w_ns", "corrected_w_ns", "w_source", "pairs", "inflation",
+                                     "baseline_step_ns",
+                                     "active_step_ns", "events_per_active_step", "cold_first_active_extra_ns",
+                                     "warmup_extra_per_step_ns", "delta_ns", "w_py_ns", "stop_ns")}
+        c["skewed"] = rep["verdict"]["skewed"]
+        c["marks"] = (rep.get("operators") or {}).get("marks")
+        raw = _steps_of(rep["raw_trace"]) if rep.get("raw_trace") else {}
+        c["raw_steps_ns"] = raw
+        if rep.get("corrected_trace"):
+            cor = _steps_of(rep["corrected_trace"])
+            c["corrected_steps_ns"] = cor
+            first = min(cor) if cor else None
+            raw_all += list(raw.values())
+            cor_all += list(cor.values())
+            cor_warm += [v for k, v in cor.items() if k != first]
+            leaf_runs.append({o["name"]: o["corrected_total_ns"]["median"] / o["calls"]
+                              for o in rep["operators"]["ops"]
+                              if not o["python"] and o["descendants_per_call"] == 0 and o["calls"] >= 5})
+        cycles.append(c)
+    # The ProfilerStep#N annotation spans the body plus the parts of
+    # step() inside it (record_function exit/enter, opskew's own timing):
+    # per active step, the raw annotation minus opskew's timing of the body.
+    body = {s["step"]: s["ns"] for s in prof.steps if s["phase"] == "active"}
+    overhang = [v - body[k] for c in cycles for k, v in c["raw_steps_ns"].items() if k in body]
+    # The correction applied to opskew's own timing of the body (the
+    # annotation's overhang taken out): tells the model's error from the
+    # overhang's.
+    cor_body = [v - (c["raw_steps_ns"][k] - body[k]) for c in cycles
+                for k, v in (c.get("corrected_steps_ns") or {}).items() if k in body and k in c["raw_steps_ns"]]
+    last = dict(prof.report or {})
+    # An opskew.profile that estimates W once more at stop() from every step
+    # and corrects every trace again with it keeps that as `prof.final`: the
+    # traces read above carry it, so it is the row's W.
+    final = getattr(prof, "final", None)
+    if isinstance(final, dict) and final.get("w_ns"):
+        last.update({"w_ns": final["w_ns"], "pairs": final.get("pairs"), "delta_ns": final.get("delta_ns"),
+                     "w_source": "in-run, the run's final W (prof.final)"})
+    in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] > 0])
+               for ph in ("wait", "active")}
+    tracer = None
+    if a.tracer_steps:
+        after = _tracer_leaves(step, a)
+        both = [tracer_before["leaf_ns"], after["leaf_ns"]]
+        tracer = {**after, "delta_ns": (tracer_before["delta_ns"] + after["delta_ns"]) / 2,
+                  "leaf_ns": {n: sum(r[n] for r in both) / 2 for n in set(both[0]) & set(both[1])},
+                  "leaf_before_ns": both[0], "leaf_after_ns": both[1]}
+    return {"warmup_steps": warm, "loop_s": loop_s, "steps": n_steps, "cycles": cycles, "tracer": tracer,
+            "corrected_cycles": sum(1 for c in cycles if "corrected_steps_ns" in c),
+            "w_ns": last.get("w_ns"), "w_source": last.get("w_source"), "pairs": last.get("pairs"),
+            "w_py_ns": last.get("w_py_ns"), "delta_ns": last.get("delta_ns"),
+            "events_per_active_step": last.get("events_per_active_step"),
+            "notes": last.get("notes"), "fallback": last.get("fallback"),
+            "raw_step_ns": _median(raw_all), "corrected_step_ns": _median(cor_all),
+            "corrected_step_warm_ns": _median(cor_warm),
+            "in_loop_wait_step_ns": in_loop["wait"], "in_loop_active_step_ns": in_loop["active"],
+            "annotation_overhang_ns": _median(overhang), "corrected_body_ns": _median(cor_body),
+            "leaf_ns": _median_by_name(leaf_runs)}
+
+
+def _median_by_name(runs):
+    names = set().union(*runs) if runs else set()
+    return {n: _median([r[n] for r in runs if n in r]) for n in names}
+
+
+def _tracer_leaves(step, a):
+    """Leaf operators' durations in opskew's own tracer (ITT), corrected
+    with its own self-calibrated delta."""
+    from opskew.tracefile import correct
+    from opskew.tracing import trace
+
+    _warm(step, 0.1, min_steps=5)
+    path = os.path.join(tempfile.mkdtemp(prefix="vp-tracer-", dir=a.tmp), "opskew.json")
+    with trace(instrument="itt") as t:
+        for _ in range(a.tracer_steps):
+            step()
+    t.write(path)
+    cal = t.calibration or {"w_ns": 0.0, "delta_ns": 0.0}
+    w = max(cal["w_ns"], 0.0)
+    d = min(max(cal["delta_ns"], 0.0), w)
+    res = correct(path, w, d)
+    leaves = {o["name"]: o["corrected_total_ns"] / o["calls"] for o in res["ops"]
+              if o["descendants"] == 0 and o["calls"] >= 5 and not o.get("python")}
+    return {"instrument": t.instrument, "w_ns": w, "delta_ns": d, "steps": a.tracer_steps, "leaf_ns": leaves}
+
+
+CHILDREN = {"bare": child_bare, "profile": child_profile}
+
+
+# -------------------------------------------------------------------- parent
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_child(kind, workload, args, tmp, config=None):
+    out = os.path.join(tmp, f"child-{kind}-{workload}-{config or ''}-{time.monotonic_ns()}.json")
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--workload", workload,
+           "--child-out", out, "--tmp", tmp, "--warmup-s", str(args.warmup_s), "--bare-s", str(args.bare_s),
+           "--min-bare-steps", str(args.min_bare_steps), "--wait", str(args.wait), "--active", str(args.active),
+           "--repeat", str(args.repeat), "--tracer-steps", str(args.tracer_steps)]
+    if config:
+        cmd += ["--config", config]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout)
+    took = time.monotonic() - t0
+    if p.returncode != 0 or not os.path.exists(out):
+        tail = (p.stderr or "").strip().splitlines()[-5:]
+        log(f"    {kind} {workload} {config or ''}: FAILED (exit {p.returncode}): " + " | ".join(tail))
+        return {"error": f"exit {p.returncode}: " + " | ".join(tail)}
+    with open(out) as f:
+        res = json.load(f)
+    res["child_s"] = took
+    return res
+
+
+def calibrate(args, tmp):
+    cfgs = []
+    for c in args.configs:
+        cfgs += ["--config", "minimal" if c == "minimal" else c.replace("+", ",")]
+    out = os.path.join(tmp, "calibration.json")
+    # OPSKEW_NATIVE=0: opskew's tracer calibrates (for delta) with ITT, and
+    # nothing is compiled.
+    cmd = [sys.executable, "-m", "opskew", "calibrate", "--trials", str(args.cal_trials),
+           *cfgs, "--json", out]
+    log("$ " + " ".join(["opskew"] + cmd[3:]))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OPSKEW_NATIVE": "0"})
+    if p.returncode != 0:
+        log(f"  calibrate failed (exit {p.returncode}): {p.stderr.strip()[-400:]}")
+        return {}
+    for line in p.stdout.splitlines():
+        if "W " in line and "torch.profiler" in line:
+            log("  " + line.strip())
+    with open(out) as f:
+        return {c["key"]["config"]: c for c in json.load(f)["calibrations"]}
+
+
+def leaf_compare(prof_leaf, ref_leaf):
+    common = sorted(set(prof_leaf) & set(ref_leaf))
+    agree = [n for n in common if abs(prof_leaf[n] - ref_leaf[n]) <= max(0.15 * ref_leaf[n], 100.0)]
+    worst = max(common, key=lambda n: abs(prof_leaf[n] - ref_leaf[n]) / max(0.15 * ref_leaf[n], 100.0),
+                default=None)
+    return {"compared": len(common), "agree": len(agree),
+            "worst": worst and {"name": worst, "profile_ns": prof_leaf[worst], "opskew_ns": ref_leaf[worst]},
+            "disagree": [{"name": n, "profile_ns": prof_leaf[n], "opskew_ns": ref_leaf[n]}
+                         for n in common if n not in agree]}
+
+
+def make_row(wname, cname, rounds, cals, tolerance):
+    """One table row from `rounds`: [(profile result, [the bare results just
+    before and after it])]. Each round's steps are compared with the bare
+    steps of the processes around it; the row gives the median over rounds
+    of each ratio, and the pooled figures."""
+    row = {"workload": wname, "config": cname, "threads": WORKLOADS[wname][1], "what": WORKLOADS[wname][2]}
+    cal = cals.get(cname) or {}
+    row["w_micro_ns"] = (cal.get("w_ns") or {}).get("median")
+    row["w_py_micro_ns"] = (cal.get("w_py_ns") or {}).get("median")
+    row["delta_micro_ns"] = (cal.get("delta_ns") or {}).get("median")
+    row["rounds"] = []
+    ratios = {k: [] for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step",
+                              "corrected_body")}
+    bare_all, errors = [], []
+    for prof, bares in rounds:
+        steps = [t for b in bares if "steps_ns" in b for t in b["steps_ns"]]
+        bare = _median(steps)
+        bare_all += steps
+        rd = {"bare_step_ns": bare, "bare_runs_ns": [b.get("median_ns") for b in bares]}
+        if "error" in prof:
+            rd["error"] = prof["error"]
+            errors.append(prof["error"])
+        else:
+            rd.update({k: v for k, v in prof.items() if k not in ("leaf_ns", "tracer")})
+            for k in ratios:
+                v = prof.get(k + "_ns")
+                if v is not None and bare:
+                    ratios[k].append(v / bare - 1)
+                    rd[k + "_err"] = v / bare - 1
+        row["rounds"].append(rd)
+    row["bare_step_ns"] = _median(bare_all)
+    ok = [rd for rd in row["rounds"] if "error" not in rd]
+    if not ok:
+        row["error"] = errors[0] if errors else "no round"
+        row["pass"] = False
+        return row
+    last = ok[-1]
+    for k in ("w_ns", "w_source", "pairs", "w_py_ns", "delta_ns", "events_per_active_step", "notes", "fallback",
+              "corrected_cycles", "steps"):
+        row[k] = last.get(k)
+    row["w_ns_rounds"] = [(rd.get("w_ns") or {}).get("median") for rd in ok]
+    for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step", "in_loop_active_step",
+              "annotation_overhang", "corrected_body"):
+        row[k + "_ns"] = _median([rd[k + "_ns"] for rd in ok if rd.get(k + "_ns") is not None])
+    for k, v in ratios.items():
+        row[k + "_err"] = _median(v)
+        row[k + "_err_rounds"] = v
+    err = row.get("corrected_step_err")
+    row["pass"] = bool(err is not None and abs(err) <= tolerance)
+    ref = [p["tracer"]["leaf_ns"] for p, _ in rounds if p.get("tracer")]
+    if ref:
+        row["leaf"] = leaf_compare(_median_by_name([p["leaf_ns"] for p, _ in rounds if "leaf_ns" in p]),
+                                   _median_by_name(ref))
+        row["tracer_delta_ns"] = _median([p["tracer"]["delta_ns"] for p, _ in rounds if p.get("tracer")])
+    return row
+
+
+def fmt_us(ns):
+    return "-" if ns is None else f"{ns / 1000:.1f}"
+
+
+def fmt_err(e):
+    return "" if e is None else f" ({100 * e:+.1f}%)"
+
+
+def table(rows, tolerance):
+    lines = ["| workload | config | W in-run ns [95% CI] (pairs) | W micro ns | bare step us | raw step us (excess) "
+             f"| corrected step us (error) | within {100 * tolerance:.0f}% | leaf ops within 15% or 100 ns "
+             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected body us (error) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        w = r.get("w_ns")
+        if "error" in r:
+            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | |")
+            continue
+        ws = "-" if not w else (f"{w['median']:.0f}" + (f" [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}]"
+                                                        if w.get("ci95") else " [no CI]")
+                                + f" ({r.get('pairs')})")
+        if r.get("w_source") and not r["w_source"].startswith("in-run"):
+            ws += " (" + r["w_source"].split(" /")[0] + ")"
+        wm = "-" if r.get("w_micro_ns") is None else f"{r['w_micro_ns']:.0f}"
+        if r.get("w_py_micro_ns"):
+            wm += f" / W_py {r['w_py_micro_ns']:.0f}"
+        lf = r.get("leaf") or {}
+        worst = lf.get("worst")
+        lines.append(
+            f"| {r['workload']} | {r['config']} | {ws} | {wm} | {fmt_us(r['bare_step_ns'])} | "
+            f"{fmt_us(r.get('raw_step_ns'))}{fmt_err(r.get('raw_step_err'))} | "
+            f"{fmt_us(r.get('corrected_step_ns'))}{fmt_err(r.get('corrected_step_err'))} | "
+            f"{'pass' if r['pass'] else 'FAIL'} | "
+            + (f"{lf['agree']}/{lf['compared']}" if lf else "-") + " | "
+            + (f"{worst['name']}: {worst['profile_ns']:.0f} vs {worst['opskew_ns']:.0f}" if worst else "-")
+            + f" | {fmt_us(r.get('annotation_overhang_ns'))} | "
+            f"{fmt_us(r.get('corrected_body_ns'))}{fmt_err(r.get('corrected_body_err'))} |")
+    return "\n".join(lines)
+
+
+def conditions(args):
+    import importlib.metadata as md
+
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    except OSError:
+        pass
+    tv = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                        capture_output=True, text=True).stdout.strip()
+    return {"torch": tv, "opskew": md.version("opskew"), "python": platform.python_version(),
+            "machine": f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
+            "threads": {w: WORKLOADS[w][1] for w in args.workloads},
+            "load_avg_start": os.getloadavg(),
+            "schedule": f"wait={args.wait}, warmup=1, active={args.active}, repeat={args.repeat}",
+            "bare_s": args.bare_s, "warmup_s": args.warmup_s, "tracer_steps": args.tracer_steps,
+            "calibrated": not args.no_calibrate, "cal_trials": args.cal_trials}
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", default="minimal,record_shapes+with_stack",
+                    help="comma-separated, of: " + ", ".join(CONFIGS) + " (default: both)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma-separated, of: " + ", ".join(WORKLOADS) + " (default: all)")
+    ap.add_argument("--json", help="write the conditions and every row (with details) here")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="profiled runs per workload and config, each between two bare runs (default 3)")
+    ap.add_argument("--wait", type=int, default=8, help="the schedule's wait steps per cycle (default 8)")
+    ap.add_argument("--active", type=int, default=7, help="the schedule's active steps per cycle (default 7)")
+    ap.add_argument("--repeat", type=int, default=5, help="the schedule's cycles (default 5)")
+    ap.add_argument("--bare-s", type=float, default=0.8, help="seconds of timed steps per bare run (default 0.8)")
+    ap.add_argument("--min-bare-steps", type=int, default=30, help="at least this many timed bare steps (30)")
+    ap.add_argument("--warmup-s", type=float, default=0.4,
+                    help="seconds of warm-up steps before timing, in every child (default 0.4)")
+    ap.add_argument("--tracer-steps", type=int, default=20, help="steps under opskew's tracer (default 20)")
+    ap.add_argument("--tolerance", type=float, default=0.10, help="the corrected step's target (default 0.10)")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="do not run `opskew calibrate` first (no stored delta / W_py; no micro W column)")
+    ap.add_argument("--cal-trials", type=int, default=15, help="rounds of the `opskew calibrate` run (15)")
+    ap.add_argument("--child-timeout", type=float, default=300)
+    # The children's own arguments.
+    ap.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    ap.add_argument("--workload", help=argparse.SUPPRESS)
+    ap.add_argument("--config", help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", help=argparse.SUPPRESS)
+    ap.add_argument("--tmp", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if not args.child:
+        args.configs = [c for c in args.configs.split(",") if c]
+        args.workloads = [w for w in args.workloads.split(",") if w]
+        for c in args.configs:
+            if c not in CONFIGS:
+                ap.error(f"unknown config {c!r} (choose from {', '.join(CONFIGS)})")
+        for w in args.workloads:
+            if w not in WORKLOADS:
+                ap.error(f"unknown workload {w!r} (choose from {', '.join(WORKLOADS)})")
+    return args
+
+
+def main(argv=None):
+    args = parse(argv)
+    if args.child:
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+        res = CHILDREN[args.child](args)
+        with open(args.child_out, "w") as f:
+            json.dump(res, f)
+        return 0
+    t_start = time.monotonic()
+    tmp = tempfile.mkdtemp(prefix="opskew-validate-profile-")
+    # Every child shares this cache (and nothing goes to ~/.cache/opskew).
+    os.environ["OPSKEW_CACHE_DIR"] = os.path.join(tmp, "cache")
+    os.environ["KINETO_LOG_LEVEL"] = "6"
+    try:
+        cond = conditions(args)
+        log(f"opskew.profile validation: {len(args.workloads)} workload(s) x {len(args.configs)} config(s); "
+            f"torch {cond['torch']}; {cond['machine']}; temp {tmp}")
+        cals = {} if args.no_calibrate else calibrate(args, tmp)
+        rows = []
+        for i, wname in enumerate(args.workloads):
+            log(f"[{i + 1}/{len(args.workloads)}] {wname}: {WORKLOADS[wname][2]}")
+            # Alternate the configurations' order between workloads, so that
+            # neither is always measured first; a bare run between any two
+            # profiled ones.
+            order = args.configs if i % 2 == 0 else args.configs[::-1]
+            seq = [run_child("bare", wname, args, tmp)]
+            per_cfg = {c: [] for c in order}
+            for _ in range(args.rounds):
+                for cname in order:
+                    prof = run_child("profile", wname, args, tmp, cname)
+                    seq.append(run_child("bare", wname, args, tmp))
+                    per_cfg[cname].append((prof, seq[-2:]))
+            for cname in order:
+                r = make_row(wname, cname, per_cfg[cname], cals, args.tolerance)
+                rows.append(r)
+                lf = r.get("leaf") or {}
+                errs = ", ".join(f"{100 * e:+.1f}%" for e in r.get("corrected_step_err_rounds") or [])
+                log(f"    {cname}: bare {fmt_us(r['bare_step_ns'])} us, raw {fmt_us(r.get('raw_step_ns'))}"
+                    f"{fmt_err(r.get('raw_step_err'))}, corrected {fmt_us(r.get('corrected_step_ns'))}"
+                    f"{fmt_err(r.get('corrected_step_err'))} (rounds: {errs}), "
+                    f"W {((r.get('w_ns') or {}).get('median') or 0):.0f} ns ({r.get('pairs')} pairs), "
+                    f"overhang {fmt_us(r.get('annotation_overhang_ns'))} us, leaf {lf.get('agree')}/{lf.get('compared')}"
+                    + ("" if r["pass"] else "  <- outside the target"))
+        cond["load_avg_end"] = os.getloadavg()
+        cond["wall_s"] = time.monotonic() - t_start
+        cmd = "python bench/validate_profile.py " + " ".join(sys.argv[1:] if argv is None else argv)
+        print(f"\n{cmd.strip()}\n")
+        print(f"torch {cond['torch']}, opskew {cond['opskew']}, Python {cond['python']}; {cond['machine']}; "
+              f"intra-op threads 1 (two_threads: 2); schedule({cond['schedule']}); {args.rounds} round(s) per row, "
+              f"each a profiled process between two bare ones ({args.bare_s} s of steps each); errors are "
+              f"medians over rounds of (figure / bare step of the processes around it - 1); load average "
+              f"{cond['load_avg_start'][0]:.2f} -> {cond['load_avg_end'][0]:.2f}; "
+              f"{'micro calibration stored first' if cond['calibrated'] else 'no stored calibration'}; "
+              f"{cond['wall_s']:.0f} s in all\n")
+        print(table(rows, args.tolerance))
+        passed = sum(r["pass"] for r in rows)
+        print(f"\n{passed}/{len(rows)} rows within {100 * args.tolerance:.0f}% of the bare step")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"schema": "opskew.validate_profile/1", "command": cmd.strip(), "conditions": cond,
+                           "rows": rows}, f, indent=1)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""bench/validate_profile.py, the validation suite of opskew.profile: it runs
+end to end on one small workload with tiny settings and writes the rows and
+fields its documentation (docs/profile-validation.md) reads. Behaviour only:
+no speed or accuracy threshold (CI machines are noisy)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "validate_profile.py")
+TINY = ["--workloads", "tiny_loop", "--rounds", "1", "--wait", "8", "--active", "7", "--repeat", "2",
+        "--bare-s", "0.2", "--warmup-s", "0.1", "--min-bare-steps", "10", "--tracer-steps", "5",
+        "--no-calibrate"]
+
+
+def run(args, tmp_path, timeout=240):
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), OPSKEW_CACHE_DIR=str(tmp_path / "cache"))
+    os.makedirs(env["TMPDIR"], exist_ok=True)
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def test_help_explains_the_suite(tmp_path):
+    p = run(["--help"], tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for word in ("opskew.profile", "--configs", "--workloads", "--json", "bare", "tracer", "schedule"):
+        assert word in p.stdout
+
+
+def test_unknown_workload_is_a_usage_error(tmp_path):
+    p = run(["--workloads", "nope"], tmp_path, timeout=60)
+    assert p.returncode == 2
+    assert "unknown workload" in p.stderr
+
+
+def test_one_workload_end_to_end(tmp_path):
+    out = tmp_path / "rows.json"
+    p = run([*TINY, "--configs", "minimal,record_shapes+with_stack", "--json", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    # Progress on stderr, the table on stdout.
+    assert "[1/1] tiny_loop" in p.stderr
+    assert "| tiny_loop | minimal |" in p.stdout
+    assert "| tiny_loop | record_shapes+with_stack |" in p.stdout
+    assert "rows within 10% of the bare step" in p.stdout
+
+    data = json.loads(out.read_text())
+    assert data["schema"] == "opskew.validate_profile/1"
+    assert "validate_profile.py" in data["command"]
+    cond = data["conditions"]
+    for k in ("torch", "machine", "threads", "schedule", "calibrated", "wall_s"):
+        assert k in cond
+    assert cond["calibrated"] is False
+    rows = data["rows"]
+    assert [(r["workload"], r["config"]) for r in rows] == [("tiny_loop", "minimal"),
+                                                             ("tiny_loop", "record_shapes+with_stack")]
+    for r in rows:
+        assert "error" not in r, r.get("error")
+        assert r["threads"] == 1
+        assert len(r["rounds"]) == 1
+        # 2 cycles of 7 active steps, the first of each cold: 12 pairs at most.
+        assert 6 <= r["pairs"] <= 12
+        assert r["w_source"].startswith("in-run")
+        assert set(r["w_ns"]) >= {"median", "ci95", "ci_coverage"} and len(r["w_ns"]["ci95"]) == 2
+        assert r["w_micro_ns"] is None  # --no-calibrate
+        assert r["events_per_active_step"] == 200
+        for k in ("bare_step_ns", "raw_step_ns", "corrected_step_ns", "in_loop_wait_step_ns",
+                  "in_loop_active_step_ns"):
+            assert r[k] > 0, k
+        assert isinstance(r["corrected_step_err"], float) and isinstance(r["raw_step_err"], float)
+        assert isinstance(r["pass"], bool)
+        assert r["corrected_cycles"] >= 1
+        rd = r["rounds"][0]
+        assert len(rd["bare_runs_ns"]) == 2  # the bare processes before and after
+        cycles = rd["cycles"]
+        assert len(cycles) == 2
+        # Every corrected trace's ProfilerStep#N events were read: 7 active
+        # steps per cycle.
+        assert all(len(c["corrected_steps_ns"]) == 7 for c in cycles if "corrected_steps_ns" in c)
+        leaf = r["leaf"]
+        assert leaf["compared"] >= 1 and 0 <= leaf["agree"] <= leaf["compared"]
+        assert leaf["worst"]["name"] == "aten::add"
+    # The suite removes its temporary folder (traces, cache, children's output).
+    assert not [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-validate-profile-")]
