@@ -66,6 +66,10 @@ class Driver:
     # ------------------------------------------------------------ boundaries
     def boundary(self):
         self.boundaries += 1
+        if self.started:
+            # The step ends here: its time and its ProfilerStep#N range, before
+            # any of opskew's own work.
+            self.prof._end_body()
         with _signals_deferred():
             try:
                 if not self.started:

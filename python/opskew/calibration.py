@@ -262,8 +262,10 @@ def clear() -> tuple[list, list]:
     return removed, left
 
 
-def find(instrument: str, config: str, torch_version: str, device: str | None = None) -> dict | None:
-    """The newest stored calibration for this machine and torch that matches."""
+def find(instrument: str, config: str, torch_version: str, device: str | None = None,
+         threads: int | None = None) -> dict | None:
+    """The newest stored calibration for this machine and torch that matches
+    (and, when `threads` is given, made with that many intra-op threads)."""
     me = machine()
     best = None
     for cal in stored():
@@ -273,6 +275,8 @@ def find(instrument: str, config: str, torch_version: str, device: str | None = 
         if k.get("workload", "builtin:add") != "builtin:add":
             continue  # workload-specific calibrations are used only when named
         if device and k["device"] != device:
+            continue
+        if threads is not None and k.get("threads") != threads:
             continue
         if best is None or cal.get("date", "") > best.get("date", ""):
             best = cal
