@@ -43,42 +43,12 @@ import torch  # noqa: E402
 from opskew.tracefile import correct  # noqa: E402  (failures raised as opskew errors)
 
 
-def tiny_loop():  # noqa: D103
-    a = torch.ones(1)
-    b = torch.ones(1)
-
-    def it():
-        for _ in range(200):
-            torch.add(a, b)
-    return it
-
-
-def mlp_train():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(16, 32), torch.randn(16, 8)
-
-    def it():
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return it
-
-
-def dispatch_heavy():
-    torch.manual_seed(0)
-    layers = []
-    for _ in range(12):
-        layers += [torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU()]
-    model = torch.nn.Sequential(*layers).eval()
-    x = torch.randn(1, 4)
-
-    def it():
-        with torch.no_grad():
-            model(x)
-    return it
-
+# The three workloads, shared with bench/validate_profile.py (one definition;
+# that module has no side effects at import). This file's folder is on
+# sys.path when it runs as a script, and `opskew calibrate THIS_FILE:run_state
+# --setup tiny_loop` finds the names here too.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from validate_profile import dispatch_heavy, mlp_train, tiny_loop  # noqa: E402
 
 WORKLOADS = {"tiny-op loop (200 x add, 1 element)": tiny_loop,
              "MLP training step (fwd+bwd+SGD)": mlp_train,
