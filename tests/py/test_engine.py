@@ -55,7 +55,10 @@ def test_busy_wait_counts_only_torch_builtins():
     finally:
         n, spun = _engine.inject_stop()
     assert n == 51
-    assert spun == 0
+    # A zero spin still reads the clock twice (so that busy-wait:0 costs what
+    # busy-wait:N does apart from the wait): it counts one read's time, far
+    # under a microsecond on average.
+    assert 0 <= spun < 2 * n * 1000
     with pytest.raises(RuntimeError):
         _engine.inject_stop()
     _engine.inject_start(1000)
