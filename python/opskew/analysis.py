@@ -86,6 +86,13 @@ def gpu_side(base_windows: list, treated: list, iters: int) -> dict:
     return out
 
 
+def busy_wait_spun(trials: list) -> float | None:
+    """The busy-wait instrument's spin per event (median over trials, by the
+    engine's clock), or None for trials of another instrument."""
+    spun = [t.extra["spun_ns"] / t.op_events for t in trials if "spun_ns" in t.extra and t.op_events]
+    return _engine.quantile(spun, 0.5) if spun else None
+
+
 def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: float) -> dict:
     """Turns per-trial numbers into the check result (schema opskew.check/1):
     `base_windows[i]` and `treated[i]` (a Trial) are round i's two arms."""
@@ -133,10 +140,10 @@ def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: f
             [t.export_bytes / e for t, e in zip(treated, ev_trial)], 0.5)
     ratio = [p / b for p, b in zip(prof, base)]
     res["inflation"] = _engine.quantile(ratio, 0.5)
-    spun = [t.extra["spun_ns"] / e for t, e in zip(treated, ev_trial) if "spun_ns" in t.extra]
-    if spun:
+    spun = busy_wait_spun(treated[:n])
+    if spun is not None:
         # The busy-wait instrument's known cost, as its own clock measured it.
-        res["busy_wait_spun_per_event_ns"] = _engine.quantile(spun, 0.5)
+        res["busy_wait_spun_per_event_ns"] = spun
     reported = [t.reported_op_self_s for t in treated if t.reported_op_self_s is not None]
     if reported:
         rep_iter = _engine.quantile(reported, 0.5) / iters

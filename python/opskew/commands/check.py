@@ -7,13 +7,7 @@ import sys
 
 from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailure, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
-from ..analysis import analyze_check
-
-
-def _engine_quantile(xs):
-    from .. import _engine
-
-    return _engine.quantile(xs, 0.5)
+from ..analysis import analyze_check, busy_wait_spun
 from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
 from ..report import check_output, count_of, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
 
@@ -331,12 +325,11 @@ def compute(args) -> Computed:
     })
     result.update(analyze_check(rounds.windows("baseline"), rounds.trials["instrument"],
                                 iters=args.iters, threshold=args.threshold))
-    spun0 = [t.extra["spun_ns"] / t.op_events for t in rounds.trials["baseline"]
-             if "spun_ns" in t.extra and t.op_events]
-    if spun0:
+    spun0 = busy_wait_spun(rounds.trials["baseline"])
+    if spun0 is not None:
         # --against busy-wait:0: what the reference arm spun (its clock reads),
         # so that the injected difference is known: spun - baseline spun.
-        result["baseline_busy_wait_spun_per_event_ns"] = _engine_quantile(spun0)
+        result["baseline_busy_wait_spun_per_event_ns"] = spun0
     correction_rc = EXIT_RUNTIME
     verdict_possible = (args.instrument in ("torch", "torch.profiler") and not args.against
                         and not args.no_verdict)
