@@ -42,7 +42,8 @@ def trace_files(paths: list) -> list:
                      if n.endswith(_TRACE_SUFFIXES) and ".corrected." not in n and not n.startswith("report")
                      and os.path.isfile(os.path.join(p, n))]
             if not found:
-                raise UsageError(f"{p}: no trace files (*.json, *.json.gz) in it")
+                raise UsageError(f"{p}: a directory is read as a multi-rank job's traces, and it has no trace "
+                                 "files (*.json, *.json.gz)")
             out.extend(found)
         else:
             out.append(p)
@@ -85,11 +86,15 @@ def _reports_w(folders: set) -> dict:
             except (OSError, ValueError):
                 continue
             last = doc.get("final") or doc.get("report") or {}
-            w = (last.get("w_ns") or {}).get("median")
+            # W_own (by the rank's CPU time: its own cost, without the time
+            # it waited for others), else W by the clock (an upper bound).
+            own = (last.get("w_own_ns") or {}).get("median")
+            w = own if isinstance(own, (int, float)) else (last.get("w_ns") or {}).get("median")
             wpy = (doc.get("report") or {}).get("w_py_ns")
             wpy = wpy.get("median") if isinstance(wpy, dict) else wpy
             if isinstance(w, (int, float)):
-                found[int(m.group(1))] = (max(float(w), 0.0), max(float(wpy or 0.0), 0.0), os.path.join(d, n))
+                found[int(m.group(1))] = (max(float(w), 0.0), max(float(wpy or 0.0), 0.0), os.path.join(d, n),
+                                          "W_own" if isinstance(own, (int, float)) else "W")
     return found
 
 
@@ -134,15 +139,16 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     hosts = {i["host"] for i in ids if i["host"]}
     apply = align == "on" or (align == "auto" and len(hosts) > 1)
     given = parse_costs(costs)
-    from_reports = _reports_w({os.path.dirname(os.path.abspath(i["path"])) for i in ids}) if not given else {}
+    from_reports = (_reports_w({os.path.dirname(os.path.abspath(i["path"])) for i in ids})
+                    if "*" not in given else {})
     rank_costs, cost_source = {}, {}
-    for r in by_rank:
+    for r in by_rank:  # a rank's own --w, else --w for every rank, else its report
         if r in given or "*" in given:
             rank_costs[r] = given.get(r, given.get("*"))
             cost_source[r] = "--w"
         elif r in from_reports:
             rank_costs[r] = from_reports[r][:2]
-            cost_source[r] = from_reports[r][2]
+            cost_source[r] = f"{from_reports[r][3]} of {from_reports[r][2]}"
     sources = [(r, i["path"]) for r in sorted(by_rank) for i in by_rank[r]]
     cats = list(categories) if categories else None
     result = _reader.job(sources, costs=rank_costs or None, align=apply, categories=cats,
@@ -162,10 +168,10 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     if rank_costs and len(rank_costs) < len(by_rank):
         notes.append("no cross-rank correction: W is known for ranks "
                      f"{sorted(rank_costs)} only (give --w for the others)")
-    if any(s != "--w" for s in cost_source.values()):
-        notes.append("W from opskew profile's reports is each rank's in-run W: a rank that waited in "
-                     "collectives for slower ranks measured their cost as part of its own, so its own cost "
-                     "here is an upper bound (docs/multirank.md)")
+    if any(s.startswith("W of") for s in cost_source.values()):
+        notes.append("for some ranks only W by the clock is known (no W_own in their report): a rank that "
+                     "waited in collectives for slower ranks measured their cost as part of its own, so its "
+                     "own cost here is an upper bound (docs/multirank.md)")
     if result["family"] == "none":
         notes.append("no collective family is present on every rank (gloo:*, nccl*, record_param_comms, "
                      "c10d::*): no waits, clock offsets or cross-rank correction")
