@@ -22,6 +22,7 @@ SCHEMA = "opskew.job_summary/1"
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _CYCLE_IN_NAME = re.compile(r"cycle(\d+)")
+_STEP = re.compile(r"ProfilerStep#\d+$")
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -40,7 +41,7 @@ def trace_files(paths: list) -> list:
             names = sorted(os.listdir(p), key=_natural)
             found = [os.path.join(p, n) for n in names
                      if n.endswith(_TRACE_SUFFIXES) and ".corrected." not in n and not n.startswith("report")
-                     and os.path.isfile(os.path.join(p, n))]
+                     and n != "job-summary.json" and os.path.isfile(os.path.join(p, n))]
             if not found:
                 raise UsageError(f"{p}: a directory is read as a multi-rank job's traces, and it has no trace "
                                  "files (*.json, *.json.gz)")
@@ -213,17 +214,19 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
 
 def stragglers(result: dict) -> list:
     """Ranks that arrived last at collectives, by the lateness they caused
-    (their arrival less the next latest one's), largest first; a straggler is
-    last at half the collectives or more, or causes half the lateness."""
+    (their arrival less the next latest one's), largest first. A straggler
+    causes at least 1.5 times its fair share (1/ranks) of all the lateness:
+    in a balanced job of 2 ranks each is last about half the time, by noise."""
     total = sum(r["lateness_ns"] for r in result["ranks"]) or 0.0
     n = result["matched"] or 0
+    ranks = len(result["ranks"])
     rows = []
     for r in result["ranks"]:
         if not r["last_arrivals"]:
             continue
         share = r["lateness_ns"] / total if total else 0.0
         rows.append({"rank": r["rank"], "last_arrivals": r["last_arrivals"], "lateness_ns": r["lateness_ns"],
-                     "share": share, "straggler": bool(n) and (r["last_arrivals"] >= n / 2 or share >= 0.5)})
+                     "share": share, "straggler": bool(n) and ranks > 1 and share >= 1.5 / ranks})
     return sorted(rows, key=lambda x: -x["lateness_ns"])
 
 
@@ -283,16 +286,17 @@ def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
         if s["straggler"]:
             out.write(f"straggler: rank {s['rank']}, last at {s['last_arrivals']} of {doc['matched']} "
                       f"collectives, {100 * s['share']:.0f}% of the lateness ({fmt_ns(s['lateness_ns'])})\n")
-    merged = doc["merged"]["ops"]
-    self_sum = sum(o["self_ns"] for o in merged)
-    out.write("\nall ranks merged\n")
-    op_table(summary_rows(sorted(merged, key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS, self_sum),
-             SUMMARY_COLUMNS, top=top, out=out)
+    def table(ops, title):
+        # The steps have their table above: their rows (one per N) are left
+        # out here, and their self time with them (--json has every row).
+        ops = [o for o in ops if not _STEP.match(o["name"])]
+        out.write(f"\n{title}\n")
+        op_table(summary_rows(sorted(ops, key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS,
+                              sum(o["self_ns"] for o in ops)), SUMMARY_COLUMNS, top=top, out=out)
+
+    table(doc["merged"]["ops"], "all ranks merged (ProfilerStep#N rows: see the steps above)")
     if per_rank:
         for r in ranks:
-            out.write(f"\nrank {r['rank']}\n")
-            ss = sum(o["self_ns"] for o in r["ops"])
-            op_table(summary_rows(sorted(r["ops"], key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS, ss),
-                     SUMMARY_COLUMNS, top=top, out=out)
+            table(r["ops"], f"rank {r['rank']}")
     for n in doc["notes"]:
         out.write(f"note: {n}\n")
