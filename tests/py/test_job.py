@@ -175,3 +175,19 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
     assert abs(r1["absorbed_ns"] / steps) <= 0.2 * injected
     # Corrected, rank 0's step loses rank 1's cost as well.
     assert r0["corrected_step_median_ns"] < r0["step_median_ns"] - 0.5 * injected
+
+
+def test_nccl_job_on_cuda_or_refused(tmp_path):
+    """`opskew profile --device cuda -- torchrun`: on a machine without a GPU
+    every rank refuses before the script runs, with the reason, exit 2 (the
+    NCCL path itself runs only where a GPU is lent: bench/gpu_check.sh)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the NCCL job runs in bench/gpu_check.sh")
+    (tmp_path / "job.py").write_text(JOB)
+    p = run_opskew("profile", "-o", str(tmp_path / "out"), "--device", "cuda", "--", _torchrun(),
+                   "--nproc-per-node", "2", "--standalone", str(tmp_path / "job.py"), "0", cwd=str(tmp_path),
+                   timeout=300, env={"TMPDIR": str(tmp_path)})
+    assert p.returncode == 2 and "sees no CUDA device" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "out" / "job-summary.json").exists()
