@@ -62,6 +62,23 @@ def test_known_clock_offsets_are_recovered_within_the_residual(tmp_path):
     for c in doc["collectives"]:
         assert max(c["exit_ns"]) - min(c["exit_ns"]) <= 2 * worst + 2
     assert "clock offsets applied" in p.stdout and "300 us" in p.stdout
+    # Corrected traces on rank 0's clock, the fit in their metadata.
+    p = run_opskew("summary", str(d), "--w", "1000", "--corrected-dir", str(tmp_path / "cor"))
+    assert p.returncode == 0, p.stderr
+    assert "3 corrected trace(s)" in p.stderr
+    for r in range(3):
+        t = json.loads((tmp_path / "cor" / f"worker{r}.corrected.json").read_text())
+        job = t["opskew"]["run"]["job"]
+        assert job["rank"] == r and job["clock"]["applied"] == (r > 0) and job["w_ns"] == 1000
+        if r:
+            assert t["opskew"]["corrected"]["clock"]["offset_ns"] == pytest.approx(doc["ranks"][r]["offset_ns"])
+        # The last collective's exit, on rank 0's clock: within the residual
+        # of rank 0's own (the trace's times are in us).
+        ends = [e["ts"] + e["dur"] for e in t["traceEvents"] if e.get("name") == "gloo:all_reduce"]
+        if r == 0:
+            ref = max(ends)
+        else:
+            assert abs(max(ends) - ref) * 1000 <= 2 * worst + 1000
     # --align off keeps each rank's clock.
     p = run_opskew("summary", str(d), "--align", "off", "--json", "-")
     doc = json.loads(p.stdout)
@@ -84,7 +101,7 @@ def test_usage_errors(tmp_path):
     p = run_opskew("summary", str(d), "--w", "-4")
     assert p.returncode == 2 and ">= 0" in p.stderr
     p = run_opskew("summary", str(d / "a.json"), "--w", "4")
-    assert p.returncode == 2 and "--w is for a job" in p.stderr
+    assert p.returncode == 2 and "are for a job" in p.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     p = run_opskew("summary", str(empty))
