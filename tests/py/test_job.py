@@ -79,6 +79,13 @@ def test_known_clock_offsets_are_recovered_within_the_residual(tmp_path):
             ref = max(ends)
         else:
             assert abs(max(ends) - ref) * 1000 <= 2 * worst + 1000
+    # The Python API: the same document; rows are the merged table.
+    import opskew
+
+    r = opskew.summary(d, w=["1000"])
+    assert r.to_dict()["corrected"] and r.to_dict()["world_size"] == 3
+    assert {row["name"] for row in r.rows()} == {"gloo:all_reduce", "aten::add"}
+    assert "job: 3 ranks" in repr(r)
     # --align off keeps each rank's clock.
     p = run_opskew("summary", str(d), "--align", "off", "--json", "-")
     doc = json.loads(p.stdout)
