@@ -38,8 +38,11 @@
  * IJHPCA 2007), with each rank's own cost per event (W, W_py). Collectives
  * are sync points; a rank's time moves back by its shift D, which starts at
  * 0 in each segment. Before sync point k, rank r's cost o = W x its events
- * that started after its previous sync point's exit and at or before its
- * arrival (the event's start): its arrival moves back by S = D + o. A
+ * that started after its previous arrival (events beside an asynchronous
+ * collective, DDP's backward beside its allreduce, delay the next arrival)
+ * and at or before this arrival (the event's start; the steps' ranges and
+ * the collectives' own events are not counted): its arrival moves back by
+ * S = D + o. A
  * collective ends when its last participant arrives: after it every
  * participant's shift is max(P) - max(P - S) over the participants. A
  * point-to-point receive waits for its sender likewise (the receiver's
@@ -49,11 +52,19 @@
  * (new shift - S): the time its corrected waits lost (a rank with no cost
  * whose peers were late because of theirs), negative when its own cost hid
  * in time it would have waited anyway. Steps are corrected by the shift at
- * their end less the shift at their start.
+ * their end less the shift at their start; a sync point's shift counts from
+ * its arrival, plus the rank's costs since.
+ *
+ * Matching is by key, not by time: a rank that lacks a collective in the
+ * middle of a step shifts the ordinals of its later ones in that step, which
+ * then pair with the wrong instances (only the last shows as unmatched).
  *
  * Memory: the per-name tables (bounded by names, as osk_summary_t), and per
- * rank its steps and collectives (about 64 bytes each, and 48 per rank per
- * matched collective): nothing grows with the number of operator events.
+ * rank its steps (40 bytes each) and the events of the five families (48
+ * bytes each, nested ones included until the family is chosen); per matched
+ * collective 48 bytes per rank, and with costs about 100 more per rank
+ * (boundaries, counts, sync points): nothing grows with the number of
+ * operator events.
  *
  * Ownership: osk_job_new creates the job into the caller's pointer; the
  * caller frees it with osk_job_free. Every row and string the accessors
@@ -146,8 +157,8 @@ typedef struct {
   osk_str_t name;          /* the reference rank's */
   int p2p;                 /* 1: a transfer from rank index `sender` */
   size_t sender;
-  size_t last;             /* index of the last arrival (the receiver for a transfer
-                            * that waited, else the sender) */
+  size_t last;             /* index of the last arrival (for a transfer: the sender
+                            * when the receiver waited for it, else the receiver) */
   double lateness_ns;      /* last arrival - first; a transfer: the receiver's wait */
   const int64_t *enter_ns; /* per rank: the event's start (aligned when applied) */
   const int64_t *exit_ns;  /* per rank: its end */
@@ -210,6 +221,9 @@ size_t osk_job_rank_count(const osk_job_t *j);
 const osk_job_rank_t *osk_job_rank(const osk_job_t *j, size_t i);
 /* Source k of rank index i: its own summary (threads, metadata, objects). */
 const osk_summary_t *osk_job_source_summary(const osk_job_t *j, size_t i, size_t k);
+/* Source k of rank index i: how its read ended (0, OSK_ETRUNCATED,
+ * OSK_EFORMAT) and its error (err may be NULL); OSK_ERANGE for a bad index. */
+int osk_job_source_status(const osk_job_t *j, size_t i, size_t k, osk_error_t *err);
 /* The per-name table of every rank merged (osk_summary_merge). */
 const osk_summary_t *osk_job_merged(const osk_job_t *j);
 size_t osk_job_collective_count(const osk_job_t *j);

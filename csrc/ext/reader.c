@@ -11,6 +11,7 @@
 #include "opskew_reader.h"
 #include "read_error.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -445,8 +446,10 @@ static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
   if (!d || !src) goto fail;
   for (size_t k = 0; k < r->sources; k++) {
     const osk_summary_t *s = osk_job_source_summary(j, i, k);
+    osk_error_t serr = {0, "", 0, 0};
+    int src_rc = osk_job_source_status(j, i, k, &serr);
     PyObject *sd = PyDict_New();
-    if (!sd || put(sd, "threads", threads_list(s)) || put(sd, "processes", processes_list(s)) ||
+    if (!sd || put_outcome(sd, src_rc, &serr) || put(sd, "threads", threads_list(s)) || put(sd, "processes", processes_list(s)) ||
         put(sd, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
         put(sd, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
         put(sd, "stats", stats_dict(osk_summary_stats(s), &(osk_reader_stats_t){0}))) {
@@ -602,6 +605,10 @@ static PyObject *reader_job(PyObject *self, PyObject *args, PyObject *kw) {
       long rank = PyLong_AsLong(key);
       if ((rank == -1 && PyErr_Occurred()) || !PyArg_ParseTuple(value, "dd:job cost", &w, &wpy))
         goto done;
+      if (rank < 0 || rank > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "job: rank %ld out of range", rank);
+        goto done;
+      }
       if (osk_job_set_cost(j, (int)rank, w, wpy)) {
         PyErr_Format(PyExc_ValueError, "job: bad cost for rank %ld (no such rank, or W < 0)", rank);
         goto done;

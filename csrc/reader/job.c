@@ -18,6 +18,8 @@ typedef struct {
   osk_summary_t *summary;
   int64_t first_ns; /* earliest complete event's start */
   int have_first;
+  int status;       /* the first pass's code: 0, OSK_ETRUNCATED, OSK_EFORMAT */
+  osk_error_t err;  /* and its error */
 } source_t;
 
 typedef struct {
@@ -32,6 +34,7 @@ typedef struct {
 typedef struct {
   int64_t ts, dur, n;
   uint32_t seg;
+  int gpu; /* Kineto's copy on the GPU stream (cat "gpu_user_annotation") */
 } step_t;
 
 typedef struct {
@@ -42,8 +45,8 @@ typedef struct {
   coll_t *coll;
   size_t n_coll, coll_cap;
   uint64_t family_count[5];
-  step_t *steps;
-  size_t n_steps, steps_cap;
+  step_t *steps; /* after key_collectives: the CPU steps, then the GPU ones */
+  size_t n_steps, steps_cap, n_gpu_steps;
   /* Clock fit: reference time t_ref -> t = t_ref + a + b (t_ref - t0). */
   double a, b;
   /* Count pass: sorted boundaries and the cost of events with start <= each. */
@@ -146,7 +149,7 @@ static char **copy_strs(const char *const *s, size_t n) {
   char **c = calloc(n ? n : 1, sizeof *c);
   if (!c) return NULL;
   for (size_t i = 0; i < n; i++) {
-    if (!(c[i] = osk__dup_bytes(s[i], strlen(s[i])))) {
+    if (!s[i] || !(c[i] = osk__dup_bytes(s[i], strlen(s[i])))) {
       for (size_t k = 0; k < i; k++) free(c[k]);
       free(c);
       return NULL;
@@ -179,6 +182,14 @@ int osk_job_new(osk_job_t **out, const osk_job_opts_t *opts) {
   size_t nc = opts && opts->categories ? opts->n_categories : 2;
   const char *const *py = opts && opts->py_categories ? opts->py_categories : dpy;
   size_t np = opts && opts->py_categories ? opts->n_py_categories : 1;
+  for (size_t i = 0; i < nc; i++)
+    if (!cats[i]) nc = 0, j->align = -1; /* refused below */
+  for (size_t i = 0; i < np; i++)
+    if (!py[i]) np = 0, j->align = -1;
+  if (j->align == -1) {
+    osk_job_free(j);
+    return OSK_EINVAL;
+  }
   j->cats = copy_strs(cats, nc);
   j->n_cats = j->cats ? nc : 0;
   j->py_cats = copy_strs(py, np);
@@ -290,7 +301,9 @@ static int tap_event(void *ctx, const osk_reader_event_t *ev) {
   if (step_number(ev->name, &n)) {
     if (osk__grow((void **)&r->steps, &r->steps_cap, r->n_steps + 1, sizeof *r->steps))
       return OSK_ENOMEM;
-    r->steps[r->n_steps++] = (step_t){ev->ts_ns, ev->dur_ns, n, t->seg};
+    int gpu = osk__str_is(ev->cat, "gpu_user_annotation", 19);
+    r->steps[r->n_steps++] = (step_t){ev->ts_ns, ev->dur_ns, n, t->seg, gpu};
+    if (gpu) r->n_gpu_steps++;
     return 0;
   }
   int fam = family_of(ev);
@@ -312,11 +325,18 @@ static int read_sources(osk_job_t *j, osk_error_t *err) {
       source_t *s = &r->src[k];
       tap_t t = {j, r, s, (uint32_t)k};
       int rc = osk__summary_tapped(s->path, s->data, s->len, j->have_sopts ? &j->sopts : NULL,
-                                   tap_event, &t, &s->summary, NULL, err);
+                                   tap_event, &t, &s->summary, NULL, &s->err);
+      s->status = rc;
       if (rc == OSK_ETRUNCATED || rc == OSK_EFORMAT) {
         if (!r->pub.status) r->pub.status = rc;
-        if (!worst) worst = rc;
+        if (!worst) { /* the first source that ended early is the one `err` names */
+          worst = rc;
+          *err = s->err;
+          j->failed_rank = i;
+          j->failed_src = k;
+        }
       } else if (rc) {
+        *err = s->err;
         j->failed = 1;
         j->failed_rank = i;
         j->failed_src = k;
@@ -343,6 +363,7 @@ static int merge_tables(osk_job_t *j) {
 
 static int step_cmp(const void *a, const void *b) {
   const step_t *x = a, *y = b;
+  if (x->gpu != y->gpu) return x->gpu - y->gpu;
   if (x->seg != y->seg) return x->seg < y->seg ? -1 : 1;
   return (x->ts > y->ts) - (x->ts < y->ts);
 }
@@ -377,20 +398,28 @@ static void key_collectives(rank_t *r, int fam) {
   }
   r->n_coll = kept;
   if (r->n_steps) qsort(r->steps, r->n_steps, sizeof *r->steps, step_cmp);
+  /* GPU kernels are keyed by the steps' copies on the GPU stream when the
+   * trace has them (the GPU runs behind the CPU), else by the CPU's. */
+  size_t n_cpu = r->n_steps - r->n_gpu_steps;
+  const step_t *st = r->steps;
+  size_t ns = n_cpu;
+  if (fam == OSK_JOB_FAMILY_NCCL_KERNEL && r->n_gpu_steps) {
+    st = r->steps + n_cpu;
+    ns = r->n_gpu_steps;
+  }
   size_t si = 0;
   for (size_t i = 0; i < kept; i++) {
     coll_t *c = &r->coll[i];
-    while (si < r->n_steps &&
-           (r->steps[si].seg < c->seg || (r->steps[si].seg == c->seg && r->steps[si].ts <= c->ts)))
-      si++;
-    /* steps[si - 1] is the last step starting at or before c, if in c's segment */
-    c->step = si > 0 && r->steps[si - 1].seg == c->seg ? r->steps[si - 1].n : -1;
+    while (si < ns && (st[si].seg < c->seg || (st[si].seg == c->seg && st[si].ts <= c->ts))) si++;
+    /* st[si - 1] is the last step starting at or before c, if in c's segment */
+    c->step = si > 0 && st[si - 1].seg == c->seg ? st[si - 1].n : -1;
     c->ord = i > 0 && r->coll[i - 1].seg == c->seg && r->coll[i - 1].step == c->step
                  ? r->coll[i - 1].ord + 1
                  : 0;
   }
   r->pub.collectives = kept;
-  r->pub.steps = r->n_steps;
+  r->n_steps = n_cpu; /* the job's steps are the CPU's */
+  r->pub.steps = n_cpu;
 }
 
 static int key_cmp(const coll_t *x, const coll_t *y) {
@@ -611,7 +640,8 @@ static int count_event(void *ctx, const osk_reader_event_t *ev) {
   /* The steps' ranges and the collectives themselves are not operators
    * whose cost delays an arrival (docs/multirank.md). */
   int64_t n;
-  if (step_number(ev->name, &n) || family_of(ev) == (int)c->j->stats.family) return 0;
+  int f = family_of(ev);
+  if (step_number(ev->name, &n) || (f >= 0 && f == (int)c->j->stats.family)) return 0;
   int py = cat_in(ev->cat, c->j->py_cats, c->j->n_py_cats);
   if (!py && !cat_in(ev->cat, c->j->cats, c->j->n_cats)) return 0;
   size_t g = gap_of(c->r, ev->ts_ns);
@@ -713,9 +743,9 @@ static int add_sync(rank_t *r, int64_t p, int64_t x, double d, uint32_t seg) {
 static int model(osk_job_t *j, const size_t *idx, int costs) {
   size_t nr = j->n_ranks;
   double *D = calloc(nr, sizeof *D), *S = calloc(nr, sizeof *S), *P = calloc(nr, sizeof *P);
-  int64_t *lastx = calloc(nr, sizeof *lastx);
+  int64_t *lastx = calloc(nr, sizeof *lastx), *lastp = calloc(nr, sizeof *lastp);
   int *have_last = calloc(nr, sizeof *have_last);
-  int rc = D && S && P && lastx && have_last ? 0 : OSK_ENOMEM;
+  int rc = D && S && P && lastx && lastp && have_last ? 0 : OSK_ENOMEM;
   size_t seg = (size_t)-1;
   for (size_t k = 0; !rc && k < j->n_coll; k++) {
     jcoll_t *c = &j->coll[k];
@@ -769,9 +799,11 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
     for (size_t r = 0; r < nr; r++) {
       rank_t *rk = &j->ranks[r];
       const coll_t *rc_ = &rk->coll[idx[k * nr + r]];
-      double from = have_last[r] ? cost_at(rk, lastx[r])
+      /* From the previous arrival: what ran beside that collective (DDP's
+       * backward beside its bucket's allreduce) delays this arrival. */
+      double from = have_last[r] ? cost_at(rk, lastp[r])
                                  : (rk->src[seg].have_first ? cost_at(rk, rk->src[seg].first_ns - 1) : 0);
-      double o = (!have_last[r] || rc_->ts > lastx[r]) ? cost_at(rk, rc_->ts) - from : 0;
+      double o = (!have_last[r] || rc_->ts > lastp[r]) ? cost_at(rk, rc_->ts) - from : 0;
       if (o < 0) o = 0;
       j->c_own[b + r] = o;
       rk->pub.own_before_sync_ns += o;
@@ -805,6 +837,7 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
       j->c_shift[b + r] = D[r];
       j->ranks[r].pub.corrected_wait_ns += j->c_cwait[b + r];
       lastx[r] = rk->coll[idx[k * nr + r]].end;
+      lastp[r] = rk->coll[idx[k * nr + r]].ts;
       have_last[r] = 1;
       rc = add_sync(rk, rk->coll[idx[k * nr + r]].ts, lastx[r], D[r], (uint32_t)seg);
       if (rc) break;
@@ -814,6 +847,7 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
   free(S);
   free(P);
   free(lastx);
+  free(lastp);
   free(have_last);
   return rc;
 }
@@ -821,7 +855,7 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
 /* Rank r's shift at raw time t of segment seg. A sync point's shift is
  * taken at its arrival (the time its wait shrinks lies between arrival and
  * exit), so a step gets the shifts of the sync points it arrived at; the
- * rank's own costs count from the exit on, as for the arrivals. */
+ * rank's own costs count from the arrival on, as for the next arrival. */
 static double shift_at(const rank_t *r, uint32_t seg, int64_t t) {
   /* The last sync point of seg arrived at by t. */
   size_t best = (size_t)-1;
@@ -835,7 +869,7 @@ static double shift_at(const rank_t *r, uint32_t seg, int64_t t) {
     }
   }
   if (best != (size_t)-1 && r->sync_seg[best] == seg)
-    return r->sync_d[best] + (t > r->sync_x[best] ? cost_at(r, t) - cost_at(r, r->sync_x[best]) : 0);
+    return r->sync_d[best] + cost_at(r, t) - cost_at(r, r->sync_p[best]);
   double from = seg < r->n_src && r->src[seg].have_first ? cost_at(r, r->src[seg].first_ns - 1) : 0;
   return cost_at(r, t) - from;
 }
@@ -913,7 +947,7 @@ int osk_job_run(osk_job_t *j, osk_error_t *err) {
   size_t *idx = NULL;
   if (!rc) rc = match(j, &idx);
   size_t nr = j->n_ranks;
-  int64_t t0 = j->n_coll ? j->ranks[0].coll[idx[0]].end : 0;
+  int64_t t0 = !rc && j->n_coll ? j->ranks[0].coll[idx[0]].end : 0;
   for (size_t r = 1; !rc && r < nr; r++) rc = fit_clock(j, r, idx, t0);
   j->stats.aligned = j->align;
   for (size_t k = 0; !rc && k < j->n_coll; k++) {
@@ -963,6 +997,12 @@ const osk_job_rank_t *osk_job_rank(const osk_job_t *j, size_t i) {
 
 const osk_summary_t *osk_job_source_summary(const osk_job_t *j, size_t i, size_t k) {
   return j && i < j->n_ranks && k < j->ranks[i].n_src ? j->ranks[i].src[k].summary : NULL;
+}
+
+int osk_job_source_status(const osk_job_t *j, size_t i, size_t k, osk_error_t *err) {
+  if (!j || i >= j->n_ranks || k >= j->ranks[i].n_src) return OSK_ERANGE;
+  if (err) *err = j->ranks[i].src[k].err;
+  return j->ranks[i].src[k].status;
 }
 
 const osk_summary_t *osk_job_merged(const osk_job_t *j) { return j ? j->merged : NULL; }

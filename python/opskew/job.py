@@ -16,7 +16,7 @@ import re
 import statistics
 
 from .errors import UsageError, from_c_error
-from .tracefile import DEFAULT_EXCLUDED, scan
+from .tracefile import DEFAULT_EXCLUDED, _raise_unless_read, scan
 
 SCHEMA = "opskew.job_summary/1"
 
@@ -43,8 +43,8 @@ def trace_files(paths: list) -> list:
                      if n.endswith(_TRACE_SUFFIXES) and ".corrected." not in n and not n.startswith("report")
                      and n != "job-summary.json" and os.path.isfile(os.path.join(p, n))]
             if not found:
-                raise UsageError(f"{p}: a directory is read as a multi-rank job's traces, and it has no trace "
-                                 "files (*.json, *.json.gz)")
+                raise UsageError(f"{p}: is a directory with no trace files (*.json, *.json.gz) in it; a "
+                                 "directory is read as a multi-rank job's traces")
             out.extend(found)
         else:
             out.append(p)
@@ -63,7 +63,11 @@ def identify(path: str) -> dict:
         m = _RANK_IN_NAME.search(name)
         rank = int(m.group(1)) if m else None
     cycle = _CYCLE_IN_NAME.search(name)
+    schema = (head.get("metadata") or {}).get("schema")
+    not_trace = (isinstance(schema, str) and schema.startswith("opskew.")
+                 and not head["stats"].get("header_only_stopped"))
     return {"path": path, "rank": rank, "host": (head.get("metadata") or {}).get("host_name"),
+            "not_trace": not_trace,
             "world_size": info.get("world_size"), "cycle": int(cycle.group(1)) if cycle else None,
             "base_ns": (head.get("metadata") or {}).get("baseTimeNanoseconds")}
 
@@ -123,6 +127,11 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
 
     files = trace_files(paths)
     ids = [identify(p) for p in files]
+    # opskew's own JSON results (a --json written beside the traces) are not traces.
+    ids = [i for i in ids if not i["not_trace"]]
+    files = [i["path"] for i in ids]
+    if not ids:
+        raise UsageError("no traces to summarize: " + ", ".join(paths))
     unknown = [i["path"] for i in ids if i["rank"] is None]
     if unknown:
         raise UsageError(f"cannot tell the rank of {unknown[0]}: it has no distributedInfo (torch.distributed "
@@ -154,13 +163,23 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     cats = list(categories) if categories else None
     result = _reader.job(sources, costs=rank_costs or None, align=apply, categories=cats,
                          exclude_categories=None if cats else list(DEFAULT_EXCLUDED))
-    if result["status"] not in ("ok", "truncated", "invalid") or "ranks" not in result:
-        err = result["error"]
-        bad = by_rank.get(result.get("failed_rank"), [{}])
-        path = (bad[result.get("failed_source", 0)] if bad and bad[0] else {}).get("path", "a trace")
-        raise from_c_error(err["number"], f"trace {path}", message=err["message"], offset=err["offset"],
-                           sys_errno=err["sys_errno"], path=path)
-    notes = []
+    if "ranks" not in result:  # a trace could not be read at all: the C says which
+        bad = by_rank.get(result.get("failed_rank")) or [{}]
+        path = bad[min(result.get("failed_source", 0), len(bad) - 1)].get("path", "a trace")
+        _raise_unless_read(result, path, f"trace {path}")
+        raise from_c_error(result["error"]["number"], "job summary", message=result["error"]["message"])
+    for rk in result["ranks"]:  # invalid JSON part way: refused as for one trace
+        for i, src in zip(by_rank[rk["rank"]], rk["sources"]):
+            _raise_unless_read(src, i["path"], f"trace {i['path']}")
+    notes, warnings = [], []
+    for rk in result["ranks"]:
+        for i, src in zip(by_rank[rk["rank"]], rk["sources"]):
+            if src["status"] == "truncated":
+                warnings.append(f"rank {rk['rank']}: {i['path']} ended early ({src['error']['message']}): "
+                                "what was read before is used")
+    unknown_w = sorted(r for r in given if r != "*" and r not in by_rank)
+    if unknown_w:
+        notes.append(f"--w for rank(s) {unknown_w}, which have no traces here, was not used")
     if len(counts) > 1:
         notes.append("the ranks have different numbers of traces: segment i of each rank is matched with "
                      "segment i of the others")
@@ -175,7 +194,7 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
                      "own cost here is an upper bound (docs/multirank.md)")
     if result["family"] == "none":
         notes.append("no collective family is present on every rank (gloo:*, nccl*, record_param_comms, "
-                     "c10d::*): no waits, clock offsets or cross-rank correction")
+                     "c10d::*): no waits or clock offsets, and the correction is each rank's own cost only")
     elif result["unmatched"]:
         notes.append(f"{result['unmatched']} collective(s) seen on some ranks only (or named differently) "
                      "were left out")
@@ -209,6 +228,7 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
         "collectives": result["collectives"],
         "stragglers": stragglers(result),
         "notes": notes,
+        "warnings": warnings,
     }
 
 
@@ -315,8 +335,8 @@ def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
         worst = sorted(doc["collectives"], key=lambda c: -c["lateness_ns"])[:5]
         out.write("\nlatest arrivals at collectives (the 5 largest)\n")
         hdr = ["collective", "step", "last", "by"]
-        rows = [[c["name"], str(c["step"]), f"rank {ranks[c['last']]['rank']}", fmt_ns(c["lateness_ns"])]
-                for c in worst]
+        rows = [[c["name"], str(c["step"]) if c["step"] >= 0 else "-", f"rank {ranks[c['last']]['rank']}",
+                 fmt_ns(c["lateness_ns"])] for c in worst]
         out.write("\n".join(columns(hdr, rows, right={1, 3})) + "\n")
     for s in doc["stragglers"]:
         if s["straggler"]:

@@ -172,7 +172,9 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
     waiting for rank 1 is not in it). The job summary must give rank 1's own
     cost per step within 20% of OPS x SPIN, and attribute rank 0's extra
     wait in the collectives (measured: against the same job without the
-    work) to rank 1's cost within 20%."""
+    work) to rank 1's cost within 20% of that cost. The extra wait itself
+    can be below OPS x SPIN: where rank 0 was the later one without the
+    work, part of rank 1's cost hides in rank 1's own wait."""
     spin, ops = 100_000, 20
     injected = spin * ops
     (tmp_path / "job.py").write_text(JOB)
@@ -186,15 +188,16 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
         absorbed0 = r0["absorbed_ns"] / steps
         print(f"attempt {attempt}: W_own {r0['w_ns']:.0f} {r1['w_ns']:.0f}; own1 {own1:.0f} absorbed0 "
               f"{absorbed0:.0f} extra wait0 {extra_wait0:.0f} per step; injected {injected}")
-        if (abs(own1 - injected) <= 0.2 * injected and abs(absorbed0 - extra_wait0) <= 0.2 * injected
-                and abs(absorbed0 - injected) <= 0.2 * injected):
+        if abs(own1 - injected) <= 0.2 * injected and abs(absorbed0 - extra_wait0) <= 0.2 * injected:
             break
     assert d["family"] == "gloo" and d["corrected"] and steps == 12
     assert all(r["w_source"].startswith("W_own of") for r in d["ranks"])
     assert d["matched"] >= 12 and d["stragglers"][0]["rank"] == 1
     assert abs(own1 - injected) <= 0.2 * injected, (own1, injected)
     assert abs(absorbed0 - extra_wait0) <= 0.2 * injected, (absorbed0, extra_wait0)
-    assert abs(absorbed0 - injected) <= 0.2 * injected, (absorbed0, injected)
+    # Most of rank 1's cost reached rank 0 (the rest hid in rank 1's own
+    # waits, in steps where rank 0 would have been the later one).
+    assert 0.5 * injected <= absorbed0 <= 1.2 * injected, (absorbed0, injected)
     # Rank 1 waited for nobody: nothing to absorb.
     assert abs(r1["absorbed_ns"] / steps) <= 0.2 * injected
     # Corrected, rank 0's step loses rank 1's cost as well.

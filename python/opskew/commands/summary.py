@@ -114,12 +114,17 @@ def _is_job(args) -> bool:
     return len(traces) > 1 or os.path.isdir(traces[0])
 
 
+def _one_trace(args) -> None:
+    """One trace (not a job): args.trace becomes the path itself."""
+    if isinstance(args.trace, list) and not _is_job(args):
+        args.trace = args.trace[0]
+
+
 def compute(args) -> dict:
     """The summary document (the --json, schema opskew.summary/1, or
     opskew.job_summary/1 for a job); prints nothing. `run` prints and writes
     it; opskew.api.summary returns it."""
-    if isinstance(args.trace, list) and not _is_job(args):
-        args.trace = args.trace[0]
+    _one_trace(args)
     if args.top < 0:
         raise UsageError("--top must be >= 0")
     cats = [c for c in args.cat.split(",") if c] if args.cat else None
@@ -170,7 +175,10 @@ def run(args) -> int:
 
             paths = job.write_corrected(doc, args.corrected_dir)
             print(f"opskew summary: {len(paths)} corrected trace(s) in {args.corrected_dir}", file=sys.stderr)
+        for w in doc["warnings"]:
+            print(f"opskew summary: warning: {w}", file=sys.stderr)
         return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK
+    _one_trace(args)
     csv_path = getattr(args, "csv", None)
     if csv_path == "-" and args.json == "-":
         raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")

@@ -156,7 +156,7 @@ static void test_chain_of_three(void) {
 
 /* Point to point: the receiver waits for the sender, never the reverse. */
 static void p2p_case(double send_at, double recv_at, const double *w, double expect_recv_absorbed,
-                     double expect_recv_cwait, double expect_send_absorbed) {
+                     double expect_recv_cwait) {
   tb_t tr[2];
   tb_begin(&tr[0], 0);
   for (int i = 0; i < 5; i++) op(&tr[0], 1 + i);
@@ -174,7 +174,10 @@ static void p2p_case(double send_at, double recv_at, const double *w, double exp
   CHECK_NEAR(c->wait_ns[1], send_at > recv_at ? (send_at - recv_at) * 1000 : 0, 1e-6);
   CHECK_NEAR(osk_job_rank(j, 1)->absorbed_ns, expect_recv_absorbed, 1e-6);
   CHECK_NEAR(c->corrected_wait_ns[1], expect_recv_cwait, 1e-6);
-  CHECK_NEAR(osk_job_rank(j, 0)->absorbed_ns, expect_send_absorbed, 1e-6);
+  /* The sender waits for nobody: its shift is its own cost (5 events at W). */
+  CHECK_NEAR(c->shift_ns[0], 5 * w[0], 1e-6);
+  CHECK_NEAR(osk_job_rank(j, 0)->absorbed_ns, 0, 1e-6);
+  CHECK(c->last == (send_at > recv_at ? 0u : 1u));
   osk_job_free(j);
   free_traces(tr, 2);
 }
@@ -182,13 +185,13 @@ static void p2p_case(double send_at, double recv_at, const double *w, double exp
 static void test_late_sender_and_receiver(void) {
   /* Late sender: 8 us late, 5 of it its cost: the receiver's wait loses 5. */
   const double sender_pays[2] = {1000, 0};
-  p2p_case(20, 12, sender_pays, 5000, 3000, 0);
+  p2p_case(20, 12, sender_pays, 5000, 3000);
   /* Late by 2 us only: the receiver's wait (2) goes, no more. */
-  p2p_case(14, 12, sender_pays, 2000, 0, 0);
+  p2p_case(14, 12, sender_pays, 2000, 0);
   /* Late receiver: its own 5 us moved its arrival; the sender waited for
    * nobody, so nobody absorbed anything. */
   const double receiver_pays[2] = {0, 1000};
-  p2p_case(10, 20, receiver_pays, 0, 0, 0);
+  p2p_case(10, 20, receiver_pays, 0, 0);
 }
 
 /* Known clock offsets and drifts: the fit recovers them within the residual
@@ -316,12 +319,115 @@ static void test_nccl_family(void) {
   free_traces(tr, 2);
 }
 
+/* No collective on any rank: each rank's own cost still comes out of its
+ * steps. */
+static void test_costs_without_collectives(void) {
+  tb_t tr[2];
+  for (int r = 0; r < 2; r++) {
+    tb_begin(&tr[r], r);
+    ev(&tr[r], "ProfilerStep#1", "user_annotation", 1, 0, 100);
+    for (int i = 0; i < 10; i++) op(&tr[r], 1 + i);
+    tb_end(&tr[r]);
+  }
+  const double w[2] = {1000, 2000};
+  osk_job_t *j = run_job(tr, 2, w, 0);
+  CHECK(osk_job_stats(j)->family == OSK_JOB_FAMILY_NONE && osk_job_stats(j)->matched == 0);
+  CHECK_NEAR(osk_job_rank(j, 0)->own_ns, 10000, 0);
+  CHECK_NEAR(osk_job_rank(j, 1)->own_ns, 20000, 0);
+  CHECK_NEAR(osk_job_step(j, 0)->corrected_ns[0], 90000, 0);
+  CHECK_NEAR(osk_job_step(j, 0)->corrected_ns[1], 80000, 0);
+  osk_job_free(j);
+  free_traces(tr, 2);
+}
+
+/* Events that start after a rank's arrival at a collective (beside it, as
+ * DDP's backward runs beside its allreduce) delay its next arrival; two
+ * segments (a rank's two traces) start from shift 0 each; offsets applied
+ * with costs move arrivals onto rank 0's clock before the model compares
+ * them. */
+static void test_beside_segments_and_aligned_costs(void) {
+  tb_t tr[4];
+  /* Segment 0: rank 1 runs 3 events beside its first collective (after
+   * arriving at 10), then arrives at the second at 60, 30 us after rank 0. */
+  tb_begin(&tr[0], 0);
+  coll(&tr[0], "gloo:all_reduce", 10, 20);
+  coll(&tr[0], "gloo:all_reduce", 30, 70);
+  tb_end(&tr[0]);
+  tb_begin(&tr[1], 1);
+  coll(&tr[1], "gloo:all_reduce", 10, 20);
+  op(&tr[1], 12);
+  op(&tr[1], 14);
+  op(&tr[1], 16);
+  coll(&tr[1], "gloo:all_reduce", 60, 70);
+  tb_end(&tr[1]);
+  /* Segment 1: the same again; shifts restart at 0. */
+  tb_begin(&tr[2], 0);
+  coll(&tr[2], "gloo:all_reduce", 1010, 1020);
+  coll(&tr[2], "gloo:all_reduce", 1030, 1070);
+  tb_end(&tr[2]);
+  tb_begin(&tr[3], 1);
+  coll(&tr[3], "gloo:all_reduce", 1010, 1020);
+  op(&tr[3], 1012);
+  op(&tr[3], 1014);
+  op(&tr[3], 1016);
+  coll(&tr[3], "gloo:all_reduce", 1060, 1070);
+  tb_end(&tr[3]);
+  osk_job_t *j;
+  CHECK(osk_job_new(&j, NULL) == 0);
+  CHECK(osk_job_add_mem(j, 0, tr[0].buf, tr[0].len) == 0);
+  CHECK(osk_job_add_mem(j, 1, tr[1].buf, tr[1].len) == 0);
+  CHECK(osk_job_add_mem(j, 0, tr[2].buf, tr[2].len) == 0);
+  CHECK(osk_job_add_mem(j, 1, tr[3].buf, tr[3].len) == 0);
+  CHECK(osk_job_set_cost(j, 0, 0, 0) == 0 && osk_job_set_cost(j, 1, 5000, 0) == 0);
+  CHECK(osk_job_run(j, NULL) == 0);
+  CHECK(osk_job_stats(j)->matched == 4 && osk_job_rank(j, 1)->sources == 2);
+  for (size_t k = 1; k < 4; k += 2) {
+    const osk_job_collective_t *c = osk_job_collective(j, k);
+    CHECK(c->segment == k / 2);
+    CHECK_NEAR(c->own_ns[1], 15000, 0);  /* the 3 events beside the previous one */
+    CHECK_NEAR(c->shift_ns[0], 15000, 0); /* max(30, 60) - max(30, 60 - 15) */
+    CHECK_NEAR(c->corrected_wait_ns[0], 15000, 0);
+  }
+  CHECK_NEAR(osk_job_rank(j, 0)->absorbed_ns, 30000, 0);
+  CHECK_NEAR(osk_job_rank(j, 1)->own_before_sync_ns, 30000, 0);
+  osk_job_free(j);
+  for (int i = 0; i < 4; i++) free(tr[i].buf);
+
+  /* Aligned with costs: rank 1's clock reads 500 us ahead; on rank 0's
+   * clock it arrives 20 us late, 10 of them its cost (2 events x 5 us). */
+  tb_t a[2];
+  tb_begin(&a[0], 0);
+  tb_begin(&a[1], 1);
+  for (int k = 0; k < 10; k++) {
+    double t = 100.0 * k;
+    coll(&a[0], "gloo:all_reduce", t + 10, t + 50);
+    op(&a[1], 500 + t + 20);
+    op(&a[1], 500 + t + 25);
+    coll(&a[1], "gloo:all_reduce", 500 + t + 30, 500 + t + 50);
+  }
+  tb_end(&a[0]);
+  tb_end(&a[1]);
+  const double w[2] = {0, 5000};
+  j = run_job(a, 2, w, 1);
+  CHECK_NEAR(osk_job_rank(j, 1)->offset_ns, 500000, 1);
+  for (size_t k = 1; k < 10; k++) {
+    const osk_job_collective_t *c = osk_job_collective(j, k);
+    CHECK_NEAR((double)(c->enter_ns[1] - c->enter_ns[0]), 20000, 1);
+    CHECK_NEAR(c->wait_ns[0], 20000, 1);
+    CHECK_NEAR(c->corrected_wait_ns[0], 10000, 1);
+  }
+  osk_job_free(j);
+  free_traces(a, 2);
+}
+
 int main(void) {
   test_chain_of_three();
   test_late_sender_and_receiver();
   test_clock_offsets();
   test_unmatched_and_family();
   test_nccl_family();
+  test_costs_without_collectives();
+  test_beside_segments_and_aligned_costs();
   puts("ok");
   return 0;
 }

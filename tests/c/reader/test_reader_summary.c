@@ -292,6 +292,68 @@ static void test_huge_durations_saturate(void) {
   osk_summary_free(s);
 }
 
+/* A trace of n calls of "a" with durations base, base + step, ... (us),
+ * and one "b" of each kind; malloc'd text. */
+static char *calls_trace(int n, int base, int step) {
+  size_t cap = 128 + (size_t)n * 96;
+  char *t = malloc(cap);
+  CHECK(t);
+  size_t len = (size_t)snprintf(t, cap, "{\"traceEvents\": [");
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(t + len, cap - len,
+                            "%s{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":%d,\"dur\":%d}",
+                            i ? "," : "", i * 100000, base + step * i);
+  snprintf(t + len, cap - len, ",{\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":2,\"ts\":1,\"dur\":%d}]}",
+           base);
+  return t;
+}
+
+/* Merged summaries give what one summary of all the events gives: calls,
+ * totals, min, max, and quantiles (exact lists and histograms alike). */
+static void test_merge(void) {
+  const int sizes[][2] = {{10, 20}, {10, 200}, {200, 300}, {1, 500}};
+  for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++) {
+    char *ta = calls_trace(sizes[c][0], 3, 7), *tb = calls_trace(sizes[c][1], 1000, 11);
+    osk_summary_t *a, *b, *m, *all;
+    CHECK(osk_summary_from_mem(ta, strlen(ta), 0, NULL, NULL, &a, NULL, NULL) == 0);
+    CHECK(osk_summary_from_mem(tb, strlen(tb), 0, NULL, NULL, &b, NULL, NULL) == 0);
+    CHECK(osk_summary_new(&m, NULL) == 0);
+    CHECK(osk_summary_merge(m, a) == 0 && osk_summary_merge(m, b) == 0);
+    /* One summary of both: the second trace's events on another thread. */
+    CHECK(osk_summary_new(&all, NULL) == 0);
+    osk_reader_t *r;
+    CHECK(osk_reader_open_mem(&r, ta, strlen(ta), 0, NULL, NULL) == 0);
+    CHECK(osk_reader_run(r, osk_summary_add, all, NULL) == 0);
+    osk_reader_free(r);
+    for (char *p = tb; (p = strstr(p, "\"tid\":")); p += 6) p[6] = p[6] == '1' ? '3' : '4';
+    CHECK(osk_reader_open_mem(&r, tb, strlen(tb), 0, NULL, NULL) == 0);
+    CHECK(osk_reader_run(r, osk_summary_add, all, NULL) == 0);
+    osk_reader_free(r);
+    CHECK(osk_summary_finish(all) == 0);
+    CHECK(osk_summary_op_count(m) == osk_summary_op_count(all));
+    for (size_t i = 0; i < osk_summary_op_count(all); i++) {
+      const osk_summary_op_t *x = osk_summary_op(all, i), *y = osk_summary_op(m, i);
+      CHECK(x->name.len == y->name.len && memcmp(x->name.ptr, y->name.ptr, x->name.len) == 0);
+      CHECK(x->calls == y->calls && x->total_ns == y->total_ns && x->self_ns == y->self_ns);
+      CHECK(x->min_ns == y->min_ns && x->max_ns == y->max_ns);
+      for (double q = 0; q <= 1.0; q += 0.125) {
+        double qx, qy;
+        CHECK(osk_summary_op_quantile(all, i, q, &qx) == 0 && osk_summary_op_quantile(m, i, q, &qy) == 0);
+        CHECK_NEAR(qy, qx, 1e-9 + 0.008 * qx);
+      }
+    }
+    CHECK(osk_summary_stats(m)->complete_events == osk_summary_stats(all)->complete_events);
+    /* A summary that holds events of its own does not take merges. */
+    CHECK(osk_summary_merge(all, a) == OSK_EINVAL);
+    osk_summary_free(a);
+    osk_summary_free(b);
+    osk_summary_free(m);
+    osk_summary_free(all);
+    free(ta);
+    free(tb);
+  }
+}
+
 int main(void) {
   test_nesting();
   test_equal_starts_and_overlaps();
@@ -302,6 +364,7 @@ int main(void) {
   test_category_filter();
   test_truncated_and_invalid();
   test_huge_durations_saturate();
+  test_merge();
   puts("reader summary: ok");
   return 0;
 }
