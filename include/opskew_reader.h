@@ -382,6 +382,18 @@ int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev);
  * accessors below need it. Returns 0 or OSK_ENOMEM. */
 int osk_summary_finish(osk_summary_t *s);
 
+/* Adds the per-name figures and the counters of `src` (finished) to `dst`:
+ * per name, calls, totals, self times, min and max, descendants and the
+ * quantiles' data (exact values or histogram buckets) add up, so a merged
+ * name's p50/p99 are those of all its calls, within the histogram's 0.8%.
+ * Threads, processes, metadata and objects are not merged. `dst` is a new
+ * summary (osk_summary_new, no events added) or one that only received
+ * merges; it counts as finished afterwards. Returns 0, OSK_EINVAL (NULL, an
+ * unfinished src, or a dst that holds events of its own), OSK_ENOMEM (dst
+ * then holds part of src). One job's per-rank summaries merge into its
+ * table across ranks (opskew_job.h). */
+int osk_summary_merge(osk_summary_t *dst, const osk_summary_t *src);
+
 /* Results (after osk_summary_finish). Pointers stay valid until
  * osk_summary_free. Ops are in first-seen order. */
 size_t osk_summary_op_count(const osk_summary_t *s);

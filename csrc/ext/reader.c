@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "opskew_job.h"
 #include "opskew_reader.h"
 #include "read_error.h"
 
@@ -402,6 +403,237 @@ static PyObject *reader_spool(PyObject *self, PyObject *args) {
   return Py_BuildValue("(iisi)", fd, 0, "", 0);
 }
 
+/* ------------------------------------------------------------------ job */
+
+static PyObject *dlist(const double *x, size_t n) {
+  PyObject *l = PyList_New((Py_ssize_t)n);
+  for (size_t i = 0; l && i < n; i++) {
+    PyObject *v = PyFloat_FromDouble(x[i]);
+    if (!v) {
+      Py_CLEAR(l);
+      break;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+  }
+  return l;
+}
+
+static PyObject *ilist(const int64_t *x, size_t n) {
+  PyObject *l = PyList_New((Py_ssize_t)n);
+  for (size_t i = 0; l && i < n; i++) {
+    PyObject *v = x[i] < 0 ? new_ref(Py_None) : PyLong_FromLongLong(x[i]);
+    if (!v) {
+      Py_CLEAR(l);
+      break;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+  }
+  return l;
+}
+
+/* Appends d to list, stealing d. */
+static int append_new(PyObject *list, PyObject *d) {
+  if (!d) return -1;
+  int rc = PyList_Append(list, d);
+  Py_DECREF(d);
+  return rc;
+}
+
+static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
+  const osk_job_rank_t *r = osk_job_rank(j, i);
+  PyObject *d = PyDict_New(), *src = PyList_New(0);
+  if (!d || !src) goto fail;
+  for (size_t k = 0; k < r->sources; k++) {
+    const osk_summary_t *s = osk_job_source_summary(j, i, k);
+    PyObject *sd = PyDict_New();
+    if (!sd || put(sd, "threads", threads_list(s)) || put(sd, "processes", processes_list(s)) ||
+        put(sd, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
+        put(sd, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
+        put(sd, "stats", stats_dict(osk_summary_stats(s), &(osk_reader_stats_t){0}))) {
+      Py_XDECREF(sd);
+      goto fail;
+    }
+    if (append_new(src, sd)) goto fail;
+  }
+  if (put(d, "rank", PyLong_FromLong(r->rank)) || PyDict_SetItemString(d, "sources", src) ||
+      put(d, "status", PyUnicode_FromString(osk_py_status(r->status))) ||
+      put(d, "ops", ops_list(r->summary)) ||
+      put(d, "stats", stats_dict(osk_summary_stats(r->summary), &(osk_reader_stats_t){0})) ||
+      put(d, "collectives", PyLong_FromUnsignedLongLong(r->collectives)) ||
+      put(d, "steps", PyLong_FromUnsignedLongLong(r->steps)) ||
+      put(d, "offset_ns", PyFloat_FromDouble(r->offset_ns)) ||
+      put(d, "drift_ppm", PyFloat_FromDouble(r->drift_ppm)) ||
+      put(d, "residual_ns", PyFloat_FromDouble(r->residual_ns)) ||
+      put(d, "residual_max_ns", PyFloat_FromDouble(r->residual_max_ns)) ||
+      put(d, "clock_points", PyLong_FromUnsignedLongLong(r->clock_points)) ||
+      put(d, "wait_ns", PyFloat_FromDouble(r->wait_ns)) ||
+      put(d, "last_arrivals", PyLong_FromUnsignedLongLong(r->last_arrivals)) ||
+      put(d, "lateness_ns", PyFloat_FromDouble(r->lateness_ns)) ||
+      put(d, "costed", PyBool_FromLong(r->costed)) ||
+      put(d, "w_ns", r->costed ? PyFloat_FromDouble(r->w_ns) : new_ref(Py_None)) ||
+      put(d, "w_py_ns", r->costed ? PyFloat_FromDouble(r->w_py_ns) : new_ref(Py_None)) ||
+      put(d, "events", PyLong_FromUnsignedLongLong(r->events)) ||
+      put(d, "py_events", PyLong_FromUnsignedLongLong(r->py_events)) ||
+      put(d, "own_ns", PyFloat_FromDouble(r->own_ns)) ||
+      put(d, "own_before_sync_ns", PyFloat_FromDouble(r->own_before_sync_ns)) ||
+      put(d, "absorbed_ns", PyFloat_FromDouble(r->absorbed_ns)) ||
+      put(d, "corrected_wait_ns", PyFloat_FromDouble(r->corrected_wait_ns)))
+    goto fail;
+  Py_DECREF(src);
+  return d;
+fail:
+  Py_XDECREF(src);
+  Py_XDECREF(d);
+  return NULL;
+}
+
+static PyObject *job_result(const osk_job_t *j) {
+  size_t nr = osk_job_rank_count(j);
+  const osk_job_stats_t *st = osk_job_stats(j);
+  PyObject *res = PyDict_New(), *ranks = PyList_New(0), *colls = PyList_New(0),
+           *steps = PyList_New(0), *merged = PyDict_New();
+  if (!res || !ranks || !colls || !steps || !merged) goto fail;
+  for (size_t i = 0; i < nr; i++)
+    if (append_new(ranks, job_rank_dict(j, i))) goto fail;
+  for (size_t k = 0; k < osk_job_collective_count(j); k++) {
+    const osk_job_collective_t *c = osk_job_collective(j, k);
+    PyObject *d = PyDict_New();
+    if (!d || put(d, "segment", PyLong_FromSize_t(c->segment)) ||
+        put(d, "step", PyLong_FromLongLong(c->step)) ||
+        put(d, "ordinal", PyLong_FromUnsignedLong(c->ordinal)) || put(d, "name", str_obj(c->name)) ||
+        put(d, "p2p", PyBool_FromLong(c->p2p)) ||
+        put(d, "sender", c->p2p ? PyLong_FromSize_t(c->sender) : new_ref(Py_None)) ||
+        put(d, "last", PyLong_FromSize_t(c->last)) ||
+        put(d, "lateness_ns", PyFloat_FromDouble(c->lateness_ns)) ||
+        put(d, "enter_ns", ilist(c->enter_ns, nr)) || put(d, "exit_ns", ilist(c->exit_ns, nr)) ||
+        put(d, "wait_ns", dlist(c->wait_ns, nr)) || put(d, "own_ns", dlist(c->own_ns, nr)) ||
+        put(d, "shift_ns", dlist(c->shift_ns, nr)) ||
+        put(d, "corrected_wait_ns", dlist(c->corrected_wait_ns, nr))) {
+      Py_XDECREF(d);
+      goto fail;
+    }
+    if (append_new(colls, d)) goto fail;
+  }
+  for (size_t k = 0; k < osk_job_step_count(j); k++) {
+    const osk_job_step_t *s = osk_job_step(j, k);
+    PyObject *d = PyDict_New();
+    if (!d || put(d, "segment", PyLong_FromSize_t(s->segment)) ||
+        put(d, "step", PyLong_FromLongLong(s->step)) || put(d, "dur_ns", ilist(s->dur_ns, nr)) ||
+        put(d, "corrected_ns", st->corrected ? dlist(s->corrected_ns, nr) : new_ref(Py_None))) {
+      Py_XDECREF(d);
+      goto fail;
+    }
+    if (append_new(steps, d)) goto fail;
+  }
+  const osk_summary_t *m = osk_job_merged(j);
+  if (put(merged, "ops", ops_list(m)) ||
+      put(merged, "stats", stats_dict(osk_summary_stats(m), &(osk_reader_stats_t){0})) ||
+      PyDict_SetItemString(res, "ranks", ranks) || PyDict_SetItemString(res, "collectives", colls) ||
+      PyDict_SetItemString(res, "steps", steps) || PyDict_SetItemString(res, "merged", merged) ||
+      put(res, "family", PyUnicode_FromString(st->family_name)) ||
+      put(res, "matched", PyLong_FromUnsignedLongLong(st->matched)) ||
+      put(res, "unmatched", PyLong_FromUnsignedLongLong(st->unmatched)) ||
+      put(res, "aligned", PyBool_FromLong(st->aligned)) ||
+      put(res, "corrected", PyBool_FromLong(st->corrected)))
+    goto fail;
+  Py_DECREF(ranks);
+  Py_DECREF(colls);
+  Py_DECREF(steps);
+  Py_DECREF(merged);
+  return res;
+fail:
+  Py_XDECREF(res);
+  Py_XDECREF(ranks);
+  Py_XDECREF(colls);
+  Py_XDECREF(steps);
+  Py_XDECREF(merged);
+  return NULL;
+}
+
+static PyObject *reader_job(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"sources", "costs", "align", "categories", "exclude_categories", NULL};
+  PyObject *src_obj, *costs_obj = Py_None, *cats_obj = Py_None, *ex_obj = Py_None, *fast = NULL;
+  int align = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OpOO:job", kwlist, &src_obj, &costs_obj, &align,
+                                   &cats_obj, &ex_obj))
+    return NULL;
+  str_list_t cats = {0}, ex = {0};
+  osk_job_t *j = NULL;
+  PyObject *result = NULL, *paths = PyList_New(0);
+  if (!paths || str_list(&cats, cats_obj, "categories must be a sequence of str") ||
+      str_list(&ex, ex_obj, "exclude_categories must be a sequence of str"))
+    goto done;
+  osk_summary_opts_t sopts = {cats.items, cats.n, ex.items, ex.n};
+  osk_job_opts_t opts = {0};
+  opts.summary = &sopts;
+  opts.align = align;
+  int rc = osk_job_new(&j, &opts);
+  if (rc) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  if (!(fast = PySequence_Fast(src_obj, "sources must be a sequence of (rank, path)"))) goto done;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+    int rank;
+    PyObject *path_obj;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "iO&:job source", &rank,
+                          PyUnicode_FSConverter, &path_obj))
+      goto done;
+    int arc = PyList_Append(paths, path_obj);
+    Py_DECREF(path_obj);
+    if (arc) goto done;
+    rc = osk_job_add_path(j, rank, PyBytes_AS_STRING(path_obj));
+    if (rc) {
+      PyErr_SetString(PyExc_ValueError, "job: a rank must be >= 0");
+      goto done;
+    }
+  }
+  if (costs_obj != Py_None) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    if (!PyDict_Check(costs_obj)) {
+      PyErr_SetString(PyExc_TypeError, "costs must be a dict rank -> (w_ns, w_py_ns)");
+      goto done;
+    }
+    while (PyDict_Next(costs_obj, &pos, &key, &value)) {
+      double w, wpy;
+      long rank = PyLong_AsLong(key);
+      if ((rank == -1 && PyErr_Occurred()) || !PyArg_ParseTuple(value, "dd:job cost", &w, &wpy))
+        goto done;
+      if (osk_job_set_cost(j, (int)rank, w, wpy)) {
+        PyErr_Format(PyExc_ValueError, "job: bad cost for rank %ld (no such rank, or W < 0)", rank);
+        goto done;
+      }
+    }
+  }
+  osk_error_t err = {0, "", 0, 0};
+  Py_BEGIN_ALLOW_THREADS rc = osk_job_run(j, &err);
+  Py_END_ALLOW_THREADS
+  size_t fr = 0, fs = 0;
+  if (osk_job_failed(j, &fr, &fs) == 0) {
+    result = PyDict_New();
+    if (result && (put_outcome(result, rc, &err) || put(result, "failed_rank", PyLong_FromLong(osk_job_rank(j, fr)->rank)) ||
+                   put(result, "failed_source", PyLong_FromSize_t(fs))))
+      Py_CLEAR(result);
+    goto done;
+  }
+  if (rc && rc != OSK_ETRUNCATED && rc != OSK_EFORMAT) {
+    result = PyDict_New();
+    if (result && put_outcome(result, rc, &err)) Py_CLEAR(result);
+    goto done;
+  }
+  result = job_result(j);
+  if (result && put_outcome(result, rc, &err)) Py_CLEAR(result);
+done:
+  osk_job_free(j);
+  str_list_free(&cats);
+  str_list_free(&ex);
+  Py_XDECREF(fast);
+  Py_XDECREF(paths);
+  return result;
+}
+
 static PyMethodDef reader_methods[] = {
     {"spool", reader_spool, METH_VARARGS,
      "spool(path) -> (fd, code, message, sys_errno)\n\n"
@@ -422,6 +654,17 @@ static PyMethodDef reader_methods[] = {
      "an exception). Times are integer ns (float for mean and quantiles). With\n"
      "categories, only events whose 'cat' is listed are analyzed; events whose\n"
      "'cat' is in exclude_categories are not."},
+    {"job", (PyCFunction)(void (*)(void))reader_job, METH_VARARGS | METH_KEYWORDS,
+     "job(sources, costs=None, align=False, categories=None, exclude_categories=None) -> dict\n\n"
+     "A multi-rank job's traces together (include/opskew_job.h): sources is a\n"
+     "sequence of (rank, path), each rank's in order (its segments); costs a\n"
+     "dict rank -> (W ns, W_py ns) for the cross-rank correction; align applies\n"
+     "the estimated clock offsets. Returns 'ranks' (per rank: its table 'ops',\n"
+     "clock fit, waits, costs; 'sources' with each file's threads, metadata\n"
+     "and objects), 'merged' (the table over ranks), 'collectives', 'steps',\n"
+     "'family', 'matched', 'unmatched', 'aligned', 'corrected', 'status' and\n"
+     "'error' as summarize() has them; when a file could not be read, only\n"
+     "'status', 'error' and 'failed_rank'/'failed_source'. Times in ns."},
     {"scan", (PyCFunction)(void (*)(void))reader_scan, METH_VARARGS | METH_KEYWORDS,
      "scan(path, chunk_bytes=0, *, header_only=False) -> dict\n\n"
      "Reads a Chrome trace in C without analyzing it and returns what it says\n"

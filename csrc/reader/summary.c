@@ -14,6 +14,7 @@
  */
 #include "opskew_reader.h"
 #include "analysis.h"
+#include "reader_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,35 @@ static int hist_add(hist_t *h, int64_t v) {
     h->exact = NULL;
   }
   return hist_bump(h, hist_index((uint64_t)v));
+}
+
+/* Adds every value of `src` to `h` (a merge of two names' figures). */
+static int hist_merge(hist_t *h, const hist_t *src) {
+  if (!src->counts) {
+    for (uint32_t i = 0; i < src->n_exact; i++) {
+      int rc = hist_add(h, src->exact[i]);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  for (int i = src->lo; i < src->hi; i++) {
+    uint64_t c = src->counts[i - src->lo];
+    if (!c) continue;
+    /* The first add turns `h` into buckets when it is still exact; the rest
+     * of this bucket's count goes in at once. */
+    while (!h->counts && c) {
+      double lower, width;
+      hist_bucket(i, &lower, &width);
+      int rc = hist_add(h, (int64_t)lower);
+      if (rc) return rc;
+      c--;
+    }
+    if (!c) continue;
+    int rc = hist_bump(h, i);
+    if (rc) return rc;
+    h->counts[i - h->lo] += c - 1;
+  }
+  return 0;
 }
 
 static void hist_free(hist_t *h) {
@@ -544,6 +574,45 @@ int osk_summary_finish(osk_summary_t *s) {
   return 0;
 }
 
+int osk_summary_merge(osk_summary_t *dst, const osk_summary_t *src) {
+  if (!dst || !src || !src->finished || dst->n_threads || (!dst->finished && dst->stats.events))
+    return OSK_EINVAL;
+  for (size_t i = 0; i < src->n_ops; i++) {
+    const op_t *so = &src->ops[i];
+    int64_t id = op_intern(dst, so->pub.name, so->pub.cat);
+    if (id < 0) return (int)id;
+    osk_summary_op_t *d = &dst->ops[id].pub;
+    const osk_summary_op_t *o = &so->pub;
+    if (!o->calls) continue;
+    if (d->calls == 0 || o->min_ns < d->min_ns) d->min_ns = o->min_ns;
+    if (d->calls == 0 || o->max_ns > d->max_ns) d->max_ns = o->max_ns;
+    d->calls += o->calls;
+    d->total_ns = osk__sat_add(d->total_ns, o->total_ns);
+    d->self_ns = osk__sat_add(d->self_ns, o->self_ns);
+    d->descendants += o->descendants;
+    d->only_child_same_name += o->only_child_same_name;
+    int rc = hist_merge(&dst->ops[id].hist, &so->hist);
+    if (rc) return rc;
+  }
+  osk_summary_stats_t *d = &dst->stats;
+  const osk_summary_stats_t *o = &src->stats;
+  if (o->complete_events) {
+    if (!d->complete_events || o->first_ts_ns < d->first_ts_ns) d->first_ts_ns = o->first_ts_ns;
+    if (!d->complete_events || o->last_end_ns > d->last_end_ns) d->last_end_ns = o->last_end_ns;
+  }
+  d->events += o->events;
+  d->complete_events += o->complete_events;
+  d->filtered_events += o->filtered_events;
+  d->unusable_events += o->unusable_events;
+  d->overlaps += o->overlaps;
+  d->unmatched_end += o->unmatched_end;
+  d->unclosed_begin += o->unclosed_begin;
+  d->resorted_events += o->resorted_events;
+  if (o->passes > d->passes) d->passes = o->passes;
+  dst->finished = 1;
+  return 0;
+}
+
 size_t osk_summary_op_count(const osk_summary_t *s) { return s ? s->n_ops : 0; }
 
 const osk_summary_op_t *osk_summary_op(const osk_summary_t *s, size_t i) {
@@ -718,9 +787,22 @@ static int open_source(const source_t *src, const osk_reader_opts_t *ropts, osk_
   return osk_reader_open_mem(r, src->data, src->len, src->piece, &o, err);
 }
 
+/* The first pass's callback: the summary, then the caller's tap. */
+typedef struct {
+  osk_summary_t *s;
+  osk_reader_event_fn tap;
+  void *tap_ctx;
+} tapped_t;
+
+static int add_tapped(void *ctx, const osk_reader_event_t *ev) {
+  tapped_t *t = ctx;
+  int rc = osk_summary_add(t->s, ev);
+  return rc ? rc : t->tap(t->tap_ctx, ev);
+}
+
 static int summarize(const source_t *src, const osk_summary_opts_t *opts,
-                     const osk_reader_opts_t *ropts, osk_summary_t **out,
-                     osk_reader_stats_t *rstats, osk_error_t *err) {
+                     const osk_reader_opts_t *ropts, osk_reader_event_fn tap, void *tap_ctx,
+                     osk_summary_t **out, osk_reader_stats_t *rstats, osk_error_t *err) {
   osk_error_t local;
   if (!err) err = &local;
   if (!out) return OSK_EINVAL;
@@ -737,7 +819,8 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
     osk_summary_free(s);
     return rc;
   }
-  rc = osk_reader_run(r, osk_summary_add, s, err);
+  tapped_t tapped = {s, tap, tap_ctx};
+  rc = tap ? osk_reader_run(r, add_tapped, &tapped, err) : osk_reader_run(r, osk_summary_add, s, err);
   if (rstats) *rstats = *osk_reader_stats(r);
   int mrc = copy_meta(s, r);
   if (!mrc) mrc = copy_objects(s, r);
@@ -780,12 +863,20 @@ int osk_summary_from_path(const char *path, const osk_summary_opts_t *opts,
                        osk_reader_stats_t *rstats, osk_error_t *err) {
   source_t src = {path, NULL, 0, 0};
   if (!path) return OSK_EINVAL;
-  return summarize(&src, opts, ropts, out, rstats, err);
+  return summarize(&src, opts, ropts, NULL, NULL, out, rstats, err);
 }
 
 int osk_summary_from_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
                       const osk_reader_opts_t *ropts, osk_summary_t **out,
                       osk_reader_stats_t *rstats, osk_error_t *err) {
   source_t src = {NULL, data, len, piece};
-  return summarize(&src, opts, ropts, out, rstats, err);
+  return summarize(&src, opts, ropts, NULL, NULL, out, rstats, err);
+}
+
+int osk__summary_tapped(const char *path, const void *data, size_t len,
+                        const osk_summary_opts_t *opts, osk_reader_event_fn tap, void *tap_ctx,
+                        osk_summary_t **out, osk_reader_stats_t *rstats, osk_error_t *err) {
+  source_t src = {path, data, len, 0};
+  if (!tap) return OSK_EINVAL;
+  return summarize(&src, opts, NULL, tap, tap_ctx, out, rstats, err);
 }

@@ -1,4 +1,5 @@
-"""`opskew summary TRACE`: the key_averages()-style table of any Chrome trace."""
+"""`opskew summary TRACE`: the key_averages()-style table of any Chrome trace;
+`opskew summary DIR` (or several traces): a multi-rank job's (opskew.job)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ SORT_KEYS = {
     "name": lambda o: o["name"],
 }
 
-HELP = "per-operator table (like key_averages()) of a torch.profiler or opskew trace"
+HELP = "per-operator table (like key_averages()) of a trace, or of a multi-rank job's traces"
 DESCRIPTION = """\
 Reads TRACE, a Chrome trace as torch.profiler exports it (.json or .json.gz)
 or as opskew writes it, in C and in bounded memory, and prints per operator
@@ -39,11 +40,28 @@ A trace that ends early (a profiler killed mid-write, or gzip data corrupt
 part way) is summarized up to that point, with a warning, and the exit code
 is 5. Events that opskew's tracer lost while recording (its "opskew" header
 counts them) are reported on one line and in --json's "losses".
+
+A job (torchrun): give a directory (its *.json and *.json.gz traces, less
+opskew's .corrected ones) or several traces. Each trace's rank comes from
+Kineto's distributedInfo header, else from 'rankN' in its name; a rank's
+traces are its cycles, in order. Printed: per rank its events, steps,
+collectives, time waited in them, how often it arrived last and the
+lateness it caused, and its clock offset to rank 0 (estimated from the
+collectives' exits; applied with --align on, or by default when the traces
+come from several hosts); stragglers; each step's time on every rank; the
+table of all ranks merged (--per-rank: each rank's too). With each rank's W
+(--w, or opskew profile's report.rankR.json beside the traces), the
+cross-rank correction: each rank's own instrument cost and what it absorbed
+from the others in its waits (TAU's parallel model). Every trace is read
+once in C, twice with W; memory does not grow with the traces' sizes. See
+docs/multirank.md.
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trace", metavar="TRACE", help="trace file (.json or .json.gz); '-' for standard input")
+    p.add_argument("trace", metavar="TRACE", nargs="+",
+                   help="trace file (.json or .json.gz); '-' for standard input; a directory or several traces: "
+                   "a multi-rank job")
     p.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH ('-': stdout only)")
     p.add_argument("--sort", default="total", choices=tuple(SORT_KEYS),
                    help="order of the rows (default: total)")
@@ -56,6 +74,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", metavar="PATH",
                    help="also write every operator as CSV to PATH ('-': stdout): a header line, then "
                    "plain numbers (times in ns, shares as fractions)")
+    job = p.add_argument_group("multi-rank jobs (a directory or several traces)")
+    job.add_argument("--w", action="append", metavar="[RANK=]NS[,PY_NS]",
+                     help="instrument cost per operator event (and per Python event) for the cross-rank "
+                     "correction: for every rank, or RANK=NS for one; repeatable (default: the W that "
+                     "opskew profile measured, from report.rankR.json beside the traces)")
+    job.add_argument("--align", choices=("auto", "on", "off"), default="auto",
+                     help="apply the clock offsets estimated from the collectives (default auto: when the "
+                     "traces come from more than one host)")
+    job.add_argument("--per-rank", action="store_true", help="also print each rank's own table")
 
 
 def _print_table(result, ops, top, out, losses=None):
@@ -76,9 +103,19 @@ def _print_table(result, ops, top, out, losses=None):
         out.write(losses_line(losses)[0].upper() + losses_line(losses)[1:] + "\n")
 
 
+def _is_job(args) -> bool:
+    import os
+
+    traces = args.trace if isinstance(args.trace, list) else [args.trace]
+    return len(traces) > 1 or os.path.isdir(traces[0])
+
+
 def compute(args) -> dict:
-    """The summary document (the --json, schema opskew.summary/1); prints
-    nothing. `run` prints and writes it; opskew.api.summary returns it."""
+    """The summary document (the --json, schema opskew.summary/1, or
+    opskew.job_summary/1 for a job); prints nothing. `run` prints and writes
+    it; opskew.api.summary returns it."""
+    if isinstance(args.trace, list) and not _is_job(args):
+        args.trace = args.trace[0]
     if args.top < 0:
         raise UsageError("--top must be >= 0")
     cats = [c for c in args.cat.split(",") if c] if args.cat else None
@@ -86,6 +123,16 @@ def compute(args) -> dict:
         raise UsageError("--cat needs at least one category")
     # An explicit --cat list is taken as is; by default Kineto's "Trace" span
     # (profiler bookkeeping, as long as the whole window) is left out.
+    if _is_job(args):
+        from .. import job
+
+        if getattr(args, "csv", None):
+            raise UsageError("--csv is for one trace; a job's tables are in --json")
+        check_output(args.json, inputs=[("an input trace", t) for t in args.trace])
+        return job.compute(args.trace, costs=getattr(args, "w", None), align=getattr(args, "align", "auto"),
+                           categories=cats)
+    if getattr(args, "w", None):
+        raise UsageError("--w is for a job (a directory or several traces)")
     check_output(args.json, inputs=[("the input trace", args.trace)])  # before reading (docs/outputs.md)
     result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED)
     return {
@@ -106,6 +153,15 @@ def compute(args) -> dict:
 
 
 def run(args) -> int:
+    if _is_job(args):
+        doc = compute(args)
+        if args.json != "-":
+            from .. import job
+
+            job.render(doc, sys.stdout, top=args.top, per_rank=args.per_rank)
+        if args.json:
+            write_json(doc, args.json)
+        return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK
     csv_path = getattr(args, "csv", None)
     if csv_path == "-" and args.json == "-":
         raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")

@@ -1,0 +1,292 @@
+"""A multi-rank job's traces together: `opskew summary DIR` (docs/multirank.md).
+
+Finds each rank's traces (torch.profiler's, or those `opskew profile` wrote
+under torchrun), says which rank each belongs to, gathers the ranks' own W
+when `opskew profile` measured it, and hands everything to the C job
+summary (include/opskew_job.h), which reads every trace once, streaming:
+per-rank and merged tables, steps, collectives matched across ranks, clock
+offsets, and TAU's cross-rank correction. Nothing here loops over events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+
+from .errors import UsageError, from_c_error
+from .tracefile import DEFAULT_EXCLUDED, scan
+
+SCHEMA = "opskew.job_summary/1"
+
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_CYCLE_IN_NAME = re.compile(r"cycle(\d+)")
+_TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def _natural(name: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def trace_files(paths: list) -> list:
+    """The trace files among `paths`: files as given; a directory's *.json and
+    *.json.gz, less opskew's own corrected traces and reports."""
+    out = []
+    for p in paths:
+        if p == "-":
+            raise UsageError("a job summary reads each trace twice: give files or a directory, not '-'")
+        if os.path.isdir(p):
+            names = sorted(os.listdir(p), key=_natural)
+            found = [os.path.join(p, n) for n in names
+                     if n.endswith(_TRACE_SUFFIXES) and ".corrected." not in n and not n.startswith("report")
+                     and os.path.isfile(os.path.join(p, n))]
+            if not found:
+                raise UsageError(f"{p}: no trace files (*.json, *.json.gz) in it")
+            out.extend(found)
+        else:
+            out.append(p)
+    return out
+
+
+def identify(path: str) -> dict:
+    """Rank, host and cycle of one trace, from its header (Kineto's
+    distributedInfo and host_name, read by the C reader up to traceEvents)
+    or, failing that, from its name (rankN, cycleN)."""
+    head = scan(path, header_only=True)
+    info = (head.get("objects") or {}).get("distributedInfo") or {}
+    rank = info.get("rank") if isinstance(info.get("rank"), int) else None
+    name = os.path.basename(path)
+    if rank is None:
+        m = _RANK_IN_NAME.search(name)
+        rank = int(m.group(1)) if m else None
+    cycle = _CYCLE_IN_NAME.search(name)
+    return {"path": path, "rank": rank, "host": (head.get("metadata") or {}).get("host_name"),
+            "world_size": info.get("world_size"), "cycle": int(cycle.group(1)) if cycle else None,
+            "base_ns": (head.get("metadata") or {}).get("baseTimeNanoseconds")}
+
+
+def _reports_w(folders: set) -> dict:
+    """rank -> (W, W_py, where) from opskew profile's report.rankR.json in
+    the given folders: the run's final W (else the last cycle's)."""
+    found = {}
+    for d in sorted(folders):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for n in names:
+            m = re.fullmatch(r"report\.rank(\d+)\.json", n)
+            if not m:
+                continue
+            try:
+                with open(os.path.join(d, n), encoding="utf-8") as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                continue
+            last = doc.get("final") or doc.get("report") or {}
+            w = (last.get("w_ns") or {}).get("median")
+            wpy = (doc.get("report") or {}).get("w_py_ns")
+            wpy = wpy.get("median") if isinstance(wpy, dict) else wpy
+            if isinstance(w, (int, float)):
+                found[int(m.group(1))] = (max(float(w), 0.0), max(float(wpy or 0.0), 0.0), os.path.join(d, n))
+    return found
+
+
+def parse_costs(specs: list) -> dict:
+    """--w values: 'NS' (every rank), 'R=NS' or 'R=NS,PY_NS'."""
+    costs = {}
+    for s in specs or []:
+        rank, _, val = s.rpartition("=")
+        parts = val.split(",")
+        try:
+            w = float(parts[0])
+            wpy = float(parts[1]) if len(parts) > 1 else 0.0
+            key = int(rank) if rank else "*"
+        except ValueError:
+            raise UsageError(f"--w {s!r}: expected NS, RANK=NS or RANK=NS,PY_NS") from None
+        if not (w >= 0 and wpy >= 0) or len(parts) > 2 or w == float("inf") or wpy == float("inf"):
+            raise UsageError(f"--w {s!r}: costs are finite ns >= 0")
+        costs[key] = (w, wpy)
+    return costs
+
+
+def compute(paths: list, *, costs=None, align: str = "auto", categories=None) -> dict:
+    """The job summary document (schema opskew.job_summary/1)."""
+    from . import _reader
+
+    files = trace_files(paths)
+    ids = [identify(p) for p in files]
+    unknown = [i["path"] for i in ids if i["rank"] is None]
+    if unknown:
+        raise UsageError(f"cannot tell the rank of {unknown[0]}: it has no distributedInfo (torch.distributed "
+                         "was not initialized when it was recorded) and no 'rankN' in its name")
+    by_rank: dict = {}
+    for i in ids:
+        by_rank.setdefault(i["rank"], []).append(i)
+    if len(by_rank) < 2:
+        raise UsageError(f"a job summary needs traces of 2 ranks or more; these are all rank "
+                         f"{next(iter(by_rank))} (for one trace: opskew summary TRACE)")
+    for r in by_rank.values():  # segments in order: cycle number, else the recording's base time, else name
+        r.sort(key=lambda i: (i["cycle"] if i["cycle"] is not None else -1,
+                              i["base_ns"] if isinstance(i["base_ns"], int) else 0, _natural(i["path"])))
+    counts = {len(v) for v in by_rank.values()}
+    hosts = {i["host"] for i in ids if i["host"]}
+    apply = align == "on" or (align == "auto" and len(hosts) > 1)
+    given = parse_costs(costs)
+    from_reports = _reports_w({os.path.dirname(os.path.abspath(i["path"])) for i in ids}) if not given else {}
+    rank_costs, cost_source = {}, {}
+    for r in by_rank:
+        if r in given or "*" in given:
+            rank_costs[r] = given.get(r, given.get("*"))
+            cost_source[r] = "--w"
+        elif r in from_reports:
+            rank_costs[r] = from_reports[r][:2]
+            cost_source[r] = from_reports[r][2]
+    sources = [(r, i["path"]) for r in sorted(by_rank) for i in by_rank[r]]
+    cats = list(categories) if categories else None
+    result = _reader.job(sources, costs=rank_costs or None, align=apply, categories=cats,
+                         exclude_categories=None if cats else list(DEFAULT_EXCLUDED))
+    if result["status"] not in ("ok", "truncated", "invalid") or "ranks" not in result:
+        err = result["error"]
+        bad = by_rank.get(result.get("failed_rank"), [{}])
+        path = (bad[result.get("failed_source", 0)] if bad and bad[0] else {}).get("path", "a trace")
+        raise from_c_error(err["number"], f"trace {path}", message=err["message"], offset=err["offset"],
+                           sys_errno=err["sys_errno"], path=path)
+    notes = []
+    if len(counts) > 1:
+        notes.append("the ranks have different numbers of traces: segment i of each rank is matched with "
+                     "segment i of the others")
+    if len(hosts) > 1 and not apply:
+        notes.append(f"{len(hosts)} hosts but --align off: times across ranks are on different clocks")
+    if rank_costs and len(rank_costs) < len(by_rank):
+        notes.append("no cross-rank correction: W is known for ranks "
+                     f"{sorted(rank_costs)} only (give --w for the others)")
+    if any(s != "--w" for s in cost_source.values()):
+        notes.append("W from opskew profile's reports is each rank's in-run W: a rank that waited in "
+                     "collectives for slower ranks measured their cost as part of its own, so its own cost "
+                     "here is an upper bound (docs/multirank.md)")
+    if result["family"] == "none":
+        notes.append("no collective family is present on every rank (gloo:*, nccl*, record_param_comms, "
+                     "c10d::*): no waits, clock offsets or cross-rank correction")
+    elif result["unmatched"]:
+        notes.append(f"{result['unmatched']} collective(s) seen on some ranks only (or named differently) "
+                     "were left out")
+    ranks = result["ranks"]
+    for rk in ranks:
+        rk["files"] = [i["path"] for i in by_rank[rk["rank"]]]
+        rk["host"] = by_rank[rk["rank"]][0]["host"]
+        rk["w_source"] = cost_source.get(rk["rank"])
+        durs = [s["dur_ns"][ranks.index(rk)] for s in result["steps"]
+                if s["dur_ns"][ranks.index(rk)] is not None]
+        rk["step_median_ns"] = statistics.median(durs) if durs else None
+        if result["corrected"]:
+            cor = [s["corrected_ns"][ranks.index(rk)] for s in result["steps"]
+                   if s["dur_ns"][ranks.index(rk)] is not None]
+            rk["corrected_step_median_ns"] = statistics.median(cor) if cor else None
+    return {
+        "schema": SCHEMA,
+        "traces": files,
+        "status": result["status"],
+        "error": result["error"],
+        "world_size": len(ranks),
+        "hosts": sorted(hosts),
+        "family": result["family"],
+        "matched": result["matched"],
+        "unmatched": result["unmatched"],
+        "aligned": result["aligned"],
+        "corrected": result["corrected"],
+        "ranks": ranks,
+        "merged": result["merged"],
+        "steps": result["steps"],
+        "collectives": result["collectives"],
+        "stragglers": stragglers(result),
+        "notes": notes,
+    }
+
+
+def stragglers(result: dict) -> list:
+    """Ranks that arrived last at collectives, by the lateness they caused
+    (their arrival less the next latest one's), largest first; a straggler is
+    last at half the collectives or more, or causes half the lateness."""
+    total = sum(r["lateness_ns"] for r in result["ranks"]) or 0.0
+    n = result["matched"] or 0
+    rows = []
+    for r in result["ranks"]:
+        if not r["last_arrivals"]:
+            continue
+        share = r["lateness_ns"] / total if total else 0.0
+        rows.append({"rank": r["rank"], "last_arrivals": r["last_arrivals"], "lateness_ns": r["lateness_ns"],
+                     "share": share, "straggler": bool(n) and (r["last_arrivals"] >= n / 2 or share >= 0.5)})
+    return sorted(rows, key=lambda x: -x["lateness_ns"])
+
+
+def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
+    """The job summary as text."""
+    from .report import columns, fmt_ns
+    from .tables import SUMMARY_COLUMNS, op_table, summary_rows
+
+    ranks = doc["ranks"]
+    out.write(f"job: {doc['world_size']} ranks, {len(doc['traces'])} traces"
+              f"{', hosts ' + ', '.join(doc['hosts']) if doc['hosts'] else ''}; collectives: {doc['family']}, "
+              f"{doc['matched']} matched on every rank\n\n")
+    hdr = ["rank", "traces", "events", "steps", "step p50", "collectives", "waited", "last at", "lateness caused",
+           "clock offset"]
+    rows = []
+    for r in ranks:
+        off = ("reference" if r is ranks[0] else
+               f"{fmt_ns(r['offset_ns'])} ± {fmt_ns(r['residual_ns'])}" if r["clock_points"] else "n/a")
+        rows.append([str(r["rank"]), str(len(r["files"])), str(r["stats"].get("complete_events", 0)),
+                     str(r["steps"]), fmt_ns(r["step_median_ns"]), str(r["collectives"]), fmt_ns(r["wait_ns"]),
+                     str(r["last_arrivals"]), fmt_ns(r["lateness_ns"]), off])
+    out.write("\n".join(columns(hdr, rows, right={2, 3, 4, 5, 6, 7, 8})) + "\n")
+    if doc["family"] != "none":
+        out.write(f"clock offsets {'applied' if doc['aligned'] else 'estimated, not applied (one host: one clock)'}"
+                  "; ± is the residual of the fit over the collectives' exits\n")
+    if doc["corrected"]:
+        out.write("\ncross-rank correction (TAU's parallel model; docs/multirank.md)\n")
+        hdr = ["rank", "W", "own cost", "absorbed", "waited", "waited, corrected", "step p50", "corrected p50"]
+        rows = [[str(r["rank"]), fmt_ns(r["w_ns"]), fmt_ns(r["own_ns"]), fmt_ns(r["absorbed_ns"]),
+                 fmt_ns(r["wait_ns"]), fmt_ns(r["corrected_wait_ns"]), fmt_ns(r["step_median_ns"]),
+                 fmt_ns(r.get("corrected_step_median_ns"))] for r in ranks]
+        out.write("\n".join(columns(hdr, rows, right=set(range(1, 8)))) + "\n")
+        out.write("own cost: W x the rank's operator events; absorbed: what the correction took out of its waits "
+                  "because others were late by their cost (negative: its own cost hid in time it would have "
+                  "waited anyway)\n")
+    if doc["steps"]:
+        out.write("\nsteps (ProfilerStep#N), per rank\n")
+        hdr = ["step"] + [f"rank {r['rank']}" for r in ranks] + ["slowest"]
+        rows = []
+        for s in doc["steps"][:top or None]:
+            d = s["dur_ns"]
+            known = [(v, i) for i, v in enumerate(d) if v is not None]
+            slow = max(known)[1] if known else None
+            rows.append([f"{s['step']}" + (f" (trace {s['segment'] + 1})" if s["segment"] else "")]
+                        + [fmt_ns(v) for v in d] + [f"rank {ranks[slow]['rank']}" if slow is not None else ""])
+        out.write("\n".join(columns(hdr, rows, right=set(range(1, len(ranks) + 1)))) + "\n")
+        if top and len(doc["steps"]) > top:
+            out.write(f"({len(doc['steps']) - top} more steps in --json)\n")
+    if doc["collectives"]:
+        worst = sorted(doc["collectives"], key=lambda c: -c["lateness_ns"])[:5]
+        out.write("\nlatest arrivals at collectives (the 5 largest)\n")
+        hdr = ["collective", "step", "last", "by"]
+        rows = [[c["name"], str(c["step"]), f"rank {ranks[c['last']]['rank']}", fmt_ns(c["lateness_ns"])]
+                for c in worst]
+        out.write("\n".join(columns(hdr, rows, right={1, 3})) + "\n")
+    for s in doc["stragglers"]:
+        if s["straggler"]:
+            out.write(f"straggler: rank {s['rank']}, last at {s['last_arrivals']} of {doc['matched']} "
+                      f"collectives, {100 * s['share']:.0f}% of the lateness ({fmt_ns(s['lateness_ns'])})\n")
+    merged = doc["merged"]["ops"]
+    self_sum = sum(o["self_ns"] for o in merged)
+    out.write("\nall ranks merged\n")
+    op_table(summary_rows(sorted(merged, key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS, self_sum),
+             SUMMARY_COLUMNS, top=top, out=out)
+    if per_rank:
+        for r in ranks:
+            out.write(f"\nrank {r['rank']}\n")
+            ss = sum(o["self_ns"] for o in r["ops"])
+            op_table(summary_rows(sorted(r["ops"], key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS, ss),
+                     SUMMARY_COLUMNS, top=top, out=out)
+    for n in doc["notes"]:
+        out.write(f"note: {n}\n")
