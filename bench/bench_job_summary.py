@@ -12,9 +12,12 @@ it the way Kineto does, as top-level members before "traceEvents":
 pid and tids); its main thread records `ProfilerStep#N` annotations enclosing
 the operator blocks, and a gloo worker thread records, per step, a few
 `gloo:all_reduce` annotations (cat user_annotation): the last rank arrives
-late at every collective (it starts later there), and all ranks leave a
-collective together (its end is the same on every rank within a microsecond).
-Rank r's clock reads r x --clock-skew-us (default 300 us) ahead of rank 0's.
+late at every collective (it starts later there, by 150 us), and all ranks
+leave a collective together (its end is the same on every rank within a
+microsecond). Each rank runs on its own host (`"host_name": "node{r}"`), and
+rank r's clock reads r x --clock-skew-us (default 300 us) ahead of rank 0's.
+(So the known answers, which the first round prints opskew's reading of:
+rank N-1 the straggler, last at every collective; clock offsets r x 300 us.)
 
 For each size (MB per rank), times as separate processes, interleaved over
 --rounds rounds:
@@ -151,12 +154,14 @@ def collective_times(r: int, world: int, step: int, k: int, at: float) -> tuple[
     """(start, end) in rank r's own clock of collective k of a step, whose
     ranks start arriving at `at` (rank 0's clock): every rank but the last
     arrives within 30 us, the last LATE_US late; all leave together, at the
-    last arrival + TRANSFER_US, within a microsecond (r x 0.25 us)."""
+    last arrival + TRANSFER_US, within a microsecond (a jitter of -0.4 to
+    +0.4 us per rank and collective, 0 on average: the clock offsets that
+    the exits give are r x the skew, with a residual)."""
     def arrival(q):
         return LATE_US if q == world - 1 and world > 1 else float((step * 7 + k * 13 + q * 29) % 31)
     last = max(arrival(q) for q in range(world))
     start = at + arrival(r)
-    end = at + last + TRANSFER_US + 0.25 * r
+    end = at + last + TRANSFER_US + (((step * 7 + k * 3 + r * 11) % 9) - 4) * 0.1
     return start, end
 
 
@@ -170,7 +175,7 @@ def generate_rank(path: str, r: int, world: int, target_bytes: int, steps: int,
     t0 = T0 + skew
     block_bytes = len(body % tuple(f"{t0 + o:.3f}" for o in offs)) + 2
     head = HEADER % {"rank": r, "world": world, "ranks": ", ".join(str(q) for q in range(world)),
-                     "host": f"node{r // 8}", "trace_id": f"{0xB0B0 + r:032X}", **ids}
+                     "host": f"node{r}", "trace_id": f"{0xB0B0 + r:032X}", **ids}
     total_blocks = max(steps, -(-(target_bytes - len(head)) // block_bytes))
     per_step = -(-total_blocks // steps)
     blocks = n_steps = n_coll = 0
@@ -437,6 +442,8 @@ def describe_opskew_json(path, mode):
         ev = sum(d["stats"]["events"] for d in docs)
         st = [d.get("status") for d in docs]
         return [f"# opskew (per-file stand-in) read {len(docs)} traces, {ev:,} events, status {st}"]
+    if doc.get("schema", "").startswith("opskew.job_summary/"):
+        return describe_job(doc)
     out = [f"# opskew --json: schema {doc.get('schema')!r}, status {doc.get('status')!r}, "
            f"top-level keys {sorted(doc)}"]
     st = doc.get("stats") or {}
@@ -448,6 +455,29 @@ def describe_opskew_json(path, mode):
             out.append(f"# opskew {key}: {len(doc[key])}")
     if doc.get("warnings"):
         out.append(f"# opskew warnings ({len(doc['warnings'])}): {doc['warnings'][:5]}")
+    return out
+
+
+def describe_job(doc):
+    """What `opskew summary DIR` found, against the generator's known answers."""
+    ranks = doc.get("ranks") or []
+    st = (doc.get("merged") or {}).get("stats") or {}
+    out = [f"# opskew read the job: schema {doc['schema']}, status {doc.get('status')}, world size "
+           f"{doc.get('world_size')}, {len(ranks)} ranks, hosts {doc.get('hosts')}, {doc.get('family')} "
+           f"collectives {doc.get('matched')} matched / {doc.get('unmatched')} unmatched, "
+           f"clocks aligned {doc.get('aligned')}; {st.get('events', 0):,} events, "
+           f"{st.get('complete_events', 0):,} complete"]
+    offs = ", ".join(f"r{r['rank']} {r['offset_ns'] / 1e3:.2f} us (residual {r.get('residual_ns', 0):.0f} ns)"
+                     for r in ranks if r.get("offset_ns") is not None)
+    out.append(f"# opskew's clock offsets to rank 0 (generated: r x the skew): {offs}")
+    strag = [f"rank {s['rank']}: last at {s['last_arrivals']}, {s['share']:.0%} of the lateness"
+             for s in doc.get("stragglers") or [] if s.get("straggler")]
+    out.append(f"# opskew's stragglers (generated: rank {len(ranks) - 1}, last at every collective): "
+               f"{strag or 'none'}; steps {len(doc.get('steps') or [])}")
+    if doc.get("notes"):
+        out.append(f"# opskew notes: {doc['notes'][:5]}")
+    if doc.get("warnings"):
+        out.append(f"# opskew warnings: {doc['warnings'][:5]}")
     return out
 
 
@@ -465,6 +495,9 @@ def main():
                     "opskew takes a directory (auto, the default)")
     ap.add_argument("--opskew-python", default=sys.executable,
                     help="the interpreter that runs `-m opskew` (default: this one)")
+    ap.add_argument("--opskew-args", default="", metavar="ARGS",
+                    help="more arguments for `opskew summary DIR`, one string (e.g. '--w 300' for the "
+                    "cross-rank correction, which reads every trace twice)")
     ap.add_argument("--hta-python", default=None, help="a Python with HolisticTraceAnalysis installed")
     ap.add_argument("--hta-mem-gib", type=float, default=16.0, help="HTA's address-space cap (default 16 GiB)")
     ap.add_argument("--hta-timeout", type=float, default=900.0, help="HTA's timeout per run, s (default 900)")
@@ -505,7 +538,7 @@ def main():
                   f"{info['events']:,} events, {info['steps']} ProfilerSteps and {info['collectives']:,} "
                   f"gloo:all_reduce in all, in {time.perf_counter() - t0:.1f} s (not measured)")
             files = [os.path.join(d, f) for f in info["files"]]
-            dir_cmd = [args.opskew_python, "-m", "opskew", "summary", d, "--json", out]
+            dir_cmd = [args.opskew_python, "-m", "opskew", "summary", d, "--json", out] + args.opskew_args.split()
             if mode == "auto":  # does this opskew read a directory? (once, on the first size)
                 r = run_measured(dir_cmd, args.timeout, cwd=tmp)
                 if r["rc"] == 0:
