@@ -609,6 +609,10 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
     print()
+    try:
+        print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    except OSError:
+        pass
     print_table(rows)
     if rss_by_size:
         print()
