@@ -391,6 +391,20 @@ def _child_info(py, code):
     return (r.stdout.strip(), None) if r.returncode == 0 else (None, r.stderr.strip().splitlines()[-1:])
 
 
+def install_stamp(py):
+    """(path, newest mtime) of the opskew package that py imports: a
+    reinstall during the run (a shared environment) would mix two builds in
+    one table, so the run compares it at the end."""
+    code = ("import os, opskew; d = os.path.dirname(opskew.__file__); "
+            "print(d, max(os.path.getmtime(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs "
+            "if not f.endswith('.pyc')))")
+    out, _ = _child_info(py, code)
+    if not out:
+        return None
+    d, t = out.rsplit(" ", 1)
+    return d, float(t)
+
+
 def conditions(args):
     lines = []
     try:
@@ -512,6 +526,9 @@ def main():
           f"clock skew {args.clock_skew_us:g} us per rank")
     for line in conditions(args):
         print(f"# {line}")
+    stamp = install_stamp(args.opskew_python)
+    if stamp:
+        print(f"# opskew installed at {time.strftime('%H:%M:%S', time.gmtime(stamp[1]))} UTC (newest file)")
     hta = None
     if args.hta_python:
         ver, err = _child_info(args.hta_python, "import importlib.metadata as m, pandas; "
@@ -614,6 +631,10 @@ def main():
     except OSError:
         pass
     print_table(rows)
+    now = install_stamp(args.opskew_python)
+    if stamp and now and now != stamp:
+        print(f"WARNING: opskew's installation changed during the run (newest file now "
+              f"{time.strftime('%H:%M:%S', time.gmtime(now[1]))} UTC): its rows may mix two builds")
     if rss_by_size:
         print()
         first = min(rss_by_size)
