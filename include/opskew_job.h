@@ -27,10 +27,11 @@
  * Clocks. All ranks leave a collective at nearly the same moment, so the
  * exits of matched collectives give each rank's clock offset to the first
  * rank (the reference) and its drift: exit_r - exit_ref = offset + drift x
- * (exit_ref - first exit_ref), fitted robustly (drift from the medians of
- * the first and second half, offset the median of what is left), with the
- * residual (1.4826 x the median absolute deviation, and the largest) over
- * the collectives. With opts.align the offsets are applied: every time the
+ * (exit_ref - first exit_ref), fitted by least squares, then again without
+ * the points beyond 3 robust sd of the first fit (with fewer than 8
+ * collectives: the offset alone, their median), with the residual
+ * (1.4826 x the median absolute deviation, and the largest) over the
+ * collectives. With opts.align the offsets are applied: every time the
  * job reports is then on the reference rank's clock.
  *
  * Cross-rank correction (TAU's parallel model, Malony, Shende et al.,

@@ -52,8 +52,9 @@ typedef struct {
   double *cum;
   uint64_t *cnt; /* events per gap, operator class; py in cnt_py */
   uint64_t *cnt_py;
-  /* Sync points after the model: raw exit and shift after it, per segment. */
-  int64_t *sync_x;
+  /* Sync points after the model: raw arrival and exit, the shift after it,
+   * per segment. */
+  int64_t *sync_p, *sync_x;
   double *sync_d;
   uint32_t *sync_seg;
   size_t n_sync;
@@ -524,21 +525,37 @@ static int fit_clock(osk_job_t *j, size_t r, const size_t *idx, int64_t t0) {
     d[m] = (double)(xr - x0);
     m++;
   }
+  /* Offset alone (the median) below 8 points; else a least-squares line,
+   * fitted again without the points beyond 3 robust sd of the first fit
+   * (a collective one rank left late, a descheduled thread). */
   double a = 0, b = 0;
-  if (m >= 8 && t[m - 1] > t[0]) {
-    size_t h = m / 2;
-    memcpy(w, t, h * sizeof *w);
-    double t1 = median_of(w, h);
-    memcpy(w, t + (m - h), h * sizeof *w);
-    double t2 = median_of(w, h);
-    memcpy(w, d, h * sizeof *w);
-    double d1 = median_of(w, h);
-    memcpy(w, d + (m - h), h * sizeof *w);
-    double d2 = median_of(w, h);
-    if (t2 > t1) b = (d2 - d1) / (t2 - t1);
-  }
-  for (size_t k = 0; k < m; k++) w[k] = d[k] - b * t[k];
+  for (size_t k = 0; k < m; k++) w[k] = d[k];
   if (m) a = median_of(w, m);
+  if (m >= 8 && t[m - 1] > t[0]) {
+    double cut = INFINITY;
+    for (int pass = 0; pass < 2; pass++) {
+      double st = 0, sd = 0, n = 0;
+      for (size_t k = 0; k < m; k++) {
+        if (fabs(d[k] - a - b * t[k]) > cut) continue;
+        st += t[k];
+        sd += d[k];
+        n++;
+      }
+      if (n < 3) break;
+      double mt = st / n, md = sd / n, sxy = 0, sxx = 0;
+      for (size_t k = 0; k < m; k++) {
+        if (fabs(d[k] - a - b * t[k]) > cut) continue;
+        sxy += (t[k] - mt) * (d[k] - md);
+        sxx += (t[k] - mt) * (t[k] - mt);
+      }
+      if (!(sxx > 0)) break;
+      double nb = sxy / sxx, na = md - nb * mt;
+      for (size_t k = 0; k < m; k++) w[k] = fabs(d[k] - na - nb * t[k]);
+      cut = 3 * 1.4826 * median_of(w, m) + 1;
+      a = na;
+      b = nb;
+    }
+  }
   double mx = 0;
   for (size_t k = 0; k < m; k++) {
     w[k] = fabs(d[k] - a - b * t[k]);
@@ -666,10 +683,13 @@ static int count_pass(osk_job_t *j, const size_t *idx, osk_error_t *err) {
 
 /* ----------------------------------------------------------------- model */
 
-static int add_sync(rank_t *r, int64_t x, double d, uint32_t seg) {
+static int add_sync(rank_t *r, int64_t p, int64_t x, double d, uint32_t seg) {
   size_t cap = r->n_sync;
   if ((r->n_sync & (r->n_sync - 1)) == 0) { /* powers of two: grow */
     cap = r->n_sync ? r->n_sync * 2 : 1;
+    int64_t *np = realloc(r->sync_p, cap * sizeof *np);
+    if (!np) return OSK_ENOMEM;
+    r->sync_p = np;
     int64_t *nx = realloc(r->sync_x, cap * sizeof *nx);
     if (!nx) return OSK_ENOMEM;
     r->sync_x = nx;
@@ -680,6 +700,7 @@ static int add_sync(rank_t *r, int64_t x, double d, uint32_t seg) {
     if (!ns) return OSK_ENOMEM;
     r->sync_seg = ns;
   }
+  r->sync_p[r->n_sync] = p;
   r->sync_x[r->n_sync] = x;
   r->sync_d[r->n_sync] = d;
   r->sync_seg[r->n_sync] = seg;
@@ -784,7 +805,7 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
       j->ranks[r].pub.corrected_wait_ns += j->c_cwait[b + r];
       lastx[r] = rk->coll[idx[k * nr + r]].end;
       have_last[r] = 1;
-      rc = add_sync(rk, lastx[r], D[r], (uint32_t)seg);
+      rc = add_sync(rk, rk->coll[idx[k * nr + r]].ts, lastx[r], D[r], (uint32_t)seg);
       if (rc) break;
     }
   }
@@ -796,13 +817,16 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
   return rc;
 }
 
-/* Rank r's shift at raw time t of segment seg. */
+/* Rank r's shift at raw time t of segment seg. A sync point's shift is
+ * taken at its arrival (the time its wait shrinks lies between arrival and
+ * exit), so a step gets the shifts of the sync points it arrived at; the
+ * rank's own costs count from the exit on, as for the arrivals. */
 static double shift_at(const rank_t *r, uint32_t seg, int64_t t) {
-  /* The last sync point of seg with exit <= t. */
+  /* The last sync point of seg arrived at by t. */
   size_t best = (size_t)-1;
   for (size_t lo = 0, hi = r->n_sync; lo < hi;) {
     size_t mid = lo + (hi - lo) / 2;
-    if (r->sync_seg[mid] < seg || (r->sync_seg[mid] == seg && r->sync_x[mid] <= t)) {
+    if (r->sync_seg[mid] < seg || (r->sync_seg[mid] == seg && r->sync_p[mid] <= t)) {
       best = mid;
       lo = mid + 1;
     } else {
@@ -810,7 +834,7 @@ static double shift_at(const rank_t *r, uint32_t seg, int64_t t) {
     }
   }
   if (best != (size_t)-1 && r->sync_seg[best] == seg)
-    return r->sync_d[best] + cost_at(r, t) - cost_at(r, r->sync_x[best]);
+    return r->sync_d[best] + (t > r->sync_x[best] ? cost_at(r, t) - cost_at(r, r->sync_x[best]) : 0);
   double from = seg < r->n_src && r->src[seg].have_first ? cost_at(r, r->src[seg].first_ns - 1) : 0;
   return cost_at(r, t) - from;
 }
@@ -972,6 +996,7 @@ void osk_job_free(osk_job_t *j) {
     free(r->cum);
     free(r->cnt);
     free(r->cnt_py);
+    free(r->sync_p);
     free(r->sync_x);
     free(r->sync_d);
     free(r->sync_seg);

@@ -22,6 +22,7 @@ SCHEMA = "opskew.job_summary/1"
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _CYCLE_IN_NAME = re.compile(r"cycle(\d+)")
+_STEP = re.compile(r"ProfilerStep#\d+$")
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -40,9 +41,10 @@ def trace_files(paths: list) -> list:
             names = sorted(os.listdir(p), key=_natural)
             found = [os.path.join(p, n) for n in names
                      if n.endswith(_TRACE_SUFFIXES) and ".corrected." not in n and not n.startswith("report")
-                     and os.path.isfile(os.path.join(p, n))]
+                     and n != "job-summary.json" and os.path.isfile(os.path.join(p, n))]
             if not found:
-                raise UsageError(f"{p}: no trace files (*.json, *.json.gz) in it")
+                raise UsageError(f"{p}: a directory is read as a multi-rank job's traces, and it has no trace "
+                                 "files (*.json, *.json.gz)")
             out.extend(found)
         else:
             out.append(p)
@@ -85,11 +87,15 @@ def _reports_w(folders: set) -> dict:
             except (OSError, ValueError):
                 continue
             last = doc.get("final") or doc.get("report") or {}
-            w = (last.get("w_ns") or {}).get("median")
+            # W_own (by the rank's CPU time: its own cost, without the time
+            # it waited for others), else W by the clock (an upper bound).
+            own = (last.get("w_own_ns") or {}).get("median")
+            w = own if isinstance(own, (int, float)) else (last.get("w_ns") or {}).get("median")
             wpy = (doc.get("report") or {}).get("w_py_ns")
             wpy = wpy.get("median") if isinstance(wpy, dict) else wpy
             if isinstance(w, (int, float)):
-                found[int(m.group(1))] = (max(float(w), 0.0), max(float(wpy or 0.0), 0.0), os.path.join(d, n))
+                found[int(m.group(1))] = (max(float(w), 0.0), max(float(wpy or 0.0), 0.0), os.path.join(d, n),
+                                          "W_own" if isinstance(own, (int, float)) else "W")
     return found
 
 
@@ -134,15 +140,16 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     hosts = {i["host"] for i in ids if i["host"]}
     apply = align == "on" or (align == "auto" and len(hosts) > 1)
     given = parse_costs(costs)
-    from_reports = _reports_w({os.path.dirname(os.path.abspath(i["path"])) for i in ids}) if not given else {}
+    from_reports = (_reports_w({os.path.dirname(os.path.abspath(i["path"])) for i in ids})
+                    if "*" not in given else {})
     rank_costs, cost_source = {}, {}
-    for r in by_rank:
+    for r in by_rank:  # a rank's own --w, else --w for every rank, else its report
         if r in given or "*" in given:
             rank_costs[r] = given.get(r, given.get("*"))
             cost_source[r] = "--w"
         elif r in from_reports:
             rank_costs[r] = from_reports[r][:2]
-            cost_source[r] = from_reports[r][2]
+            cost_source[r] = f"{from_reports[r][3]} of {from_reports[r][2]}"
     sources = [(r, i["path"]) for r in sorted(by_rank) for i in by_rank[r]]
     cats = list(categories) if categories else None
     result = _reader.job(sources, costs=rank_costs or None, align=apply, categories=cats,
@@ -162,10 +169,10 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     if rank_costs and len(rank_costs) < len(by_rank):
         notes.append("no cross-rank correction: W is known for ranks "
                      f"{sorted(rank_costs)} only (give --w for the others)")
-    if any(s != "--w" for s in cost_source.values()):
-        notes.append("W from opskew profile's reports is each rank's in-run W: a rank that waited in "
-                     "collectives for slower ranks measured their cost as part of its own, so its own cost "
-                     "here is an upper bound (docs/multirank.md)")
+    if any(s.startswith("W of") for s in cost_source.values()):
+        notes.append("for some ranks only W by the clock is known (no W_own in their report): a rank that "
+                     "waited in collectives for slower ranks measured their cost as part of its own, so its "
+                     "own cost here is an upper bound (docs/multirank.md)")
     if result["family"] == "none":
         notes.append("no collective family is present on every rank (gloo:*, nccl*, record_param_comms, "
                      "c10d::*): no waits, clock offsets or cross-rank correction")
@@ -207,17 +214,19 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
 
 def stragglers(result: dict) -> list:
     """Ranks that arrived last at collectives, by the lateness they caused
-    (their arrival less the next latest one's), largest first; a straggler is
-    last at half the collectives or more, or causes half the lateness."""
+    (their arrival less the next latest one's), largest first. A straggler
+    causes at least 1.5 times its fair share (1/ranks) of all the lateness:
+    in a balanced job of 2 ranks each is last about half the time, by noise."""
     total = sum(r["lateness_ns"] for r in result["ranks"]) or 0.0
     n = result["matched"] or 0
+    ranks = len(result["ranks"])
     rows = []
     for r in result["ranks"]:
         if not r["last_arrivals"]:
             continue
         share = r["lateness_ns"] / total if total else 0.0
         rows.append({"rank": r["rank"], "last_arrivals": r["last_arrivals"], "lateness_ns": r["lateness_ns"],
-                     "share": share, "straggler": bool(n) and (r["last_arrivals"] >= n / 2 or share >= 0.5)})
+                     "share": share, "straggler": bool(n) and ranks > 1 and share >= 1.5 / ranks})
     return sorted(rows, key=lambda x: -x["lateness_ns"])
 
 
@@ -277,16 +286,17 @@ def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
         if s["straggler"]:
             out.write(f"straggler: rank {s['rank']}, last at {s['last_arrivals']} of {doc['matched']} "
                       f"collectives, {100 * s['share']:.0f}% of the lateness ({fmt_ns(s['lateness_ns'])})\n")
-    merged = doc["merged"]["ops"]
-    self_sum = sum(o["self_ns"] for o in merged)
-    out.write("\nall ranks merged\n")
-    op_table(summary_rows(sorted(merged, key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS, self_sum),
-             SUMMARY_COLUMNS, top=top, out=out)
+    def table(ops, title):
+        # The steps have their table above: their rows (one per N) are left
+        # out here, and their self time with them (--json has every row).
+        ops = [o for o in ops if not _STEP.match(o["name"])]
+        out.write(f"\n{title}\n")
+        op_table(summary_rows(sorted(ops, key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS,
+                              sum(o["self_ns"] for o in ops)), SUMMARY_COLUMNS, top=top, out=out)
+
+    table(doc["merged"]["ops"], "all ranks merged (ProfilerStep#N rows: see the steps above)")
     if per_rank:
         for r in ranks:
-            out.write(f"\nrank {r['rank']}\n")
-            ss = sum(o["self_ns"] for o in r["ops"])
-            op_table(summary_rows(sorted(r["ops"], key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS, ss),
-                     SUMMARY_COLUMNS, top=top, out=out)
+            table(r["ops"], f"rank {r['rank']}")
     for n in doc["notes"]:
         out.write(f"note: {n}\n")

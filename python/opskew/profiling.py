@@ -132,6 +132,7 @@ class profile:
         self.reports: list[dict] = []
         self._events: dict[int, tuple[int, int]] = {}  # step number -> (op events, python events)
         self._t_end = None
+        self._c_end = None
         self._phase = None
         self._exported: list[str] = []
         self._in_ready = False
@@ -176,9 +177,14 @@ class profile:
         if self._cuda and self._torch.cuda.is_initialized():
             self._torch.cuda.synchronize()
 
-    def _close_body(self, now, partial=False):
+    def _close_body(self, now, partial=False, cpu_now=None):
         if self._t_end is not None:
             s = {"step": self._step, "phase": self._phase, "ns": now - self._t_end}
+            if cpu_now is not None and self._c_end is not None:
+                # The calling thread's CPU time in the body: the work the
+                # step did, without the time it slept waiting (for other
+                # ranks in a collective, say): W_own's measure.
+                s["cpu_ns"] = cpu_now - self._c_end
             if partial:
                 # From the last step() to stop(): the loop's end, or a step
                 # cut short by an exception; not a whole step, never used.
@@ -218,6 +224,7 @@ class profile:
 
             self.prof.step_rec_fn = autograd_profiler.record_function("ProfilerStep#" + str(self.prof.step_num))
             self.prof.step_rec_fn.__enter__()
+        self._c_end = time.thread_time_ns()
         self._t_end = time.perf_counter_ns()
 
     def _end_body(self, partial: bool = False):
@@ -230,12 +237,13 @@ class profile:
         if self._cuda:
             self._sync()
         t0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
         rf = self.prof.step_rec_fn if self._own_ranges else None
         if rf is not None:
             self.prof.step_rec_fn = None
             rf.__exit__(None, None, None)
         self._call_t0 = t0
-        self._close_body(t0, partial=partial)
+        self._close_body(t0, partial=partial, cpu_now=c0)
         self._ready_ns = 0
         self._ended = True
 
@@ -283,7 +291,7 @@ class profile:
               "ci_method": w["ci_method"]}
         cal = self._stored()
         delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
-        self.final = {"w_ns": wv, "delta_ns": delta, "pairs": detail["pairs"],
+        self.final = {"w_ns": wv, "w_own_ns": detail.get("w_own_ns"), "delta_ns": delta, "pairs": detail["pairs"],
                       "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
@@ -445,6 +453,7 @@ class profile:
         w_py = self._w_py()
         wp = max(w_py["median"], 0.0) if w_py else 0.0
         base_s, act_s, raw_act, events, cold = [], [], [], [], []
+        cpu_base, cpu_act = [], []
         warm_extra = []
         notes = []
         # Cold wait steps, never a baseline: the run's first step (first
@@ -487,6 +496,9 @@ class profile:
                 raw_act.append(a["ns"] * 1e-9)
                 act_s.append((a["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
                 events.append(ev)
+                if "cpu_ns" in a and "cpu_ns" in b:
+                    cpu_base.append(b["cpu_ns"] * 1e-9)
+                    cpu_act.append((a["cpu_ns"] - wp * py) * 1e-9)
             if free:
                 base = _median([b["ns"] for b in free])
                 for k in (i - 1,):
@@ -519,7 +531,22 @@ class profile:
         # docs/profile.md), and its CI follows from W's.
         wm = max(w["median"], 0.0)
         detail["corrected_step_ns"] = _median([a * 1e9 - wm * e for a, e in zip(act_s, events)])
+        detail["w_own_ns"] = self._w_own(cpu_base, cpu_act, events)
         return w, notes, detail
+
+    def _w_own(self, cpu_base, cpu_act, events):
+        """W_own: W from the same pairs by the calling thread's CPU time
+        instead of the clock: the instrument's work per event. It leaves out
+        the time the step slept, such as
+        a rank's wait in a collective for slower ranks (whose own costs its
+        W by the clock then carries): the rank's own cost per event, for the
+        cross-rank correction (docs/multirank.md). With CUDA, the step
+        boundaries' synchronize may spin on the CPU: None then."""
+        if self._cuda or len(cpu_act) != len(events) or not cpu_act:
+            return None
+        w = per_event_diff(cpu_base, cpu_act, events)
+        return {"median": w["median"], "ci95": w["ci95"] if w["ci_reaches_95"] else None,
+                "ci_coverage": w["ci_coverage"], "measure": "the calling thread's CPU time (time.thread_time_ns)"}
 
     def _w_py(self):
         """Under with_stack, W_py per Python event and delta_py: measured once

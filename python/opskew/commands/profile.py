@@ -178,6 +178,7 @@ def run(args) -> int:
         print("opskew profile: " + _outcome(os.path.join(out, "report.json")), file=sys.stderr)
     else:
         _job_report(out, sorted(fresh, key=_rank_key))
+        _job_summary(out, sorted(fresh, key=_rank_key))
     return _exit_code(rc, written, who="opskew profile", kept="the traces and report hold what ran until then")
 
 
@@ -273,6 +274,52 @@ def _job_report(out: str, names: list) -> None:
         infl = f", inflation {100 * (r['inflation'] - 1):+.1f}%" if r["inflation"] is not None else ""
         lines.append(f"  rank {r['rank']}: {wt}{infl}, {r['pairs'] or 0} pairs, {r['traces']} trace(s); "
                      f"{r['ended_by']}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _job_summary(out: str, names: list) -> None:
+    """`opskew summary` of this job's raw traces (those its ranks' reports
+    name), written as job-summary.json beside them, with a few lines on
+    stderr: each rank's own cost and what it absorbed, the stragglers. A
+    failure here only says so: the job's traces and reports stand."""
+    from .. import job
+    from ..report import fmt_ns, write_file
+
+    traces = []
+    for n in names:
+        try:
+            with open(os.path.join(out, n), encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        traces += [r["raw_trace"] for r in doc.get("reports") or [] if r.get("raw_trace")
+                   and os.path.isfile(r["raw_trace"])]
+    path = os.path.join(out, "job-summary.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            if json.load(f).get("schema") != job.SCHEMA:
+                print(f"opskew profile: {path} is not opskew's: not replaced, no job summary", file=sys.stderr)
+                return
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, AttributeError):
+        print(f"opskew profile: {path} is not opskew's: not replaced, no job summary", file=sys.stderr)
+        return
+    try:
+        doc = job.compute(traces)
+    except Exception as exc:  # noqa: BLE001 - the job's own outputs stand
+        print(f"opskew profile: no job summary ({exc})", file=sys.stderr)
+        return
+    write_file(path, json.dumps(doc, indent=1))
+    lines = [f"opskew profile: job summary {path} (opskew summary {out} prints it): collectives {doc['family']}, "
+             f"{doc['matched']} matched"]
+    steps = max(len(doc["steps"]), 1)
+    for r in doc["ranks"]:
+        if doc["corrected"]:
+            lines.append(f"  rank {r['rank']}: own cost {fmt_ns(r['own_ns'] / steps)} per step, absorbed "
+                         f"{fmt_ns(r['absorbed_ns'] / steps)} per step from the others' (TAU's parallel model)")
+    lines += [f"  straggler: rank {s['rank']} ({100 * s['share']:.0f}% of the lateness at collectives)"
+              for s in doc["stragglers"] if s["straggler"]]
     print("\n".join(lines), file=sys.stderr)
 
 

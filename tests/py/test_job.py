@@ -1,0 +1,177 @@
+"""`opskew summary DIR`: a multi-rank job's traces together (docs/multirank.md):
+synthetic traces with known clock offsets, and real 2-rank gloo jobs."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_opskew
+
+
+def _trace(rank, events, host="h0"):
+    return {"distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 3}, "host_name": host,
+            "traceEvents": events}
+
+
+def _x(name, cat, tid, ts, dur):
+    return {"ph": "X", "name": name, "cat": cat, "pid": 10, "tid": tid, "ts": round(ts, 3), "dur": round(dur, 3)}
+
+
+def test_known_clock_offsets_are_recovered_within_the_residual(tmp_path):
+    """Three ranks on three hosts, clocks off by 0, +300 and -450 us and
+    drifting by 0, +20 and -35 ppm; every collective's exit is the same
+    moment within +-2 us of jitter. The fit recovers each offset and drift
+    within the residual it reports, and applies them (several hosts)."""
+    import random
+
+    rnd = random.Random(7)
+    off, drift = [0, 300, -450], [0, 20e-6, -35e-6]
+    events = {r: [] for r in range(3)}
+    for k in range(80):
+        t_exit = 1000.0 + 500.0 * k
+        for r in range(3):
+            t = t_exit + rnd.uniform(-2, 2)
+            local = t + off[r] + drift[r] * (t - 1000.0)
+            events[r].append(_x("gloo:all_reduce", "user_annotation", 2, local - 40 - 5 * r, 40 + 5 * r))
+            events[r].append(_x("aten::add", "cpu_op", 1, local - 100, 3))
+    d = tmp_path / "job"
+    d.mkdir()
+    for r in range(3):
+        (d / f"worker{r}.json").write_text(json.dumps(_trace(r, events[r], host=f"h{r}")))
+    (d / "worker0.corrected.json").write_text("not a trace: left out")  # opskew's own outputs are skipped
+    p = run_opskew("summary", str(d), "--json", str(tmp_path / "s.json"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["schema"] == "opskew.job_summary/1" and doc["world_size"] == 3 and doc["aligned"]
+    assert doc["family"] == "gloo" and doc["matched"] == 80 and len(doc["traces"]) == 3
+    span_ns = 79 * 500e3
+    for r in (1, 2):
+        rk = doc["ranks"][r]
+        assert rk["clock_points"] == 80 and 0 < rk["residual_ns"] < 4000
+        assert abs(rk["offset_ns"] - off[r] * 1000) <= rk["residual_ns"], rk
+        # The fitted clock against the true one, anywhere over the run.
+        for t in (0, span_ns / 2, span_ns):
+            fitted = rk["offset_ns"] + rk["drift_ppm"] * 1e-6 * t
+            true = off[r] * 1000 + drift[r] * t
+            assert abs(fitted - true) <= rk["residual_ns"], (r, t, fitted, true, rk["residual_ns"])
+    # Aligned: every collective's exits agree within the largest residual.
+    worst = max(doc["ranks"][r]["residual_max_ns"] for r in (1, 2))
+    for c in doc["collectives"]:
+        assert max(c["exit_ns"]) - min(c["exit_ns"]) <= 2 * worst + 2
+    assert "clock offsets applied" in p.stdout and "300 us" in p.stdout
+    # --align off keeps each rank's clock.
+    p = run_opskew("summary", str(d), "--align", "off", "--json", "-")
+    doc = json.loads(p.stdout)
+    assert not doc["aligned"]
+    assert abs(doc["collectives"][0]["exit_ns"][1] - doc["collectives"][0]["exit_ns"][0] - 300e3) < 5e3
+
+
+def test_usage_errors(tmp_path):
+    d = tmp_path / "one"
+    d.mkdir()
+    (d / "a.json").write_text(json.dumps({"traceEvents": []}))
+    p = run_opskew("summary", str(d))
+    assert p.returncode == 2 and "cannot tell the rank" in p.stderr
+    (d / "a.json").write_text(json.dumps(_trace(0, [])))
+    p = run_opskew("summary", str(d))
+    assert p.returncode == 2 and "2 ranks or more" in p.stderr
+    (d / "b.json").write_text(json.dumps(_trace(1, [])))
+    p = run_opskew("summary", str(d), "--w", "x=3")
+    assert p.returncode == 2 and "RANK=NS" in p.stderr
+    p = run_opskew("summary", str(d), "--w", "-4")
+    assert p.returncode == 2 and ">= 0" in p.stderr
+    p = run_opskew("summary", str(d / "a.json"), "--w", "4")
+    assert p.returncode == 2 and "--w is for a job" in p.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = run_opskew("summary", str(empty))
+    assert p.returncode == 2 and "no trace files" in p.stderr and "directory" in p.stderr
+    # No collectives: the tables, and a note saying why nothing else.
+    p = run_opskew("summary", str(d))
+    assert p.returncode == 0 and "no collective family" in p.stdout
+
+
+JOB = """\
+import os, sys, time
+import torch, torch.distributed as dist
+import opskew
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+SPIN, OPS = int(sys.argv[1]), 20
+a, b = torch.ones(8), torch.ones(8)
+for i in range(40):
+    for _ in range(OPS):
+        # Rank 1 does SPIN ns of work (CPU time, as a profiler's cost is)
+        # before every operator while the profiler records: a known cost.
+        if rank == 1 and SPIN and torch.autograd.profiler._is_profiler_enabled:
+            end = time.thread_time_ns() + SPIN
+            while time.thread_time_ns() < end:
+                pass
+        torch.add(a, b)
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    opskew.step()
+dist.destroy_process_group()
+"""
+
+
+def _torchrun():
+    path = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(path):
+        pytest.skip("no torchrun beside this Python")
+    return path
+
+
+def _job(tmp_path, name, spin):
+    """`opskew profile -- torchrun` of the 2-rank script, then `opskew
+    summary` of its folder (each rank's W_own from its report)."""
+    out = tmp_path / name
+    p = run_opskew("profile", "-o", str(out), "--skip-first", "2", "--wait", "8", "--warmup", "1", "--active", "6",
+                   "--repeat", "2", "--", _torchrun(), "--nproc-per-node", "2", "--standalone",
+                   str(tmp_path / "job.py"), str(spin), cwd=str(tmp_path), timeout=300,
+                   env={"TMPDIR": str(tmp_path)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = run_opskew("summary", str(out), "--json", "-")
+    assert s.returncode == 0, s.stderr
+    return json.loads(s.stdout)
+
+
+def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
+    """Known answer on a real 2-rank gloo job under `opskew profile`: rank 1
+    does SPIN ns of CPU work before each of OPS operators per step while the
+    profiler records. Each rank's own cost per event is the W_own its
+    opskew.profile measured in the run (by CPU time: the time rank 0 slept
+    waiting for rank 1 is not in it). The job summary must give rank 1's own
+    cost per step within 20% of OPS x SPIN, and attribute rank 0's extra
+    wait in the collectives (measured: against the same job without the
+    work) to rank 1's cost within 20%."""
+    spin, ops = 100_000, 20
+    injected = spin * ops
+    (tmp_path / "job.py").write_text(JOB)
+    for attempt in range(3):  # retries absorb bursts of noise on a shared 2-core machine
+        base = _job(tmp_path, f"base{attempt}", 0)
+        d = _job(tmp_path, f"spin{attempt}", spin)
+        steps = len(d["steps"])
+        r0, r1 = d["ranks"]
+        own1 = r1["own_ns"] / steps
+        extra_wait0 = r0["wait_ns"] / steps - base["ranks"][0]["wait_ns"] / len(base["steps"])
+        absorbed0 = r0["absorbed_ns"] / steps
+        print(f"attempt {attempt}: W_own {r0['w_ns']:.0f} {r1['w_ns']:.0f}; own1 {own1:.0f} absorbed0 "
+              f"{absorbed0:.0f} extra wait0 {extra_wait0:.0f} per step; injected {injected}")
+        if (abs(own1 - injected) <= 0.2 * injected and abs(absorbed0 - extra_wait0) <= 0.2 * injected
+                and abs(absorbed0 - injected) <= 0.2 * injected):
+            break
+    assert d["family"] == "gloo" and d["corrected"] and steps == 12
+    assert all(r["w_source"].startswith("W_own of") for r in d["ranks"])
+    assert d["matched"] >= 12 and d["stragglers"][0]["rank"] == 1
+    assert abs(own1 - injected) <= 0.2 * injected, (own1, injected)
+    assert abs(absorbed0 - extra_wait0) <= 0.2 * injected, (absorbed0, extra_wait0)
+    assert abs(absorbed0 - injected) <= 0.2 * injected, (absorbed0, injected)
+    # Rank 1 waited for nobody: nothing to absorb.
+    assert abs(r1["absorbed_ns"] / steps) <= 0.2 * injected
+    # Corrected, rank 0's step loses rank 1's cost as well.
+    assert r0["corrected_step_median_ns"] < r0["step_median_ns"] - 0.5 * injected
