@@ -7,7 +7,8 @@
  * string, the clock, the statistics. The modules have their own headers,
  * each with its own prefix: opskew_reader.h (osk_reader_, osk_summary_),
  * opskew_correct.h (osk_correct_), opskew_trace.h (osk_trace_,
- * osk_collector_). All four compile together, in C11 and in C++.
+ * osk_collector_), opskew_job.h (osk_job_). All five compile together, in
+ * C11 and in C++.
  * The engine is plain C11 and never includes Python.h; the Python extensions
  * are thin bindings over these functions.
  *

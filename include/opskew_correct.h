@@ -79,6 +79,12 @@ typedef struct {
    * in-run constants and report there). The caller guarantees it is valid
    * JSON; it is read only during osk_correct_path, and not kept. */
   const char *run_json;
+  /* Optional clock map, for a rank of a multi-rank job (opskew_job.h): every
+   * written time t becomes origin + (t - origin - offset) / (1 + drift), the
+   * reference rank's clock. All 0 (the default): times as corrected. */
+  int64_t clock_origin_ns;
+  double clock_offset_ns;
+  double clock_drift;
 } osk_correct_opts_t;
 
 /* ------------------------------------------------------- per-name results */

@@ -115,7 +115,8 @@ typedef struct {
   uint64_t collectives;   /* outermost events of the job's family */
   uint64_t steps;         /* ProfilerStep#N events */
   /* Clock, against the reference rank (0 for the reference itself). */
-  double offset_ns;       /* this clock minus the reference's, at the first matched exit */
+  int64_t clock_origin_ns; /* the reference's first matched exit, on its clock */
+  double offset_ns;       /* this clock minus the reference's, at the origin */
   double drift_ppm;       /* change of the offset per second of the reference's time, in 1e-6 */
   double residual_ns;     /* robust sd of the exit differences around the fit */
   double residual_max_ns; /* the largest of them */

@@ -163,6 +163,14 @@ static void put_id(osk__out_t *o, const osk_reader_id_t *id) {
 
 static void put_cstr(osk__out_t *o, const char *s) { osk__out_str(o, s, strlen(s)); }
 
+/* The caller's clock map (osk_correct_opts_t.clock_*): identity unless set. */
+static int64_t to_clock(const osk_correct_t *c, int64_t t) {
+  const osk_correct_opts_t *m = &c->opts;
+  if (m->clock_offset_ns == 0 && m->clock_drift == 0) return t;
+  double d = ((double)(t - m->clock_origin_ns) - m->clock_offset_ns) / (1 + m->clock_drift);
+  return m->clock_origin_ns + (int64_t)llround(d);
+}
+
 static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held_t *e, const line_t *l) {
   osk__out_t *o = c->o;
   osk__out_puts(o, c->first ? "{\"ph\":\"X\",\"cat\":" : ",\n{\"ph\":\"X\",\"cat\":");
@@ -174,10 +182,11 @@ static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held
   put_id(o, &th->pid);
   osk__out_puts(o, ",\"tid\":");
   put_id(o, &th->tid);
+  int64_t ts = to_clock(c, l->ts2), end = to_clock(c, l->end2);
   osk__out_puts(o, ",\"ts\":");
-  osk__out_us(o, l->ts2);
+  osk__out_us(o, ts);
   osk__out_puts(o, ",\"dur\":");
-  osk__out_us(o, l->end2 - l->ts2);
+  osk__out_us(o, end > ts ? end - ts : 0);
   osk__out_puts(o, ",\"args\":{\"reported_ts\":");
   osk__out_us(o, e->ts);
   osk__out_puts(o, ",\"reported_dur\":");
@@ -471,6 +480,13 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
   osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
   osk__out_key_num(o, ",\"w_py_ns\":", c->opts.w_py_ns);
   osk__out_key_num(o, ",\"delta_py_ns\":", c->opts.delta_py_ns);
+  if (c->opts.clock_offset_ns != 0 || c->opts.clock_drift != 0) {
+    osk__out_puts(o, ",\"clock\":{\"origin_ns\":");
+    osk__out_i64(o, c->opts.clock_origin_ns);
+    osk__out_key_num(o, ",\"offset_ns\":", c->opts.clock_offset_ns);
+    osk__out_key_num(o, ",\"drift\":", c->opts.clock_drift);
+    osk__out_puts(o, ",\"map\":\"t -> origin + (t - origin - offset) / (1 + drift)\"}");
+  }
   osk__out_puts(o, ",\"source\":");
   put_cstr(o, in_path);
   osk__out_puts(o, ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
@@ -653,11 +669,14 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   if (!err) err = &local;
   memset(err, 0, sizeof *err);
   err->message = "";
+  if (out) *out = NULL;
   if (!in_path || !opts || !out || !(opts->w_ns >= 0) || !(opts->delta_ns >= 0) ||
       !(opts->delta_ns <= opts->w_ns) || !isfinite(opts->w_ns) || !(opts->w_py_ns >= 0) ||
-      !(opts->delta_py_ns >= 0) || !(opts->delta_py_ns <= opts->w_py_ns) || !isfinite(opts->w_py_ns)) {
+      !(opts->delta_py_ns >= 0) || !(opts->delta_py_ns <= opts->w_py_ns) || !isfinite(opts->w_py_ns) ||
+      !isfinite(opts->clock_offset_ns) || !(opts->clock_drift > -0.5 && opts->clock_drift < 0.5)) {
     err->code = OSK_EINVAL;
-    err->message = "invalid arguments (W >= delta >= 0 and W_py >= delta_py >= 0 required)";
+    err->message = "invalid arguments (W >= delta >= 0 and W_py >= delta_py >= 0 required; a clock map's "
+                   "offset finite and |drift| < 0.5)";
     return OSK_EINVAL;
   }
   *out = NULL;

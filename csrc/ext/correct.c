@@ -43,14 +43,19 @@ static int str_list(PyObject *obj, const char *what, PyObject **fast, const char
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
   static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
-                           "py_categories", "run_json", NULL};
+                           "py_categories", "run_json", "clock", NULL};
   const char *path, *out = NULL, *run_json = NULL;
   double w, delta, w_py = 0.0, delta_py = 0.0;
-  PyObject *cats_obj = Py_None, *py_cats_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOz:correct", kwlist, &path, &w, &delta, &out,
-                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json))
+  PyObject *cats_obj = Py_None, *py_cats_obj = Py_None, *clock_obj = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzO:correct", kwlist, &path, &w, &delta, &out,
+                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj))
     return NULL;
-  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0, run_json};
+  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0, run_json, 0, 0.0, 0.0};
+  /* clock=(origin_ns, offset_ns, drift): a rank's map to the reference clock. */
+  if (clock_obj != Py_None &&
+      !PyArg_ParseTuple(clock_obj, "Ldd:correct clock", &opts.clock_origin_ns, &opts.clock_offset_ns,
+                        &opts.clock_drift))
+    return NULL;
   const char **cats = NULL, **py_cats = NULL;
   PyObject *fast = NULL, *py_fast = NULL;
   if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0) return NULL;

@@ -461,6 +461,7 @@ static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
       put(d, "stats", stats_dict(osk_summary_stats(r->summary), &(osk_reader_stats_t){0})) ||
       put(d, "collectives", PyLong_FromUnsignedLongLong(r->collectives)) ||
       put(d, "steps", PyLong_FromUnsignedLongLong(r->steps)) ||
+      put(d, "clock_origin_ns", PyLong_FromLongLong(r->clock_origin_ns)) ||
       put(d, "offset_ns", PyFloat_FromDouble(r->offset_ns)) ||
       put(d, "drift_ppm", PyFloat_FromDouble(r->drift_ppm)) ||
       put(d, "residual_ns", PyFloat_FromDouble(r->residual_ns)) ||

@@ -563,6 +563,7 @@ static int fit_clock(osk_job_t *j, size_t r, const size_t *idx, int64_t t0) {
   }
   rk->a = a;
   rk->b = b;
+  rk->pub.clock_origin_ns = t0;
   rk->pub.offset_ns = a;
   rk->pub.drift_ppm = b * 1e6;
   rk->pub.residual_ns = m ? 1.4826 * median_of(w, m) : 0;

@@ -29,7 +29,9 @@ __all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare"]
 _CLI_ONLY = {"json": "use .to_dict() (or opskew.report.write_json) for the JSON",
              "fail_on_skew": "read .verdict['skewed']",
              "csv": "use .rows() or .to_pandas()",
-             "target": "pass fn", "setup": "pass setup"}
+             "target": "pass fn", "setup": "pass setup",
+             "corrected_dir": "use opskew.job.write_corrected(result.to_dict(), DIR)",
+             "per_rank": "each rank's table is in .to_dict()['ranks']"}
 
 
 def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
@@ -148,14 +150,17 @@ def summary(path, **options) -> "Result":
     """`opskew summary PATH`: the per-operator table of any Chrome trace
     (`sort=`, `top=`, `cat=` a list or a comma-separated string). A trace that
     ends early is summarized up to there: `status` is "truncated" and each of
-    `warnings` is also issued as a RuntimeWarning."""
+    `warnings` is also issued as a RuntimeWarning. A directory or a list of
+    traces is a multi-rank job (docs/multirank.md; `w=`, `align=`): its rows()
+    are the table of all ranks merged."""
     if isinstance(options.get("cat"), (list, tuple)):
         options["cat"] = ",".join(options["cat"])
-    args = _namespace("summary", options, {"trace": str(path)})
+    trace = [str(p) for p in path] if isinstance(path, (list, tuple)) else [str(path)]
+    args = _namespace("summary", options, {"trace": trace})
     from .commands import summary as cmd
 
     result = Result("summary", cmd.compute(args), args)
-    if result._data["warnings"]:
+    if result._data.get("warnings"):
         import warnings
 
         for w in result._data["warnings"]:
@@ -236,7 +241,11 @@ class Result:
     def __repr__(self) -> str:
         buf = io.StringIO()
         mod = importlib.import_module(f"opskew.commands.{self.kind}")
-        if self.kind == "summary":
+        if self.kind == "summary" and "merged" in self._data:
+            from . import job
+
+            job.render(self._data, buf, top=getattr(self._args, "top", 30))
+        elif self.kind == "summary":
             top = getattr(self._args, "top", 30)
             mod._print_table(self._data, self._data["ops"], top, buf, self._data.get("losses"))
         elif self.kind == "check":
@@ -257,7 +266,7 @@ class Result:
             ops = (d.get("operators") or {}).get("ops", [])
             return [_flat(o) for o in ops]
         if self.kind == "summary":
-            return [_flat(o) for o in d["ops"]]
+            return [_flat(o) for o in (d["merged"]["ops"] if "merged" in d else d["ops"])]
         if self.kind == "matrix":
             return [_flat(r) for r in d.get("rows", [])]
         if self.kind == "advise":

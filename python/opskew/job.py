@@ -212,6 +212,42 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     }
 
 
+def write_corrected(doc: dict, out_dir: str) -> list:
+    """Each rank's traces corrected for its own instrument cost (its W, W_py;
+    delta 0) into out_dir, as NAME.corrected.json(.gz), with the times on
+    rank 0's clock when the job's offsets were applied, and the rank's clock
+    fit and cross-rank figures in the "opskew" metadata ("run": {"job":
+    ...}). The recomputed waits stay in the job summary. Returns the paths."""
+    from .report import check_output
+    from .tracefile import correct
+
+    if not doc["corrected"]:
+        raise UsageError("--corrected-dir needs every rank's W (--w, or opskew profile's reports beside the "
+                         "traces)")
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for rk in doc["ranks"]:
+        clock = None
+        if doc["aligned"] and rk is not doc["ranks"][0]:
+            clock = (rk["clock_origin_ns"], rk["offset_ns"], rk["drift_ppm"] * 1e-6)
+        meta = {"job": {"schema": SCHEMA, "rank": rk["rank"], "world_size": doc["world_size"],
+                        "w_ns": rk["w_ns"], "w_py_ns": rk["w_py_ns"], "w_source": rk["w_source"],
+                        "clock": {"offset_ns": rk["offset_ns"], "drift_ppm": rk["drift_ppm"],
+                                  "residual_ns": rk["residual_ns"], "points": rk["clock_points"],
+                                  "applied": bool(clock), "reference_rank": doc["ranks"][0]["rank"]},
+                        "own_ns": rk["own_ns"], "absorbed_ns": rk["absorbed_ns"],
+                        "note": "corrected for this rank's own cost; the waits the others' costs caused are "
+                                "in the job summary (docs/multirank.md)"}}
+        for src in rk["files"]:
+            base = os.path.basename(src)
+            stem, ext = (base[:-8], ".json.gz") if base.endswith(".json.gz") else (base[:-5], ".json")
+            out = os.path.join(out_dir, f"{stem}.corrected{ext}")
+            check_output(out, inputs=[("an input trace", t) for t in doc["traces"]])
+            correct(src, rk["w_ns"], 0.0, out, w_py_ns=rk["w_py_ns"], run_json=json.dumps(meta), clock=clock)
+            written.append(out)
+    return written
+
+
 def stragglers(result: dict) -> list:
     """Ranks that arrived last at collectives, by the lateness they caused
     (their arrival less the next latest one's), largest first. A straggler

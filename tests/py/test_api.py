@@ -112,7 +112,7 @@ def test_summary_rows_html_and_errors(trace):
     assert [row["name"] for row in r.rows()] == names and "aten::add" in names
     html = r._repr_html_()
     assert "<table>" in html and "aten::add" in html and html.count("<tr>") >= 5
-    with pytest.raises(TypeError, match="unexpected keyword argument 'sortt'.*valid: cat, sort, top"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sortt'.*valid: align, cat, sort, top, w"):
         opskew.summary(trace, sortt="self")
     with pytest.raises(TypeError, match="json.*to_dict"):
         opskew.summary(trace, json="-")

@@ -62,6 +62,30 @@ def test_known_clock_offsets_are_recovered_within_the_residual(tmp_path):
     for c in doc["collectives"]:
         assert max(c["exit_ns"]) - min(c["exit_ns"]) <= 2 * worst + 2
     assert "clock offsets applied" in p.stdout and "300 us" in p.stdout
+    # Corrected traces on rank 0's clock, the fit in their metadata.
+    p = run_opskew("summary", str(d), "--w", "1000", "--corrected-dir", str(tmp_path / "cor"))
+    assert p.returncode == 0, p.stderr
+    assert "3 corrected trace(s)" in p.stderr
+    for r in range(3):
+        t = json.loads((tmp_path / "cor" / f"worker{r}.corrected.json").read_text())
+        job = t["opskew"]["run"]["job"]
+        assert job["rank"] == r and job["clock"]["applied"] == (r > 0) and job["w_ns"] == 1000
+        if r:
+            assert t["opskew"]["corrected"]["clock"]["offset_ns"] == pytest.approx(doc["ranks"][r]["offset_ns"])
+        # The last collective's exit, on rank 0's clock: within the residual
+        # of rank 0's own (the trace's times are in us).
+        ends = [e["ts"] + e["dur"] for e in t["traceEvents"] if e.get("name") == "gloo:all_reduce"]
+        if r == 0:
+            ref = max(ends)
+        else:
+            assert abs(max(ends) - ref) * 1000 <= 2 * worst + 1000
+    # The Python API: the same document; rows are the merged table.
+    import opskew
+
+    r = opskew.summary(d, w=["1000"])
+    assert r.to_dict()["corrected"] and r.to_dict()["world_size"] == 3
+    assert {row["name"] for row in r.rows()} == {"gloo:all_reduce", "aten::add"}
+    assert "job: 3 ranks" in repr(r)
     # --align off keeps each rank's clock.
     p = run_opskew("summary", str(d), "--align", "off", "--json", "-")
     doc = json.loads(p.stdout)
@@ -84,7 +108,7 @@ def test_usage_errors(tmp_path):
     p = run_opskew("summary", str(d), "--w", "-4")
     assert p.returncode == 2 and ">= 0" in p.stderr
     p = run_opskew("summary", str(d / "a.json"), "--w", "4")
-    assert p.returncode == 2 and "--w is for a job" in p.stderr
+    assert p.returncode == 2 and "are for a job" in p.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     p = run_opskew("summary", str(empty))
@@ -175,3 +199,19 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
     assert abs(r1["absorbed_ns"] / steps) <= 0.2 * injected
     # Corrected, rank 0's step loses rank 1's cost as well.
     assert r0["corrected_step_median_ns"] < r0["step_median_ns"] - 0.5 * injected
+
+
+def test_nccl_job_on_cuda_or_refused(tmp_path):
+    """`opskew profile --device cuda -- torchrun`: on a machine without a GPU
+    every rank refuses before the script runs, with the reason, exit 2 (the
+    NCCL path itself runs only where a GPU is lent: bench/gpu_check.sh)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the NCCL job runs in bench/gpu_check.sh")
+    (tmp_path / "job.py").write_text(JOB)
+    p = run_opskew("profile", "-o", str(tmp_path / "out"), "--device", "cuda", "--", _torchrun(),
+                   "--nproc-per-node", "2", "--standalone", str(tmp_path / "job.py"), "0", cwd=str(tmp_path),
+                   timeout=300, env={"TMPDIR": str(tmp_path)})
+    assert p.returncode == 2 and "sees no CUDA device" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "out" / "job-summary.json").exists()

@@ -83,6 +83,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="apply the clock offsets estimated from the collectives (default auto: when the "
                      "traces come from more than one host)")
     job.add_argument("--per-rank", action="store_true", help="also print each rank's own table")
+    job.add_argument("--corrected-dir", metavar="DIR",
+                     help="write each rank's traces corrected for its own cost into DIR (NAME.corrected.json), "
+                     "on rank 0's clock when the offsets are applied, with the rank's clock fit and "
+                     "cross-rank figures in their metadata")
 
 
 def _print_table(result, ops, top, out, losses=None):
@@ -131,8 +135,8 @@ def compute(args) -> dict:
         check_output(args.json, inputs=[("an input trace", t) for t in args.trace])
         return job.compute(args.trace, costs=getattr(args, "w", None), align=getattr(args, "align", "auto"),
                            categories=cats)
-    if getattr(args, "w", None):
-        raise UsageError("--w is for a job (a directory or several traces)")
+    if getattr(args, "w", None) or getattr(args, "corrected_dir", None):
+        raise UsageError("--w and --corrected-dir are for a job (a directory or several traces)")
     check_output(args.json, inputs=[("the input trace", args.trace)])  # before reading (docs/outputs.md)
     result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED)
     return {
@@ -161,6 +165,11 @@ def run(args) -> int:
             job.render(doc, sys.stdout, top=args.top, per_rank=args.per_rank)
         if args.json:
             write_json(doc, args.json)
+        if args.corrected_dir:
+            from .. import job
+
+            paths = job.write_corrected(doc, args.corrected_dir)
+            print(f"opskew summary: {len(paths)} corrected trace(s) in {args.corrected_dir}", file=sys.stderr)
         return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK
     csv_path = getattr(args, "csv", None)
     if csv_path == "-" and args.json == "-":

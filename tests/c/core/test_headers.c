@@ -1,10 +1,11 @@
-/* The four public headers compile together, and each alone (the
+/* The five public headers compile together, and each alone (the
  * header_alone_* objects linked in), in C11; test_headers.cpp does the same
  * in C++. Also checks what the headers promise across modules: one error
  * struct, distinct event types for the reader and the tracer, the version
  * from meson.build, and the constructors' return-code convention. */
 #include "opskew.h"
 #include "opskew_correct.h"
+#include "opskew_job.h"
 #include "opskew_reader.h"
 #include "opskew_trace.h"
 #include "opskew_version.h"
@@ -16,10 +17,11 @@ int header_alone_core(void);
 int header_alone_reader(void);
 int header_alone_correct(void);
 int header_alone_trace(void);
+int header_alone_job(void);
 
 int main(void) {
   CHECK(header_alone_core() + header_alone_reader() + header_alone_correct() +
-            header_alone_trace() == 4);
+            header_alone_trace() + header_alone_job() == 5);
 
   /* The version comes from project() in meson.build, through one place. */
   CHECK(strcmp(osk_version(), OSK_VERSION_STRING) == 0);

@@ -1,8 +1,9 @@
-// test_headers.c's compile checks in C++: the four public headers together
+// test_headers.c's compile checks in C++: the five public headers together
 // (each alone is in the header_alone_*_cpp objects), linked against the C
 // libraries through their extern "C" blocks.
 #include "opskew.h"
 #include "opskew_correct.h"
+#include "opskew_job.h"
 #include "opskew_reader.h"
 #include "opskew_trace.h"
 #include "opskew_version.h"
@@ -14,10 +15,11 @@ int header_alone_core(void);
 int header_alone_reader(void);
 int header_alone_correct(void);
 int header_alone_trace(void);
+int header_alone_job(void);
 
 int main() {
   CHECK(header_alone_core() + header_alone_reader() + header_alone_correct() +
-            header_alone_trace() == 4);
+            header_alone_trace() + header_alone_job() == 5);
   CHECK(std::strcmp(osk_version(), OSK_VERSION_STRING) == 0);
   osk_reader_event_t rev = osk_reader_event_t();
   osk_trace_event_t tev = osk_trace_event_t();

@@ -104,6 +104,37 @@ static void test_known_nesting(void) {
   remove("correct_out.json");
 }
 
+/* A clock map (a rank of a job on another host): every time moves to the
+ * reference clock, durations stay, and the header records the map. */
+static void test_clock_map(void) {
+  write_file("clock_in.json", TRACE);
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
+  osk_correct_t *c = NULL;
+  CHECK(osk_correct_path("clock_in.json", "plain_out.json", &opts, &c, NULL) == 0);
+  osk_correct_free(c);
+  seen_t plain, mapped;
+  read_back("plain_out.json", &plain);
+  opts.clock_origin_ns = 0;
+  opts.clock_offset_ns = 300000; /* this rank's clock reads 300 us ahead */
+  CHECK(osk_correct_path("clock_in.json", "clock_out.json", &opts, &c, NULL) == 0);
+  osk_correct_free(c);
+  read_back("clock_out.json", &mapped);
+  CHECK(mapped.n == plain.n && plain.n == 4);
+  for (int i = 0; i < plain.n; i++) {
+    CHECK(strcmp(mapped.name[i], plain.name[i]) == 0);
+    CHECK(mapped.ts[i] == plain.ts[i] - 300000 && mapped.dur[i] == plain.dur[i]);
+  }
+  char *text = osk_test_slurp("clock_out.json", NULL);
+  CHECK(strstr(text, "\"clock\":{\"origin_ns\":0,\"offset_ns\":300000"));
+  free(text);
+  opts.clock_drift = 0.7; /* refused */
+  osk_error_t err;
+  CHECK(osk_correct_path("clock_in.json", "bad_out.json", &opts, &c, &err) == OSK_EINVAL && !c);
+  remove("clock_in.json");
+  remove("plain_out.json");
+  remove("clock_out.json");
+}
+
 static void test_errors_and_truncation(void) {
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
   osk_correct_t *c = NULL;
@@ -329,6 +360,7 @@ int main(void) {
   test_run_json();
   test_overlapping_annotation();
   test_known_nesting();
+  test_clock_map();
   test_python_class();
   test_errors_and_truncation();
   puts("test_correct: ok");

@@ -280,11 +280,48 @@ static void test_unmatched_and_family(void) {
   osk_job_free(e);
 }
 
+/* NCCL: the GPU kernels are the collectives when every rank has them (the
+ * CPU-side nccl:* events only enqueue); else the next family. */
+static void test_nccl_family(void) {
+  tb_t tr[2];
+  for (int r = 0; r < 2; r++) {
+    tb_begin(&tr[r], r);
+    ev(&tr[r], "nccl:all_reduce", "cpu_op", 1, 5, 2);
+    ev(&tr[r], "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "kernel", 7,
+       10 + 20 * r, 40 - 20 * r);
+    ev(&tr[r], "nccl:all_reduce", "cpu_op", 1, 60, 2);
+    if (r == 0) ev(&tr[r], "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+                   "kernel", 7, 70, 20);
+    tb_end(&tr[r]);
+  }
+  osk_job_t *j = run_job(tr, 2, NULL, 0);
+  CHECK(osk_job_stats(j)->family == OSK_JOB_FAMILY_NCCL_KERNEL);
+  CHECK(osk_job_stats(j)->matched == 1 && osk_job_stats(j)->unmatched == 1);
+  const osk_job_collective_t *c = osk_job_collective(j, 0);
+  CHECK(c->last == 1 && c->lateness_ns == 20000 && c->wait_ns[0] == 20000);
+  osk_job_free(j);
+  free_traces(tr, 2);
+  /* One rank without kernels: the CPU side is what both have. */
+  tb_begin(&tr[0], 0);
+  ev(&tr[0], "nccl:all_reduce", "cpu_op", 1, 5, 2);
+  ev(&tr[0], "ncclDevKernel_AllReduce", "kernel", 7, 10, 40);
+  tb_end(&tr[0]);
+  tb_begin(&tr[1], 1);
+  ev(&tr[1], "nccl:all_reduce", "cpu_op", 1, 6, 2);
+  tb_end(&tr[1]);
+  j = run_job(tr, 2, NULL, 0);
+  CHECK(osk_job_stats(j)->family == OSK_JOB_FAMILY_NCCL && osk_job_stats(j)->matched == 1);
+  CHECK(strcmp(osk_job_stats(j)->family_name, "nccl") == 0);
+  osk_job_free(j);
+  free_traces(tr, 2);
+}
+
 int main(void) {
   test_chain_of_three();
   test_late_sender_and_receiver();
   test_clock_offsets();
   test_unmatched_and_family();
+  test_nccl_family();
   puts("ok");
   return 0;
 }
