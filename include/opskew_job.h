@@ -224,6 +224,8 @@ const osk_summary_t *osk_job_source_summary(const osk_job_t *j, size_t i, size_t
 /* Source k of rank index i: how its read ended (0, OSK_ETRUNCATED,
  * OSK_EFORMAT) and its error (err may be NULL); OSK_ERANGE for a bad index. */
 int osk_job_source_status(const osk_job_t *j, size_t i, size_t k, osk_error_t *err);
+/* Source k of rank index i: the reader's counters of its (first) read. */
+const osk_reader_stats_t *osk_job_source_reader_stats(const osk_job_t *j, size_t i, size_t k);
 /* The per-name table of every rank merged (osk_summary_merge). */
 const osk_summary_t *osk_job_merged(const osk_job_t *j);
 size_t osk_job_collective_count(const osk_job_t *j);

@@ -440,8 +440,36 @@ static int append_new(PyObject *list, PyObject *d) {
   return rc;
 }
 
+/* Adds one read's counters to `acc` (a rank's sources, the job's ranks). */
+static void rstats_add(osk_reader_stats_t *acc, const osk_reader_stats_t *s) {
+  acc->bytes += s->bytes;
+  acc->compressed_bytes += s->compressed_bytes;
+  acc->events += s->events;
+  acc->bad_fields += s->bad_fields;
+  acc->lone_surrogates += s->lone_surrogates;
+  acc->out_of_range += s->out_of_range;
+  acc->bytes_scanned += s->bytes_scanned;
+  if (s->peak_buffer > acc->peak_buffer) acc->peak_buffer = s->peak_buffer;
+  acc->gzip |= s->gzip;
+  acc->gzip_unterminated |= s->gzip_unterminated;
+  acc->gzip_corrupt |= s->gzip_corrupt;
+  acc->objects_not_kept += s->objects_not_kept;
+  acc->marks.input_dims += s->marks.input_dims;
+  acc->marks.python_function += s->marks.python_function;
+  acc->marks.memory += s->marks.memory;
+  acc->marks.module_hierarchy += s->marks.module_hierarchy;
+  acc->marks.flops += s->marks.flops;
+}
+
+static osk_reader_stats_t rank_rstats(const osk_job_t *j, size_t i) {
+  osk_reader_stats_t acc = {0};
+  for (size_t k = 0; k < osk_job_rank(j, i)->sources; k++) rstats_add(&acc, osk_job_source_reader_stats(j, i, k));
+  return acc;
+}
+
 static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
   const osk_job_rank_t *r = osk_job_rank(j, i);
+  osk_reader_stats_t rs = rank_rstats(j, i);
   PyObject *d = PyDict_New(), *src = PyList_New(0);
   if (!d || !src) goto fail;
   for (size_t k = 0; k < r->sources; k++) {
@@ -452,7 +480,7 @@ static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
     if (!sd || put_outcome(sd, src_rc, &serr) || put(sd, "threads", threads_list(s)) || put(sd, "processes", processes_list(s)) ||
         put(sd, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
         put(sd, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
-        put(sd, "stats", stats_dict(osk_summary_stats(s), &(osk_reader_stats_t){0}))) {
+        put(sd, "stats", stats_dict(osk_summary_stats(s), osk_job_source_reader_stats(j, i, k)))) {
       Py_XDECREF(sd);
       goto fail;
     }
@@ -461,7 +489,7 @@ static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
   if (put(d, "rank", PyLong_FromLong(r->rank)) || PyDict_SetItemString(d, "sources", src) ||
       put(d, "status", PyUnicode_FromString(osk_py_status(r->status))) ||
       put(d, "ops", ops_list(r->summary)) ||
-      put(d, "stats", stats_dict(osk_summary_stats(r->summary), &(osk_reader_stats_t){0})) ||
+      put(d, "stats", stats_dict(osk_summary_stats(r->summary), &rs)) ||
       put(d, "collectives", PyLong_FromUnsignedLongLong(r->collectives)) ||
       put(d, "steps", PyLong_FromUnsignedLongLong(r->steps)) ||
       put(d, "clock_origin_ns", PyLong_FromLongLong(r->clock_origin_ns)) ||
@@ -530,8 +558,12 @@ static PyObject *job_result(const osk_job_t *j) {
     if (append_new(steps, d)) goto fail;
   }
   const osk_summary_t *m = osk_job_merged(j);
-  if (put(merged, "ops", ops_list(m)) ||
-      put(merged, "stats", stats_dict(osk_summary_stats(m), &(osk_reader_stats_t){0})) ||
+  osk_reader_stats_t all = {0};
+  for (size_t i = 0; i < nr; i++) {
+    osk_reader_stats_t rs = rank_rstats(j, i);
+    rstats_add(&all, &rs);
+  }
+  if (put(merged, "ops", ops_list(m)) || put(merged, "stats", stats_dict(osk_summary_stats(m), &all)) ||
       PyDict_SetItemString(res, "ranks", ranks) || PyDict_SetItemString(res, "collectives", colls) ||
       PyDict_SetItemString(res, "steps", steps) || PyDict_SetItemString(res, "merged", merged) ||
       put(res, "family", PyUnicode_FromString(st->family_name)) ||

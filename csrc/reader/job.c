@@ -20,6 +20,7 @@ typedef struct {
   int have_first;
   int status;       /* the first pass's code: 0, OSK_ETRUNCATED, OSK_EFORMAT */
   osk_error_t err;  /* and its error */
+  osk_reader_stats_t rstats; /* the first pass's reader counters */
 } source_t;
 
 typedef struct {
@@ -325,7 +326,7 @@ static int read_sources(osk_job_t *j, osk_error_t *err) {
       source_t *s = &r->src[k];
       tap_t t = {j, r, s, (uint32_t)k};
       int rc = osk__summary_tapped(s->path, s->data, s->len, j->have_sopts ? &j->sopts : NULL,
-                                   tap_event, &t, &s->summary, NULL, &s->err);
+                                   tap_event, &t, &s->summary, &s->rstats, &s->err);
       s->status = rc;
       if (rc == OSK_ETRUNCATED || rc == OSK_EFORMAT) {
         if (!r->pub.status) r->pub.status = rc;
@@ -997,6 +998,10 @@ const osk_job_rank_t *osk_job_rank(const osk_job_t *j, size_t i) {
 
 const osk_summary_t *osk_job_source_summary(const osk_job_t *j, size_t i, size_t k) {
   return j && i < j->n_ranks && k < j->ranks[i].n_src ? j->ranks[i].src[k].summary : NULL;
+}
+
+const osk_reader_stats_t *osk_job_source_reader_stats(const osk_job_t *j, size_t i, size_t k) {
+  return j && i < j->n_ranks && k < j->ranks[i].n_src ? &j->ranks[i].src[k].rstats : NULL;
 }
 
 int osk_job_source_status(const osk_job_t *j, size_t i, size_t k, osk_error_t *err) {

@@ -123,6 +123,14 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"opskew {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of standard output stopped (`| head`): what it took was
+        # all it wanted. Later writes, and the flush at exit, go nowhere.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -62,6 +62,16 @@ def test_known_clock_offsets_are_recovered_within_the_residual(tmp_path):
     for c in doc["collectives"]:
         assert max(c["exit_ns"]) - min(c["exit_ns"]) <= 2 * worst + 2
     assert "clock offsets applied" in p.stdout and "300 us" in p.stdout
+    # The merged span is on rank 0's clock too, and the reader's counters add up.
+    m = doc["merged"]["stats"]
+    assert abs(m["last_end_ns"] - doc["ranks"][0]["stats"]["last_end_ns"]) <= 2 * worst + 1000
+    assert m["bytes"] == sum(r["stats"]["bytes"] for r in doc["ranks"]) > 0
+    # A reader that stops early (| head) ends the output quietly.
+    q = subprocess.Popen([sys.executable, "-m", "opskew", "summary", str(d)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    q.stdout.readline()
+    q.stdout.close()
+    assert q.wait(timeout=120) == 0 and b"Traceback" not in q.stderr.read()
     # Corrected traces on rank 0's clock, the fit in their metadata.
     p = run_opskew("summary", str(d), "--w", "1000", "--corrected-dir", str(tmp_path / "cor"))
     assert p.returncode == 0, p.stderr
