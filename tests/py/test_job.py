@@ -66,12 +66,19 @@ def test_known_clock_offsets_are_recovered_within_the_residual(tmp_path):
     m = doc["merged"]["stats"]
     assert abs(m["last_end_ns"] - doc["ranks"][0]["stats"]["last_end_ns"]) <= 2 * worst + 1000
     assert m["bytes"] == sum(r["stats"]["bytes"] for r in doc["ranks"]) > 0
-    # A reader that stops early (| head) ends the output quietly.
-    q = subprocess.Popen([sys.executable, "-m", "opskew", "summary", str(d)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    # A reader that stops early (| head) ends the output quietly: 2 x 3000
+    # names print far more than a pipe holds.
+    big = tmp_path / "big"
+    big.mkdir()
+    for r in range(2):
+        ev = [_x(f"aten::op_{i}", "cpu_op", 1, i * 10, 5) for i in range(3000)]
+        (big / f"r{r}.json").write_text(json.dumps(_trace(r, ev)))
+    q = subprocess.Popen([sys.executable, "-m", "opskew", "summary", str(big), "--top", "0", "--per-rank"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     q.stdout.readline()
     q.stdout.close()
-    assert q.wait(timeout=120) == 0 and b"Traceback" not in q.stderr.read()
+    assert q.wait(timeout=120) == 0
+    assert b"Traceback" not in q.stderr.read()
     # Corrected traces on rank 0's clock, the fit in their metadata.
     p = run_opskew("summary", str(d), "--w", "1000", "--corrected-dir", str(tmp_path / "cor"))
     assert p.returncode == 0, p.stderr
