@@ -254,3 +254,34 @@ def test_nccl_job_on_cuda_or_refused(tmp_path):
                    timeout=300, env={"TMPDIR": str(tmp_path)})
     assert p.returncode == 2 and "sees no CUDA device" in p.stderr, p.stderr[-2000:]
     assert not (tmp_path / "out" / "job-summary.json").exists()
+
+
+def test_check_nproc(tmp_path):
+    """`opskew check --nproc 2`: the built-in loop (one allreduce per
+    iteration) on 2 gloo ranks in lockstep; per rank W by the clock and W_own
+    by CPU time, each with its interval, and the job's added time."""
+    _torchrun()
+    out = tmp_path / "c.json"
+    p = run_opskew("check", "--nproc", "2", "--calls", "200", "--iters", "4", "--trials", "6", "--warmup", "0.2",
+                   "--json", str(out), cwd=str(tmp_path), timeout=300, env={"TMPDIR": str(tmp_path)})
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "opskew.check_job/1" and doc["nproc"] == 2 and doc["backend"] == "gloo"
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    for r in doc["ranks"]:
+        # 200 adds per iteration, and the allreduce's own events.
+        assert 200 <= r["events_per_iter"] <= 230, r["events_per_iter"]
+        assert r["w_ns"]["n"] == 6 and r["w_own_ns"]["ci_reaches_95"] is True
+        lo, hi = r["w_own_ns"]["ci95"]
+        assert lo <= r["w_own_ns"]["median"] <= hi
+    raw = {r["rank"]: r for r in doc["raw"]}
+    assert raw[0]["order"] == raw[1]["order"] == ["bp", "pb"] * 3  # the same windows on both ranks
+    assert doc["job"]["trials"] == 6 and doc["job"]["costliest_rank"] in (0, 1)
+    assert "W_own (CPU)" in p.stdout
+    # What it does not do, it says; a TARGET that fails names the ranks' failure.
+    p = run_opskew("check", "--nproc", "2", "--with-stack", cwd=str(tmp_path))
+    assert p.returncode == 2 and "--with-stack" in p.stderr
+    (tmp_path / "bad.py").write_text("def step():\n    raise ValueError('boom')\n")
+    p = run_opskew("check", "--nproc", "2", "bad.py:step", "--trials", "2", "--iters", "1", "--warmup", "0",
+                   cwd=str(tmp_path), timeout=300, env={"TMPDIR": str(tmp_path)})
+    assert p.returncode == 6 and "boom" in p.stderr, p.stderr[-2000:]

@@ -65,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", metavar="SPEC",
                    help="run the baseline trials under this instrument instead of none, so W is "
                    "the marginal cost of --instrument over it (same SPEC forms as --instrument)")
+    p.add_argument("--nproc", type=int, metavar="N",
+                   help="run TARGET on N ranks under torchrun (gloo on cpu, nccl on cuda), in lockstep: per "
+                   "rank W by the clock and W_own by its CPU time, the job's added time and who caused it "
+                   "(the built-in loop adds one allreduce per iteration; docs/multirank.md)")
     p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
                    help="smallest in-window slowdown called skew (default: 0.05 = 5%%)")
     p.add_argument("--json", metavar="PATH",
@@ -357,6 +361,18 @@ def compute(args) -> Computed:
 
 
 def run(args) -> int:
+    if getattr(args, "nproc", None) is not None:
+        from .. import jobcheck
+
+        check_output(args.json)
+        doc = jobcheck.run(args)
+        if args.json != "-":
+            jobcheck.render(doc, sys.stdout)
+        if args.json:
+            write_json(doc, args.json)
+        skewed = doc["job"]["ci95"][0] > 0 and doc["job"]["added_per_iter_ns"] >= args.threshold * doc["job"][
+            "base_per_iter_ns"]
+        return EXIT_SKEW if args.fail_on_skew and skewed else EXIT_OK
     done = compute(args)
     result = done.result
     rc = finish(done, _print_human, args.json, write_json)

@@ -1,0 +1,149 @@
+"""`opskew check --nproc N [TARGET]`: the verification workflow across ranks
+(docs/multirank.md, section 5).
+
+Starts N ranks under torchrun (opskew._check_rank), which run TARGET (or the
+built-in loop with one allreduce per iteration) in lockstep, in interleaved
+baseline and profiled windows. Per rank: W by the clock and W_own by the
+rank's CPU time, each with the sign test's interval, as `check` gives W.
+For the job: the window of the slowest rank, profiled against baseline. The
+job's added time splits into each rank's own cost (W_own x its events) and
+the time it waited for the others' (W - W_own, by the clock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from .errors import RuntimeFailure, UsageError
+
+SCHEMA = "opskew.check_job/1"
+
+
+def _analyze(raw: dict, iters: int) -> dict:
+    from .analysis import per_event_diff
+
+    ranks = []
+    for r in sorted(raw["ranks"], key=lambda x: x["rank"]):
+        w = per_event_diff(r["base_s"], r["prof_s"], r["events"])
+        own = per_event_diff(r["base_cpu_s"], r["prof_cpu_s"], r["events"])
+        ev = sorted(r["events"])[len(r["events"]) // 2] / iters
+        wm, om = max(w["median"], 0.0), max(own["median"], 0.0)
+        ranks.append({"rank": r["rank"], "events_per_iter": ev,
+                      "w_ns": {k: w[k] for k in ("median", "ci95", "ci_coverage", "ci_reaches_95", "n_positive",
+                                                 "n", "sign_p")},
+                      "w_own_ns": {k: own[k] for k in ("median", "ci95", "ci_coverage", "ci_reaches_95")},
+                      "own_per_iter_ns": om * ev,
+                      "waited_per_iter_ns": max(wm - om, 0.0) * ev,
+                      "base_per_iter_ns": sorted(r["base_s"])[len(r["base_s"]) // 2] * 1e9 / iters,
+                      "prof_per_iter_ns": sorted(r["prof_s"])[len(r["prof_s"]) // 2] * 1e9 / iters})
+    n = min(len(r["base_s"]) for r in raw["ranks"])
+    job_base = [max(r["base_s"][i] for r in raw["ranks"]) for i in range(n)]
+    job_prof = [max(r["prof_s"][i] for r in raw["ranks"]) for i in range(n)]
+    from . import _engine
+
+    paired = _engine.paired([b * 1e9 / iters for b in job_base], [p * 1e9 / iters for p in job_prof])
+    added = paired["median"]
+    # Who caused the job's added time: each rank's own cost per iteration;
+    # the job waits for the costliest (the collectives meet every iteration).
+    causer = max(ranks, key=lambda x: x["own_per_iter_ns"])
+    return {"ranks": ranks,
+            "job": {"base_per_iter_ns": sorted(job_base)[n // 2] * 1e9 / iters,
+                    "prof_per_iter_ns": sorted(job_prof)[n // 2] * 1e9 / iters,
+                    "added_per_iter_ns": added, "ci95": list(paired["ci"]), "ci_coverage": paired["ci_coverage"],
+                    "sign_p": paired["sign_p"], "trials": n,
+                    "costliest_rank": causer["rank"], "costliest_own_per_iter_ns": causer["own_per_iter_ns"]}}
+
+
+def run(args) -> dict:
+    """Runs the job and returns the document (schema opskew.check_job/1)."""
+    if args.nproc < 2:
+        raise UsageError("--nproc must be at least 2 (1 rank: plain opskew check)")
+    unsupported = [o for o in ("corrected_trace", "trace", "plot", "against", "export", "with_stack",
+                               "record_shapes", "profile_memory", "with_flops", "with_modules")
+                   if getattr(args, o, None)]
+    if args.instrument != "torch":
+        unsupported.append("instrument")
+    if unsupported:
+        raise UsageError("--nproc measures torch.profiler (minimal) per rank; not with "
+                         + ", ".join("--" + o.replace("_", "-") for o in unsupported))
+    if args.trials < 2 or args.iters < 1:
+        raise UsageError("--trials must be at least 2 and --iters at least 1")
+    target = args.target
+    if target and ":" in target:
+        mod, _, fn = target.rpartition(":")
+        if mod.endswith(".py") or "/" in mod:
+            if not os.path.isfile(mod):
+                raise UsageError(f"TARGET file not found: {mod}")
+            target = os.path.abspath(mod) + ":" + fn  # the ranks start in the same folder, but be sure
+    tmp = tempfile.mkdtemp(prefix="opskew-check-job-")
+    try:
+        spec = {"target": target, "setup": args.setup, "device": "cuda" if args.device == "cuda" else "cpu",
+                "threads": args.threads, "trials": args.trials, "iters": args.iters, "calls": args.calls,
+                "numel": args.numel, "warmup": args.warmup, "timeout": 600,
+                "out": os.path.join(tmp, "result.json")}
+        with open(os.path.join(tmp, "spec.json"), "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc), "--standalone",
+               "-m", "opskew._check_rank", os.path.join(tmp, "spec.json")]
+        env = dict(os.environ, TMPDIR=tmp)  # torchrun's own log folder
+        print(f"opskew check: {args.nproc} ranks under torchrun, {args.trials} trials x {args.iters} iterations "
+              "each, baseline and profiled windows interleaved", file=sys.stderr)
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0 or not os.path.exists(spec["out"]):
+            errors = sorted(n for n in os.listdir(tmp) if n.endswith(".error"))
+            if errors:  # a rank's own exception, as it wrote it
+                with open(os.path.join(tmp, errors[0]), encoding="utf-8") as f:
+                    why = f.read().strip()
+            else:
+                why = "\n".join((p.stderr or "").splitlines()[-15:])
+            raise RuntimeFailure(f"the {args.nproc} ranks failed (torchrun exit {p.returncode}):\n{why}")
+        with open(spec["out"], encoding="utf-8") as f:
+            raw = json.load(f)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    doc = {"schema": SCHEMA, "nproc": args.nproc, "backend": raw["backend"], "workload": raw["workload"],
+           "conditions": {"torch": raw["torch"], "device": spec["device"], "threads": raw["threads"],
+                          "instrument": "torch.profiler(minimal)", "iters": args.iters, "trials": args.trials,
+                          "warmup_s": args.warmup},
+           **_analyze(raw, args.iters), "raw": raw["ranks"]}
+    if spec["device"] == "cuda":
+        for r in doc["ranks"]:
+            r["w_own_ns"] = None  # the windows' synchronize may spin on the CPU
+            r["own_per_iter_ns"] = r["waited_per_iter_ns"] = None
+        doc["job"]["costliest_rank"] = doc["job"]["costliest_own_per_iter_ns"] = None
+    return doc
+
+
+def render(doc: dict, out) -> None:
+    from .report import columns, fmt_ci, fmt_ns
+
+    c = doc["conditions"]
+    j = doc["job"]
+    out.write(f"opskew check --nproc {doc['nproc']}: {doc['workload']}\n")
+    out.write(f"  conditions  torch {c['torch']}, {c['device']}, {c['threads']} thread(s) per rank, "
+              f"{doc['backend']}, {c['instrument']}, {c['trials']} interleaved trials x {c['iters']} iterations\n")
+    out.write(f"  job         baseline {fmt_ns(j['base_per_iter_ns'])} per iteration, profiled "
+              f"{fmt_ns(j['prof_per_iter_ns'])} (the slowest rank's window): +{fmt_ns(j['added_per_iter_ns'])} "
+              f"{fmt_ci(*j['ci95'])} ({100 * j['ci_coverage']:.1f}% CI), sign test p = {j['sign_p']:.3g}\n\n")
+    hdr = ["rank", "events/iter", "W (clock)", "95% CI", "W_own (CPU)", "95% CI", "own cost/iter",
+           "waited for others/iter"]
+    rows = []
+    for r in doc["ranks"]:
+        w, o = r["w_ns"], r["w_own_ns"]
+        rows.append([str(r["rank"]), f"{r['events_per_iter']:.0f}", fmt_ns(w["median"]),
+                     fmt_ci(*w["ci95"]) if w["ci_reaches_95"] else "too few trials",
+                     fmt_ns(o["median"]) if o else "n/a",
+                     (fmt_ci(*o["ci95"]) if o["ci_reaches_95"] else "too few trials") if o else "",
+                     fmt_ns(r["own_per_iter_ns"]), fmt_ns(r["waited_per_iter_ns"])])
+    out.write("\n".join(columns(hdr, rows, right={1, 2, 4, 6, 7})) + "\n")
+    if j["costliest_rank"] is not None:
+        out.write(f"\nThe job waits at its collectives for the costliest rank: rank {j['costliest_rank']}, "
+                  f"{fmt_ns(j['costliest_own_per_iter_ns'])} of its own cost per iteration, against "
+                  f"+{fmt_ns(j['added_per_iter_ns'])} for the job.\n"
+                  "W (clock) of a rank that waited holds the others' cost too; W_own (its CPU time) is its "
+                  "own: the difference is what it waited for (docs/multirank.md).\n")
