@@ -7,6 +7,7 @@
 #   matrix-cuda.json           opskew matrix --device cuda --json
 #   sweep/sweep.{png,svg,json} opskew sweep --device cuda --op add (if sweep exists)
 #   record-cuda.json           opskew record --device cuda on a small CUDA loop
+#   nccl-job/                  opskew profile -- torchrun of a 1-rank NCCL DDP job
 #   pytest-gpu.txt             pytest -m gpu
 # The whole run is held under 8 minutes: every step's time limit is cut to
 # what is left of OPSKEW_GPU_BUDGET_S (default 450 s, so 7.5 min plus at most
@@ -182,6 +183,33 @@ else
 fi
 
 step matrix-cuda 100 "${OPSKEW[@]}" matrix --device cuda --trials 5 --json "$OUT/matrix-cuda.json"
+# A 1-rank NCCL job (the machine has one GPU) under opskew profile: the rank's
+# traces must hold NCCL events, the family the job summary keys on.
+cat >"$OUT/nccl_job.py" <<'EOF'
+import os, torch, torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+m = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256).cuda())
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(64, 256, device="cuda")
+for _ in range(40):
+    opt.zero_grad()
+    m(x).sum().backward()
+    opt.step()
+dist.destroy_process_group()
+EOF
+step nccl-job 90 "${OPSKEW[@]}" profile --device cuda -o "$OUT/nccl-job" --skip-first 2 --wait 8 --warmup 1 \
+  --active 6 --repeat 2 -- "$PY" -m torch.distributed.run --nproc-per-node 1 --standalone "$OUT/nccl_job.py"
+step nccl-job-verify 30 "$PY" - "$OUT/nccl-job" <<'EOF'
+import glob, json, sys
+raw = [p for p in glob.glob(sys.argv[1] + "/opskew-profile-rank0-cycle*.json") if ".corrected." not in p]
+assert raw, "no rank 0 trace"
+names = [e.get("name", "") for e in json.load(open(raw[0]))["traceEvents"]]
+kernels = sorted({n for n in names if n.startswith("nccl")})
+print("traces", raw, "nccl events", kernels[:6])
+assert kernels, "no nccl events in the trace"
+print("report", json.load(open(sys.argv[1] + "/report.rank0.json"))["final"])
+EOF
 step pytest-gpu 90 bash -c "cd '$ROOT' && '$PY' -m pytest -q -m gpu -rs tests/py >'$OUT/pytest-gpu.txt' 2>&1; rc=\$?; cat '$OUT/pytest-gpu.txt'; exit \$rc"
 
 say "done in $(($(date +%s) - T_START))s"

@@ -58,6 +58,11 @@ def main(spec_path: str) -> int:
         if not int(flag.item()):
             break
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    # The first profiler session of a process initializes Kineto (seconds):
+    # one discarded session on one iteration, as check does (docs/check.md).
+    with torch.profiler.profile(activities=acts):
+        step()
+        sync()
     rows = {"base_s": [], "prof_s": [], "base_cpu_s": [], "prof_cpu_s": [], "events": [], "order": []}
 
     def window():
