@@ -72,24 +72,32 @@ def identify(path: str) -> dict:
             "base_ns": (head.get("metadata") or {}).get("baseTimeNanoseconds")}
 
 
+def rank_reports(folder: str, names=None) -> list:
+    """[(name, document)] of opskew profile's per-rank reports in `folder`
+    (report.rankR.json; `names`: only those), in rank order; unreadable ones
+    are left out."""
+    if names is None:
+        try:
+            names = [n for n in os.listdir(folder) if re.fullmatch(r"report\.rank\d+\.json", n)]
+        except OSError:
+            return []
+    out = []
+    for n in sorted(names, key=_natural):
+        try:
+            with open(os.path.join(folder, n), encoding="utf-8") as f:
+                out.append((n, json.load(f)))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def _reports_w(folders: set) -> dict:
     """rank -> (W, W_py, where) from opskew profile's report.rankR.json in
     the given folders: the run's final W (else the last cycle's)."""
     found = {}
     for d in sorted(folders):
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for n in names:
+        for n, doc in rank_reports(d):
             m = re.fullmatch(r"report\.rank(\d+)\.json", n)
-            if not m:
-                continue
-            try:
-                with open(os.path.join(d, n), encoding="utf-8") as f:
-                    doc = json.load(f)
-            except (OSError, ValueError):
-                continue
             last = doc.get("final") or doc.get("report") or {}
             # W_own (by the rank's CPU time: its own cost, without the time
             # it waited for others), else W by the clock (an upper bound).

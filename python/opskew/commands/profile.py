@@ -247,13 +247,10 @@ def _job_report(out: str, names: list) -> None:
     and a table of them on stderr."""
     from ..report import fmt_ns, write_file
 
+    from ..job import rank_reports
+
     ranks = []
-    for n in names:
-        try:
-            with open(os.path.join(out, n), encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
+    for n, doc in rank_reports(out, names):
         last = doc.get("final") or doc.get("report") or {}
         ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
                       "w_source": last.get("w_source", "in-run"), "inflation": last.get("inflation"),
@@ -286,12 +283,7 @@ def _job_summary(out: str, names: list) -> None:
     from ..report import fmt_ns, write_file
 
     traces = []
-    for n in names:
-        try:
-            with open(os.path.join(out, n), encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError):
-            continue
+    for _, doc in job.rank_reports(out, names):
         traces += [r["raw_trace"] for r in doc.get("reports") or [] if r.get("raw_trace")
                    and os.path.isfile(r["raw_trace"])]
     path = os.path.join(out, "job-summary.json")
