@@ -77,8 +77,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     job = p.add_argument_group("multi-rank jobs (a directory or several traces)")
     job.add_argument("--w", action="append", metavar="[RANK=]NS[,PY_NS]",
                      help="instrument cost per operator event (and per Python event) for the cross-rank "
-                     "correction: for every rank, or RANK=NS for one; repeatable (default: the W that "
-                     "opskew profile measured, from report.rankR.json beside the traces)")
+                     "correction: for every rank, or RANK=NS for one; repeatable (default: the W_own that "
+                     "opskew profile measured on each rank, its own cost by CPU time, from "
+                     "report.rankR.json beside the traces)")
     job.add_argument("--align", choices=("auto", "on", "off"), default="auto",
                      help="apply the clock offsets estimated from the collectives (default auto: when the "
                      "traces come from more than one host)")
