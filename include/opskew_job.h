@@ -187,6 +187,9 @@ typedef struct {
   uint64_t matched;             /* collectives and transfers matched on every rank */
   uint64_t unmatched;           /* keys present on some ranks only, or whose names differ */
   int aligned;                  /* opts.align: the offsets were applied */
+  /* The span of every rank's complete events, on the reference clock when
+   * aligned (the merged table's own span mixes the ranks' clocks). */
+  int64_t first_ts_ns, last_end_ns;
   int corrected;                /* every rank had a cost */
 } osk_job_stats_t;
 

@@ -167,8 +167,7 @@ static void put_cstr(osk__out_t *o, const char *s) { osk__out_str(o, s, strlen(s
 static int64_t to_clock(const osk_correct_t *c, int64_t t) {
   const osk_correct_opts_t *m = &c->opts;
   if (m->clock_offset_ns == 0 && m->clock_drift == 0) return t;
-  double d = ((double)(t - m->clock_origin_ns) - m->clock_offset_ns) / (1 + m->clock_drift);
-  return m->clock_origin_ns + (int64_t)llround(d);
+  return osk__clock_to_ref(t, m->clock_origin_ns, m->clock_offset_ns, m->clock_drift);
 }
 
 static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held_t *e, const line_t *l) {

@@ -563,7 +563,11 @@ static PyObject *job_result(const osk_job_t *j) {
     osk_reader_stats_t rs = rank_rstats(j, i);
     rstats_add(&all, &rs);
   }
-  if (put(merged, "ops", ops_list(m)) || put(merged, "stats", stats_dict(osk_summary_stats(m), &all)) ||
+  PyObject *mstats = stats_dict(osk_summary_stats(m), &all);
+  if (mstats && (put(mstats, "first_ts_ns", PyLong_FromLongLong(st->first_ts_ns)) ||
+                 put(mstats, "last_end_ns", PyLong_FromLongLong(st->last_end_ns))))
+    Py_CLEAR(mstats);
+  if (put(merged, "ops", ops_list(m)) || put(merged, "stats", mstats) ||
       PyDict_SetItemString(res, "ranks", ranks) || PyDict_SetItemString(res, "collectives", colls) ||
       PyDict_SetItemString(res, "steps", steps) || PyDict_SetItemString(res, "merged", merged) ||
       put(res, "family", PyUnicode_FromString(st->family_name)) ||

@@ -56,13 +56,18 @@ typedef struct {
   double *cum;
   uint64_t *cnt; /* events per gap, operator class; py in cnt_py */
   uint64_t *cnt_py;
-  /* Sync points after the model: raw arrival and exit, the shift after it,
-   * per segment. */
-  int64_t *sync_p, *sync_x;
+  /* Sync points after the model: raw arrival, the shift after it, per
+   * segment. */
+  int64_t *sync_p;
   double *sync_d;
   uint32_t *sync_seg;
   size_t n_sync;
 } rank_t;
+
+typedef struct {
+  osk_str_t name; /* owned */
+  int py;
+} icat_t;
 
 typedef struct {
   osk_job_collective_t pub;
@@ -75,8 +80,9 @@ struct osk_job {
   size_t n_sopt_strs;
   int have_sopts;
   int align;
-  char **cats, **py_cats;
-  size_t n_cats, n_py_cats;
+  /* The instrumented categories, operator class then Python class. */
+  icat_t *icats;
+  size_t n_icats, last_icat; /* last_icat: index + 1 of the last match */
 
   rank_t *ranks;
   size_t n_ranks, ranks_cap;
@@ -164,10 +170,33 @@ static void free_strs(char **s, size_t n) {
   free(s);
 }
 
-static int cat_in(osk_str_t cat, char *const *list, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (osk__str_is(cat, list[i], strlen(list[i]))) return 1;
+/* Adds the categories to j->icats; OSK_EINVAL for a NULL one. */
+static int add_icats(osk_job_t *j, const char *const *c, size_t n, int py) {
+  icat_t *t = realloc(j->icats, (j->n_icats + n + 1) * sizeof *t);
+  if (!t) return OSK_ENOMEM;
+  j->icats = t;
+  for (size_t i = 0; i < n; i++) {
+    if (!c[i]) return OSK_EINVAL;
+    size_t len = strlen(c[i]);
+    char *d = osk__dup_bytes(c[i], len);
+    if (!d) return OSK_ENOMEM;
+    j->icats[j->n_icats++] = (icat_t){{d, len}, py};
+  }
   return 0;
+}
+
+/* An event's class by its category: 0 operator, 1 Python, -1 neither.
+ * Events come in runs of one category: the last match is tried first. */
+static int cat_class(osk_job_t *j, osk_str_t cat) {
+  if (j->last_icat && osk__str_is(cat, j->icats[j->last_icat - 1].name.ptr, j->icats[j->last_icat - 1].name.len))
+    return j->icats[j->last_icat - 1].py;
+  for (size_t i = 0; i < j->n_icats; i++) {
+    if (osk__str_is(cat, j->icats[i].name.ptr, j->icats[i].name.len)) {
+      j->last_icat = i + 1;
+      return j->icats[i].py;
+    }
+  }
+  return -1;
 }
 
 /* ------------------------------------------------------------------ API */
@@ -183,19 +212,8 @@ int osk_job_new(osk_job_t **out, const osk_job_opts_t *opts) {
   size_t nc = opts && opts->categories ? opts->n_categories : 2;
   const char *const *py = opts && opts->py_categories ? opts->py_categories : dpy;
   size_t np = opts && opts->py_categories ? opts->n_py_categories : 1;
-  for (size_t i = 0; i < nc; i++)
-    if (!cats[i]) nc = 0, j->align = -1; /* refused below */
-  for (size_t i = 0; i < np; i++)
-    if (!py[i]) np = 0, j->align = -1;
-  if (j->align == -1) {
-    osk_job_free(j);
-    return OSK_EINVAL;
-  }
-  j->cats = copy_strs(cats, nc);
-  j->n_cats = j->cats ? nc : 0;
-  j->py_cats = copy_strs(py, np);
-  j->n_py_cats = j->py_cats ? np : 0;
-  int rc = j->cats && j->py_cats ? 0 : OSK_ENOMEM;
+  int rc = add_icats(j, cats, nc, 0);
+  if (!rc) rc = add_icats(j, py, np, 1);
   if (!rc && opts && opts->summary) {
     const osk_summary_opts_t *so = opts->summary;
     size_t n = (so->categories ? so->n_categories : 0) +
@@ -431,9 +449,7 @@ static int key_cmp(const coll_t *x, const coll_t *y) {
 
 /* Rank time -> the reference's clock, when aligned. */
 static int64_t to_ref(const osk_job_t *j, const rank_t *r, int64_t t, int64_t t0) {
-  if (!j->align) return t;
-  double tr = ((double)(t - t0) - r->a) / (1 + r->b);
-  return t0 + (int64_t)llround(tr);
+  return j->align ? osk__clock_to_ref(t, t0, r->a, r->b) : t;
 }
 
 static int grow_coll(osk_job_t *j, size_t nr) {
@@ -643,8 +659,8 @@ static int count_event(void *ctx, const osk_reader_event_t *ev) {
   int64_t n;
   int f = family_of(ev);
   if (step_number(ev->name, &n) || (f >= 0 && f == (int)c->j->stats.family)) return 0;
-  int py = cat_in(ev->cat, c->j->py_cats, c->j->n_py_cats);
-  if (!py && !cat_in(ev->cat, c->j->cats, c->j->n_cats)) return 0;
+  int py = cat_class(c->j, ev->cat);
+  if (py < 0) return 0;
   size_t g = gap_of(c->r, ev->ts_ns);
   if (py) c->r->cnt_py[g]++;
   else c->r->cnt[g]++;
@@ -715,16 +731,13 @@ static int count_pass(osk_job_t *j, const size_t *idx, osk_error_t *err) {
 
 /* ----------------------------------------------------------------- model */
 
-static int add_sync(rank_t *r, int64_t p, int64_t x, double d, uint32_t seg) {
+static int add_sync(rank_t *r, int64_t p, double d, uint32_t seg) {
   size_t cap = r->n_sync;
   if ((r->n_sync & (r->n_sync - 1)) == 0) { /* powers of two: grow */
     cap = r->n_sync ? r->n_sync * 2 : 1;
     int64_t *np = realloc(r->sync_p, cap * sizeof *np);
     if (!np) return OSK_ENOMEM;
     r->sync_p = np;
-    int64_t *nx = realloc(r->sync_x, cap * sizeof *nx);
-    if (!nx) return OSK_ENOMEM;
-    r->sync_x = nx;
     double *nd = realloc(r->sync_d, cap * sizeof *nd);
     if (!nd) return OSK_ENOMEM;
     r->sync_d = nd;
@@ -733,7 +746,6 @@ static int add_sync(rank_t *r, int64_t p, int64_t x, double d, uint32_t seg) {
     r->sync_seg = ns;
   }
   r->sync_p[r->n_sync] = p;
-  r->sync_x[r->n_sync] = x;
   r->sync_d[r->n_sync] = d;
   r->sync_seg[r->n_sync] = seg;
   r->n_sync++;
@@ -744,9 +756,9 @@ static int add_sync(rank_t *r, int64_t p, int64_t x, double d, uint32_t seg) {
 static int model(osk_job_t *j, const size_t *idx, int costs) {
   size_t nr = j->n_ranks;
   double *D = calloc(nr, sizeof *D), *S = calloc(nr, sizeof *S), *P = calloc(nr, sizeof *P);
-  int64_t *lastx = calloc(nr, sizeof *lastx), *lastp = calloc(nr, sizeof *lastp);
+  int64_t *lastp = calloc(nr, sizeof *lastp);
   int *have_last = calloc(nr, sizeof *have_last);
-  int rc = D && S && P && lastx && lastp && have_last ? 0 : OSK_ENOMEM;
+  int rc = D && S && P && lastp && have_last ? 0 : OSK_ENOMEM;
   size_t seg = (size_t)-1;
   for (size_t k = 0; !rc && k < j->n_coll; k++) {
     jcoll_t *c = &j->coll[k];
@@ -837,17 +849,15 @@ static int model(osk_job_t *j, const size_t *idx, int costs) {
       rank_t *rk = &j->ranks[r];
       j->c_shift[b + r] = D[r];
       j->ranks[r].pub.corrected_wait_ns += j->c_cwait[b + r];
-      lastx[r] = rk->coll[idx[k * nr + r]].end;
       lastp[r] = rk->coll[idx[k * nr + r]].ts;
       have_last[r] = 1;
-      rc = add_sync(rk, rk->coll[idx[k * nr + r]].ts, lastx[r], D[r], (uint32_t)seg);
+      rc = add_sync(rk, lastp[r], D[r], (uint32_t)seg);
       if (rc) break;
     }
   }
   free(D);
   free(S);
   free(P);
-  free(lastx);
   free(lastp);
   free(have_last);
   return rc;
@@ -951,6 +961,14 @@ int osk_job_run(osk_job_t *j, osk_error_t *err) {
   int64_t t0 = !rc && j->n_coll ? j->ranks[0].coll[idx[0]].end : 0;
   for (size_t r = 1; !rc && r < nr; r++) rc = fit_clock(j, r, idx, t0);
   j->stats.aligned = j->align;
+  for (size_t r = 0; !rc && r < nr; r++) {
+    const osk_summary_stats_t *ss = osk_summary_stats(j->ranks[r].summary);
+    if (!ss->complete_events) continue;
+    int64_t a = to_ref(j, &j->ranks[r], ss->first_ts_ns, t0), b = to_ref(j, &j->ranks[r], ss->last_end_ns, t0);
+    int first = j->stats.first_ts_ns == 0 && j->stats.last_end_ns == 0;
+    if (first || a < j->stats.first_ts_ns) j->stats.first_ts_ns = a;
+    if (first || b > j->stats.last_end_ns) j->stats.last_end_ns = b;
+  }
   for (size_t k = 0; !rc && k < j->n_coll; k++) {
     for (size_t r = 0; r < nr; r++) {
       const coll_t *c = &j->ranks[r].coll[idx[k * nr + r]];
@@ -1043,7 +1061,6 @@ void osk_job_free(osk_job_t *j) {
     free(r->cnt);
     free(r->cnt_py);
     free(r->sync_p);
-    free(r->sync_x);
     free(r->sync_d);
     free(r->sync_seg);
   }
@@ -1060,8 +1077,8 @@ void osk_job_free(osk_job_t *j) {
   free(j->steps);
   free(j->s_dur);
   free(j->s_corr);
-  free_strs(j->cats, j->n_cats);
-  free_strs(j->py_cats, j->n_py_cats);
+  for (size_t i = 0; i < j->n_icats; i++) free((void *)j->icats[i].name.ptr);
+  free(j->icats);
   free_strs(j->sopt_strs, j->n_sopt_strs);
   free(j);
 }

@@ -56,6 +56,15 @@ static inline uint64_t osk__hash_bytes(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+/* THE clock map of a multi-rank job (opskew_job.h's fit): a rank's time t
+ * on the reference rank's clock, origin + (t - origin - offset) / (1 +
+ * drift), rounded to the nearest ns. The job summary and the corrected
+ * traces (osk_correct_opts_t.clock_*) both map through it. */
+static inline int64_t osk__clock_to_ref(int64_t t, int64_t origin, double offset, double drift) {
+  double d = ((double)(t - origin) - offset) / (1 + drift);
+  return origin + (int64_t)(d < 0 ? d - 0.5 : d + 0.5);
+}
+
 /* Sums of durations saturate instead of overflowing: a hostile trace can
  * hold durations near INT64_MAX ns, and signed overflow is undefined. */
 static inline int64_t osk__sat_add(int64_t a, int64_t b) {

@@ -1,7 +1,9 @@
 """One rank of `opskew check --nproc N` (opskew.jobcheck starts it under
 torchrun): the workload in interleaved baseline and profiled windows, in
 lockstep with the other ranks, each window timed by the clock and by the
-rank's CPU time; rank 0 gathers every rank's windows and writes them out.
+rank's CPU time. Each rank writes its windows after every trial (so a
+workload that fails part way still reports what was measured); rank 0
+gathers every rank's windows at the end and writes them out.
 
 Every rank runs the same sequence of windows, so collectives inside the
 workload meet: the warm-up's length is decided by rank 0 and broadcast
@@ -14,6 +16,10 @@ import json
 import os
 import sys
 import time
+
+
+class WorkloadFailed(Exception):
+    """The user's TARGET raised (not opskew): exit 4, with what was measured."""
 
 
 def main(spec_path: str) -> int:
@@ -32,16 +38,22 @@ def main(spec_path: str) -> int:
     torch.set_num_threads(spec["threads"])
     from .workload import load_target
 
-    wl = load_target(spec["target"], device=spec["device"], setup=spec["setup"], calls=spec["calls"],
-                     numel=spec["numel"])
-    step = wl.iteration
-    if spec["target"] is None:
-        # The built-in loop meets the other ranks once per iteration.
-        token = torch.ones(1, device=spec["device"])
+    try:
+        wl = load_target(spec["target"], device=spec["device"], setup=spec["setup"], calls=spec["calls"],
+                         numel=spec["numel"])
+    except Exception as exc:
+        raise WorkloadFailed(f"loading TARGET failed: {type(exc).__name__}: {exc}") from exc
+    it = wl.iteration
+    builtin = spec["target"] is None
+    token = torch.ones(1, device=spec["device"])
 
-        def step():  # noqa: F811 - the built-in loop and its allreduce
-            wl.iteration()
-            dist.all_reduce(token)
+    def step():
+        try:
+            it()
+            if builtin:
+                dist.all_reduce(token)  # the built-in loop meets the other ranks once per iteration
+        except Exception as exc:
+            raise WorkloadFailed(f"{type(exc).__name__}: {exc}") from exc
 
     def sync():
         if cuda:
@@ -74,6 +86,8 @@ def main(spec_path: str) -> int:
         sync()
         return time.perf_counter() - w0, time.thread_time() - c0
 
+    from .report import write_file
+
     for t in range(spec["trials"]):
         order = ("base", "prof") if t % 2 == 0 else ("prof", "base")
         rows["order"].append("".join(a[0] for a in order))
@@ -89,16 +103,14 @@ def main(spec_path: str) -> int:
                 rows["prof_cpu_s"].append(c)
                 # The instrument's own records, counted after the window.
                 rows["events"].append(max(sum(e.count for e in p.key_averages()), 1))
-    rows["rank"], rows["pid"] = rank, os.getpid()
+        rows["rank"], rows["pid"] = rank, os.getpid()
+        write_file(f"{spec_path}.rank{rank}.rows", json.dumps(rows))
     gathered = [None] * world
     dist.all_gather_object(gathered, rows)
     if rank == 0:
         doc = {"world_size": world, "backend": dist.get_backend(), "ranks": gathered,
                "torch": torch.__version__, "threads": torch.get_num_threads(), "workload": wl.description}
-        tmp = spec["out"] + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-        os.replace(tmp, spec["out"])
+        write_file(spec["out"], json.dumps(doc))
     dist.destroy_process_group()
     return 0
 
@@ -109,11 +121,16 @@ if __name__ == "__main__":
     except BaseException as exc:  # noqa: BLE001 - told to the launcher, which names it
         import traceback
 
-        with open(f"{sys.argv[1]}.rank{os.environ.get('RANK', '0')}.error", "w", encoding="utf-8") as f:
-            f.write(f"rank {os.environ.get('RANK', '?')}: {type(exc).__name__}: {exc}\n")
-            f.write("".join(traceback.format_exception(exc)[-6:]))
+        from .report import write_file
+
+        rank = os.environ.get("RANK", "0")
+        cause = exc.__cause__ if isinstance(exc, WorkloadFailed) and exc.__cause__ else exc
+        write_file(f"{sys.argv[1]}.rank{rank}.error", json.dumps({
+            "workload": isinstance(exc, WorkloadFailed), "at": time.time(),
+            "message": f"rank {rank}: {type(cause).__name__}: {cause}",
+            "traceback": "".join(traceback.format_exception(cause)[-6:])}))
         rc = 1
-    # Everything is written (rank 0's result by an atomic rename). Leave
+    # Everything is written (through opskew's one writer). Leave
     # without the interpreter's teardown: torch 2.13's gloo and profiler
     # threads abort it now and then ("terminate called without an active
     # exception", 1 run in 3 here), which torchrun reports as the job failing.

@@ -218,17 +218,6 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
             cor = [s["corrected_ns"][ranks.index(rk)] for s in result["steps"]
                    if s["dur_ns"][ranks.index(rk)] is not None]
             rk["corrected_step_median_ns"] = statistics.median(cor) if cor else None
-    if result["aligned"]:
-        # The merged span on rank 0's clock, as every other time of the job.
-        def ref(rk, t):
-            return rk["clock_origin_ns"] + ((t - rk["clock_origin_ns"]) - rk["offset_ns"]) / (
-                1 + rk["drift_ppm"] * 1e-6) if rk is not ranks[0] else t
-
-        spans = [(ref(rk, rk["stats"]["first_ts_ns"]), ref(rk, rk["stats"]["last_end_ns"])) for rk in ranks
-                 if rk["stats"].get("complete_events")]
-        if spans:
-            result["merged"]["stats"]["first_ts_ns"] = round(min(a for a, _ in spans))
-            result["merged"]["stats"]["last_end_ns"] = round(max(b for _, b in spans))
     return {
         "schema": SCHEMA,
         "traces": files,

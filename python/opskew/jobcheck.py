@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from .errors import RuntimeFailure, UsageError
+from .errors import RuntimeFailure, UsageError, WorkloadError
 
 SCHEMA = "opskew.check_job/1"
 
@@ -94,18 +94,17 @@ def run(args) -> dict:
         print(f"opskew check: {args.nproc} ranks under torchrun, {args.trials} trials x {args.iters} iterations "
               "each, baseline and profiled windows interleaved", file=sys.stderr)
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        failure = None
         if p.returncode != 0 or not os.path.exists(spec["out"]):
-            errors = sorted(n for n in os.listdir(tmp) if n.endswith(".error"))
-            if errors:  # a rank's own exception, as it wrote it
-                with open(os.path.join(tmp, errors[0]), encoding="utf-8") as f:
-                    why = f.read().strip()
-            else:
-                why = "\n".join((p.stderr or "").splitlines()[-15:])
-            raise RuntimeFailure(f"the {args.nproc} ranks failed (torchrun exit {p.returncode}):\n{why}")
-        with open(spec["out"], encoding="utf-8") as f:
-            raw = json.load(f)
+            failure = _failure(tmp, args.nproc, p)
+            raw = _partial(tmp, spec, args.nproc)
+        else:
+            with open(spec["out"], encoding="utf-8") as f:
+                raw = json.load(f)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if failure is not None and raw is None:
+        raise failure
     doc = {"schema": SCHEMA, "nproc": args.nproc, "backend": raw["backend"], "workload": raw["workload"],
            "conditions": {"torch": raw["torch"], "device": spec["device"], "threads": raw["threads"],
                           "instrument": "torch.profiler(minimal)", "iters": args.iters, "trials": args.trials,
@@ -116,7 +115,56 @@ def run(args) -> dict:
             r["w_own_ns"] = None  # the windows' synchronize may spin on the CPU
             r["own_per_iter_ns"] = r["waited_per_iter_ns"] = None
         doc["job"]["costliest_rank"] = doc["job"]["costliest_own_per_iter_ns"] = None
+    if failure is not None:
+        # What was measured before the failure, reported as check does.
+        doc["error"] = str(failure)
+        doc["partial"] = True
+        failure.partial = doc
+        raise failure
     return doc
+
+
+def _failure(tmp: str, nproc: int, p) -> Exception:
+    """The exception for a failed job: a rank's own (the workload's: exit
+    4), else torchrun's last lines (exit 6)."""
+    found = []
+    for n in os.listdir(tmp):
+        if n.endswith(".error"):
+            with open(os.path.join(tmp, n), encoding="utf-8") as f:
+                found.append(json.load(f))
+    if found:
+        # The first to fail is the cause; the others failed because it left
+        # (gloo: "Connection closed by peer").
+        e = min(found, key=lambda x: x["at"])
+        if e["workload"]:
+            return WorkloadError(f"the workload raised on {e['message']}\n{e['traceback'].rstrip()}")
+        return RuntimeFailure(f"the {nproc} ranks failed: {e['message']}\n{e['traceback'].rstrip()}")
+    tail = "\n".join((p.stderr or "").splitlines()[-15:])
+    return RuntimeFailure(f"the {nproc} ranks failed (torchrun exit {p.returncode}):\n{tail}")
+
+
+def _partial(tmp: str, spec: dict, nproc: int):
+    """The windows every rank wrote before a failure (each writes its own
+    after every trial), cut to the trials all of them finished; None below
+    2 trials."""
+    rows = []
+    for r in range(nproc):
+        try:
+            with open(f"{os.path.join(tmp, 'spec.json')}.rank{r}.rows", encoding="utf-8") as f:
+                rows.append(json.load(f))
+        except (OSError, ValueError):
+            return None
+    n = min(len(r["prof_s"]) for r in rows)
+    if n < 2:
+        return None
+    import torch
+
+    for r in rows:
+        for k in ("base_s", "prof_s", "base_cpu_s", "prof_cpu_s", "events", "order"):
+            r[k] = r[k][:n]
+    return {"world_size": nproc, "backend": "gloo" if spec["device"] == "cpu" else "nccl", "ranks": rows,
+            "torch": torch.__version__, "threads": spec["threads"],
+            "workload": spec["target"] or "the built-in loop"}
 
 
 def render(doc: dict, out) -> None:

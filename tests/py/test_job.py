@@ -284,4 +284,21 @@ def test_check_nproc(tmp_path):
     (tmp_path / "bad.py").write_text("def step():\n    raise ValueError('boom')\n")
     p = run_opskew("check", "--nproc", "2", "bad.py:step", "--trials", "2", "--iters", "1", "--warmup", "0",
                    cwd=str(tmp_path), timeout=300, env={"TMPDIR": str(tmp_path)})
-    assert p.returncode == 6 and "boom" in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 4 and "boom" in p.stderr, p.stderr[-2000:]
+    # A workload that fails part way: what was measured before is reported.
+    (tmp_path / "late.py").write_text(
+        "import os, torch, torch.distributed as dist\n"
+        "n = [0]\n"
+        "def step():\n"
+        "    n[0] += 1\n"
+        "    if os.environ['RANK'] == '1' and n[0] == 14:\n"
+        "        raise ValueError('late boom')\n"
+        "    torch.add(torch.ones(4), 1)\n"
+        "    dist.all_reduce(torch.ones(1))\n")
+    p = run_opskew("check", "--nproc", "2", "late.py:step", "--trials", "8", "--iters", "1", "--warmup", "0",
+                   "--json", str(tmp_path / "late.json"), cwd=str(tmp_path), timeout=300,
+                   env={"TMPDIR": str(tmp_path)})
+    assert p.returncode == 4 and "late boom" in p.stderr, p.stderr[-2000:]
+    doc = json.loads((tmp_path / "late.json").read_text())
+    assert doc["partial"] and "late boom" in doc["error"] and 2 <= doc["job"]["trials"] < 8
+    assert "opskew check --nproc 2" in p.stdout

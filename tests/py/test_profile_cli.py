@@ -206,8 +206,14 @@ def test_no_step_seen_and_refusals(tmp_path):
     theirs.mkdir()
     (theirs / "report.json").write_text('{"accuracy": 0.9}')
     p = run_opskew("profile", "-o", str(theirs), "--", sys.executable, "-c", code)
-    assert p.returncode == 2 and "not an opskew profile report" in p.stderr
+    assert p.returncode == 2 and "report.json there is not opskew's" in p.stderr
     assert (theirs / "report.json").read_text() == '{"accuracy": 0.9}'
+    # Nor a job-summary.json that is not opskew's (a torchrun job writes one).
+    (theirs / "report.json").unlink()
+    (theirs / "job-summary.json").write_text('{"mine": 1}')
+    p = run_opskew("profile", "-o", str(theirs), "--", sys.executable, "-c", code)
+    assert p.returncode == 2 and "job-summary.json there is not opskew's" in p.stderr
+    assert (theirs / "job-summary.json").read_text() == '{"mine": 1}'
     p = run_opskew("profile", "--wait", "0", "--", sys.executable, "-c", code, cwd=str(tmp_path))
     assert p.returncode == 2 and "--wait must be 1 or more" in p.stderr
     p = run_opskew("profile", "--", "ls", cwd=str(tmp_path))

@@ -365,7 +365,15 @@ def run(args) -> int:
         from .. import jobcheck
 
         check_output(args.json)
-        doc = jobcheck.run(args)
+        try:
+            doc = jobcheck.run(args)
+        except OpskewError as exc:
+            if getattr(exc, "partial", None):  # what was measured before the failure
+                if args.json != "-":
+                    jobcheck.render(exc.partial, sys.stdout)
+                if args.json:
+                    write_json(exc.partial, args.json)
+            raise
         if args.json != "-":
             jobcheck.render(doc, sys.stdout)
         if args.json:

@@ -104,15 +104,20 @@ def _output_dir(path: str) -> str:
     out = os.path.abspath(path)
     if os.path.lexists(out) and not os.path.isdir(out):
         raise UsageError(f"-o {path}: not a folder")
-    for name in _reports(out):
+    from ..job import SCHEMA as JOB_SCHEMA
+
+    ours = {n: "opskew.profile" for n in _reports(out)}
+    if os.path.lexists(os.path.join(out, "job-summary.json")):
+        ours["job-summary.json"] = JOB_SCHEMA
+    for name, schema in ours.items():
         # report.json is a common name: replace only opskew's own.
         try:
             with open(os.path.join(out, name), encoding="utf-8") as f:
-                schema = json.load(f).get("schema", "")
+                found = json.load(f).get("schema", "")
         except (OSError, ValueError, AttributeError):
-            schema = ""
-        if not str(schema).startswith("opskew.profile"):
-            raise UsageError(f"-o {path}: {name} there is not an opskew profile report; opskew will not replace "
+            found = ""
+        if not str(found).startswith(schema):
+            raise UsageError(f"-o {path}: {name} there is not opskew's ({schema}); opskew will not replace "
                              "it (give another folder)")
     if not os.path.isdir(out):
         parent = os.path.dirname(out)
@@ -286,17 +291,7 @@ def _job_summary(out: str, names: list) -> None:
     for _, doc in job.rank_reports(out, names):
         traces += [r["raw_trace"] for r in doc.get("reports") or [] if r.get("raw_trace")
                    and os.path.isfile(r["raw_trace"])]
-    path = os.path.join(out, "job-summary.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            if json.load(f).get("schema") != job.SCHEMA:
-                print(f"opskew profile: {path} is not opskew's: not replaced, no job summary", file=sys.stderr)
-                return
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError, AttributeError):
-        print(f"opskew profile: {path} is not opskew's: not replaced, no job summary", file=sys.stderr)
-        return
+    path = os.path.join(out, "job-summary.json")  # a foreign one was refused before the run
     try:
         doc = job.compute(traces)
     except Exception as exc:  # noqa: BLE001 - the job's own outputs stand
