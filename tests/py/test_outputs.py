@@ -220,8 +220,13 @@ def test_check_corrected_trace_that_cannot_be_written_is_exit_7(opskew, tmp_path
     mknod_or_skip(full, 7)
     wl = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
     js = tmp_path / "c.json"
-    p = opskew("check", wl + ":plain", "--trials", "4", "--iters", "2", "--calls", "50", "--warmup", "0",
-               "--corrected-trace", str(full), "--json", str(js))
+    for _ in range(3):
+        p = opskew("check", wl + ":plain", "--trials", "6", "--iters", "2", "--calls", "200", "--warmup", "0.1",
+                   "--corrected-trace", str(full), "--json", str(js))
+        # A noisy machine can make W come out negative: then nothing is
+        # corrected (exit 6, said so), and the writer is not reached.
+        if "came out negative" not in p.stderr:
+            break
     assert p.returncode == EXIT_OUTPUT, (p.stdout, p.stderr)
     assert f"cannot write {full}: no space left on device" in p.stderr
     r = json.loads(js.read_text())
