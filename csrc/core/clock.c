@@ -22,8 +22,12 @@
 
 static osk_clock_t g_clock;
 static pthread_once_t g_clock_once = PTHREAD_ONCE_INIT;
-/* Read on every osk_clock_ticks call; written once under g_clock_once. */
-static int g_use_tsc;
+/* Read on every osk_clock_ticks call (and inlined by the tracer's hot path,
+ * csrc/trace/trace_internal.h); written once under g_clock_once. */
+#if defined(__GNUC__)
+__attribute__((visibility("hidden")))
+#endif
+int osk__clock_tsc;
 
 uint64_t osk_clock_monotonic_ns(void) {
   struct timespec ts;
@@ -77,7 +81,7 @@ static void clock_init(void) {
   if (want_tsc && tsc_is_invariant()) {
     g_clock.kind = OSK_CLOCK_TSC;
     calibrate_tsc(&g_clock);
-    g_use_tsc = 1;
+    osk__clock_tsc = 1;
     return;
   }
 #else
@@ -88,7 +92,7 @@ static void clock_init(void) {
   g_clock.tick0 = 0;
   g_clock.ns0 = 0;
   g_clock.rel_uncertainty = 0.0;
-  g_use_tsc = 0;
+  osk__clock_tsc = 0;
 }
 
 const osk_clock_t *osk_clock_get(void) {
@@ -98,7 +102,7 @@ const osk_clock_t *osk_clock_get(void) {
 
 uint64_t osk_clock_ticks(void) {
 #if OSK__HAVE_TSC
-  if (g_use_tsc) return __rdtsc();
+  if (osk__clock_tsc) return __rdtsc();
 #endif
   return osk_clock_monotonic_ns();
 }

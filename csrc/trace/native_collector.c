@@ -19,7 +19,7 @@
 OSK_TRACE_API void osk_native_begin(const char *name);
 OSK_TRACE_API void osk_native_end(void);
 
-void osk_native_begin(const char *name) { osk_trace_begin(osk_trace_name(name), 0); }
+void osk_native_begin(const char *name) { osk__trace_begin_str(name, 0); }
 
 void osk_native_end(void) { osk_trace_end(); }
 

@@ -84,7 +84,7 @@ static int g_key_ok;
 
 static _Thread_local osk__tstate_t *t_state;
 
-static void lost_add(int cause) {
+OSK__COLD static void lost_add(int cause) {
   atomic_fetch_add_explicit(&g_lost[cause], 1, memory_order_relaxed);
 }
 
@@ -323,7 +323,7 @@ static void thread_info_add(uint32_t tid) {
   }
 }
 
-static osk__tstate_t *tstate_create(void) {
+OSK__COLD static osk__tstate_t *tstate_create(void) {
   pthread_once(&g_key_once, key_init);
   pthread_once(&g_fork_once, fork_init);
   osk__tstate_t *ts = calloc(1, sizeof *ts);
@@ -349,7 +349,7 @@ static inline osk__tstate_t *tstate_get(void) {
 
 /* The current chunk is full or absent: hand it off and take a fresh one.
  * Past the budget the full chunk goes to the spill file and is reused. */
-static osk__chunk_t *spill(osk__tstate_t *ts, osk__chunk_t *old) {
+OSK__COLD static osk__chunk_t *spill(osk__tstate_t *ts, osk__chunk_t *old) {
   if (ts->scratch) {
     /* Calibration overwrites its private chunk; nothing reaches a trace. */
     if (old) atomic_store_explicit(&old->count, 0, memory_order_relaxed);
@@ -402,13 +402,12 @@ static inline void append(osk__tstate_t *ts, uint64_t t0, uint64_t t1, uint32_t 
   atomic_store_explicit(&c->count, n + 1, memory_order_release);
 }
 
-void osk_trace_begin(const osk_trace_name_t *name, uint16_t category) {
-  osk__tstate_t *ts = tstate_get();
-  if (OSK__UNLIKELY(!ts)) {
-    if (atomic_load_explicit(&g_active, memory_order_relaxed)) lost_add(OSK_TRACE_LOSS_NOMEM_THREAD);
-    return;
-  }
-  if (OSK__UNLIKELY(ts->guard)) return;
+/* Pushes a frame for `ts` (present, not guarded). `s`, when not NULL, is the
+ * name still to be interned, which only a recorded frame needs. */
+static osk_trace_name_t *name_cached(osk__tstate_t *ts, const char *s);
+
+static inline void begin_on(osk__tstate_t *ts, const osk_trace_name_t *name, const char *s,
+                            uint16_t category) {
   uint32_t d = atomic_load_explicit(&ts->depth, memory_order_relaxed);
   atomic_store_explicit(&ts->depth, d + 1, memory_order_relaxed);
   int rec = atomic_load_explicit(&g_active, memory_order_relaxed) | ts->scratch;
@@ -417,17 +416,41 @@ void osk_trace_begin(const osk_trace_name_t *name, uint16_t category) {
     return;
   }
   osk__frame_t *f = &ts->stack[d];
+  if (s && rec) name = name_cached(ts, s);
   f->name = name;
   f->cat = category;
   f->rec = (uint8_t)rec;
   /* The timestamp is the last thing begin does, so that little of the
    * tracer's own work falls inside the recorded interval (delta). */
-  f->t0 = osk_clock_ticks();
+  f->t0 = osk__ticks();
+}
+
+void osk_trace_begin(const osk_trace_name_t *name, uint16_t category) {
+  osk__tstate_t *ts = tstate_get();
+  if (OSK__UNLIKELY(!ts)) {
+    if (atomic_load_explicit(&g_active, memory_order_relaxed)) lost_add(OSK_TRACE_LOSS_NOMEM_THREAD);
+    return;
+  }
+  if (OSK__UNLIKELY(ts->guard)) return;
+  begin_on(ts, name, NULL, category);
+}
+
+/* osk_trace_begin(osk_trace_name(s), category) with one thread-state lookup,
+ * and the name interned only when the frame is recorded: the native route's
+ * begin for every operator. */
+void osk__trace_begin_str(const char *s, uint16_t category) {
+  osk__tstate_t *ts = tstate_get();
+  if (OSK__UNLIKELY(!ts)) {
+    if (atomic_load_explicit(&g_active, memory_order_relaxed)) lost_add(OSK_TRACE_LOSS_NOMEM_THREAD);
+    return;
+  }
+  if (OSK__UNLIKELY(ts->guard)) return;
+  begin_on(ts, NULL, s, category);
 }
 
 void osk_trace_end(void) {
   /* ...and the first thing end does. */
-  uint64_t t1 = osk_clock_ticks();
+  uint64_t t1 = osk__ticks();
   osk__tstate_t *ts = t_state;
   if (OSK__UNLIKELY(!ts)) {
     atomic_fetch_add_explicit(&g_unmatched, 1, memory_order_relaxed);
@@ -524,7 +547,7 @@ static void table_put(osk__name_table_t *t, osk_trace_name_t *e) {
   atomic_store_explicit(&t->slot[i], e, memory_order_release);
 }
 
-static osk_trace_name_t *name_intern(const char *s) {
+OSK__COLD static osk_trace_name_t *name_intern(const char *s) {
   uint32_t len;
   uint64_t h = name_hash(s, &len);
   /* F: matches E. */
@@ -567,31 +590,28 @@ out:
   return e;
 }
 
-/* True if `s` still spells the cached name. Stops at the first difference,
- * so it never reads past the end of a shorter string in `s`. */
-static inline int same_str(const char *stored, const char *s) {
-  size_t i = 0;
-  for (; stored[i]; i++)
-    if (stored[i] != s[i]) return 0;
-  return s[i] == '\0';
-}
-
-osk_trace_name_t *osk_trace_name(const char *s) {
-  if (!s) return NULL;
-  osk__tstate_t *ts = tstate_get();
-  if (OSK__UNLIKELY(!ts)) return name_intern(s);
+/* The thread's name cache: keyed by pointer, verified by content. PyTorch
+ * passes the same schema string for every call of an operator, but names of
+ * user scopes and autograd nodes live in std::strings whose buffers get
+ * reused. strcmp stops at the first difference (never past the end of a
+ * shorter `s`) and compares a word or more at a time. */
+static osk_trace_name_t *name_cached(osk__tstate_t *ts, const char *s) {
   uintptr_t p = (uintptr_t)s;
   osk__cache_slot_t *slot = &ts->cache[((p >> 4) ^ (p >> 12)) & (OSK__NAME_CACHE - 1)];
-  /* Keyed by pointer, verified by content: PyTorch passes the same schema
-   * string for every call of an operator, but names of user scopes and
-   * autograd nodes live in std::strings whose buffers get reused. */
-  if (OSK__LIKELY(slot->ptr == s && same_str(slot->name->str, s))) return slot->name;
+  if (OSK__LIKELY(slot->ptr == s && strcmp(slot->name->str, s) == 0)) return slot->name;
   osk_trace_name_t *e = name_intern(s);
   if (e) {
     slot->ptr = s;
     slot->name = e;
   }
   return e;
+}
+
+osk_trace_name_t *osk_trace_name(const char *s) {
+  if (!s) return NULL;
+  osk__tstate_t *ts = tstate_get();
+  if (OSK__UNLIKELY(!ts)) return name_intern(s);
+  return name_cached(ts, s);
 }
 
 uint32_t osk_trace_name_id(const osk_trace_name_t *name) { return name ? name->id : 0; }

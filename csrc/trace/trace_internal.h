@@ -12,12 +12,20 @@
 #include "opskew_trace.h"
 #include "tracecore.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 #if defined(__GNUC__)
 #define OSK__LIKELY(x) __builtin_expect(!!(x), 1)
 #define OSK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* For the rare branches of the per-event hot path (a full chunk, a new
+ * thread): kept out of line, so the hot path saves no registers for them. */
+#define OSK__COLD __attribute__((noinline, cold))
 #else
 #define OSK__LIKELY(x) (x)
 #define OSK__UNLIKELY(x) (x)
+#define OSK__COLD
 #endif
 #define OSK__HIDDEN OSK__CORE_HIDDEN
 
@@ -126,6 +134,22 @@ struct osk_trace_snapshot {
   char instrument[32];
   char w_source[OSK_TRACE_SOURCE_MAX]; /* where calib.w_ns came from (osk_trace_set_cost) */
 };
+
+/* osk_trace_begin(osk_trace_name(s), category) in one call, interning `s`
+ * only when a session records the frame (runtime.c): the native route's
+ * per-operator begin. */
+OSK__HIDDEN void osk__trace_begin_str(const char *s, uint16_t category);
+
+/* osk_clock_ticks(), inlined for the tracer's begin and end: a call into the
+ * core library per timestamp was a tenth of the native route's own
+ * instructions per operator (bench/bench_tracer_ir.py). */
+OSK__HIDDEN extern int osk__clock_tsc; /* csrc/core/clock.c */
+static inline uint64_t osk__ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (OSK__LIKELY(osk__clock_tsc)) return __rdtsc();
+#endif
+  return osk_clock_monotonic_ns();
+}
 
 /* Tick to ns on CLOCK_MONOTONIC_RAW's line, rounded. The same arithmetic
  * as osk_clock_ticks_to_ns(), inlined: the writer converts two timestamps
