@@ -80,6 +80,24 @@ def loop():
         add(a, a)
     return time.perf_counter_ns() - t0
 
+# Under callgrind (bench/bench_tracer_ir.py): count instructions inside each
+# loop only, one dump per loop, labelled base, inst or warm.
+marks = os.environ.get("OPSKEW_BENCH_MARKS")
+label = ["warm"]
+if marks:
+    import ctypes
+    cg = ctypes.CDLL(marks)
+    cg.osk_bench_dump.argtypes = [ctypes.c_char_p]
+    cg.osk_bench_start()
+    _timed = loop
+
+    def loop():
+        cg.osk_bench_toggle()
+        t = _timed()
+        cg.osk_bench_toggle()
+        cg.osk_bench_dump(label[0].encode())
+        return t
+
 def window():
     # returns (in-window ns, stop ns, export ns, events)
     if inst == "itt-floor":
@@ -131,8 +149,11 @@ for _ in range(2):                     # warm up both paths
     loop(); window()
 out = []
 for i in range(trials):
+    label[0] = "base"
     b = loop()
+    label[0] = "inst"
     w, stop, exp, n = window()
+    label[0] = "warm"
     out.append({"base": b, "inst": w, "stop": stop, "export": exp, "events": n})
 print(json.dumps({"instrument": inst, "torch": torch.__version__, "trials": out}))
 """

@@ -1,0 +1,48 @@
+"""bench/bench_wait_steps.py and bench/bench_tracer_ir.py, the two diagnostic
+benchmarks behind docs/profile-validation.md ("What it is") and
+docs/tracer.md (the instruction counts): they run, refuse bad input, and
+print a row per kind. Behaviour only: no speed threshold."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench")
+
+
+def run(script, args, tmp_path, timeout=300):
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), OPSKEW_CACHE_DIR=str(tmp_path / "cache"))
+    os.makedirs(env["TMPDIR"], exist_ok=True)
+    return subprocess.run([sys.executable, os.path.join(BENCH, script), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_wait_steps_times_pairs_of_bodies_under_each_kind(tmp_path):
+    p = run("bench_wait_steps.py", ["--workloads", "tiny_loop", "--configs", "minimal", "--rounds", "1"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("tiny_loop")]
+    assert [ln.split()[2] for ln in rows] == ["bare", "torch", "opskew"], p.stdout
+    for ln in rows:
+        m = re.search(r"first slower in (\d+)/(\d+)", ln)
+        assert m and int(m.group(2)) == 36, ln  # 6 cycles x 6 warm wait steps, or 36 bare pairs
+    # step() is timed only where a profiler runs
+    assert rows[0].rstrip().endswith("-") and rows[1].rstrip().endswith("us")
+    left = [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-")]
+    assert not left, f"temporary folders left behind: {left}"
+
+
+@pytest.mark.parametrize("script,args,want", [
+    ("bench_wait_steps.py", ["--workloads", "nope"], "unknown: nope"),
+    ("bench_wait_steps.py", ["--rounds", "0"], "--rounds must be at least 1"),
+    ("bench_tracer_ir.py", ["--rows", "nope"], "unknown rows: nope"),
+    ("bench_tracer_ir.py", ["--ops", "0"], "--ops must be at least 1"),
+])
+def test_bad_arguments_are_usage_errors(tmp_path, script, args, want):
+    p = run(script, args, tmp_path, timeout=120)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert want in p.stderr
