@@ -147,6 +147,11 @@ class profile:
         # Under torchrun (WORLD_SIZE > 1) each rank measures its own W and
         # names its files by rank, as tensorboard_trace_handler names workers.
         self.rank, self.world_size = rank_of()
+        # W_own's clock, the thread's CPU time, only where W_own is used: a
+        # rank of a job, on the CPU (under CUDA it means nothing, see _w_own).
+        # Each read is a system call, and two of them in every step() made the
+        # next body slower (bench/bench_wait_steps.py; docs/profile.md).
+        self._cpu_clock = time.thread_time_ns if self.rank is not None and not self._cuda else None
         self.name = "opskew-profile" + (f"-rank{self.rank}" if self.rank is not None else "")
         self._measure_py = measure_w_py
         self._w_py_value = None  # {} once looked for and not found
@@ -219,12 +224,17 @@ class profile:
         self._phase = self._action()
         self._step = self.prof.step_num
         self._ended = False
-        if own:
+        # No range around a wait step: no profiler records one, and opening
+        # and closing it (a dispatcher call each way) was the largest part of
+        # opskew's own work in a wait step's step(), which runs between two
+        # bodies and leaves the caches colder for the next one
+        # (bench/bench_wait_steps.py; docs/profile.md).
+        if own and self._phase != "wait":
             from torch.autograd import profiler as autograd_profiler
 
             self.prof.step_rec_fn = autograd_profiler.record_function("ProfilerStep#" + str(self.prof.step_num))
             self.prof.step_rec_fn.__enter__()
-        self._c_end = time.thread_time_ns()
+        self._c_end = self._cpu_clock() if self._cpu_clock else None
         self._t_end = time.perf_counter_ns()
 
     def _end_body(self, partial: bool = False):
@@ -237,7 +247,7 @@ class profile:
         if self._cuda:
             self._sync()
         t0 = time.perf_counter_ns()
-        c0 = time.thread_time_ns()
+        c0 = self._cpu_clock() if self._cpu_clock else None
         rf = self.prof.step_rec_fn if self._own_ranges else None
         if rf is not None:
             self.prof.step_rec_fn = None
@@ -541,7 +551,9 @@ class profile:
         a rank's wait in a collective for slower ranks (whose own costs its
         W by the clock then carries): the rank's own cost per event, for the
         cross-rank correction (docs/multirank.md). With CUDA, the step
-        boundaries' synchronize may spin on the CPU: None then."""
+        boundaries' synchronize may spin on the CPU: None then. None outside
+        a torchrun job too, where nothing uses it: it is not measured there
+        (_cpu_clock)."""
         if self._cuda or len(cpu_act) != len(events) or not cpu_act:
             return None
         w = per_event_diff(cpu_base, cpu_act, events)

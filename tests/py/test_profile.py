@@ -95,6 +95,25 @@ def test_drop_in_gives_the_same_trace_as_torch(tmp_path):
                                                        "trace1.corrected.json", "trace1.json"]
 
 
+def test_wait_steps_open_no_step_range_and_read_no_cpu_clock(tmp_path):
+    """A wait step's step() opens no ProfilerStep#N range (no profiler records
+    one) and, outside torchrun, reads no CPU clock (W_own is for a job's
+    ranks): both ran between two bodies and slowed the next one
+    (docs/profile.md). opskew's own tracer, around the loop, sees which steps
+    had a range; torch opens one in every step."""
+    body = make_body()
+    with opskew.trace() as tr:
+        p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                            schedule=torch.profiler.schedule(wait=2, warmup=1, active=2, repeat=1)),
+                     7, body)
+    path = tr.write(str(tmp_path / "t.json"))
+    ranges = sorted(n for n in op_counts(path) if n.startswith("ProfilerStep#"))
+    assert ranges == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]  # the warmup and active steps
+    assert [s["phase"] for s in p.steps[:5]] == ["wait", "wait", "warmup", "active", "active"]
+    assert p.steps and all("cpu_ns" not in s for s in p.steps)
+    assert p.final is None or p.final["w_own_ns"] is None
+
+
 def test_drop_in_delegates_key_averages_and_context_manager(tmp_path):
     body = make_body()
     with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None) as p:
