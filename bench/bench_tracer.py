@@ -155,6 +155,8 @@ for i in range(trials):
     w, stop, exp, n = window()
     label[0] = "warm"
     out.append({"base": b, "inst": w, "stop": stop, "export": exp, "events": n})
+import shutil
+shutil.rmtree(tmp, ignore_errors=True)
 print(json.dumps({"instrument": inst, "torch": torch.__version__, "trials": out}))
 """
 

@@ -93,7 +93,7 @@ def run_one(inst, ops, trials, marks, tmp, r):
         sys.exit(f"worker {inst} failed under callgrind ({p.returncode}):\n{p.stderr[-3000:]}")
     by = counts(out_dir)
     base, ins = by.get("base", []), by.get("inst", [])
-    if not base or len(base) != len(ins):
+    if len(base) != trials or len(ins) != trials:
         sys.exit(f"worker {inst}: {len(base)} base and {len(ins)} inst counts (expected {trials} each)")
     shutil.rmtree(out_dir, ignore_errors=True)
     added = statistics.median((i - b) / ops for b, i in zip(base, ins))
@@ -112,11 +112,11 @@ def main():
     unknown = [r for r in rows if r not in bench_tracer.INSTRUMENTS]
     if unknown:
         ap.error(f"unknown rows: {', '.join(unknown)} (known: {', '.join(bench_tracer.INSTRUMENTS)})")
-    if not shutil.which("valgrind"):
-        sys.exit("bench_tracer_ir: valgrind is not on PATH")
     for n in ("ops", "trials", "rounds"):
         if getattr(args, n) < 1:
             ap.error(f"--{n} must be at least 1")
+    if not shutil.which("valgrind"):
+        sys.exit("bench_tracer_ir: valgrind is not on PATH")
 
     res = {r: [] for r in rows}
     with tempfile.TemporaryDirectory(prefix="opskew-ir-") as tmp:

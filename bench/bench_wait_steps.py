@@ -116,17 +116,6 @@ def child(a):
     print(json.dumps(res))
 
 
-def build_marks(tmp):
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    out = os.path.join(tmp, "libcallgrind_marks.so")
-    p = subprocess.run([cc or "cc", "-O2", "-shared", "-fPIC", "-o", out, os.path.join(HERE, "callgrind_marks.c")],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("bench_wait_steps: could not build the callgrind marks (a C compiler and valgrind's "
-                 "headers are needed):\n" + p.stderr.strip())
-    return out
-
-
 def callgrind_counts(out_dir):
     """label -> (bodies, {event: total})."""
     agg = {}
@@ -196,6 +185,8 @@ def main():
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, CPU, threads as each workload sets; "
           f"schedule(wait={WAIT}, warmup={WARMUP}, active={ACTIVE}, repeat={REPEAT}), {a.rounds} round(s)")
     with tempfile.TemporaryDirectory(prefix="opskew-waitsteps-") as tmp:
+        if a.callgrind:
+            from bench_tracer_ir import build_marks  # bench/callgrind_marks.c, built in tmp
         marks = build_marks(tmp) if a.callgrind else None
         for w in workloads:
             for c in configs:

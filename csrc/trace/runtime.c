@@ -425,27 +425,28 @@ static inline void begin_on(osk__tstate_t *ts, const osk_trace_name_t *name, con
   f->t0 = osk__ticks();
 }
 
-void osk_trace_begin(const osk_trace_name_t *name, uint16_t category) {
+/* The calling thread's state for a begin; NULL when it has none (no memory:
+ * counted as lost if a session records) or is guarded. */
+static inline osk__tstate_t *begin_state(void) {
   osk__tstate_t *ts = tstate_get();
   if (OSK__UNLIKELY(!ts)) {
     if (atomic_load_explicit(&g_active, memory_order_relaxed)) lost_add(OSK_TRACE_LOSS_NOMEM_THREAD);
-    return;
+    return NULL;
   }
-  if (OSK__UNLIKELY(ts->guard)) return;
-  begin_on(ts, name, NULL, category);
+  return OSK__UNLIKELY(ts->guard) ? NULL : ts;
+}
+
+void osk_trace_begin(const osk_trace_name_t *name, uint16_t category) {
+  osk__tstate_t *ts = begin_state();
+  if (ts) begin_on(ts, name, NULL, category);
 }
 
 /* osk_trace_begin(osk_trace_name(s), category) with one thread-state lookup,
  * and the name interned only when the frame is recorded: the native route's
  * begin for every operator. */
 void osk__trace_begin_str(const char *s, uint16_t category) {
-  osk__tstate_t *ts = tstate_get();
-  if (OSK__UNLIKELY(!ts)) {
-    if (atomic_load_explicit(&g_active, memory_order_relaxed)) lost_add(OSK_TRACE_LOSS_NOMEM_THREAD);
-    return;
-  }
-  if (OSK__UNLIKELY(ts->guard)) return;
-  begin_on(ts, NULL, s, category);
+  osk__tstate_t *ts = begin_state();
+  if (ts) begin_on(ts, NULL, s, category);
 }
 
 void osk_trace_end(void) {

@@ -224,11 +224,12 @@ class profile:
         self._phase = self._action()
         self._step = self.prof.step_num
         self._ended = False
-        # No range around a wait step: no profiler records one, and opening
-        # and closing it (a dispatcher call each way) was the largest part of
-        # opskew's own work in a wait step's step(), which runs between two
-        # bodies and leaves the caches colder for the next one
-        # (bench/bench_wait_steps.py; docs/profile.md).
+        # No range around a wait step: torch.profiler records none, and
+        # opening and closing it (a dispatcher call each way) was the largest
+        # part of opskew's own work in a wait step's step(), which runs
+        # between two bodies (bench/bench_wait_steps.py). Only an instrument
+        # outside torch.profiler (emit_nvtx, emit_itt, opskew.trace) sees
+        # the difference (docs/profile.md).
         if own and self._phase != "wait":
             from torch.autograd import profiler as autograd_profiler
 

@@ -106,6 +106,8 @@ def test_wait_steps_open_no_step_range_and_read_no_cpu_clock(tmp_path):
         p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
                                             schedule=torch.profiler.schedule(wait=2, warmup=1, active=2, repeat=1)),
                      7, body)
+    if tr.instrument not in ("native", "itt"):  # the fallback records builtin calls, not ranges
+        pytest.skip(f"opskew's tracer fell back to {tr.instrument}: no record_function ranges to see")
     path = tr.write(str(tmp_path / "t.json"))
     ranges = sorted(n for n in op_counts(path) if n.startswith("ProfilerStep#"))
     assert ranges == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]  # the warmup and active steps
