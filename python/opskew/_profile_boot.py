@@ -60,6 +60,7 @@ class Driver:
         self.other_optimizer_steps = 0
         self.reports_written = 0
         self.notes = []
+        self.child_processes = 0  # started through multiprocessing by this process
         self.t0 = time.time()
         self.pid = os.getpid()
 
@@ -176,6 +177,10 @@ class Driver:
             "steps": {ph: sum(1 for s in steps if s["phase"] == ph and not s.get("partial"))
                       for ph in ("wait", "warmup", "active")},
             "ended_by": ended_by,
+            # Worker processes the script started through multiprocessing
+            # (torch.multiprocessing.spawn, DataLoader workers): opskew does
+            # not follow them; `opskew profile` says so when no step was seen.
+            "child_processes": self.child_processes,
             "notes": self.notes + ([f"{self.other_optimizer_steps} step() calls of other optimizers were not "
                                     "step boundaries"] if self.other_optimizer_steps else []),
             "reports": [_metadata(r) for r in self.prof.reports],
@@ -232,6 +237,22 @@ class _signals_deferred:
         return False
 
 
+def _count_children(driver):
+    """Counts the processes the script starts through multiprocessing (every
+    start method, torch.multiprocessing's included), so that a run whose
+    training happened in them can say why it saw no step."""
+    import multiprocessing.process as mpp
+
+    orig = mpp.BaseProcess.start
+
+    def start(self, *args, **kwargs):
+        if driver.ours():
+            driver.child_processes += 1
+        return orig(self, *args, **kwargs)
+
+    mpp.BaseProcess.start = start
+
+
 def _hook_marker(torch, driver):
     """The end of each record_function named --step-marker is a step boundary."""
     rf = torch.autograd.profiler.record_function
@@ -268,6 +289,7 @@ def main():
     from opskew import profiling as mod
     driver = Driver(spec, torch, mod.profile)
     mod._driver = driver
+    _count_children(driver)
     handle = None
     if driver.mode == "marker":
         _hook_marker(torch, driver)

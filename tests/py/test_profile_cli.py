@@ -221,6 +221,37 @@ def test_no_step_seen_and_refusals(tmp_path):
     assert not os.path.exists(tmp_path / "opskew-profile")  # nothing created by a refusal
 
 
+def test_spawned_workers_are_named_when_no_step_was_seen(tmp_path):
+    """Training in processes the script starts (torch.multiprocessing.spawn)
+    is not followed: the run sees no step, and says why and what to do."""
+    script = tmp_path / "spawn_train.py"
+    script.write_text(textwrap.dedent("""\
+        import torch, torch.multiprocessing as mp
+
+        def worker(i):
+            torch.set_num_threads(1)
+            m = torch.nn.Linear(4, 4)
+            opt = torch.optim.SGD(m.parameters(), lr=0.01)
+            for _ in range(30):
+                opt.zero_grad()
+                m(torch.ones(2, 4)).sum().backward()
+                opt.step()
+
+        if __name__ == "__main__":
+            mp.spawn(worker, nprocs=2)
+        """))
+    out = tmp_path / "o"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(script), cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "no cycle completed (0 step boundaries" in p.stderr
+    assert "started 2 process(es) through multiprocessing" in p.stderr and "torchrun" in p.stderr
+    assert report(out)["child_processes"] == 2 and report(out)["reports"] == []
+    # A run that trains in its own process says nothing of the kind.
+    p = run_opskew("profile", "-o", str(tmp_path / "n"), "--", sys.executable, "-c", "import torch", cwd=str(tmp_path))
+    assert p.returncode == 0 and "through multiprocessing" not in p.stderr
+    assert report(tmp_path / "n")["child_processes"] == 0
+
+
 @pytest.mark.gpu
 def test_cuda(tmp_path):
     """--device cuda: CUDA activity recorded, steps timed to the device's

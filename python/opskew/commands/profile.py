@@ -329,6 +329,13 @@ def _outcome(report: str) -> str:
     if not reps:
         why = (f"no cycle completed ({doc['step_boundaries']} step boundaries from {doc['step_source']}; "
                f"a cycle needs {sum(doc['conditions']['schedule'][k] for k in ('wait', 'warmup', 'active'))})")
+        kids = doc.get("child_processes") or 0
+        if kids and not doc["step_boundaries"]:
+            why += (f". The script started {kids} process(es) through multiprocessing (DataLoader workers count "
+                    "too); opskew profile follows only the process it started (and torchrun's workers). If the "
+                    "training ran in them (torch.multiprocessing.spawn, say): start the workers with torchrun "
+                    "(`opskew profile -- torchrun ...`), or use opskew.profile inside the worker function "
+                    "(docs/profile.md)")
         return f"{why}; report: {report}"
     last = reps[-1]
     final = doc.get("final") or {}
