@@ -58,6 +58,7 @@ class Driver:
         self.boundaries = 0
         self.first_optimizer = None
         self.other_optimizer_steps = 0
+        self.scaler_skipped_steps = 0  # GradScaler skipped opt.step(): still boundaries
         self.reports_written = 0
         self.notes = []
         self.child_processes = 0  # started through multiprocessing by this process
@@ -103,6 +104,18 @@ class Driver:
         after it returns, and this hook stands aside for it."""
         if self.mode != "optimizer" or not self.ours():
             return
+        self._optimizer_boundary(opt, skipped=False)
+
+    def scaler_skipped(self, opt):
+        """GradScaler.step() returned without calling opt.step() (its
+        gradients held inf or NaN: AMP's search for a scale, early in a run,
+        or an overflow later). The iteration ends there all the same, or two
+        iterations would make one step."""
+        if self.mode != "optimizer" or not self.ours():
+            return
+        self._optimizer_boundary(opt, skipped=True)
+
+    def _optimizer_boundary(self, opt, skipped):
         if self.first_optimizer is not None and self.first_optimizer[0]() is None:
             self.notes.append(f"the {self.first_optimizer[1]} whose steps were the step boundaries was "
                               f"deleted; the next optimizer to step took over")
@@ -112,9 +125,14 @@ class Driver:
 
             self.first_optimizer = (weakref.ref(opt), type(opt).__name__)
             self._wrap_step(opt)
+            self.scaler_skipped_steps += skipped
             self.boundary()  # this step's: the wrapper takes the next ones
         elif self.first_optimizer[0]() is not opt:
-            self.other_optimizer_steps += 1
+            self.other_optimizer_steps += not skipped
+        elif skipped:
+            self.scaler_skipped_steps += 1
+            self.boundary()  # the wrapper around opt.step never ran
+        # else: the wrapper makes the boundary once opt.step returns
 
     def _wrap_step(self, opt):
         import types
@@ -182,7 +200,10 @@ class Driver:
             # not follow them; `opskew profile` says so when no step was seen.
             "child_processes": self.child_processes,
             "notes": self.notes + ([f"{self.other_optimizer_steps} step() calls of other optimizers were not "
-                                    "step boundaries"] if self.other_optimizer_steps else []),
+                                    "step boundaries"] if self.other_optimizer_steps else [])
+                     + ([f"{self.scaler_skipped_steps} step boundaries were GradScaler.step() calls that skipped "
+                         "the optimizer's step (inf or NaN gradients)"] if self.scaler_skipped_steps else []),
+            "scaler_skipped_steps": self.scaler_skipped_steps,
             "reports": [_metadata(r) for r in self.prof.reports],
             "report": self.prof.report,
             # The run's W from all its steps (at the end), which every
@@ -253,6 +274,33 @@ def _count_children(driver):
     mpp.BaseProcess.start = start
 
 
+def _hook_scaler(torch, driver):
+    """GradScaler.step() skips the optimizer's step when the gradients hold
+    inf or NaN, so the optimizer's hooks never see that iteration end: the
+    scaler's step ends it then (Driver.scaler_skipped). torch.amp.GradScaler
+    (torch >= 2.3; torch.cuda.amp's is a subclass there) or
+    torch.cuda.amp.GradScaler (torch 2.1, 2.2), wherever `step` is defined."""
+    classes = []
+    for mod, name in (("torch.amp", "GradScaler"), ("torch.cuda.amp", "GradScaler")):
+        try:
+            cls = getattr(__import__(mod, fromlist=[name]), name)
+        except (ImportError, AttributeError):
+            continue
+        if "step" in cls.__dict__ and cls not in classes:
+            classes.append(cls)
+    for cls in classes:
+        orig = cls.__dict__["step"]
+
+        def step(self, optimizer, *args, _orig=orig, **kwargs):
+            before = driver.boundaries
+            out = _orig(self, optimizer, *args, **kwargs)
+            if driver.boundaries == before:  # opt.step() was not called: skipped
+                driver.scaler_skipped(optimizer)
+            return out
+
+        cls.step = step
+
+
 def _hook_marker(torch, driver):
     """The end of each record_function named --step-marker is a step boundary."""
     rf = torch.autograd.profiler.record_function
@@ -301,6 +349,7 @@ def main():
                      "--step-marker NAME or opskew.step()" % torch.__version__)
 
         handle = register_optimizer_step_post_hook(driver.optimizer_step)
+        _hook_scaler(torch, driver)
     sys.argv = user_argv
     ended_by = None
     try:

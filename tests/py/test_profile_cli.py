@@ -221,6 +221,40 @@ def test_no_step_seen_and_refusals(tmp_path):
     assert not os.path.exists(tmp_path / "opskew-profile")  # nothing created by a refusal
 
 
+def test_steps_skipped_by_gradscaler_still_end_their_iteration(tmp_path):
+    """AMP's GradScaler skips optimizer.step() when the gradients overflow:
+    the iteration ends at scaler.step() all the same (no two iterations in
+    one step)."""
+    import torch
+
+    if not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"):
+        pytest.skip("this torch has no torch.amp.GradScaler for the CPU")
+    script = tmp_path / "amp_train.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        torch.set_num_threads(1)
+        m = torch.nn.Linear(8, 4)
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        scaler = torch.amp.GradScaler("cpu")
+        x = torch.randn(4, 8)
+        for i in range(30):
+            opt.zero_grad()
+            loss = m(x).sum()
+            if i % 4 == 1:
+                loss = loss * float("inf")  # an overflow: the scaler skips this step
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        """))
+    out = tmp_path / "o"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(script), cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    r = report(out)
+    assert r["step_boundaries"] == 30 and r["scaler_skipped_steps"] == 8  # i = 1, 5, ..., 29
+    assert any("GradScaler" in n for n in r["notes"])
+    assert len(r["reports"]) == 2  # 26 steps make the 2 cycles of 13
+
+
 def test_spawned_workers_are_named_when_no_step_was_seen(tmp_path):
     """Training in processes the script starts (torch.multiprocessing.spawn)
     is not followed: the run sees no step, and says why and what to do."""
