@@ -192,8 +192,7 @@ class Driver:
                            "schedule": self.spec["schedule"]},
             "step_source": self.step_source(),
             "step_boundaries": self.boundaries,
-            "steps": {ph: sum(1 for s in steps if s["phase"] == ph and not s.get("partial"))
-                      for ph in ("wait", "warmup", "active")},
+            "steps": self.prof.step_counts(),
             "ended_by": ended_by,
             # Worker processes the script started through multiprocessing
             # (torch.multiprocessing.spawn, DataLoader workers): opskew does

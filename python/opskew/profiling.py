@@ -127,8 +127,11 @@ class profile:
         self._threshold = threshold
         self.prof = torch.profiler.profile(*args, on_trace_ready=self._on_ready, **kwargs)
         # One record per step body: {"step", "phase", "ns"}; and per step() call.
+        # A long wait block keeps only the steps pairing can use (_trim_wait).
         self.steps: list[dict] = []
         self.step_calls: list[dict] = []
+        self._block_start = 0  # index in self.steps where the current block of one phase starts
+        self._dropped = {"wait": 0, "warmup": 0, "active": 0}  # steps counted, not kept
         self.reports: list[dict] = []
         self._events: dict[int, tuple[int, int]] = {}  # step number -> (op events, python events)
         self._t_end = None
@@ -194,8 +197,38 @@ class profile:
                 # From the last step() to stop(): the loop's end, or a step
                 # cut short by an exception; not a whole step, never used.
                 s["partial"] = True
+            if not self.steps or self.steps[-1]["phase"] != s["phase"] or self.steps[-1].get("partial"):
+                self._block_start = len(self.steps)
             self.steps.append(s)
             self._t_end = None
+            if s["phase"] == "wait" and not partial:
+                self._trim_wait()
+
+    def _trim_wait(self):
+        """Bounds a long wait block (the steps after the last cycle run to the
+        end of training; a wait of thousands) to what _estimate can use: its
+        first POST_TRACE + NEAR steps (cold ones and the baseline of the cycle
+        before it) and its last NEAR (the baseline of a cycle after it). The
+        steps between are counted (step_counts) and dropped with their
+        step_calls entries, so memory and report.json stay bounded however
+        long the run."""
+        head = POST_TRACE + NEAR
+        if len(self.steps) - self._block_start <= head + NEAR:
+            return
+        gone = self.steps.pop(self._block_start + head)
+        self._dropped["wait"] += 1
+        for k in range(len(self.step_calls) - 1, max(len(self.step_calls) - 4 * NEAR, 0) - 1, -1):
+            if self.step_calls[k]["after_step"] == gone["step"]:
+                del self.step_calls[k]
+                break
+
+    def step_counts(self) -> dict:
+        """Whole steps per phase so far, the dropped wait steps included."""
+        n = dict(self._dropped)
+        for s in self.steps:
+            if not s.get("partial"):
+                n[s["phase"]] = n.get(s["phase"], 0) + 1
+        return {ph: n.get(ph, 0) for ph in ("wait", "warmup", "active")}
 
     # ------------------------------------------- the ProfilerStep#N ranges
     # torch opens record_function("ProfilerStep#N") at the end of start()
@@ -386,8 +419,7 @@ class profile:
         except Exception as exc:  # noqa: BLE001 - opskew's failure must not stop the user's training
             rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
                    "corrected_trace": None, "error": f"{type(exc).__name__}: {exc}",
-                   "steps": {ph: sum(1 for s in self.steps if s["phase"] == ph and not s.get("partial"))
-                             for ph in ("wait", "warmup", "active")}}
+                   "steps": self.step_counts()}
         # opskew's own time in this step() call: its export (when the user's
         # handler made none), the counting pass, W_py's measurement, the
         # per-operator verdict and the corrected trace. Not in any step.
@@ -632,7 +664,7 @@ class profile:
         has_wait = any(s["phase"] == "wait" for s in self.steps)
         rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
                "raw_trace": raw, "corrected_trace": None,
-               "steps": {ph: sum(1 for s in self.steps if s["phase"] == ph) for ph in ("wait", "warmup", "active")},
+               "steps": self.step_counts(),
                "events": {"op_events": counts["op_events"], "py_events": counts["py_events"],
                           "per_step": counted_per_step,
                           "how": ("operators inside each ProfilerStep#N annotation" if counted_per_step else

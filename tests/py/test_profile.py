@@ -116,6 +116,29 @@ def test_wait_steps_open_no_step_range_and_read_no_cpu_clock(tmp_path):
     assert p.final is None or p.final["w_own_ns"] is None
 
 
+def test_long_wait_blocks_keep_only_the_steps_pairing_uses(tmp_path):
+    """The steps after the schedule's last cycle run to the end of training
+    (and a wait can be thousands of steps): a wait block keeps its first
+    POST_TRACE + NEAR steps and its last NEAR, counts the rest, and pairs
+    exactly as it would with all of them."""
+    from opskew.profiling import NEAR, POST_TRACE
+
+    body = make_body()
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        corrected_dir=str(tmp_path),
+                                        schedule=torch.profiler.schedule(wait=40, warmup=1, active=7, repeat=2)),
+                 120, body)
+    # steps 0-39 wait, 40 warmup, 41-47 active, 48-87 wait, 88 warmup, 89-95 active, 96-119 wait (after the cycles)
+    assert p.step_counts() == {"wait": 104, "warmup": 2, "active": 14}
+    keep = POST_TRACE + 2 * NEAR
+    kept = [s["step"] for s in p.steps if s["phase"] == "wait" and not s.get("partial")]
+    assert len(kept) == 3 * keep
+    assert kept[:keep] == list(range(POST_TRACE + NEAR)) + list(range(40 - NEAR, 40))
+    assert len(p.step_calls) == 121 - (104 - 3 * keep)  # 120 step() calls and stop(), less the dropped steps'
+    assert {c["after_step"] for c in p.step_calls} >= set(kept)
+    assert p.final["pairs"] == 12  # 6 warm active steps a cycle, each paired with a warm wait step before it
+
+
 def test_drop_in_delegates_key_averages_and_context_manager(tmp_path):
     body = make_body()
     with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None) as p:
