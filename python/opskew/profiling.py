@@ -131,7 +131,7 @@ class profile:
         self.steps: list[dict] = []
         self.step_calls: list[dict] = []
         self._block_start = 0  # index in self.steps where the current block of one phase starts
-        self._dropped = {"wait": 0, "warmup": 0, "active": 0}  # steps counted, not kept
+        self._dropped_wait = 0  # wait steps counted, not kept (_trim_wait)
         self.reports: list[dict] = []
         self._events: dict[int, tuple[int, int]] = {}  # step number -> (op events, python events)
         self._t_end = None
@@ -216,7 +216,7 @@ class profile:
         if len(self.steps) - self._block_start <= head + NEAR:
             return
         gone = self.steps.pop(self._block_start + head)
-        self._dropped["wait"] += 1
+        self._dropped_wait += 1
         for k in range(len(self.step_calls) - 1, max(len(self.step_calls) - 4 * NEAR, 0) - 1, -1):
             if self.step_calls[k]["after_step"] == gone["step"]:
                 del self.step_calls[k]
@@ -224,7 +224,7 @@ class profile:
 
     def step_counts(self) -> dict:
         """Whole steps per phase so far, the dropped wait steps included."""
-        n = dict(self._dropped)
+        n = {"wait": self._dropped_wait}
         for s in self.steps:
             if not s.get("partial"):
                 n[s["phase"]] = n.get(s["phase"], 0) + 1
