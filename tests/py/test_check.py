@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from conftest import NOISE_ATTEMPTS, until
+
 WL = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
 
 REQUIRED = ("schema", "conditions", "baseline.per_iter_s", "profiled.per_iter_s", "events_per_iter",
@@ -17,14 +19,10 @@ def get(d, dotted):
     return d
 
 
-def significant_w(check_json, *args, attempts=2):
-    """Runs check until W's CI excludes zero (a statistical claim: one retry
-    absorbs a rare unlucky run on a shared machine); returns the last result."""
-    for _ in range(attempts):
-        _, r = check_json(*args)
-        if r["added_per_event_ns"]["ci95"][0] > 0:
-            break
-    return r
+def significant_w(check_json, *args, attempts=NOISE_ATTEMPTS):
+    """Runs check until W's CI excludes zero (a statistical claim, retried as
+    conftest.until says); returns the last result."""
+    return until(lambda _: check_json(*args)[1], lambda r: r["added_per_event_ns"]["ci95"][0] > 0, attempts)
 
 
 def test_default_check_schema_and_significant_positive_w(check_json):
@@ -52,10 +50,7 @@ def test_stack_and_shapes_cost_more_than_minimal(check_json):
     separate runs would compare two states of a shared machine, whose speed
     drifts by up to 2x): the marginal cost of stacks and shapes is positive."""
     args = ("--trials", "7", "--iters", "5", "--with-stack", "--record-shapes", "--against", "torch")
-    for attempt in range(2):  # one retry absorbs a burst of noise
-        _, heavy = check_json(*args)
-        if heavy["added_per_event_ns"]["median"] > 0:
-            break
+    heavy = until(lambda _: check_json(*args)[1], lambda r: r["added_per_event_ns"]["median"] > 0)
     assert heavy["conditions"]["instrument"]["with_stack"] is True
     assert heavy["events_per_iter"] == 1000
     assert heavy["python_events_per_iter"] > 0  # the Python tracer's events, counted apart

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import run_opskew, seed_native_cache
+from conftest import NOISE_ATTEMPTS, run_opskew, seed_native_cache, until
 
 HERE = os.path.dirname(__file__)
 CAL = ("--trials", "5", "--iters", "3", "--calls", "300", "--warmup", "0.1", "--config", "minimal",
@@ -32,8 +32,17 @@ p.export_chrome_trace(sys.argv[1])
 def cache(tmp_path_factory):
     d = tmp_path_factory.mktemp("cache")
     seed_native_cache(d)
-    p = run_opskew("calibrate", *CAL, "--inject", "2000", env={"OPSKEW_CACHE_DIR": str(d)})
-    assert p.returncode == 0, p.stderr
+
+    def run(_):
+        p = run_opskew("calibrate", *CAL, "--inject", "2000", env={"OPSKEW_CACHE_DIR": str(d)})
+        assert p.returncode == 0, p.stderr
+        return p
+
+    # The tests below correct traces with the two torch.profiler calibrations.
+    # In windows this small a busy machine can give a negative median W, which
+    # is then not stored (and says so): retried, as any statistical claim.
+    p = until(run, lambda _: all(list((d / "calibrations").glob(f"torch.profiler-{c}-*"))
+                                 for c in ("minimal", "with_stack")))
     assert "validation: injected 2000 ns" in p.stdout
     (d / "calibrate.out").write_text(p.stdout)
     return d
@@ -222,7 +231,7 @@ def test_calibrate_target_and_correct_with_it(tmp_path):
     # tens of percent to it: 3 trials after 0.1 s of warm-up gave a negative
     # median W (not stored) in 2 runs of 5 on this 2-core machine; 9 after
     # 0.5 s gave a positive one in each of 5.
-    for attempt in range(2):  # a burst of noise can still make W unusable
+    for attempt in range(NOISE_ATTEMPTS):  # a burst of noise can still make W unusable
         p = run_opskew("calibrate", target, "--setup", "mlp_setup", "--no-tracer", "--inject", "0",
                        "--trials", "9", "--iters", "2", "--window-ms", "20", "--warmup", "0.5",
                        "--json", str(js), env=env)

@@ -10,12 +10,14 @@ must come out within 20% for three magnitudes."""
 
 import pytest
 
+from conftest import NOISE_ATTEMPTS
+
 ARGS = ("--trials", "9", "--iters", "5", "--calls", "400", "--warmup", "0.2")
 
 
 @pytest.mark.parametrize("ns", [200, 2000, 20000])
 def test_injected_cost_is_recovered_within_20_percent(check_json, ns):
-    for attempt in range(3):  # retries absorb bursts of noise on a shared machine
+    for attempt in range(NOISE_ATTEMPTS):  # retries absorb bursts of noise (conftest.until)
         _, r = check_json("--instrument", f"busy-wait:{ns}", "--against", "busy-wait:0", *ARGS)
         recovered = r["added_per_event_ns"]["median"]
         # The spin's own clock counts a preemption in the middle of a spin as

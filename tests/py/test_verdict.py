@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conftest import NOISE_ATTEMPTS
 from opskew import verdict
 
 
@@ -126,10 +127,10 @@ def test_check_marks_the_parent_of_an_injected_cost_inflated_and_its_children_be
     inflated and its aten::add children believable, and says the skew lands
     between events."""
     plot = tmp_path / "v.svg"
-    # Up to three attempts, as test_known_answer: "inflated" needs W's CI to
+    # Retried as conftest.until says: "inflated" needs W's CI to
     # exclude small values, and a shared machine can disturb enough pairs of
     # one run to widen it. The children's mark does not depend on W.
-    for attempt in range(3):
+    for attempt in range(NOISE_ATTEMPTS):
         p, r = check_json(f"{WL}:injected_children", "--setup", "injected_setup", "--trials", "15",
                           "--iters", "10", "--warmup", "0.1", "--plot", str(plot))
         ops = {o["name"]: o for o in r["operators"]["ops"]}
