@@ -287,7 +287,6 @@ static void fork_child(void) {
   /* Only the forking thread survives: the other states would never retire,
    * and their chunks hold the parent's events. Drop what we can reach
    * safely: the child starts with its own, empty registry. */
-  pthread_mutex_init(&g_lock, NULL);
   /* The parent keeps appending to its spill file at offsets of its own:
    * the child spills to a file of its own (what it spilled so far stays
    * readable through the inherited descriptor). */
@@ -302,6 +301,10 @@ static void fork_child(void) {
     t_state->next = NULL;
     g_threads = t_state;
   }
+  /* The forking thread took g_lock in fork_prepare and is the child's only
+   * thread: it unlocks it, as the parent does (re-initializing a locked
+   * mutex is undefined, and left ThreadSanitizer believing it still held). */
+  pthread_mutex_unlock(&g_lock);
 }
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }

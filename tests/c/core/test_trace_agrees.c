@@ -67,7 +67,10 @@ static void agree(const osk_trace_snapshot_t *s, double w, double delta, const c
     CHECK_NEAR((double)r->self_corrected_ns, o->corrected_self_ns, tol);
     clamped += o->clamped;
   }
-  if (w >= 1000) CHECK(clamped > 0); /* the case meant to clamp did */
+  /* A W of a second per event clamps every event with descendants, however
+   * slowly the spins ran (a sanitizer, a loaded machine); the cases in
+   * between clamp some, by timing. */
+  if (w >= 1e9) CHECK(clamped > 0);
   /* One residual: the clamped part of corrected totals, in both. The tracer
    * truncates each call's to whole ns. */
   char *json = osk_trace_summary_json(sum);
@@ -109,6 +112,7 @@ int main(void) {
   agree(s, 40, 15, path);     /* nothing clamps */
   agree(s, 1000, 100, path);  /* children clamp; parents and leaves do not */
   agree(s, 4000, 100, path);  /* parents and children clamp; leaves do not */
+  agree(s, 1e9, 100, path);   /* everything with descendants clamps */
   unlink(path);
   osk_trace_snapshot_free(s);
   puts("trace_agrees: ok");
