@@ -177,8 +177,8 @@ class Driver:
         if self.mode == "marker":
             return f"ends of record_function({self.spec['step_marker']!r})"
         if self.first_optimizer is None:
-            return "the optimizer's steps (none was seen)"
-        return f"the steps of the first optimizer that stepped ({self.first_optimizer[1]})"
+            return "an optimizer (none stepped)"
+        return f"the first optimizer that stepped ({self.first_optimizer[1]})"
 
     def write_report(self, ended_by):
         from opskew.profiling import _metadata

@@ -1,5 +1,6 @@
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -12,6 +13,58 @@ def run_opskew(*args, timeout=300, env=None, cwd=None):
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "opskew", *args], capture_output=True, text=True,
                           timeout=timeout, env=e, cwd=cwd)
+
+
+def _tree(pid):
+    """pid and every process below it, parents first (from /proc)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def _describe(pid):
+    def read(name):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return "?"
+    state = "".join(read("stat").rsplit(")", 1)[-1].split()[:1])
+    return f"pid {pid} state {state} wchan {read('wchan')} cmd {read('cmdline').replace(chr(0), ' ')[:200]}"
+
+
+def communicate_or_diagnose(proc, timeout=120):
+    """proc.communicate(timeout=...); when it times out, fails with what each
+    process under proc was doing: its state, and its Python stacks, dumped by
+    faulthandler on SIGABRT (start the command with PYTHONFAULTHANDLER=1)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = _tree(proc.pid)
+        states = "\n".join(_describe(p) for p in tree)
+        for p in reversed(tree):
+            try:
+                os.kill(p, signal.SIGABRT)
+            except ProcessLookupError:
+                pass
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        pytest.fail(f"no exit after {timeout} s; the processes:\n{states}\nstderr (after SIGABRT):\n{err[-8000:]}")
 
 
 # A statistical claim measured on a shared 2-core machine (W above zero, an

@@ -221,7 +221,10 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
         absorbed0 = statistics.median(_absorbed(d["collectives"], 0))
         print(f"attempt {attempt}: W_own {r0['w_ns']:.0f} {r1['w_ns']:.0f}; own1 {own1:.0f} absorbed0 "
               f"{absorbed0:.0f} extra wait0 {extra_wait0:.0f} per step; injected {injected}")
-        if abs(own1 - injected) <= 0.2 * injected and abs(absorbed0 - extra_wait0) <= 0.2 * injected:
+        if abs(own1 - injected) <= 0.2 * injected and abs(absorbed0 - extra_wait0) <= 0.2 * injected \
+                and 0.5 * injected <= absorbed0 <= 1.2 * injected \
+                and abs(statistics.median(_absorbed(d["collectives"], 1))) <= 0.2 * injected \
+                and r0["corrected_step_median_ns"] < r0["step_median_ns"] - 0.5 * injected:
             break
     assert d["family"] == "gloo" and d["corrected"] and steps == 12
     assert all(r["w_source"].startswith("W_own of") for r in d["ranks"])

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from conftest import communicate_or_diagnose
+
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.profiler.itt.is_available(), reason="torch built without ITT")
 
@@ -187,7 +189,8 @@ def _run_until_started(tmp_path, **popen_kw):
     (tmp_path / "loop.py").write_text(LOOP)
     out = tmp_path / "t.json"
     proc = subprocess.Popen([PY, "-m", "opskew", "record", "-o", str(out), "--instrument", "itt", "--", PY, "loop.py"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kw)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONFAULTHANDLER="1"), **popen_kw)
     deadline = time.monotonic() + 120
     while not (tmp_path / "started").exists():
         assert proc.poll() is None, proc.communicate()
@@ -199,7 +202,7 @@ def _run_until_started(tmp_path, **popen_kw):
 def test_trace_written_on_sigterm_to_opskew(tmp_path):
     proc, out = _run_until_started(tmp_path)
     proc.send_signal(signal.SIGTERM)  # forwarded to the child
-    _, err = proc.communicate(timeout=120)
+    _, err = communicate_or_diagnose(proc)
     assert proc.returncode == 130, err
     trace = json.loads(out.read_text())
     adds = [e for e in complete_events(trace) if e["name"] == "aten::add"]
@@ -211,7 +214,7 @@ def test_trace_written_on_ctrl_c(tmp_path):
     # A terminal's Ctrl-C signals the whole foreground process group.
     proc, out = _run_until_started(tmp_path, start_new_session=True)
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = communicate_or_diagnose(proc)
     assert proc.returncode == 130, err
     assert "KeyboardInterrupt" in err
     adds = [e for e in complete_events(json.loads(out.read_text())) if e["name"] == "aten::add"]
