@@ -210,13 +210,35 @@ def test_trace_written_on_sigterm_to_opskew(tmp_path):
     assert trace["opskew"]["lost"]["total"] == 0
 
 
+def _sigint(disposition):
+    """A preexec_fn: the started command gets SIGINT with this disposition,
+    whatever this test run inherited (a background job of a shell without
+    job control starts with SIGINT ignored, and so would every child)."""
+    return lambda: signal.signal(signal.SIGINT, disposition)
+
+
 def test_trace_written_on_ctrl_c(tmp_path):
     # A terminal's Ctrl-C signals the whole foreground process group.
-    proc, out = _run_until_started(tmp_path, start_new_session=True)
+    proc, out = _run_until_started(tmp_path, start_new_session=True, preexec_fn=_sigint(signal.SIG_DFL))
     os.killpg(proc.pid, signal.SIGINT)
     _, err = communicate_or_diagnose(proc)
     assert proc.returncode == 130, err
     assert "KeyboardInterrupt" in err
+    adds = [e for e in complete_events(json.loads(out.read_text())) if e["name"] == "aten::add"]
+    assert len(adds) >= 2000
+
+
+def test_ignored_sigint_stays_ignored(tmp_path):
+    """Started with SIGINT ignored, the script alone would not stop on it:
+    nor does it under opskew record (which neither acts on it nor forwards
+    it). SIGTERM still ends it, with the trace written."""
+    proc, out = _run_until_started(tmp_path, start_new_session=True, preexec_fn=_sigint(signal.SIG_IGN))
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(2.0)  # past record's one-second grace before it would forward a SIGINT
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGTERM)
+    _, err = communicate_or_diagnose(proc)
+    assert proc.returncode == 130, err
     adds = [e for e in complete_events(json.loads(out.read_text())) if e["name"] == "aten::add"]
     assert len(adds) >= 2000
 

@@ -129,7 +129,12 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
             except ProcessLookupError:
                 pass
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # A signal this process was started ignoring (a script's background
+    # job: `cmd &` in a shell without job control ignores SIGINT) stays
+    # ignored, as the child inherits it: opskew is as deaf to it as the
+    # script would be alone.
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)
+           if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         while True:
             try:
