@@ -45,6 +45,16 @@ def _describe(pid):
     return f"pid {pid} state {state} wchan {read('wchan')} cmd {read('cmdline').replace(chr(0), ' ')[:200]}"
 
 
+def kill_tree(proc, sig=signal.SIGKILL):
+    """Sends sig to proc and every process under it, children first: a test
+    that fails leaves nothing of its own running."""
+    for p in reversed(_tree(proc.pid)):
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
 def communicate_or_diagnose(proc, timeout=120):
     """proc.communicate(timeout=...); when it times out, fails with what each
     process under proc was doing: its state, and its Python stacks, dumped by
@@ -52,17 +62,12 @@ def communicate_or_diagnose(proc, timeout=120):
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        tree = _tree(proc.pid)
-        states = "\n".join(_describe(p) for p in tree)
-        for p in reversed(tree):
-            try:
-                os.kill(p, signal.SIGABRT)
-            except ProcessLookupError:
-                pass
+        states = "\n".join(_describe(p) for p in _tree(proc.pid))
+        kill_tree(proc, signal.SIGABRT)
         try:
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            kill_tree(proc)
             _, err = proc.communicate()
         pytest.fail(f"no exit after {timeout} s; the processes:\n{states}\nstderr (after SIGABRT):\n{err[-8000:]}")
 

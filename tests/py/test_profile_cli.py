@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import communicate_or_diagnose, run_opskew
+from conftest import communicate_or_diagnose, kill_tree, run_opskew
 
 pytest.importorskip("torch")
 
@@ -147,9 +147,13 @@ def test_exit_status_and_sigterm(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     deadline = time.monotonic() + 120
-    while not (out2 / "opskew-profile-cycle1.json").exists():
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.1)
+    try:
+        while not (out2 / "opskew-profile-cycle1.json").exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+    except BaseException:
+        kill_tree(proc)
+        raise
     time.sleep(0.5)  # into the next cycle
     proc.send_signal(signal.SIGTERM)
     _, err = communicate_or_diagnose(proc)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import communicate_or_diagnose
+from conftest import communicate_or_diagnose, kill_tree
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.profiler.itt.is_available(), reason="torch built without ITT")
@@ -192,10 +192,14 @@ def _run_until_started(tmp_path, **popen_kw):
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONFAULTHANDLER="1"), **popen_kw)
     deadline = time.monotonic() + 120
-    while not (tmp_path / "started").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    try:
+        while not (tmp_path / "started").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    except BaseException:
+        kill_tree(proc)
+        raise
     return proc, out
 
 
@@ -235,7 +239,8 @@ def test_ignored_sigint_stays_ignored(tmp_path):
     proc, out = _run_until_started(tmp_path, start_new_session=True, preexec_fn=_sigint(signal.SIG_IGN))
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(2.0)  # past record's one-second grace before it would forward a SIGINT
-    assert proc.poll() is None
+    if proc.poll() is not None:
+        pytest.fail(f"stopped on an ignored SIGINT: {proc.communicate()}")
     proc.send_signal(signal.SIGTERM)
     _, err = communicate_or_diagnose(proc)
     assert proc.returncode == 130, err
@@ -357,10 +362,14 @@ def test_killed_record_leaves_no_orphan_and_no_temporary_folder(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     started = tmp_path / "started"
     deadline = time.monotonic() + 120
-    while not (started.exists() and started.read_text()):
-        assert proc.poll() is None
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    try:
+        while not (started.exists() and started.read_text()):
+            assert proc.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    except BaseException:
+        kill_tree(proc)
+        raise
     child = int(started.read_text())
     assert [n for n in os.listdir(tmp) if n.startswith("opskew-record-")]
     proc.kill()
