@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 
 # Run by path, sys.path[0] is opskew's own folder, whose module names
 # (profile, tracing, ...) must not shadow anyone's: the folder above it
@@ -47,6 +48,11 @@ class Driver:
         acts = [torch.profiler.ProfilerActivity.CPU]
         if spec["device"] == "cuda":
             acts.append(torch.profiler.ProfilerActivity.CUDA)
+        # torch warns, at the second cycle, that key_averages() then holds one
+        # cycle only (acc_events=False). The script never sees this profiler,
+        # and each cycle's trace is written: the warning would only puzzle.
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle",
+                                category=UserWarning)
         self.prof = profile_cls(
             activities=acts,
             schedule=torch.profiler.schedule(wait=sch["wait"], warmup=sch["warmup"], active=sch["active"],
