@@ -45,14 +45,20 @@ def _describe(pid):
     return f"pid {pid} state {state} wchan {read('wchan')} cmd {read('cmdline').replace(chr(0), ' ')[:200]}"
 
 
-def kill_tree(proc, sig=signal.SIGKILL):
-    """Sends sig to proc and every process under it, children first: a test
-    that fails leaves nothing of its own running."""
-    for p in reversed(_tree(proc.pid)):
+def _kill(pids, sig):
+    for p in reversed(pids):  # children first
         try:
             os.kill(p, sig)
-        except ProcessLookupError:
+        except OSError:  # gone already, or (pid reused) not ours
             pass
+
+
+def kill_tree(proc, sig=signal.SIGKILL):
+    """Sends sig to proc and every process under it: a test that fails
+    leaves nothing of its own running. Nothing once proc has been reaped
+    (its pid may be another process's by now)."""
+    if proc.poll() is None:
+        _kill(_tree(proc.pid), sig)
 
 
 def communicate_or_diagnose(proc, timeout=120):
@@ -62,13 +68,17 @@ def communicate_or_diagnose(proc, timeout=120):
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        states = "\n".join(_describe(p) for p in _tree(proc.pid))
-        kill_tree(proc, signal.SIGABRT)
+        tree = _tree(proc.pid)  # once: after the SIGABRT, orphans move to init
+        states = "\n".join(_describe(p) for p in tree)
+        _kill(tree, signal.SIGABRT)
         try:
             _, err = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            kill_tree(proc)
-            _, err = proc.communicate()
+            _kill(tree, signal.SIGKILL)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                err = "(none: the pipes stayed open)"
         pytest.fail(f"no exit after {timeout} s; the processes:\n{states}\nstderr (after SIGABRT):\n{err[-8000:]}")
 
 

@@ -41,8 +41,11 @@ def cache(tmp_path_factory):
     # The tests below correct traces with the two torch.profiler calibrations.
     # In windows this small a busy machine can give a negative median W, which
     # is then not stored (and says so): retried, as any statistical claim.
-    p = until(run, lambda _: all(list((d / "calibrations").glob(f"torch.profiler-{c}-*"))
-                                 for c in ("minimal", "with_stack")))
+    def stored(_):
+        return all(list((d / "calibrations").glob(f"torch.profiler-{c}-*")) for c in ("minimal", "with_stack"))
+
+    p = until(run, stored)
+    assert stored(p), p.stdout
     assert "validation: injected 2000 ns" in p.stdout
     (d / "calibrate.out").write_text(p.stdout)
     return d

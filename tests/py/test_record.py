@@ -241,6 +241,12 @@ def test_ignored_sigint_stays_ignored(tmp_path):
     time.sleep(2.0)  # past record's one-second grace before it would forward a SIGINT
     if proc.poll() is not None:
         pytest.fail(f"stopped on an ignored SIGINT: {proc.communicate()}")
+    # Ignored by record itself, not caught by a handler of its own.
+    with open(f"/proc/{proc.pid}/status") as f:
+        ign = int(next(line for line in f if line.startswith("SigIgn:")).split()[1], 16)
+    if not ign & (1 << (signal.SIGINT - 1)):
+        kill_tree(proc)
+        pytest.fail("opskew record does not ignore the SIGINT it was started ignoring")
     proc.send_signal(signal.SIGTERM)
     _, err = communicate_or_diagnose(proc)
     assert proc.returncode == 130, err
@@ -367,13 +373,14 @@ def test_killed_record_leaves_no_orphan_and_no_temporary_folder(tmp_path):
             assert proc.poll() is None
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        child = int(started.read_text())
+        assert [n for n in os.listdir(tmp) if n.startswith("opskew-record-")]
     except BaseException:
         kill_tree(proc)
         raise
-    child = int(started.read_text())
-    assert [n for n in os.listdir(tmp) if n.startswith("opskew-record-")]
-    proc.kill()
+    proc.kill()  # record alone: its child must stop by itself
     proc.wait()
+
     def alive(pid):
         # A zombie (an init that does not reap, in a container) has exited.
         try:
