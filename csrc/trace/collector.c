@@ -28,6 +28,7 @@ static _Atomic int g_calib_done;
 int osk__collector_calibrate(void *ctx) {
   if (atomic_load_explicit(&g_calib_done, memory_order_acquire)) return 0; /* C, matches D */
   int rc = 0;
+  osk__fork_lock(OSK__FORK_CALIB, &g_calib_lock);
   pthread_mutex_lock(&g_calib_lock);
   if (!atomic_load_explicit(&g_calib_done, memory_order_relaxed)) {
     /* osk_trace_calibrate swaps in a scratch thread state, so the pairs run
@@ -67,13 +68,19 @@ static _Atomic int g_finished;
 
 static void at_exit(void) { (void)osk_collector_finish(); }
 
+/* g_launch_lock, registered for fork (trace_internal.h) before each use. */
+static void launch_lock(void) {
+  osk__fork_lock(OSK__FORK_LAUNCH, &g_launch_lock);
+  pthread_mutex_lock(&g_launch_lock);
+}
+
 int osk_collector_record_begin(void) {
   int pid = (int)getpid();
   /* Children inherit the environment; only the process the launcher meant
    * writes the trace. */
   const char *want = getenv("OPSKEW_TRACE_PID");
   if (want && *want && atoi(want) != pid) return OSK_EINVAL;
-  pthread_mutex_lock(&g_launch_lock);
+  launch_lock();
   int rc = OSK_EINVAL; /* already recording */
   if (g_owner_pid != pid) rc = osk_trace_start(session_calib());
   if (rc == 0) {
@@ -89,7 +96,7 @@ int osk_collector_record_begin(void) {
 }
 
 void osk__collector_autostart(void) {
-  pthread_mutex_lock(&g_launch_lock);
+  launch_lock();
   int first = !g_autostart_done;
   g_autostart_done = 1;
   pthread_mutex_unlock(&g_launch_lock);
@@ -101,7 +108,7 @@ void osk__collector_autostart(void) {
 }
 
 int osk_collector_finish(void) {
-  pthread_mutex_lock(&g_launch_lock);
+  launch_lock();
   int ours = g_owner_pid != 0 && g_owner_pid == (int)getpid();
   pthread_mutex_unlock(&g_launch_lock);
   if (!ours) return OSK_COLLECTOR_NOT_OURS; /* never started here, or a forked child */

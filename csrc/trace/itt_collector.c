@@ -103,6 +103,12 @@ typedef struct {
 } osk__itt_handle_t;
 
 static pthread_mutex_t g_itt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* g_itt_lock, registered for fork (trace_internal.h) before each use. */
+static void itt_lock(void) {
+  osk__fork_lock(OSK__FORK_ITT, &g_itt_lock);
+  pthread_mutex_lock(&g_itt_lock);
+}
 static osk__itt_handle_t **g_handles; /* every handle we made (kept reachable) */
 static size_t g_handles_n, g_handles_cap;
 static osk__itt_domain_t *g_domains;  /* domains we made, under g_itt_lock */
@@ -114,7 +120,7 @@ static uint16_t g_dom_cat[OSK__DOMAIN_CACHE];
 static _Atomic uint32_t g_dom_n;
 
 static osk__itt_handle_t *handle_make(osk_trace_name_t *n) {
-  pthread_mutex_lock(&g_itt_lock);
+  itt_lock();
   osk__itt_handle_t *h = osk_trace_name_slot_get(n);
   if (h) goto out;
   if (g_handles_n == g_handles_cap) {
@@ -146,7 +152,7 @@ static osk__itt_string_handle_t *itt_string_handle_create(const char *name) {
 
 static osk__itt_domain_t *itt_domain_create(const char *name) {
   if (!name) return NULL;
-  pthread_mutex_lock(&g_itt_lock);
+  itt_lock();
   osk__itt_domain_t *d = g_domains;
   for (; d; d = d->next)
     if (strcmp(d->nameA, name) == 0) break;
@@ -172,7 +178,7 @@ static uint16_t domain_category_slow(const osk__itt_domain_t *d) {
    * name as the category. */
   const char *name = d && d->nameA ? d->nameA : "PyTorch";
   uint16_t cat = strcmp(name, "PyTorch") == 0 ? osk_trace_category("cpu_op") : osk_trace_category(name);
-  pthread_mutex_lock(&g_itt_lock);
+  itt_lock();
   uint32_t n = atomic_load_explicit(&g_dom_n, memory_order_relaxed);
   if (n < OSK__DOMAIN_CACHE) {
     g_dom_cat[n] = cat;

@@ -281,8 +281,38 @@ static void tstate_retire(void *p) {
 
 static void key_init(void) { g_key_ok = pthread_key_create(&g_key, tstate_retire) == 0; }
 
-static void fork_prepare(void) { pthread_mutex_lock(&g_lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&g_lock); }
+/* The collectors' locks, by rank (trace_internal.h), and the runtime's own
+ * (g_names_lock, g_cats_lock, g_lock: no thread nests these, nor takes a
+ * collector's while holding one), all taken around fork(). */
+static _Atomic(pthread_mutex_t *) g_fork_locks[OSK__FORK_SLOTS];
+static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_cats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fork_lock_all(void) {
+  for (int i = 0; i < OSK__FORK_SLOTS; i++) {
+    pthread_mutex_t *m = atomic_load_explicit(&g_fork_locks[i], memory_order_acquire);
+    if (m) pthread_mutex_lock(m);
+  }
+  pthread_mutex_lock(&g_names_lock);
+  pthread_mutex_lock(&g_cats_lock);
+  pthread_mutex_lock(&g_lock);
+}
+
+/* In the parent, and in the child, whose only thread (the forking one) is
+ * the one that took them: re-initializing a locked mutex would be undefined,
+ * and left ThreadSanitizer believing it still held. */
+static void fork_unlock_all(void) {
+  pthread_mutex_unlock(&g_lock);
+  pthread_mutex_unlock(&g_cats_lock);
+  pthread_mutex_unlock(&g_names_lock);
+  for (int i = OSK__FORK_SLOTS - 1; i >= 0; i--) {
+    pthread_mutex_t *m = atomic_load_explicit(&g_fork_locks[i], memory_order_relaxed);
+    if (m) pthread_mutex_unlock(m);
+  }
+}
+
+static void fork_prepare(void) { fork_lock_all(); }
+static void fork_parent(void) { fork_unlock_all(); }
 static void fork_child(void) {
   /* Only the forking thread survives: the other states would never retire,
    * and their chunks hold the parent's events. Drop what we can reach
@@ -301,13 +331,15 @@ static void fork_child(void) {
     t_state->next = NULL;
     g_threads = t_state;
   }
-  /* The forking thread took g_lock in fork_prepare and is the child's only
-   * thread: it unlocks it, as the parent does (re-initializing a locked
-   * mutex is undefined, and left ThreadSanitizer believing it still held). */
-  pthread_mutex_unlock(&g_lock);
+  fork_unlock_all();
 }
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+void osk__fork_lock(int slot, pthread_mutex_t *m) {
+  pthread_once(&g_fork_once, fork_init);
+  if (slot >= 0 && slot < OSK__FORK_SLOTS) atomic_store_explicit(&g_fork_locks[slot], m, memory_order_release);
+}
 
 static void thread_info_add(uint32_t tid) {
   if (g_tinfo_n == g_tinfo_cap) {
@@ -504,13 +536,11 @@ typedef struct osk__name_table {
   _Atomic(osk_trace_name_t *) slot[];
 } osk__name_table_t;
 
-static pthread_mutex_t g_names_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(osk__name_table_t *) g_names_tab;
 static osk__name_table_t *g_names_retired;
 static osk_trace_name_t **g_names_by_id; /* under g_names_lock; [0] unused */
 static uint32_t g_names_n, g_names_cap;
 
-static pthread_mutex_t g_cats_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *g_cats[OSK__MAX_CATEGORIES];
 static _Atomic uint32_t g_cats_n;
 

@@ -3,6 +3,7 @@
 #ifndef OPSKEW_TRACE_INTERNAL_H
 #define OPSKEW_TRACE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -139,6 +140,17 @@ struct osk_trace_snapshot {
  * only when a session records the frame (runtime.c): the native route's
  * per-operator begin. */
 OSK__HIDDEN void osk__trace_begin_str(const char *s, uint16_t category);
+
+/* Locks of the collectors (collector.c, itt_collector.c) that a fork must
+ * find free: the child's only thread would wait forever on one that another
+ * thread of the parent held, and find what it guards half-written. Each is
+ * registered in its slot, whose number is its rank: any thread that nests
+ * two of them takes the lower slot first, and the fork handlers (runtime.c)
+ * take them in slot order, before the runtime's own locks, which no thread
+ * holds while taking one of these. Registering is idempotent and lock-free
+ * (the owners call it before their first lock). */
+enum { OSK__FORK_LAUNCH, OSK__FORK_CALIB, OSK__FORK_ITT, OSK__FORK_SLOTS };
+OSK__HIDDEN void osk__fork_lock(int slot, pthread_mutex_t *m);
 
 /* osk_clock_ticks(), inlined for the tracer's begin and end: a call into the
  * core library per timestamp was a tenth of the native route's own

@@ -1,10 +1,14 @@
 /* The shared collector life cycle (csrc/trace/collector.c) with a collector
  * of the test's own: calibration through its pair function, sessions, the
- * `opskew record` session written at exit, and the fork check (a child
- * forked while the session records must not write the parent's trace). */
+ * `opskew record` session written at exit, and the fork checks (a child
+ * forked while the session records must not write the parent's trace, and
+ * one forked while another thread takes the tracer's locks finds them free). */
 #include "collector.h"
 #include "testutil.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,54 @@ static void pair(void *ctx) {
 }
 
 const osk__collector_desc_t osk__collector = {.instrument = "test", .pair = pair};
+
+/* A thread that keeps taking the tracer's locks (a new name, an unknown
+ * category, the launch lock) while the main thread forks: each child takes
+ * them again and must not find one held by a thread it does not have. */
+static _Atomic int g_stop;
+
+static void *lock_taker(void *arg) {
+  (void)arg;
+  char s[64];
+  for (unsigned i = 0; !atomic_load(&g_stop); i++) {
+    snprintf(s, sizeof s, "test::busy_%u", i);
+    (void)osk_trace_name(s);
+    (void)osk_trace_category(s); /* past the category limit: the lock, every time */
+    osk__collector_autostart();
+  }
+  return NULL;
+}
+
+static void fork_while_locked(void) {
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, lock_taker, NULL) == 0);
+  for (int k = 0; k < 200; k++) {
+    fflush(NULL);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+      char s[64];
+      snprintf(s, sizeof s, "test::child_%d", k);
+      (void)osk_trace_name(s);
+      (void)osk_trace_category(s);
+      osk__collector_autostart();
+      _exit(0);
+    }
+    int status = 0, waited = 0;
+    pid_t got = 0;
+    while ((got = waitpid(child, &status, WNOHANG)) == 0 && waited < 10000) {
+      usleep(1000);
+      waited++;
+    }
+    if (got == 0) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+    }
+    CHECK(got == child && WIFEXITED(status) && WEXITSTATUS(status) == 0); /* no child hung */
+  }
+  atomic_store(&g_stop, 1);
+  CHECK(pthread_join(th, NULL) == 0);
+}
 
 static void record_ops(int n) {
   const osk_trace_name_t *op = osk_trace_name("test::op");
@@ -116,6 +168,7 @@ int main(void) {
   CHECK(strstr(head, "\"events\":5"));
   unlink(out);
   rmdir(dir);
+  fork_while_locked();
   printf("ok: collector life cycle\n");
   return 0;
 }
