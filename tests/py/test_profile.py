@@ -164,7 +164,9 @@ def test_known_answer_w_recovers_the_injected_cost(tmp_path):
                                             on_trace_ready=h, report_file=None), 26, body)  # noqa: B023
         r = p.report
         w = r["w_ns"]["median"]
-        if abs(w - spin) <= 0.2 * spin:
+        if abs(w - spin) <= 0.2 * spin and abs(r["corrected_step_ns"] - r["baseline_step_ns"]) <= 0.2 * OPS * spin \
+                and r["active_step_ns"] - r["baseline_step_ns"] >= 0.8 * OPS * spin \
+                and r["warmup_extra_per_step_ns"] < 0.5 * OPS * spin:
             break
     assert r["events_per_active_step"] == OPS  # counted from ProfilerStep#N in C
     assert r["events"]["per_step"] is True

@@ -110,8 +110,8 @@ int main(void) {
   CHECK(osk_trace_write_chrome(s, path) == 0);
   agree(s, 0, 0, path);
   agree(s, 40, 15, path);     /* nothing clamps */
-  agree(s, 1000, 100, path);  /* children clamp; parents and leaves do not */
-  agree(s, 4000, 100, path);  /* parents and children clamp; leaves do not */
+  agree(s, 1000, 100, path);  /* children clamp, as the spins usually run; parents and leaves do not */
+  agree(s, 4000, 100, path);  /* parents and children clamp, as usually run; leaves do not */
   agree(s, 1e9, 100, path);   /* everything with descendants clamps */
   unlink(path);
   osk_trace_snapshot_free(s);
