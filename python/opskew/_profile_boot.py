@@ -68,6 +68,8 @@ class Driver:
         self.reports_written = 0
         self.notes = []
         self.child_processes = 0  # started through multiprocessing by this process
+        self.own = 0  # > 0 while opskew's own code drives the profiler (_hook_own_profilers)
+        self.stood_aside = None  # why opskew stopped for the script's own profiler, if it did
         self.t0 = time.time()
         self.pid = os.getpid()
 
@@ -79,6 +81,7 @@ class Driver:
             # any of opskew's own work.
             self.prof._end_body()
         with _signals_deferred():
+            self.own += 1
             try:
                 if not self.started:
                     self.started = True
@@ -86,13 +89,44 @@ class Driver:
                 else:
                     self.prof.step()
             except Exception as exc:  # noqa: BLE001 - never stop the training for the profiler
-                # E.g. the script runs its own torch profiler: torch allows one.
                 self.mode = "off"
-                self.notes.append("opskew stood aside after the profiler failed at step boundary %d: %s: %s"
-                                  % (self.boundaries, type(exc).__name__, exc))
-                sys.stderr.write("opskew profile: %s\n" % self.notes[-1])
+                self._say("opskew stood aside after the profiler failed at step boundary %d: %s: %s"
+                          % (self.boundaries, type(exc).__name__, exc))
                 return
+            finally:
+                self.own -= 1
             self._write_if_new()
+
+    def _say(self, note):
+        self.notes.append(note)
+        sys.stderr.write("opskew profile: %s\n" % note)
+
+    def stand_aside(self, what):
+        """The script starts a torch profiler of its own. torch runs one at a
+        time, and two at once mix their events without an error (seen: W at
+        -2 us, and opskew's ProfilerStep ranges in the script's own table):
+        opskew stops for good, before the script's starts, keeping the
+        traces it has written."""
+        if self.mode == "off":
+            return
+        self.mode = "off"
+        if self.started:
+            self.own += 1
+            try:
+                with _signals_deferred():
+                    self.prof.stop()
+            except Exception as exc:  # noqa: BLE001 - the script's profiler must still start
+                self.notes.append(f"stopping the profiler failed: {type(exc).__name__}: {exc}")
+            finally:
+                self.own -= 1
+        self.stood_aside = f"at step boundary {self.boundaries}, for the script's own {what}"
+        self._say(f"opskew stood aside at step boundary {self.boundaries}: the script starts its own {what}, and "
+                  f"torch runs one profiler at a time (two at once mix their events); run the script without "
+                  f"its profiler, or let it use opskew.profile in its place")
+        try:
+            self.write_report(None)
+        except Exception as exc:  # noqa: BLE001 - never stop the training for the report
+            sys.stderr.write("opskew profile: report.json not written: %s\n" % exc)
 
     def _write_if_new(self):
         if len(self.prof.reports) != self.reports_written:
@@ -204,6 +238,8 @@ class Driver:
             # (torch.multiprocessing.spawn, DataLoader workers): opskew does
             # not follow them; `opskew profile` says so when no step was seen.
             "child_processes": self.child_processes,
+            # The script started a torch profiler of its own: opskew stopped there.
+            "stood_aside": self.stood_aside,
             "notes": self.notes + ([f"{self.other_optimizer_steps} step() calls of other optimizers were not "
                                     "step boundaries"] if self.other_optimizer_steps else [])
                      + ([f"{self.scaler_skipped_steps} step boundaries were GradScaler.step() calls that skipped "
@@ -226,10 +262,13 @@ class Driver:
         if not self.ours():
             return
         if self.started and self.mode != "off":
+            self.own += 1
             try:
                 self.prof.stop()  # a cycle in progress is finished: its trace is written
             except Exception as exc:  # noqa: BLE001 - keep what was collected
                 self.notes.append(f"stopping the profiler failed: {type(exc).__name__}: {exc}")
+            finally:
+                self.own -= 1
         try:
             self.write_report(ended_by)
         except Exception as exc:  # noqa: BLE001 - the script's own exit status must stand
@@ -320,6 +359,25 @@ def _hook_marker(torch, driver):
     rf.__exit__ = __exit__
 
 
+def _hook_own_profilers(torch, driver):
+    """Calls driver.stand_aside() when the script, not opskew, starts a torch
+    profiler: torch.profiler.profile (any _KinetoProfile) or the autograd
+    profiler used directly (`with torch.autograd.profiler.profile():`)."""
+    targets = [(getattr(torch.profiler.profiler, "_KinetoProfile", None), "prepare_trace", "torch.profiler"),
+               (getattr(torch.autograd.profiler, "profile", None), "__enter__", "torch.autograd.profiler")]
+    for cls, name, what in targets:
+        orig = getattr(cls, name, None) if cls is not None else None
+        if orig is None:
+            continue
+
+        def hooked(self, *args, _orig=orig, _what=what, **kwargs):
+            if driver.own == 0 and driver.ours():
+                driver.stand_aside(_what)
+            return _orig(self, *args, **kwargs)
+
+        setattr(cls, name, hooked)
+
+
 def main():
     from opskew import _record_boot as rb
 
@@ -343,6 +401,7 @@ def main():
     driver = Driver(spec, torch, mod.profile)
     mod._driver = driver
     _count_children(driver)
+    _hook_own_profilers(torch, driver)
     handle = None
     if driver.mode == "marker":
         _hook_marker(torch, driver)

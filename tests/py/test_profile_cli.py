@@ -164,6 +164,35 @@ def test_exit_status_and_sigterm(tmp_path):
     assert "the command was interrupted" in err
 
 
+def test_stands_aside_for_the_scripts_own_profiler(tmp_path):
+    """The script starts torch.profiler itself at step 20 (cycle 2's wait
+    steps): opskew stops there, says so, keeps cycle 1's trace, and the
+    script's profiler sees only its own steps (before this, both ran at
+    once and mixed their events: opskew's ProfilerStep ranges in the
+    script's table, W at -2 us)."""
+    hook = ("if i == 20: prof = torch.profiler.profile(); prof.start()\n"
+            "    if i == 25:\n"
+            "        prof.stop(); ka = prof.key_averages()\n"
+            "        print('own', sum(e.count for e in ka if e.key == 'aten::linear'),"
+            " sum(e.count for e in ka if e.key.startswith('ProfilerStep')))")
+    out = tmp_path / "prof"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path, hook), "40")
+    assert p.returncode == 0, p.stderr
+    assert "trained 40" in p.stdout and "own 10 0" in p.stdout  # 5 steps x 2 Linear, no ProfilerStep
+    assert "opskew stood aside at step boundary 20: the script starts its own torch.profiler" in p.stderr
+    doc = report(out)
+    assert doc["stood_aside"] == "at step boundary 20, for the script's own torch.profiler"
+    assert len(doc["reports"]) == 1 and traces(out)[-1] == "opskew-profile-cycle1.json"
+    assert "opskew profile: opskew stood aside at step boundary 20" in p.stderr
+    # From the start: no trace at all, and the line says why.
+    out2 = tmp_path / "prof2"
+    # (stopped: torch 2.13 itself crashes at exit with a profiler never stopped)
+    early = "if i == 0: prof = torch.profiler.profile(); prof.start()\n    if i == 5: prof.stop()"
+    p = run_opskew("profile", "-o", str(out2), *SMALL, "--", sys.executable, script(tmp_path, early, "e.py"), "20")
+    assert p.returncode == 0, p.stderr
+    assert "it stopped before a cycle completed: no trace" in p.stderr and report(out2)["reports"] == []
+
+
 def test_step_marker_and_manual_steps(tmp_path):
     body = textwrap.dedent("""\
         import sys, torch

@@ -326,6 +326,10 @@ def _outcome(report: str) -> str:
     except (OSError, ValueError):
         return f"{report} could not be read back"
     reps = doc.get("reports") or []
+    aside = (f"opskew stood aside {doc['stood_aside']} (torch runs one profiler at a time); "
+             if doc.get("stood_aside") else "")
+    if not reps and aside:
+        return f"{aside}it stopped before a cycle completed: no trace; report: {report}"
     if not reps:
         why = (f"no cycle completed ({doc['step_boundaries']} step boundaries from {doc['step_source']}; "
                f"a cycle needs {sum(doc['conditions']['schedule'][k] for k in ('wait', 'warmup', 'active'))})")
@@ -348,5 +352,5 @@ def _outcome(report: str) -> str:
                 else f" per operator event ({last.get('w_source')})")) if w else "W unknown"
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
     final = " (each with the run's final W)" if last.get("corrected_with") == "the run's final W" else ""
-    return (f"{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "
+    return (f"{aside}{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "
             f"steps from {doc['step_source']}; report: {report}")
