@@ -363,13 +363,18 @@ def _hook_own_profilers(torch, driver):
     """Calls driver.stand_aside() when the script, not opskew, starts a torch
     profiler: torch.profiler.profile (any _KinetoProfile) or the autograd
     profiler used directly (`with torch.autograd.profiler.profile():`)."""
-    targets = [(getattr(torch.profiler.profiler, "_KinetoProfile", None), "prepare_trace", "torch.profiler"),
-               (getattr(torch.autograd.profiler, "profile", None), "__enter__", "torch.autograd.profiler")]
+    import functools
+
+    targets = [(getattr(getattr(torch.profiler, "profiler", None), "_KinetoProfile", None), "prepare_trace",
+                "torch.profiler"),
+               (getattr(getattr(torch.autograd, "profiler", None), "profile", None), "__enter__",
+                "torch.autograd.profiler")]
     for cls, name, what in targets:
         orig = getattr(cls, name, None) if cls is not None else None
-        if orig is None:
+        if orig is None:  # another torch: nothing to watch there
             continue
 
+        @functools.wraps(orig)
         def hooked(self, *args, _orig=orig, _what=what, **kwargs):
             if driver.own == 0 and driver.ours():
                 driver.stand_aside(_what)
