@@ -311,8 +311,6 @@ static void fork_unlock_all(void) {
   }
 }
 
-static void fork_prepare(void) { fork_lock_all(); }
-static void fork_parent(void) { fork_unlock_all(); }
 static void fork_child(void) {
   /* Only the forking thread survives: the other states would never retire,
    * and their chunks hold the parent's events. Drop what we can reach
@@ -334,7 +332,7 @@ static void fork_child(void) {
   fork_unlock_all();
 }
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
-static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+static void fork_init(void) { pthread_atfork(fork_lock_all, fork_unlock_all, fork_child); }
 
 void osk__fork_lock(int slot, pthread_mutex_t *m) {
   pthread_once(&g_fork_once, fork_init);

@@ -15,17 +15,29 @@ def run_opskew(*args, timeout=300, env=None, cwd=None):
                           timeout=timeout, env=e, cwd=cwd)
 
 
+def proc_stat(pid):
+    """The fields of /proc/PID/stat after the command's name (state first,
+    then the parent's pid), or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def exited(pid):
+    """True once pid has exited: gone, or a zombie nobody reaps (in a container)."""
+    st = proc_stat(pid)
+    return st is None or st[0] in ("Z", "X")
+
+
 def _tree(pid):
     """pid and every process below it, parents first (from /proc)."""
     kids = {}
     for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(d))
+        st = proc_stat(d) if d.isdigit() else None
+        if st and len(st) > 1 and st[1].isdigit():
+            kids.setdefault(int(st[1]), []).append(int(d))
     out, todo = [], [pid]
     while todo:
         p = todo.pop(0)
@@ -41,7 +53,7 @@ def _describe(pid):
                 return f.read().decode("utf-8", "replace")
         except OSError:
             return "?"
-    state = "".join(read("stat").rsplit(")", 1)[-1].split()[:1])
+    state = (proc_stat(pid) or ["?"])[0]
     return f"pid {pid} state {state} wchan {read('wchan')} cmd {read('cmdline').replace(chr(0), ' ')[:200]}"
 
 

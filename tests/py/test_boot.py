@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from conftest import exited
+
 torch = pytest.importorskip("torch")
 import opskew._pyhook  # noqa: E402
 from opskew import _boot  # noqa: E402
@@ -129,12 +131,7 @@ for _ in range(20):
 def _wait_gone(pid, seconds=60):
     deadline = time.time() + seconds
     while time.time() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return
-        if state in ("Z", "X"):  # exited (a zombie nobody reaps in a container)
+        if exited(pid):
             return
         time.sleep(0.02)
     raise AssertionError(f"the forked child {pid} did not exit")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import communicate_or_diagnose, kill_tree
+from conftest import communicate_or_diagnose, exited, kill_tree
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.profiler.itt.is_available(), reason="torch built without ITT")
@@ -381,17 +381,9 @@ def test_killed_record_leaves_no_orphan_and_no_temporary_folder(tmp_path):
     proc.kill()  # record alone: its child must stop by itself
     proc.wait()
 
-    def alive(pid):
-        # A zombie (an init that does not reap, in a container) has exited.
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except OSError:
-            return False
-
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if not alive(child):
+        if exited(child):
             break
         time.sleep(0.1)
     else:
