@@ -95,8 +95,8 @@ def _split_python(cmd: list) -> tuple:
     name = os.path.basename(exe)
     if not (_PY_RE.match(name) or os.path.realpath(shutil.which(exe) or exe) == os.path.realpath(sys.executable)):
         raise UsageError(
-            f"COMMAND must start with a Python interpreter (got {exe!r}): opskew injects "
-            "its tracer through the interpreter, e.g. `opskew record -- python script.py`"
+            f"COMMAND must start with a Python interpreter (got {exe!r}): opskew loads itself "
+            "into the script through the interpreter, e.g. `-- python script.py ARGS`"
         )
     i = 1
     while i < len(cmd):
