@@ -2,10 +2,15 @@
 and against torch.profiler, in the window and at stop/export.
 
     .venv/bin/python bench/bench_tracer.py [--ops 20000] [--trials 7] [--rounds 3] [--rows A,B,...]
+        [--separate]
 
-Instruments (each needs its own environment before `import torch`, so each runs
-in its own worker process; workers of all instruments are interleaved over
-rounds):
+Instruments, in worker processes interleaved over rounds. The ITT collector's
+rows need their environment before `import torch`, so each runs in a worker
+of its own; all the others run side by side in one worker per round (with
+--separate, each in its own), taking turns in every trial, so that their
+comparisons (opskew-native against its floor and against torch.profiler)
+carry no spread between processes (malloc's state moves a row's added cost
+from one process to the next: docs/tracer.md):
   itt-floor       emit_itt() with no collector loaded: RecordFunction active, ITT
                   calls return at once (the floor of the ITT route)
   empty-observer  torch._C._autograd._set_empty_test_observer(True, 1.0):
@@ -33,6 +38,8 @@ difference. Then stop (opskew: stop + flush into a snapshot; torch.profiler:
 __exit__, which includes its post-processing) and export (opskew: write the
 Chrome trace in C; torch.profiler: export_chrome_trace) are timed per event.
 One thread (torch.set_num_threads(1)). Medians; 95% CI of the paired median.
+For rows side by side, the ratio to torch.profiler is also taken per trial
+(both windows in the same process and trial), with its 95% CI.
 """
 
 from __future__ import annotations
@@ -52,22 +59,23 @@ INSTRUMENTS = ["itt-floor", "empty-observer", "opskew", "opskew-pyhook", "torch.
 
 WORKER = r"""
 import json, os, sys, time, tempfile
-inst, ops, trials = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-if inst == "opskew":
+insts, ops, trials = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3])
+if "opskew" in insts:
+    if len(insts) > 1:
+        raise SystemExit("the ITT collector's row needs a process of its own")
     import opskew
     opskew.tracing.arrange()          # before torch: the collector must be arranged
-elif inst.startswith("opskew-") or inst.startswith("native-"):
+elif any(i.startswith("opskew-") or i.startswith("native-") for i in insts):
     import opskew
 import torch
-if inst.startswith("native-floor"):
+if any(i.startswith("native-floor") for i in insts):
     from opskew import native
     shim, why = native.shim(torch)
     if shim is None:
         raise SystemExit("native shim unavailable: " + why)
-if inst == "opskew-native-global":
-    os.environ["OPSKEW_NATIVE_SCOPE"] = "global"
-if inst == "opskew-native-spill":
-    os.environ["OPSKEW_TRACE_BUDGET_MB"] = "1"   # read at each session's start
+# Read at each session's start, so set for that row's windows only.
+ROW_ENV = {"opskew-native-global": ("OPSKEW_NATIVE_SCOPE", "global"),
+           "opskew-native-spill": ("OPSKEW_TRACE_BUDGET_MB", "1")}
 torch.set_num_threads(1)
 a = torch.ones(1)
 add = torch.add
@@ -98,8 +106,18 @@ if marks:
         cg.osk_bench_dump(label[0].encode())
         return t
 
-def window():
+def window(inst):
     # returns (in-window ns, stop ns, export ns, events)
+    env = ROW_ENV.get(inst)
+    if env:
+        os.environ[env[0]] = env[1]
+    try:
+        return _window(inst)
+    finally:
+        if env:
+            os.environ.pop(env[0], None)
+
+def _window(inst):
     if inst == "itt-floor":
         with torch.autograd.profiler.emit_itt():
             t = loop()
@@ -146,35 +164,71 @@ def window():
     raise SystemExit("unknown instrument " + inst)
 
 for _ in range(2):                     # warm up both paths
-    loop(); window()
-out = []
+    for inst in insts:
+        loop(); window(inst)
+out = {inst: [] for inst in insts}
 for i in range(trials):
-    label[0] = "base"
-    b = loop()
-    label[0] = "inst"
-    w, stop, exp, n = window()
-    label[0] = "warm"
-    out.append({"base": b, "inst": w, "stop": stop, "export": exp, "events": n})
+    # Rows sharing the process take turns, in an order that rotates per trial.
+    for inst in insts[i % len(insts):] + insts[:i % len(insts)]:
+        label[0] = "base"
+        b = loop()
+        label[0] = "inst"
+        w, stop, exp, n = window(inst)
+        label[0] = "warm"
+        out[inst].append({"base": b, "inst": w, "stop": stop, "export": exp, "events": n, "trial": i})
 import shutil
 shutil.rmtree(tmp, ignore_errors=True)
-print(json.dumps({"instrument": inst, "torch": torch.__version__, "trials": out}))
+print(json.dumps({"instruments": insts, "torch": torch.__version__, "trials": out}))
 """
 
 
-def run_worker(inst, ops, trials, baseline_python=None):
-    """One worker process; opskew-base runs opskew's ITT row with the baseline
-    Python (another opskew), every other row with this one."""
+# Rows that can share one process: none needs anything set before torch is
+# imported (the ITT collector's row does: INTEL_LIBITTNOTIFY64).
+SHAREABLE = {"itt-floor", "empty-observer", "native-floor", "native-floor-global", "opskew-native",
+             "opskew-native-global", "opskew-native-spill", "opskew-pyhook", "torch.profiler"}
+
+
+def run_worker(insts, ops, trials, baseline_python=None):
+    """One worker process for the rows `insts` (several only when all are
+    SHAREABLE); opskew-base runs opskew's ITT row with the baseline Python
+    (another opskew), every other row with this one. Returns
+    {"torch": version, "trials": {row: [trial, ...]}}."""
     env = dict(os.environ)
     env.pop("INTEL_LIBITTNOTIFY64", None)  # only opskew's worker arranges it
     env.setdefault("OMP_NUM_THREADS", "1")
     python = sys.executable
-    if inst == "opskew-base":
-        python, inst = baseline_python, "opskew"
-    p = subprocess.run([python, "-c", WORKER, inst, str(ops), str(trials)],
-                       capture_output=True, text=True, env=env, timeout=900)
+    names = ["opskew" if i == "opskew-base" else i for i in insts]
+    if "opskew-base" in insts:
+        python = baseline_python
+    p = subprocess.run([python, "-c", WORKER, ",".join(names), str(ops), str(trials)],
+                       capture_output=True, text=True, env=env, timeout=1800)
     if p.returncode != 0:
-        sys.exit(f"worker {inst} failed ({p.returncode}):\n{p.stderr}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+        sys.exit(f"worker {','.join(insts)} failed ({p.returncode}):\n{p.stderr}")
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"torch": res["torch"], "trials": {i: res["trials"][n] for i, n in zip(insts, names)}}
+
+
+def groups_of(instruments, separate):
+    """The worker processes of one round: the shareable rows together (side by
+    side in one process, as the issue's spike measured), each other row alone."""
+    if separate:
+        return [[i] for i in instruments]
+    shared = [i for i in instruments if i in SHAREABLE]
+    return ([shared] if shared else []) + [[i] for i in instruments if i not in SHAREABLE]
+
+
+def ratio_ci(data, row, ref, engine):
+    """Per trial, in one process: row's added cost over ref's (both paired
+    with their own baseline loop in that trial); median and 95% CI."""
+    rs = []
+    for a, b in zip(data[row], data[ref]):
+        da, db = a["inst"] - a["base"], b["inst"] - b["base"]
+        if a.get("worker") == b.get("worker") and a.get("trial") == b.get("trial") and db > 0:
+            rs.append(da / db)
+    if len(rs) < 2 or engine is None:
+        return None
+    pr = engine.paired([0.0] * len(rs), rs)
+    return pr["median"], pr["ci"], len(rs), pr["ci_coverage"]
 
 
 def main():
@@ -186,6 +240,10 @@ def main():
                     help="a Python whose environment has another opskew installed, measured as opskew-base")
     ap.add_argument("--rows", default=None, metavar="A,B,...",
                     help="only these rows (torch.profiler is always measured: the ratios need it)")
+    ap.add_argument("--separate", action="store_true",
+                    help="every row in worker processes of its own (by default the rows that can share a "
+                         "process run side by side in one per round, which removes the spread between "
+                         "processes from their comparisons)")
     args = ap.parse_args()
     instruments = INSTRUMENTS + (["opskew-base"] if args.baseline_python else [])
     if args.rows:
@@ -202,12 +260,13 @@ def main():
     data = {i: [] for i in instruments}
     torch_version = "?"
     for r in range(args.rounds):
-        order = instruments[r % len(instruments):] + instruments[:r % len(instruments)]
-        for inst in order:
-            res = run_worker(inst, args.ops, args.trials, args.baseline_python)
+        groups = groups_of(instruments, args.separate)
+        for g in groups[r % len(groups):] + groups[:r % len(groups)]:
+            res = run_worker(g, args.ops, args.trials, args.baseline_python)
             torch_version = res["torch"]
-            data[inst].extend(res["trials"])
-            print(f"  round {r + 1}/{args.rounds}: {inst} done", file=sys.stderr)
+            for inst, trials in res["trials"].items():
+                data[inst].extend(dict(t, worker=(r, tuple(g))) for t in trials)
+            print(f"  round {r + 1}/{args.rounds}: {','.join(g)} done", file=sys.stderr)
 
     rows = {}
     base_all = []
@@ -232,8 +291,10 @@ def main():
 
     tp = rows["torch.profiler"]
     print()
+    shared = [g for g in groups_of(instruments, args.separate) if len(g) > 1]
     print(f"torch {torch_version}, 1 thread, torch.add on a 1-element CPU tensor, {args.ops} ops per window, "
           f"{args.trials} trials x {args.rounds} rounds per instrument (paired, interleaved)")
+    print("side by side in one process per round: " + (", ".join(shared[0]) if shared else "none (--separate)"))
     print(f"baseline loop (no instrument): {statistics.median(base_all):.1f} ns/op (median over all workers)")
     print()
     hdr = (f"{'instrument':<16} {'in-window ns/op':>16} {'95% CI':>17} {'x prof':>7} {'ev/op':>6} "
@@ -253,6 +314,11 @@ def main():
               f"{r['added'] / tp['added']:>7.2f} {r['events_per_op']:>6.2f} {f(r['stop'], 11)} {f(r['export'], 13)} "
               f"{f(out, 15)} {f(out / tp_out if out is not None and tp_out else None, 8, 4)}")
     print()
+    for row in ("native-floor", "opskew-native"):
+        rc = ratio_ci(data, row, "torch.profiler", _engine) if row in data else None
+        if rc:
+            print(f"{row} / torch.profiler, per trial in one process: {rc[0]:.3f}x, CI "
+                  f"[{rc[1][0]:.3f}, {rc[1][1]:.3f}] ({rc[3]:.0%} coverage) over {rc[2]} trials")
     if "opskew-native-spill" in rows and "opskew-native" in rows:
         sp, n = rows["opskew-native-spill"], rows["opskew-native"]
         print(f"spill: opskew-native with a 1 MiB budget - without: {sp['added'] - n['added']:+.1f} ns/op in the "

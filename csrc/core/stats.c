@@ -54,6 +54,26 @@ double osk_binom_half_cdf(size_t k, size_t n) {
   return sum > 1.0 ? 1.0 : sum;
 }
 
+/* The sign test's interval rank for the median of n differences: the
+ * largest k <= n/2 with P(X <= k-1) <= half_alpha, X ~ Binomial(n, 1/2);
+ * *below gets P(X <= k-1) (0 when k is 0). The CDF is accumulated term by
+ * term, in osk_binom_half_cdf's order (so the same sums), in O(k): calling
+ * it for each k was O(k^2), 19 ms for the 1,800 pairs of a long
+ * `opskew.profile` run, paid at every trace. */
+static size_t sign_ci_rank(size_t n, double half_alpha, double *below) {
+  double log_half_n = (double)n * log(0.5), lg_n1 = lgamma((double)n + 1);
+  double cdf = 0.0;
+  size_t k = 0;
+  while (k + 1 <= n / 2) {
+    double next = cdf + exp(lg_n1 - lgamma((double)k + 1) - lgamma((double)(n - k) + 1) + log_half_n);
+    if (next > half_alpha) break;
+    cdf = next;
+    k++;
+  }
+  *below = cdf;
+  return k;
+}
+
 typedef struct {
   double absval;
   int sign;
@@ -178,9 +198,8 @@ int osk_paired_analyze(const double *baseline, const double *treated, size_t n,
   qsort(d, n, sizeof *d, cmp_double);
   out->median = sorted_quantile(d, n, 0.5);
   /* Largest k with P(X <= k-1) <= alpha/2 gives [d(k), d(n-k+1)] (1-based). */
-  double half_alpha = (1.0 - level) / 2.0;
-  size_t k = 0;
-  while (k + 1 <= n / 2 && osk_binom_half_cdf(k, n) <= half_alpha) k++;
+  double below = 0.0;
+  size_t k = sign_ci_rank(n, (1.0 - level) / 2.0, &below);
   rc = 0;
   if (k == 0) {
     out->ci_low = d[0];
@@ -190,7 +209,7 @@ int osk_paired_analyze(const double *baseline, const double *treated, size_t n,
   } else {
     out->ci_low = d[k - 1];
     out->ci_high = d[n - k];
-    out->ci_coverage = 1.0 - 2.0 * osk_binom_half_cdf(k - 1, n);
+    out->ci_coverage = 1.0 - 2.0 * below;
   }
   free(d);
   return rc;

@@ -52,6 +52,14 @@ WAIT_ADVICE = POST_TRACE + NEAR
 # Traces corrected again with the run's final W at stop(), the latest first.
 MAX_RECORRECT = 50
 
+# Traced cycles whose steps W is estimated from, the latest: with repeat=0 a
+# run goes on for thousands of cycles, and estimating from every step made
+# each trace's analysis grow with the run (70 ms of opskew's time a cycle
+# after 400 cycles, 8 ms at the start). Older steps are counted
+# (step_counts), not kept. 50 cycles give 300 pairs with the advised
+# schedule, and they are the cycles whose traces stop() corrects again.
+KEEP_CYCLES = MAX_RECORRECT
+
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 
@@ -132,6 +140,8 @@ class profile:
         self.step_calls: list[dict] = []
         self._block_start = 0  # index in self.steps where the current block of one phase starts
         self._dropped_wait = 0  # wait steps counted, not kept (_trim_wait)
+        self._dropped_old = {"wait": 0, "warmup": 0, "active": 0}  # steps of cycles past KEEP_CYCLES
+        self._forgot = False  # steps were dropped: self.steps starts right after a trace
         self.reports: list[dict] = []
         self._events: dict[int, tuple[int, int]] = {}  # step number -> (op events, python events)
         self._t_end = None
@@ -224,7 +234,8 @@ class profile:
 
     def step_counts(self) -> dict:
         """Whole steps per phase so far, the dropped wait steps included."""
-        n = {"wait": self._dropped_wait}
+        n = dict(self._dropped_old)
+        n["wait"] += self._dropped_wait
         for s in self.steps:
             if not s.get("partial"):
                 n[s["phase"]] = n.get(s["phase"], 0) + 1
@@ -320,8 +331,9 @@ class profile:
                                         f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
 
     def _recorrect(self):
-        """At stop(): W estimated once more from every step of the run (the
-        wait steps after the last cycle have run by now), and every trace of
+        """At stop(): W estimated once more from every step kept (the last
+        KEEP_CYCLES cycles'; the wait steps after the last cycle have run by
+        now), and every trace of
         the run corrected with it, so that they agree (a cycle whose own W had
         too few pairs gets its corrected trace then). Each report keeps the W
         of its own cycle (`w_ns`) and says what its trace carries
@@ -336,6 +348,8 @@ class profile:
         cal = self._stored()
         delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
         self.final = {"w_ns": wv, "w_own_ns": detail.get("w_own_ns"), "delta_ns": delta, "pairs": detail["pairs"],
+                      # The cycles its pairs come from: the last KEEP_CYCLES of the run's.
+                      "cycles": min(self._cycle, KEEP_CYCLES), "run_cycles": self._cycle,
                       "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
@@ -467,8 +481,34 @@ class profile:
             n = len(this_cycle)
             for s in this_cycle:
                 self._events[s["step"]] = (counts["op_events"] / n, counts["py_events"] / n)
+        self._forget_old()
         w, notes, detail = self._estimate()
         return self._report(trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail)
+
+    def _forget_old(self):
+        """Keeps the steps of the last KEEP_CYCLES traced cycles and the wait
+        and warmup steps before the oldest of them (its baseline); the steps
+        before are counted, not kept, with their event counts and step()
+        records. The first kept block then follows a trace, and its first
+        POST_TRACE steps stay cold (_estimate)."""
+        oldest = self._cycle - KEEP_CYCLES + 1
+        cut = next((i for i, s in enumerate(self.steps)
+                    if s["phase"] == "active" and (s.get("cycle") or 0) >= oldest), None)
+        if oldest <= 1 or cut is None:
+            return
+        while cut > 0 and self.steps[cut - 1]["phase"] != "active":
+            cut -= 1
+        if cut == 0:
+            return
+        for s in self.steps[:cut]:
+            if not s.get("partial"):
+                self._dropped_old[s["phase"]] += 1
+            self._events.pop(s["step"], None)
+        del self.steps[:cut]
+        self._block_start = max(self._block_start - cut, 0)
+        first = self.steps[0]["step"]
+        self.step_calls = [c for c in self.step_calls if c["after_step"] >= first]
+        self._forgot = True
 
     # ------------------------------------------------------------ estimation
     def _blocks(self):
@@ -484,8 +524,8 @@ class profile:
         return out
 
     def _estimate(self):
-        """W per operator event from every active step whose trace was read,
-        each paired with one warm wait step of its own, the nearest in time
+        """W per operator event from every active step whose trace was read
+        (of the last KEEP_CYCLES cycles: _forget_old), each paired with one warm wait step of its own, the nearest in time
         not yet taken (the wait block before its cycle first, then the one
         after it, when it has run). Each wait step serves one pair at most,
         so the pairs are independent and the sign test's interval for the
@@ -503,10 +543,10 @@ class profile:
         # calls, allocations), and the first POST_TRACE after each trace
         # (after the profiler's stop, post-processing and export: 10x a warm
         # step on the 2-core VM, docs/profile.md).
-        cold_ids = {id(s) for s in self.steps[:1]}
+        cold_ids = set() if self._forgot else {id(s) for s in self.steps[:1]}
         post_trace = []
         for k, (phase, steps) in enumerate(blocks):
-            if phase == "wait" and k > 0 and blocks[k - 1][0] == "active":
+            if phase == "wait" and (blocks[k - 1][0] == "active" if k > 0 else self._forgot):
                 skip = min(POST_TRACE, len(steps))
                 cold_ids.update(id(s) for s in steps[:skip])
                 if len(steps) > skip:

@@ -140,6 +140,39 @@ def test_long_wait_blocks_keep_only_the_steps_pairing_uses(tmp_path):
     assert p.final["pairs"] == 12  # 6 warm active steps a cycle, each paired with a warm wait step before it
 
 
+def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
+    """repeat=0 runs for thousands of cycles: W comes from the steps of the
+    last KEEP_CYCLES traced cycles (and the baseline before the oldest), the
+    older steps are counted, not kept, and the first kept wait block's first
+    POST_TRACE steps stay cold (it follows a trace)."""
+    from opskew import profiling
+    from opskew.profiling import NEAR, POST_TRACE
+
+    monkeypatch.setattr(profiling, "KEEP_CYCLES", 3)
+    body = make_body()
+    wait, active, cycles = POST_TRACE + NEAR, 4, 7
+    n = (wait + 1 + active) * cycles + 5
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        corrected_dir=str(tmp_path),
+                                        schedule=torch.profiler.schedule(wait=wait, warmup=1, active=active,
+                                                                         repeat=0)),
+                 n, body)
+    assert len(p.reports) == cycles
+    # Every step is counted (the last one is stop()'s partial body).
+    assert p.step_counts() == {"wait": wait * cycles + 5, "warmup": cycles, "active": active * cycles}
+    # Kept: the wait and warmup before the 3rd-last cycle, the last 3 cycles, and what follows.
+    first = (wait + 1 + active) * (cycles - 3)
+    assert p.steps[0]["step"] == first and p.steps[0]["phase"] == "wait"
+    assert min(c["after_step"] for c in p.step_calls) >= first
+    assert set(p._events) == {s["step"] for s in p.steps if s["phase"] == "active"}
+    # 3 warm active steps a cycle, each with a warm wait step: the 3 cycles' 9 pairs,
+    # none from the first kept block's first POST_TRACE (cold) steps.
+    assert p.final["pairs"] == 3 * (active - 1)
+    assert (p.final["cycles"], p.final["run_cycles"]) == (3, cycles)
+    w, notes, detail = p._estimate()
+    assert detail["pairs"] == 3 * (active - 1) and detail["unpaired_active_steps"] == 0
+
+
 def test_drop_in_delegates_key_averages_and_context_manager(tmp_path):
     body = make_body()
     with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None) as p:

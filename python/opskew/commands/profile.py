@@ -187,6 +187,14 @@ def run(args) -> int:
     return _exit_code(rc, written, who="opskew profile", kept="the traces and report hold what ran until then")
 
 
+def _pairs_of(final: dict) -> str:
+    """Where the run's final W comes from, in words."""
+    n, run = final.get("cycles"), final.get("run_cycles")
+    if n is not None and run is not None and n < run:
+        return f"the {final['pairs']} pairs of the last {n} of {run} cycles"
+    return f"all {final['pairs']} pairs of the run"
+
+
 def _torchrun_argv(cmd: list):
     """For `torchrun [OPTIONS] SCRIPT ARGS` (or `python -m torch.distributed.run
     ...`): the same command with the bootstrap put before SCRIPT, so that
@@ -348,9 +356,12 @@ def _outcome(report: str) -> str:
     from ..report import fmt_ns
 
     wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
-             + (f" per operator event (in-run, all {final['pairs']} pairs of the run)" if final
+             + (f" per operator event (in-run, {_pairs_of(final)})" if final
                 else f" per operator event ({last.get('w_source')})")) if w else "W unknown"
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
-    final = " (each with the run's final W)" if last.get("corrected_with") == "the run's final W" else ""
+    refit = sum(1 for r in reps if r.get("corrected_with") == "the run's final W")
+    final = (" (each with the run's final W)" if refit == corrected
+             else f" (the latest {refit} with the run's final W, the others with their own cycle's)" if refit
+             else "")
     return (f"{aside}{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "
             f"steps from {doc['step_source']}; report: {report}")

@@ -105,6 +105,29 @@ static void test_paired_edges(void) {
   CHECK(r.ci_coverage >= 0.95);
 }
 
+/* The interval's rank against its definition, from osk_binom_half_cdf, for
+ * small and large n (the rank is accumulated term by term in stats.c): with
+ * d = 0, 1, ..., n-1, [d(k), d(n-k+1)] is [k-1, n-k]. */
+static void test_paired_ci_rank(void) {
+  static const size_t ns[] = {6, 7, 8, 9, 10, 17, 30, 61, 100, 255, 1000, 1801, 4000};
+  static double base[4000], trt[4000];
+  for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+    size_t n = ns[t];
+    for (size_t i = 0; i < n; i++) {
+      base[i] = 0.0;
+      trt[i] = (double)i;
+    }
+    size_t k = 0;
+    while (k + 1 <= n / 2 && osk_binom_half_cdf(k, n) <= 0.025) k++;
+    osk_paired_t r;
+    CHECK(osk_paired_analyze(base, trt, n, 1.0, 0.95, &r) == 0);
+    CHECK_NEAR(r.ci_low, (double)(k - 1), 0);
+    CHECK_NEAR(r.ci_high, (double)(n - k), 0);
+    CHECK_NEAR(r.ci_coverage, 1.0 - 2.0 * osk_binom_half_cdf(k - 1, n), 1e-12);
+    CHECK(r.ci_coverage >= 0.95);
+  }
+}
+
 static void test_errors(void) {
   CHECK(strcmp(osk_strerror(OSK_EINVAL), "invalid argument") == 0);
   CHECK(strcmp(osk_err_name(OSK_ETOOFEW), "OSK_ETOOFEW") == 0);
@@ -117,6 +140,7 @@ int main(void) {
   test_paired_known();
   test_paired_wilcoxon_values();
   test_paired_edges();
+  test_paired_ci_rank();
   test_errors();
   puts("test_stats: ok");
   return 0;
