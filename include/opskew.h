@@ -161,7 +161,9 @@ typedef struct {
  * confidence (0.95). Returns 0, OSK_EINVAL for NULL or a level outside (0,1)
  * or a non-finite input, OSK_ETOOFEW when n < 2 or no order statistic reaches
  * the level (then ci_low/ci_high span the whole sample and ci_coverage says
- * what it is). Does not keep the pointers. */
+ * what it is). One pair is still analysed (its difference, p-values of 1,
+ * stdev 0); no pair gives p-values of 1 and zeros. Does not keep the
+ * pointers. */
 int osk_paired_analyze(const double *baseline, const double *treated, size_t n,
                        double scale, double level, osk_paired_t *out);
 

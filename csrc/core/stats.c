@@ -169,7 +169,11 @@ int osk_paired_analyze(const double *baseline, const double *treated, size_t n,
   if (!all_finite(baseline, n) || !all_finite(treated, n)) return OSK_EINVAL;
   memset(out, 0, sizeof *out);
   out->n = n;
-  if (n < 2) return OSK_ETOOFEW;
+  if (n == 0) {
+    /* No evidence either way; the tests' p-values say so. */
+    out->sign_p = out->wilcoxon_p = 1.0;
+    return OSK_ETOOFEW;
+  }
 
   double *d = malloc(n * sizeof *d);
   if (!d) return OSK_ENOMEM;
@@ -183,7 +187,7 @@ int osk_paired_analyze(const double *baseline, const double *treated, size_t n,
   out->mean = sum / (double)n;
   double ss = 0.0;
   for (size_t i = 0; i < n; i++) ss += (d[i] - out->mean) * (d[i] - out->mean);
-  out->stdev = sqrt(ss / (double)(n - 1));
+  out->stdev = n > 1 ? sqrt(ss / (double)(n - 1)) : 0.0;
 
   int rc = wilcoxon_p(d, n, &out->wilcoxon_p);
   if (rc) {

@@ -156,9 +156,13 @@ def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: f
     significant = bool(w["ci_reaches_95"] and w["ci95"][0] > 0)
     skewed = significant and (res["inflation"] - 1.0) >= threshold
     cov = 100 * w["ci_coverage"]
+    if w["ci_reaches_95"]:
+        about_ci = f"the {cov:.1f}% CI of W {'excludes' if significant else 'does not exclude'} 0"
+    else:
+        # Its interval may well exclude 0; at this coverage that is no verdict.
+        about_ci = f"W's interval has {cov:.1f}% coverage"
     test = (f"sign test over {n} paired trials (exact, two-sided): {w['n_positive']} of {n} "
-            f"profiled trials slower, p = {fmt_p(w['sign_p'])}; the {cov:.1f}% CI of W "
-            f"{'excludes' if significant else 'does not exclude'} 0; Wilcoxon signed-rank "
+            f"profiled trials slower, p = {fmt_p(w['sign_p'])}; {about_ci}; Wilcoxon signed-rank "
             f"p = {fmt_p(w['wilcoxon_p'])}; in-window slowdown {100 * (res['inflation'] - 1):+.1f}% "
             f"vs threshold {100 * threshold:.0f}%")
     if not w["ci_reaches_95"]:

@@ -55,8 +55,35 @@ def _builtin_add(device: str, calls: int, numel: int) -> Workload:
     )
 
 
+def _is_file(modspec: str) -> bool:
+    """A TARGET's module part names a file (else a module to import)."""
+    return modspec.endswith(".py") or os.sep in modspec or "/" in modspec
+
+
+def source_file(target: str | None) -> str | None:
+    """The source file a TARGET (or an `--op` spec) comes from, without
+    running it: file.py as given, a module's origin when it can be found
+    (a package's parents are imported to find it), else None (the built-in
+    workloads, a missing module: loading it reports that)."""
+    if not target or ":" not in target:
+        return None
+    modspec = target.rpartition(":")[0]
+    if not modspec:
+        return None
+    if _is_file(modspec):
+        return modspec
+    if "." not in modspec and os.path.isfile(modspec + ".py"):
+        return modspec + ".py"  # the current folder comes first, as _load_module imports it
+    try:
+        spec = importlib.util.find_spec(modspec)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None) if spec else None
+    return origin if origin and os.path.isfile(origin) else None
+
+
 def _load_module(modspec: str):
-    if modspec.endswith(".py") or os.sep in modspec or "/" in modspec:
+    if _is_file(modspec):
         path = os.path.abspath(modspec)
         if not os.path.isfile(path):
             raise UsageError(f"TARGET file not found: {modspec}")

@@ -227,3 +227,16 @@ def test_clear_removes_only_what_calibrate_wrote(cache, tmp_path):
     assert "removed 0" in run_opskew("calibrate", "--clear", env={"OPSKEW_CACHE_DIR": str(cache)}).stdout
     p = run_opskew("calibrate", "--clear", env={"OPSKEW_CACHE_DIR": str(tmp_path / "none")})
     assert p.returncode == 0 and "removed 0" in p.stdout
+
+
+def test_a_calibration_under_95_percent_says_its_coverage():
+    """Two rounds give a 50% interval: calibrate's warning says so, and never
+    calls it a 95% CI or blames a busy machine for it."""
+    from opskew.commands.calibrate import _noisy
+
+    few = _noisy({"w_ns": {"median": 220.0, "ci95": [171.0, 279.0], "ci_coverage": 0.5}})
+    assert "W's interval [171 ns, 279 ns] has only 50% coverage" in few
+    assert "95% CI [" not in few and "busy" not in few
+    wide = _noisy({"w_ns": {"median": 220.0, "ci95": [50.0, 400.0], "ci_coverage": 0.965}})
+    assert "W's 95% CI [50 ns, 400 ns] is wider than" in wide and "busy" in wide
+    assert _noisy({"w_ns": {"median": 220.0, "ci95": [210.0, 230.0], "ci_coverage": 0.965}}) == ""

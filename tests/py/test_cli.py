@@ -176,6 +176,46 @@ def test_an_output_onto_a_directory_is_refused_before_any_work(opskew, tmp_path,
     assert list(d.iterdir()) == []
 
 
+@pytest.mark.parametrize("argv", [
+    ["check", "{t}:plain", *FAST, "--json", "{t}"],
+    ["check", "{t}:plain", *FAST, "--trace", "{t}"],
+    ["advise", "{t}:plain", *FAST, "--snippet-out", "{t}"],
+    ["calibrate", "{t}:plain", "--trials", "2", "--no-tracer", "--json", "{t}"],
+    ["matrix", "{t}:plain", *FAST, "--json", "{t}"],
+    ["sweep", "--op", "{t}:plain", "--no-plot", "--json", "{t}"],
+])
+def test_an_output_onto_the_workloads_own_file_is_refused(opskew, tmp_path, argv):
+    """The TARGET's file.py (sweep: --op's) is an input: an output naming it
+    was written over it (the user's script lost). Refused before any work."""
+    t = tmp_path / "w.py"
+    t.write_text(open(WL).read())
+    before = t.read_bytes()
+    p = opskew(*[a.replace("{t}", str(t)) for a in argv])
+    one_line_error(p, "writing it would destroy it")
+    assert "TARGET's file" in p.stderr or "--op's file" in p.stderr
+    assert t.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["check", "--warmup", "nan"], "argument --warmup: not a finite number: 'nan'"),
+    (["check", "--warmup", "inf"], "not a finite number: 'inf'"),
+    (["check", "--threshold", "nan"], "argument --threshold: not a finite number"),
+    (["calibrate", "--window-ms=-inf"], "not a finite number"),
+    (["sweep", "--max-ms", "nan"], "argument --max-ms: not a finite number"),
+    (["sweep", "--window-ms", "x"], "argument --window-ms: not a number: 'x'"),
+    (["profile", "--threshold", "nan", "--", "python", "-c", "pass"], "not a finite number"),
+])
+def test_real_valued_options_must_be_finite(opskew, argv, fragment):
+    """float() takes nan and inf: --warmup nan hung the warm-up, --threshold
+    nan silenced the verdict and reached --json as NaN."""
+    one_line_error(opskew(*argv), fragment)
+
+
+def test_calibrate_config_must_name_an_option(opskew):
+    one_line_error(opskew("calibrate", "--config", ""), "names no profiler option")
+    one_line_error(opskew("calibrate", "--config", " , "), "names no profiler option")
+
+
 def test_record_help_documents_its_exit_status(opskew):
     p = opskew("record", "--help")
     assert p.returncode == 0

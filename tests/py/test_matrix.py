@@ -173,3 +173,17 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     mem = next(ln for ln in src.splitlines() if "memory events" in ln)
     assert "not distinguishable from 0 [-30 ns, 60 ns]" in mem and "12 ns" not in mem
     assert "1 us [900 ns, 1.1 us]" in next(ln for ln in src.splitlines() if "stack walking" in ln)
+
+    # Two rounds: a 50% interval that excludes 0 is no verdict on 0 either way.
+    few = {"median": 217, "ci95": [193, 241], "ci_coverage": 0.5, "ci_reaches_95": False}
+    assert marginal_state(few) == "too few rounds"
+    result["rows"][2]["marginal_in_window_ns"] = few
+    result["sources"][0].update(per_event_ns=217, ci95=[193, 241], ci_coverage=0.5, ci_reaches_95=False)
+    buf = io.StringIO()
+    print_human(result, buf)
+    text = buf.getvalue()
+    pm = next(ln for ln in _table_rows(text, "row")[1] if ln.startswith("+profile_memory"))
+    assert "50% interval [193 ns, 241 ns]: too few rounds for a 95% CI" in pm
+    assert "distinguishable" not in pm
+    mem = next(ln for ln in text.split("Where the time goes", 1)[1].splitlines() if "memory events" in ln)
+    assert "too few rounds for a 95% CI" in mem and "distinguishable" not in mem

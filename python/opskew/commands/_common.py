@@ -4,11 +4,41 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass
 
 from ..errors import EXIT_INTERRUPTED, UsageError
+
+
+def finite_float(text: str) -> float:
+    """argparse type of every real-valued option: a finite number. float()
+    takes 'nan' and 'inf', which then hung the warm-up (`--warmup nan`),
+    silenced the skew verdict (`--threshold nan`) and reached JSON outputs
+    as NaN, which strict parsers refuse."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return v
+
+
+def workload_files(args) -> list:
+    """(description, path) of the files a workload comes from: TARGET's
+    file.py (or a module's source) and sweep's --op file.py. No output may
+    overwrite them (report.check_output's `inputs`)."""
+    from ..workload import source_file
+
+    out = []
+    for desc, spec in [("TARGET's file", getattr(args, "target", None))] + \
+            [("--op's file", s) for s in (getattr(args, "op", None) or [])]:
+        path = source_file(spec)
+        if path:
+            out.append((f"{desc} ({path})", path))
+    return out
 
 
 def add_workload_arguments(p: argparse.ArgumentParser, *, trials: int, iters: int,
@@ -31,7 +61,7 @@ def add_workload_arguments(p: argparse.ArgumentParser, *, trials: int, iters: in
                        help="built-in workload: torch.add calls per iteration (default: 1000)")
         p.add_argument("--numel", type=int, default=4, metavar="N",
                        help="built-in workload: elements per tensor (default: 4)")
-    p.add_argument("--warmup", type=float, default=0.3, metavar="SECONDS",
+    p.add_argument("--warmup", type=finite_float, default=0.3, metavar="SECONDS",
                    help="warm-up time before the trials (default: 0.3)")
 
 

@@ -13,7 +13,7 @@ from .. import _engine
 from ..analysis import estimate, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..report import check_output, count_of, fmt_ns, fmt_time, write_file, write_json
-from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
+from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
 
 SCHEMA = "opskew.advise/1"
 NEEDS = {"shapes": "record_shapes", "stacks": "with_stack", "memory": "profile_memory",
@@ -273,8 +273,9 @@ def compute(args) -> Computed:
         path = getattr(args, name)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--snippet-out: directory does not exist: {os.path.dirname(os.path.abspath(path))}")
-    check_output(args.snippet_out, what="snippet", inputs=[("the --json file", args.json)])
-    check_output(args.json)
+    src = workload_files(args)
+    check_output(args.snippet_out, what="snippet", inputs=src + [("the --json file", args.json)])
+    check_output(args.json, inputs=src)
     if args.scope:
         # torch warns on every collection toggle (a C++ log line); quiet it
         # unless the user asked for a log level.

@@ -8,6 +8,7 @@ import time
 
 from ..errors import EXIT_OK, UsageError
 from ..report import check_output, count_of, fmt_ns, write_json
+from ._common import finite_float, workload_files
 
 HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
 DESCRIPTION = """\
@@ -63,12 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="paired rounds (default: 15; the 96.5%% CI of W then survives 3 disturbed rounds)")
     p.add_argument("--iters", type=int, default=10, metavar="N",
                    help="iterations per window of the micro-workloads (default: 10)")
-    p.add_argument("--window-ms", type=float, default=40.0, metavar="MS",
+    p.add_argument("--window-ms", type=finite_float, default=40.0, metavar="MS",
                    help="with TARGET: iterations per window are chosen so that a bare window lasts "
                    "at least this long (default: 40)")
     p.add_argument("--calls", type=int, default=1000, metavar="N")
     p.add_argument("--numel", type=int, default=1, metavar="N")
-    p.add_argument("--warmup", type=float, default=0.3, metavar="SECONDS")
+    p.add_argument("--warmup", type=finite_float, default=0.3, metavar="SECONDS")
     p.add_argument("--inject", type=int, default=1000, metavar="NS",
                    help="known cost injected to validate the method (default: 1000; 0 skips)")
     p.add_argument("--json", metavar="PATH", help="write the calibrations as JSON, - for stdout")
@@ -79,7 +80,10 @@ def _configs(specs):
 
     out = {}
     for spec in specs or ["minimal"]:
-        opts = [] if spec == "minimal" else [o for o in spec.split(",") if o]
+        opts = [] if spec == "minimal" else [o.strip() for o in spec.split(",") if o.strip()]
+        if spec != "minimal" and not opts:
+            raise UsageError(f"--config {spec!r} names no profiler option: give minimal or options such as "
+                             "record_shapes,with_stack")
         bad = [o for o in opts if o not in PROFILER_OPTIONS]
         if bad:
             raise UsageError(f"unknown profiler option(s) in --config {spec!r}: {', '.join(bad)}")
@@ -123,18 +127,26 @@ NOISY_HALF_WIDTH = 0.2
 
 def _noisy(cal: dict) -> str:
     """Why the calibration is too uncertain to trust, or ""."""
-    out = []
+    out, busy = [], False
     for key, label in (("w_ns", "W"), ("w_py_ns", "W_py")):
         c = cal.get(key)
         if not c:
             continue
         lo, hi = c["ci95"]
         m = c["median"]
-        if m <= 0 or (hi - lo) / 2 > NOISY_HALF_WIDTH * m:
+        cov = c.get("ci_coverage")
+        if cov is not None and cov < 0.95:
+            # Too few rounds: the interval is no 95% CI, wide or not.
+            out.append(f"{label}'s interval [{fmt_ns(lo)}, {fmt_ns(hi)}] has only {cov:.0%} coverage "
+                       f"(6 rounds give 95%: use --trials 6 or more)")
+        elif m <= 0 or (hi - lo) / 2 > NOISY_HALF_WIDTH * m:
+            busy = True
             out.append(f"{label}'s 95% CI [{fmt_ns(lo)}, {fmt_ns(hi)}] is wider than +-{NOISY_HALF_WIDTH:.0%} "
                        f"of {fmt_ns(m)}")
     if not out:
         return ""
+    if not busy:
+        return "; ".join(out) + ": corrections with it carry no stated 95% uncertainty"
     return ("; ".join(out) + ": the machine was busy while it was measured; corrections with it are "
             "uncertain by as much (rerun, with more --trials, on a quieter machine)")
 
@@ -184,7 +196,7 @@ def run(args) -> int:
         raise UsageError("--inject must be >= 0")
     if not args.window_ms > 0:
         raise UsageError("--window-ms must be > 0")
-    check_output(args.json)  # refused before the rounds, not after them (docs/outputs.md)
+    check_output(args.json, inputs=workload_files(args))  # before the rounds, not after (docs/outputs.md)
     configs = _configs(args.config)
     if not args.no_tracer:
         from ..tracing import arrange

@@ -8,7 +8,8 @@ import sys
 from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailure, UsageError
 from ..instruments import PROFILER_OPTIONS, parse_instrument
 from ..analysis import analyze_check, busy_wait_spun
-from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
+from ._common import (Computed, add_workload_arguments, conclude, finish, finite_float, load_workload, prepare,
+                      workload_files)
 from ..report import check_output, count_of, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
 
 SCHEMA = "opskew.check/1"
@@ -69,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run TARGET on N ranks under torchrun (gloo on cpu, nccl on cuda), in lockstep: per "
                    "rank W by the clock and W_own by its CPU time, the job's added time and who caused it "
                    "(the built-in loop adds one allreduce per iteration; docs/multirank.md)")
-    p.add_argument("--threshold", type=float, default=0.05, metavar="FRACTION",
+    p.add_argument("--threshold", type=finite_float, default=0.05, metavar="FRACTION",
                    help="smallest in-window slowdown called skew (default: 0.05 = 5%%)")
     p.add_argument("--json", metavar="PATH",
                    help="write the result as JSON (schema opskew.check/1) to PATH, or - for stdout")
@@ -225,13 +226,14 @@ def _check_paths(args):
             raise UsageError("--plot needs matplotlib (pip install matplotlib)") from None
     # Each output refused now, before the trials, if it cannot be written
     # or would overwrite another (docs/outputs.md).
+    src = workload_files(args)
     check_output(args.corrected_trace, stdout=False, what="corrected trace",
-                 inputs=[("the --trace file", args.trace), ("the --json file", args.json),
-                         ("the --plot file", args.plot)])
+                 inputs=src + [("the --trace file", args.trace), ("the --json file", args.json),
+                               ("the --plot file", args.plot)])
     check_output(args.trace, stdout=False, what="--trace file",
-                 inputs=[("the --json file", args.json), ("the --plot file", args.plot)])
-    check_output(args.plot, stdout=False, what="plot", inputs=[("the --json file", args.json)])
-    check_output(args.json)
+                 inputs=src + [("the --json file", args.json), ("the --plot file", args.plot)])
+    check_output(args.plot, stdout=False, what="plot", inputs=src + [("the --json file", args.json)])
+    check_output(args.json, inputs=src)
 
 
 def in_run_correction(args, rounds, instrument, window, device, progress) -> dict:
@@ -364,7 +366,7 @@ def run(args) -> int:
     if getattr(args, "nproc", None) is not None:
         from .. import jobcheck
 
-        check_output(args.json)
+        check_output(args.json, inputs=workload_files(args))
         try:
             doc = jobcheck.run(args)
         except OpskewError as exc:

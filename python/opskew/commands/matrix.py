@@ -10,7 +10,7 @@ from ..analysis import estimate, gpu_side, per_event_diff
 from ..errors import EXIT_OK, UsageError
 from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
 from ..report import check_output, columns, count_of, fmt_ns, write_json
-from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare
+from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
 
 SCHEMA = "opskew.matrix/1"
 
@@ -196,7 +196,9 @@ def sources(res: dict, device: str) -> list:
         v = r.get(key) if r else None
         out.append({"source": source, "row": row, "measure": how,
                     "per_event_ns": v.get("median") if isinstance(v, dict) else v,
-                    "ci95": v.get("ci95") if isinstance(v, dict) else None})
+                    "ci95": v.get("ci95") if isinstance(v, dict) else None,
+                    "ci_reaches_95": v.get("ci_reaches_95", True) if isinstance(v, dict) else None,
+                    "ci_coverage": v.get("ci_coverage") if isinstance(v, dict) else None})
 
     add("operator interception (RecordFunction + ITT stubs)", "itt-floor", "in_window_per_event_ns",
         "emit_itt with no collector, over baseline")
@@ -242,15 +244,27 @@ def _ci_text(d: dict | None) -> str:
 
 
 def marginal_state(d: dict | None) -> str | None:
-    """"above" or "below" when the marginal's CI excludes 0 (and reaches its
-    level), else "not distinguishable": a sign the data do not support is
-    not printed."""
+    """"above" or "below" when the marginal's 95% CI excludes 0, "not
+    distinguishable" when it includes 0 (or there is none), "too few rounds"
+    when the rounds cannot give a 95% interval (fewer than 6): a sign the
+    data do not support is not printed."""
     if not d or d.get("median") is None:
         return None
     ci = d.get("ci95")
-    if not ci or not d.get("ci_reaches_95", True) or ci[0] <= 0 <= ci[1]:
+    if ci and d.get("ci_reaches_95", True) is False:
+        return "too few rounds"
+    if not ci or ci[0] <= 0 <= ci[1]:
         return "not distinguishable"
     return "above" if ci[0] > 0 else "below"
+
+
+def _too_few(d: dict) -> str:
+    """A value whose interval does not reach 95%: the interval it has, by
+    its coverage, never as a 95% CI or as a verdict on 0."""
+    ci, cov = d["ci95"], d.get("ci_coverage")
+    level = f"{cov:.0%} interval" if cov is not None else "interval"
+    return (f"{fmt_ns(d['median'])} ({level} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]: too few rounds for a 95% CI, "
+            "use --trials 6 or more)")
 
 
 def marginal_text(r: dict) -> str:
@@ -258,6 +272,8 @@ def marginal_text(r: dict) -> str:
     state = marginal_state(d)
     if state is None:
         return ""
+    if state == "too few rounds":
+        return f"{_too_few(d)} ({r['marginal_over']})"
     if state == "not distinguishable":
         ci = d.get("ci95")
         span = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else ""
@@ -299,9 +315,12 @@ def print_human(result: dict, out=None) -> None:
     out.write("\nWhere the time goes (by source of profiler latency), per event:\n")
     src = []
     for s in result.get("sources", []):
-        d = {"median": s["per_event_ns"], "ci95": s["ci95"]}
+        d = {"median": s["per_event_ns"], "ci95": s["ci95"], "ci_reaches_95": s.get("ci_reaches_95"),
+             "ci_coverage": s.get("ci_coverage")}
         if s["per_event_ns"] is None:
             val = "n/a"
+        elif s["ci95"] and marginal_state(d) == "too few rounds":
+            val = _too_few(d)
         elif s["ci95"] and marginal_state(d) == "not distinguishable":
             val = f"not distinguishable from 0 [{fmt_ns(s['ci95'][0])}, {fmt_ns(s['ci95'][1])}]"
         else:
@@ -320,7 +339,7 @@ def compute(args) -> Computed:
     name besides --json. `run` prints and writes; opskew.api returns it."""
     if args.inject is not None and args.inject < 0:
         raise UsageError("--inject must be >= 0 ns")
-    check_output(args.json)
+    check_output(args.json, inputs=workload_files(args))
     device = prepare(args)
     from ..measure import conditions, progress_printer, run_rounds
 

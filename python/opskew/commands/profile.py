@@ -10,6 +10,7 @@ import sys
 import tempfile
 
 from ..errors import UsageError
+from ._common import finite_float
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
 
@@ -94,7 +95,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: %(default)s)")
     p.add_argument("--step-marker", metavar="NAME",
                    help="steps end where each record_function(NAME) ends, instead of at optimizer steps")
-    p.add_argument("--threshold", type=float, default=0.05,
+    p.add_argument("--threshold", type=finite_float, default=0.05,
                    help="in-window slowdown that counts as skew (default: %(default)s)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS], or torchrun [OPTIONS] SCRIPT [ARGS]")

@@ -9,7 +9,7 @@ import time
 
 from ..errors import EXIT_OK, UsageError
 from ..report import check_output, columns, count_of, figure_bytes, fmt_time, write_file, write_json
-from ._common import finish
+from ._common import finish, finite_float, workload_files
 
 SCHEMA = "opskew.sweep/1"
 BUILTIN_OPS = ("add", "mul", "matmul")
@@ -62,11 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
     p.add_argument("--threads", type=int, default=1, metavar="N")
     p.add_argument("--sizes", metavar="N[,N...]", help="explicit sizes (elements per tensor)")
-    p.add_argument("--max-ms", type=float, default=1.0,
+    p.add_argument("--max-ms", type=finite_float, default=1.0,
                    help="stop growing the size once one call takes this long (default: 1)")
     p.add_argument("--trials", type=int, default=6, metavar="N",
                    help="rounds per size (default: 6, the fewest whose sign-test CI reaches 95%%)")
-    p.add_argument("--window-ms", type=float, default=5.0,
+    p.add_argument("--window-ms", type=finite_float, default=5.0,
                    help="target length of one timed window (default: 5)")
     p.add_argument("--out", default="opskew-sweep", metavar="PREFIX",
                    help="plot files PREFIX.png and PREFIX.svg (default: opskew-sweep)")
@@ -438,7 +438,7 @@ def plot(result, prefix) -> list:
                 noisy = [a for a in add if a[1].get("noisy")]
                 if noisy:
                     ax.plot([a[0] for a in noisy], [a[1]["added_per_call_s"] * 1e6 for a in noisy], "o",
-                            mfc="none", color=col, ms=8, label=f"{label}: noisy point (CI includes 0)")
+                            mfc="none", color=col, ms=8, label=f"{label}: noisy point (CI includes 0, or under 95%)")
             # The CI band of the added cost; an end at or below 0 is drawn at the axis floor.
             band = [(x, p["by"][iname]["added_per_call_ci95_s"]) for x, p in zip(xs, pts)]
             ax.fill_between([b[0] for b in band], [max(b[1][0] * 1e6, floor) for b in band],
@@ -500,10 +500,11 @@ def print_human(result, out=None):
     cov = next((d["added_per_event_ns"].get("ci_coverage") for cv in result["curves"] for p in cv["points"]
                 for d in p["by"].values()), None)
     cov_txt = f"{100 * cov:.1f}% CI" if cov else "CI"
+    op_source = "opskew's trace" if "opskew" in result["instruments"] else "the profiler's trace"
     out.write(f"opskew sweep: torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), "
               f"{count_of(c['threads'], 'thread')}; medians of {c['trials']} rounds per size\n"
               "  true: the call without instrument (Python and dispatch included); op: the operator's\n"
-              f"  own duration (from {'opskew' if 'opskew' in result['instruments'] else 'the trace'}'s trace); "
+              f"  own duration (from {op_source}); "
               f"added: W x events per call [{cov_txt} of W, sign test];\n"
               "  reported: the op time in the instrument's trace; leaf skew: reported / op;\n"
               "  enclosing skew: the time the trace shows for the annotation around the calls\n"
@@ -566,10 +567,12 @@ def compute(args):
     d = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(d):
         raise UsageError(f"--out: directory does not exist: {d}")
+    src = workload_files(args)
     if not args.no_plot:
         for ext in ("png", "svg"):
-            check_output(f"{args.out}.{ext}", stdout=False, what="plot", inputs=[("the --json file", args.json)])
-    check_output(args.json)
+            check_output(f"{args.out}.{ext}", stdout=False, what="plot",
+                         inputs=src + [("the --json file", args.json)])
+    check_output(args.json, inputs=src)
     specs = args.instrument or ["torch", "torch:record_shapes,with_stack", "opskew"]
     if "opskew" in specs:
         # The collector must be configured before torch loads (docs/tracer.md).

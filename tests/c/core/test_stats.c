@@ -86,7 +86,17 @@ static void test_paired_edges(void) {
   CHECK(rc == OSK_ETOOFEW); /* 3 pairs cannot reach 95% */
   CHECK(r.sign_p == 1.0 && r.wilcoxon_p == 1.0);
   CHECK_NEAR(r.ci_coverage, 1.0 - 2.0 / 8, 1e-12);
-  CHECK(osk_paired_analyze(a, b, 1, 1.0, 0.95, &r) == OSK_ETOOFEW);
+  /* One pair: its difference, no evidence (p = 1), no interval (was all
+   * zeros, p = 0, read as W = 0 with certainty by opskew.profile). */
+  double one_b[1] = {10.0}, one_t[1] = {12.5};
+  CHECK(osk_paired_analyze(one_b, one_t, 1, 1.0, 0.95, &r) == OSK_ETOOFEW);
+  CHECK(r.n == 1 && r.n_positive == 1 && r.n_negative == 0);
+  CHECK_NEAR(r.median, 2.5, 0);
+  CHECK_NEAR(r.mean, 2.5, 0);
+  CHECK(r.stdev == 0.0 && r.sign_p == 1.0 && r.wilcoxon_p == 1.0);
+  CHECK(r.ci_low == 2.5 && r.ci_high == 2.5 && r.ci_coverage == 0.0);
+  CHECK(osk_paired_analyze(one_b, one_t, 0, 1.0, 0.95, &r) == OSK_ETOOFEW);
+  CHECK(r.n == 0 && r.sign_p == 1.0 && r.wilcoxon_p == 1.0);
   CHECK(osk_paired_analyze(NULL, b, 3, 1.0, 0.95, &r) == OSK_EINVAL);
   CHECK(osk_paired_analyze(a, b, 3, 1.0, 1.5, &r) == OSK_EINVAL);
   double inf[3] = {1, INFINITY, 3};
