@@ -800,23 +800,14 @@ def _operators(v: dict) -> dict:
 
 def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None):
     """opskew.verdict.per_operator writing the corrected trace to `out`; a
-    `.gz` target gets the C writer's JSON gzipped, through the one writer."""
+    `.gz` target gets the C writer's JSON gzipped (report.gzip_written)."""
+    from .report import gzip_written
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
-    kw = dict(threshold=threshold, metadata=metadata, w_py=w_py, delta_py_ns=dp)
-    if out is None or not out.endswith(".gz"):
-        return per_operator(trace, w, delta, out=out, **kw)
-    from .report import write_file
-
-    fd, tmp = tempfile.mkstemp(prefix="opskew-profile-", suffix=".json")
-    os.close(fd)
-    try:
-        v = per_operator(trace, w, delta, out=tmp, **kw)
-        with open(tmp, "rb") as f:
-            write_file(out, gzip_bytes(f.read()))
-    finally:
-        os.unlink(tmp)
+    v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
+                     delta_py_ns=dp)
+    gzip_written(out)
     return v
 
 

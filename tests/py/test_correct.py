@@ -123,6 +123,20 @@ def test_trace_count_matches_key_averages():
     assert b.reported_op_self_s > 0 and b.export_bytes > 0
 
 
+def test_a_gz_output_is_gzip(cache, tmp_path):
+    """-o NAME.json.gz: the corrected trace is gzipped, as the name says, so
+    gzip-reading tools open it; opskew's own reader reads it back the same."""
+    import gzip
+
+    trace = make_trace(tmp_path / "mlp.json")
+    plain, gz = tmp_path / "c.json", tmp_path / "c.json.gz"
+    for out in (plain, gz):
+        p = run_opskew("correct", str(trace), "-o", str(out), env={"OPSKEW_CACHE_DIR": str(cache)})
+        assert p.returncode == 0, p.stderr
+    assert gz.read_bytes()[:2] == b"\x1f\x8b"
+    assert json.loads(gzip.open(gz).read()) == json.loads(plain.read_text())
+
+
 def test_correct_torch_trace(cache, tmp_path):
     trace = make_trace(tmp_path / "mlp.json")
     r, out = correct_ok(trace, cache, tmp_path)

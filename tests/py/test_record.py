@@ -164,6 +164,23 @@ def test_four_threads_200000_events(tmp_path):
             assert round((a["ts"] + a["dur"]) * 1000) <= round(b["ts"] * 1000)
 
 
+def test_a_gz_trace_is_gzip(tmp_path):
+    """-o NAME.json.gz writes gzip, as the name says (HTA and gzip.open read
+    it); opskew summary reads it too."""
+    import gzip
+
+    out = tmp_path / "t.json.gz"
+    p = subprocess.run([PY, "-m", "opskew", "record", "-o", str(out), "--", PY, "-c",
+                        "import torch; a = torch.ones(1)\nfor _ in range(10): a + a"],
+                       capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(gzip.open(out).read())
+    assert sum(1 for e in complete_events(doc) if e["name"] == "aten::add") == 10
+    s = subprocess.run([PY, "-m", "opskew", "summary", str(out), "--json", "-"], capture_output=True, text=True)
+    assert s.returncode == 0 and any(o["name"] == "aten::add" and o["calls"] == 10
+                                     for o in json.loads(s.stdout)["ops"]), s.stderr
+
+
 def test_trace_written_when_script_raises(tmp_path):
     code = "import torch\na=torch.ones(1)\nfor _ in range(1000): torch.add(a,a)\nraise RuntimeError('boom')"
     p, out = record(tmp_path, PY, "-c", code)
