@@ -215,13 +215,18 @@ def test_truncated_trace_exit_5_and_help(tmp_path):
         assert text in p.stdout
 
 
-def test_matrix_and_correct_results_compare_and_the_api_agrees_with_the_cli(tmp_path):
-    def matrix(path, per_event):
-        rows = [{"row": "baseline", "label": "no instrument"}]
-        rows += [{"row": k, "label": k, "in_window_per_event_ns": {"median": m, "ci95": ci}}
-                 for k, (m, ci) in per_event.items()]
-        return write(path, {"schema": "opskew.matrix/1", "status": "complete", "rows": rows})
+def matrix(path, per_event, coverage=0.96875):
+    """An opskew.matrix/1 result: `per_event` maps a row to (median, ci95),
+    each interval of `coverage` as matrix writes it (0.96875: 6 rounds; 0.5:
+    2 rounds, whose sign-test interval still fills "ci95"; None: not said)."""
+    cov = {} if coverage is None else {"ci_coverage": coverage, "ci_reaches_95": coverage >= 0.95}
+    rows = [{"row": "baseline", "label": "no instrument"}]
+    rows += [{"row": k, "label": k, "in_window_per_event_ns": {"median": m, "ci95": ci, **cov}}
+             for k, (m, ci) in per_event.items()]
+    return write(path, {"schema": "opskew.matrix/1", "status": "complete", "rows": rows})
 
+
+def test_matrix_and_correct_results_compare_and_the_api_agrees_with_the_cli(tmp_path):
     a = matrix(tmp_path / "ma.json", {"minimal": (400.0, [380.0, 420.0]), "itt": (50.0, [40.0, 60.0])})
     b = matrix(tmp_path / "mb.json", {"minimal": (410.0, [390.0, 430.0]), "itt": (100.0, [90.0, 110.0])})
     _, doc = compare_json(tmp_path, a, b)
@@ -298,3 +303,98 @@ def test_compare_reads_pipes_and_names_open_errors(tmp_path):
         q = subprocess.run([sys.executable, "-m", "opskew", "compare", str(bad), str(a)], capture_output=True,
                            text=True, timeout=120)
         assert q.returncode == 2 and words in q.stderr and "Traceback" not in q.stderr, q.stderr
+
+
+def test_intervals_below_95_percent_are_not_tested(tmp_path):
+    """matrix's 2 rounds give a 50% interval in "ci95": far apart or not, no
+    claim; the significance line says why. Unknown coverage is n/a too."""
+    per_a = {"opskew": (295.0, [291.0, 298.0]), "minimal": (100.0, [90.0, 110.0])}
+    per_b = {"opskew": (830.0, [475.0, 1180.0]), "minimal": (105.0, [95.0, 115.0])}
+    a95, b95 = matrix(tmp_path / "a95.json", per_a), matrix(tmp_path / "b95.json", per_b)
+    a50 = matrix(tmp_path / "a50.json", per_a, coverage=0.5)
+    b50 = matrix(tmp_path / "b50.json", per_b, coverage=0.5)
+    bnone = matrix(tmp_path / "bnone.json", per_b, coverage=None)
+    _, doc = compare_json(tmp_path, a95, b95)
+    assert by_name(doc)["in-window per event: opskew"]["changes"][0]["significant"] is True  # the control
+    for x, y, why in ((a50, b50, "A's intervals cover 50%"), (a95, b50, "B's intervals cover 50%"),
+                      (a50, b95, "A's intervals cover 50%"), (a95, bnone, "no recorded coverage")):
+        _, doc = compare_json(tmp_path, x, y)
+        assert all(c["significant"] is None for r in doc["rows"] for c in r["changes"]), (x, y)
+        assert why in doc["significance"] and "not 95%" in doc["significance"]
+        # Not called a 95% interval either.
+        row = by_name(doc)["in-window per event: opskew"]
+        assert None in row["ci95"] and row["changes"][0]["ratio"] == pytest.approx(830 / 295)
+    p = run_opskew("compare", str(a50), str(b50), "--top", "0")
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("in-window per event: opskew"))
+    assert line.split()[-1] == "n/a" and "[" not in line
+    assert "cover 50%" in p.stdout.splitlines()[-1]
+
+
+def test_check_intervals_below_95_percent_say_why(tmp_path):
+    base = [0.010, 0.011]  # 2 trials: every interval covers 50%
+    w = {"median": 400.0, "ci95": [390.0, 410.0], "ci_coverage": 0.5, "ci_reaches_95": False}
+    a = check_doc(400.0, None, base, [x * 1.5 for x in base])
+    b = check_doc(800.0, None, base, [x * 3.0 for x in base])
+    a["added_per_event_ns"] = w
+    b["added_per_event_ns"] = dict(w, median=800.0, ci95=[790.0, 810.0])
+    _, doc = compare_json(tmp_path, write(tmp_path / "a.json", a), write(tmp_path / "b.json", b))
+    rows = by_name(doc)
+    for name in ("W per event", "profiled / iteration", "inflation"):
+        assert rows[name]["ci95"] == [None, None] and rows[name]["changes"][0]["significant"] is None, name
+    assert "A's intervals cover 50%" in doc["significance"] and "B's intervals cover 50%" in doc["significance"]
+
+
+def test_no_ratio_against_a_value_of_zero_or_below(tmp_path):
+    a = matrix(tmp_path / "a.json", {"neg": (-114.0, [-150.0, -80.0]), "zero": (0.0, [-10.0, 10.0]),
+                                     "pos": (100.0, [90.0, 110.0])})
+    b = matrix(tmp_path / "b.json", {"neg": (800.0, [700.0, 900.0]), "zero": (5.0, [-10.0, 10.0]),
+                                     "pos": (200.0, [190.0, 210.0])})
+    _, doc = compare_json(tmp_path, a, b)
+    rows = by_name(doc)
+    for name in ("neg", "zero"):
+        c = rows[f"in-window per event: {name}"]["changes"][0]
+        assert c["ratio"] is None and c["change"] is None, name
+    assert rows["in-window per event: neg"]["changes"][0]["significant"] is True  # the intervals still test
+    assert rows["in-window per event: pos"]["changes"][0]["ratio"] == pytest.approx(2.0)
+    p = run_opskew("compare", str(a), str(b))
+    assert p.returncode == 0, p.stderr
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("in-window per event: neg"))
+    assert "x-" not in line and "%" not in line and line.split()[-3:] == ["n/a", "n/a", "yes"]
+
+
+def test_an_operator_absent_from_an_input_has_zero_calls_and_no_time_per_call(tmp_path):
+    a = hand_trace(tmp_path / "a.json", {"aten::add": (10, 1000), "aten::mul": (5, 500)})
+    b = hand_trace(tmp_path / "b.json", {"aten::add": (20, 1000), "aten::div": (4, 300)})
+    _, doc = compare_json(tmp_path, a, b, "--metric", "calls")
+    rows = by_name(doc)
+    assert rows["aten::mul"]["values"] == [5, 0]
+    assert rows["aten::mul"]["changes"][0]["ratio"] == 0.0 and rows["aten::mul"]["changes"][0]["change"] == -1.0
+    assert rows["aten::div"]["values"] == [0, 4] and rows["aten::div"]["changes"][0]["ratio"] is None  # A = 0
+    _, doc = compare_json(tmp_path, a, b, "--metric", "total")
+    assert by_name(doc)["aten::mul"]["values"] == [2500, 0] and by_name(doc)["aten::div"]["values"] == [0, 1200]
+    for metric in ("self", "mean"):  # no calls: no time per call
+        _, doc = compare_json(tmp_path, a, b, "--metric", metric)
+        assert by_name(doc)["aten::mul"]["values"][1] is None and by_name(doc)["aten::div"]["values"][0] is None
+    p = run_opskew("compare", str(a), str(b), "--metric", "calls")
+    assert p.returncode == 0, p.stderr
+    assert next(ln for ln in p.stdout.splitlines() if ln.startswith("aten::mul")).split()[:3] == ["aten::mul", "5", "0"]
+
+
+def test_an_input_with_no_events_is_named_in_a_warning(tmp_path):
+    a = hand_trace(tmp_path / "a.json", {"aten::add": (10, 1000)})
+    empty = write(tmp_path / "empty.json", {"traceEvents": []})
+    for argv, label in (((a, empty), "B"), ((empty, a), "A")):
+        p = run_opskew("compare", *map(str, argv))
+        assert p.returncode == 0, p.stderr  # read without error: compared, as a truncated trace is
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and "warning" in lines[0] and f"{label} ({empty})" in lines[0]
+        assert "no events" in lines[0]
+    _, doc = compare_json(tmp_path, a, empty)
+    assert len(doc["warnings"]) == 1 and "no events" in doc["warnings"][0]
+    _, doc = compare_json(tmp_path, a, a)
+    assert doc["warnings"] == []
+    import opskew
+
+    with pytest.warns(RuntimeWarning, match="no events"):
+        opskew.compare(a, empty)

@@ -18,7 +18,9 @@ HELP = "compare opskew results or traces side by side: the change against the fi
 DESCRIPTION = """\
 Reads two or more inputs of one kind and prints one row per operator (or per
 figure) with each input's value, the ratio and the change against the first
-input (A), and whether the change is significant.
+input (A), and whether the change is significant. The ratio and change are
+n/a where A's value is 0 or below (no calls in A; a matrix cost under its
+baseline's, in noise): a ratio to it means nothing.
 
 Inputs, by kind (mixing kinds is refused, exit 2):
   operators  Chrome traces (.json, .json.gz: torch.profiler's or opskew's,
@@ -33,6 +35,8 @@ Inputs, by kind (mixing kinds is refused, exit 2):
 
 --metric (operators and correct): self (self time per call, the default),
 total (inclusive time of all calls), mean (inclusive time per call), calls.
+An operator absent from an input has 0 calls and 0 total time there; its
+time per call (self, mean) is n/a.
 Operators are the union of the inputs', ordered by A's self time; --top N
 rows (0: all; the JSON and CSV have all).
 
@@ -40,6 +44,9 @@ Significance is claimed only where both figures carry a 95% interval of
 their run-to-run spread: check's W, its per-iteration times and inflation
 (the sign-test interval of the median over its trials), matrix's per-event
 costs. A change is "yes" when the two intervals do not overlap, else "no".
+An interval whose coverage is below 95% (too few trials: matrix's 2 rounds
+give 50%; 6 give 96.9%) or not recorded is left out, and the change is
+"n/a"; the significance line says whose intervals fell short.
 The verdict's corrected times are printed with their interval but tested
 "n/a": that interval is W's uncertainty over one profiled window, not the
 spread between runs (two checks of one workload differ by more). This is conservative: two 95% intervals
@@ -56,7 +63,8 @@ significant (true, false, or empty for n/a); plain numbers, times in ns.
 
 Exit 2 is bad input: fewer than two inputs, a missing or unreadable file, an
 unknown schema, mixed kinds; 5, a trace that ended early (compared up to
-there, with a warning).
+there, with a warning). An input with nothing to compare (a trace with no
+events, a result with no operators or figures) is compared, with a warning.
 """
 
 METRICS = ("self", "total", "mean", "calls")
@@ -95,7 +103,8 @@ def load(path: str, label: str) -> dict:
         if schema is None or not schema.startswith("opskew."):
             r = summarize(src, exclude_categories=DEFAULT_EXCLUDED)
             return {"label": label, "path": path, "schema": "chrome-trace", "kind": "operators",
-                    "status": r["status"], "ops": r["ops"], "warnings": warnings_of(r)}
+                    "status": r["status"], "ops": r["ops"], "warnings": warnings_of(r),
+                    "events": (r.get("stats") or {}).get("events")}
         if schema not in KIND_OF:
             raise UsageError(f"{path}: cannot compare schema {schema}; compare reads "
                              f"{', '.join(KIND_OF)} and Chrome traces")
@@ -113,7 +122,13 @@ def load(path: str, label: str) -> dict:
 
 # -- rows --------------------------------------------------------------------------
 
-def _value(o: dict, metric: str, corrected: bool):
+def _value(o, metric: str, corrected: bool):
+    """The metric of operator `o` in one input; `o` None where the input
+    has no such operator: it was called 0 times there, for 0 ns in all, and
+    has no time per call. (Every input kind lists all its operators: a
+    summary's and correct's JSON keep every row whatever their --top.)"""
+    if o is None:
+        return {"calls": 0, "total": 0}.get(metric)
     calls = o["calls"]
     total = o["corrected_total_ns" if corrected else "total_ns"]
     self_ = o["corrected_self_ns" if corrected else "self_ns"]
@@ -144,40 +159,67 @@ def operator_rows(inputs: list, metric: str) -> list:
     unit = "count" if metric == "calls" else "ns"
     rows = []
     for name in _order(maps, lambda o: o["corrected_self_ns" if corrected else "self_ns"]):
-        vals = [_value(m[name], metric, corrected) if name in m else None for m in maps]
+        vals = [_value(m.get(name), metric, corrected) for m in maps]
         rows.append(_row(name, unit, [(v, None) for v in vals], operator=name))
     return rows
 
 
-def _estimate(xs: list):
-    """(median, [low, high] or None) of per-trial values: the sign-test
-    interval of the median (analysis.estimate, in the C engine)."""
+# The coverage an interval needs to be tested: what --help and the
+# significance line promise ("the two 95% intervals").
+LEVEL = 0.95
+
+
+def _ci95(d: dict) -> tuple:
+    """([low, high] or None, why not or None) for a figure {"median", "ci95",
+    "ci_coverage", "ci_reaches_95"}. The sign-test interval is as wide as the
+    trials allow, so "ci95" of a matrix or check with few trials is filled
+    but covers less (2 rounds: 50%): only its coverage says whether it is
+    95%. One below 95%, or of unknown coverage, is left out (n/a); the reason
+    ("cover 50%") is returned for the significance line."""
+    ci, cov = d.get("ci95"), d.get("ci_coverage")
+    known = isinstance(cov, (int, float)) and not isinstance(cov, bool)
+    if (known and cov < LEVEL) or d.get("ci_reaches_95") is False:
+        return None, f"cover {100 * cov:.3g}%" if known else "cover less than 95%"
+    if not ci or None in ci:
+        return None, None  # no interval at all: n/a, for the reason the kind's line gives
+    if known or d.get("ci_reaches_95") is True:
+        return list(ci), None
+    return None, "have no recorded coverage"
+
+
+def _estimate(xs: list) -> tuple:
+    """(95% interval or None, why not or None) of per-trial values: the
+    sign-test interval of their median (analysis.estimate, in the C engine)."""
     from ..analysis import estimate
 
-    e = estimate(xs)
-    return e["median"], e.get("ci95")
+    return _ci95(estimate(xs)) if len(xs) > 1 else (None, None)
 
 
 def check_figures(doc: dict) -> dict:
-    """name -> (unit, value, ci95 or None), the headline figures of a check."""
+    """name -> (unit, value, ci95 or None, why no 95% interval or None), the
+    headline figures of a check."""
     out = {}
     iters = (doc.get("conditions") or {}).get("iters") or 1
     b, p = doc.get("baseline"), doc.get("profiled")
     if b and p:
         bt, pt = b.get("trials_s") or [], p.get("trials_s") or []
         for name, arm, trials in (("baseline / iteration", b, bt), ("profiled / iteration", p, pt)):
-            _, ci = _estimate([t / iters * 1e9 for t in trials]) if len(trials) > 1 else (None, None)
-            out[name] = ("ns", arm["per_iter_s"] * 1e9, ci)
+            out[name] = ("ns", arm["per_iter_s"] * 1e9, *_estimate([t / iters * 1e9 for t in trials]))
     w = doc.get("added_per_event_ns")
     if w and w.get("median") is not None:
-        out["W per event"] = ("ns", w["median"], w["ci95"] if w.get("ci_reaches_95") else None)
+        out["W per event"] = ("ns", w["median"], *_ci95(w))
     if doc.get("inflation") is not None:
         bt, pt = (b or {}).get("trials_s") or [], (p or {}).get("trials_s") or []
-        ci = _estimate([x / y for x, y in zip(pt, bt) if y > 0])[1] if len(bt) > 1 else None
-        out["inflation"] = ("ratio", doc["inflation"], ci)
+        out["inflation"] = ("ratio", doc["inflation"], *_estimate([x / y for x, y in zip(pt, bt) if y > 0]))
     if doc.get("events_per_iter"):
-        out["events / iteration"] = ("count", doc["events_per_iter"], None)
+        out["events / iteration"] = ("count", doc["events_per_iter"], None, None)
     return out
+
+
+def _note_short(short: dict, label: str, why) -> None:
+    """Records that input `label` had an interval left out, and why."""
+    if why:
+        short.setdefault(label, set()).add(why)
 
 
 # Why the verdict's corrected times are not tested though they carry an
@@ -188,11 +230,13 @@ NO_TEST_VERDICT = ("the verdict's corrected times: n/a (their interval is W's un
                    "window, not the run-to-run spread)")
 
 
-def check_rows(inputs: list) -> list:
+def check_rows(inputs: list, short: dict) -> list:
     figs = [check_figures(i["doc"]) for i in inputs]
     rows = []
     for name in _order([{k: 0 for k in figs[0]}] + figs[1:], lambda _: 0):
         vals = [(f[name][1], f[name][2]) if name in f else (None, None) for f in figs]
+        for i, f in zip(inputs, figs):
+            _note_short(short, i["label"], f[name][3] if name in f else None)
         unit = next(f[name][0] for f in figs if name in f)
         rows.append(_row(name, unit, vals))
     ops = [{o["name"]: o for o in (i["doc"].get("operators") or {}).get("ops", [])} for i in inputs]
@@ -207,14 +251,16 @@ def check_rows(inputs: list) -> list:
     return rows
 
 
-def matrix_rows(inputs: list) -> list:
+def matrix_rows(inputs: list, short: dict) -> list:
     maps = [{r["row"]: r for r in i["doc"].get("rows", []) if r.get("in_window_per_event_ns")} for i in inputs]
     rows = []
     for name in _order([{k: 0 for k in maps[0]}] + maps[1:], lambda _: 0):
         vals = []
-        for m in maps:
+        for i, m in zip(inputs, maps):
             x = m[name]["in_window_per_event_ns"] if name in m else None
-            vals.append((x.get("median"), x.get("ci95")) if x else (None, None))
+            ci, why = _ci95(x) if x else (None, None)
+            _note_short(short, i["label"], why)
+            vals.append((x.get("median"), ci) if x else (None, None))
         rows.append(_row(f"in-window per event: {name}", "ns", vals))
     return rows
 
@@ -230,11 +276,39 @@ def _row(name: str, unit: str, vals: list, operator=None, test: bool = True) -> 
     a, a_ci = vals[0]
     changes = []
     for v, ci in vals[1:]:
-        ratio = v / a if (v is not None and a not in (None, 0)) else None
+        # A ratio says "times A" only against a positive A: against 0 it is
+        # undefined, against a negative one (a matrix cost below its
+        # baseline's, in noise) its sign inverts the change. n/a there.
+        ratio = v / a if (v is not None and a is not None and a > 0) else None
         changes.append({"ratio": ratio, "change": None if ratio is None else ratio - 1,
                         "significant": significant(a_ci, ci) if test else None})
     return {"name": name, "unit": unit, "values": [v for v, _ in vals],
             "ci95": [list(ci) if ci else None for _, ci in vals], "changes": changes, "operator": operator}
+
+
+def short_text(short: dict) -> str:
+    """The significance line's reason for the n/a of intervals below 95%."""
+    if not short:
+        return ""
+    whose = ", ".join(f"{x}'s intervals {' or '.join(sorted(short[x]))}" for x in sorted(short))
+    return (f"; n/a where an interval is not 95%, and such intervals are left out: {whose} "
+            "(the sign-test interval reaches 95% from 6 trials)")
+
+
+def empty_warning(i: dict) -> list:
+    """[a warning] when input `i` has nothing to compare, else []: a trace
+    with no events (an empty or failed profile) reads without error, and its
+    column would otherwise be n/a (or 0 calls) everywhere without a word."""
+    if i["kind"] in ("operators", "correct"):
+        if i["ops"]:
+            return []
+        if i.get("events") == 0:
+            return ["the trace has no events: it has nothing to compare"]
+        return ["no operators: it has nothing to compare"]
+    doc = i["doc"]
+    figures = (check_figures(doc) or (doc.get("operators") or {}).get("ops") if i["kind"] == "check"
+               else [r for r in doc.get("rows", []) if r.get("in_window_per_event_ns")])
+    return [] if figures else [f"no {i['kind']} figures: it has nothing to compare"]
 
 
 def shown(result: dict) -> tuple:
@@ -275,18 +349,20 @@ def compute(args) -> Computed:
         raise UsageError(f"cannot compare inputs of different kinds: {desc}; compare traces and "
                          "summaries with each other, and each other kind with its own")
     kind = inputs[0]["kind"]
+    short = {}  # label -> why its intervals were left out (coverage below 95%)
     if kind in ("operators", "correct"):
         rows = operator_rows(inputs, args.metric)
         sig = ("n/a: per-operator figures of one run carry no interval (no per-call variance is kept); "
                "repeat the runs or use `opskew check` to test a change")
     elif kind == "check":
-        rows = check_rows(inputs)
+        rows = check_rows(inputs, short)
         sig = ("yes when the two 95% intervals do not overlap (conservative), n/a where a figure has none; "
                + NO_TEST_VERDICT)
     else:
-        rows = matrix_rows(inputs)
+        rows = matrix_rows(inputs, short)
         sig = "yes when the two 95% intervals do not overlap (conservative)"
-    warnings = [f"{i['label']} ({i['path']}): {w}" for i in inputs for w in i["warnings"]]
+    sig += short_text(short)
+    warnings = [f"{i['label']} ({i['path']}): {w}" for i in inputs for w in i["warnings"] + empty_warning(i)]
     result = {
         "schema": SCHEMA, "kind": kind,
         "metric": args.metric if kind in ("operators", "correct") else None,
