@@ -728,7 +728,7 @@ class profile:
                                    "this workload; a stored W can be off by 10 to 50% on a drifting machine "
                                    "(docs/correct-validation.md)")
             elif w is not None:
-                source = "in-run, without a 95% CI"
+                source = "in-run, too few pairs"
                 rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
                                    "95% CI; the verdict is not made and the trace is not corrected "
                                    "(`opskew calibrate` stores one)")

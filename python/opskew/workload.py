@@ -185,7 +185,19 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
         setup_fn = getattr(module, setup, None)
         if setup_fn is None or not callable(setup_fn):
             raise UsageError(f"{modspec} has no setup callable named {setup!r}")
-        it = _with_state(fn, setup_fn(), namespace)
+        try:
+            state = setup_fn()
+        except Exception as exc:
+            # The user's code failed, not the command line: exit 4 with its
+            # traceback, as when TARGET itself raises.
+            from .errors import WorkloadError
+            from .measure import user_traceback
+
+            err = WorkloadError(f"--setup {setup} raised {type(exc).__name__}: {exc} (nothing was measured)",
+                                cause=exc)
+            err.user_traceback = user_traceback(exc)
+            raise err from exc
+        it = _with_state(fn, state, namespace)
 
     return Workload(name=target, iteration=it, description=f"{target} (one call per iteration)",
                     params={"setup": setup}, namespace=namespace)

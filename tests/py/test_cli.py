@@ -211,6 +211,18 @@ def test_real_valued_options_must_be_finite(opskew, argv, fragment):
     one_line_error(opskew(*argv), fragment)
 
 
+def test_a_setup_that_raises_is_the_workloads_failure(opskew, tmp_path):
+    """--setup runs the user's code: its exception is exit 4 with the user's
+    frames, as when TARGET raises, not a bad command line (exit 2)."""
+    t = tmp_path / "s.py"
+    t.write_text("def boom():\n    raise ValueError('user boom')\n\n\ndef step(x):\n    pass\n")
+    p = opskew("check", f"{t}:step", "--setup", "boom", *FAST)
+    assert p.returncode == 4, p.stderr
+    assert "Traceback" in p.stderr and f'File "{t}", line 2, in boom' in p.stderr
+    assert p.stderr.rstrip().splitlines()[-1] == (
+        "opskew check: --setup boom raised ValueError: user boom (nothing was measured)")
+
+
 def test_calibrate_config_must_name_an_option(opskew):
     one_line_error(opskew("calibrate", "--config", ""), "names no profiler option")
     one_line_error(opskew("calibrate", "--config", " , "), "names no profiler option")

@@ -9,7 +9,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ..errors import EXIT_INTERRUPTED, UsageError
+from ..errors import EXIT_INTERRUPTED, UsageError, WorkloadError
 
 
 def finite_float(text: str) -> float:
@@ -103,6 +103,10 @@ def load_workload(args, device: str):
                            setup=getattr(args, "setup", None), calls=getattr(args, "calls", 1000),
                            numel=getattr(args, "numel", 4))
     except UsageError:
+        raise
+    except WorkloadError as err:  # --setup raised: its frames first, then the one line (cli.main)
+        if getattr(err, "user_traceback", ""):
+            sys.stderr.write(err.user_traceback)
         raise
     except Exception as exc:
         what = f"TARGET {args.target}" if getattr(args, "fn", None) is None else "the workload"
