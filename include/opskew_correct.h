@@ -122,6 +122,12 @@ typedef struct {
   double corrected_top_ns;
   uint64_t overlaps;          /* events that ended after an event started inside them; the
                                * outlived event was closed at that start (see compensate.c) */
+  /* Events written longer than their corrected duration (by more than 1 ns
+   * of rounding): their children's corrected durations outlast their own
+   * (an over-compensating W), so the corrected trace cannot nest them at the
+   * formula's duration; and the nanoseconds they were written longer by. */
+  uint64_t stretched;
+  double stretched_ns;
   int truncated;              /* the input ended early; what was read is used */
   /* Memory and reads: the most corrected events held at once, over all
    * threads and reads (the bound above: 32 bytes each, plus 24 for those of

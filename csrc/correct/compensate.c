@@ -51,7 +51,11 @@ typedef struct {
 /* What the pass computes for a buffered event of the tree being written,
  * 24 bytes: its place on the compressed time line and its descendants. */
 typedef struct {
-  int64_t ts2, end2;
+  int64_t ts2;
+  union {
+    int64_t debt;   /* while open: instrument time due in its self time that did not fit yet */
+    int64_t end2;   /* once closed */
+  };
   uint32_t desc[2]; /* per class; a tree has fewer than 2^32 events */
 } line_t;
 
@@ -74,6 +78,7 @@ typedef struct {
   int started;        /* the compressed time line has begun */
   double removed;     /* instrument time taken out before the current point */
   int64_t last2;      /* the latest boundary placed, to keep time monotonic */
+  int64_t debt;       /* instrument time due between top-level trees that did not fit yet */
 } thr_t;
 
 struct osk_correct {
@@ -223,6 +228,30 @@ static int64_t moved_back(int64_t t, double removed) {
   return m < -lim ? -lim : m > lim ? lim : m;
 }
 
+/* Places the boundary reported at r on the compressed time line: back by
+ * the instrument time removed so far plus *debt, what the event whose self
+ * time the interval before r belongs to still owes. Where the interval is
+ * too short for that (an over-compensating W: a gap between siblings under
+ * W - delta, nested ends closer than (W - delta)/2), the boundary stays at
+ * the latest one placed and the shortfall stays in *debt, to be taken from
+ * that event's later self time, not from the event that begins or ends
+ * here. debt NULL: the shortfall is dropped (the time line's old rule). */
+static int64_t place(thr_t *t, int64_t r, int64_t *debt) {
+  double want = t->removed + (debt ? (double)*debt : 0.0);
+  int64_t p = moved_back(r, want);
+  int64_t shortfall = 0;
+  if (p < t->last2) {
+    shortfall = osk__sat_add(t->last2, -p);
+    p = t->last2;
+  }
+  if (debt) {
+    t->removed = want - (double)shortfall;
+    *debt = shortfall;
+  }
+  t->last2 = p;
+  return p;
+}
+
 /* The nesting rule closed x: correct it (osk__correct_event), account it,
  * and place its end on the compressed time line. When x is a top-level
  * event, its tree (every event pushed since the tree began) is complete: it
@@ -235,13 +264,17 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   event_cost(c, x->cls, &half, &delta);
   line_t *l = &t->line[(size_t)x->user[0] - t->tree_begin];
   int64_t begin2 = l->ts2;
-  /* The compressed end: every instrument nanosecond before it is removed. */
-  int64_t end2 = moved_back(x->start + x->dur, t->removed);
-  if (end2 < t->last2) end2 = t->last2; /* over-compensation: keep time monotonic */
+  /* The compressed end: every instrument nanosecond before it is removed,
+   * as far as x's own self time holds what x owes. */
+  int64_t debt = l->debt;
+  int64_t end2 = place(t, x->start + x->dur, &debt);
   if (end2 < begin2) end2 = begin2;
-  t->last2 = end2;
   t->removed += half;
   l->end2 = end2;
+  /* What x's self time could not hold (its children's corrected durations
+   * outlast its own): x is written longer by that, its parent owes it. */
+  int64_t *owed = parent ? &t->line[(size_t)parent->user[0] - t->tree_begin].debt : &t->debt;
+  *owed = osk__sat_add(*owed, debt);
   l->desc[OSK__CLS_OP] = (uint32_t)x->desc[OSK__CLS_OP];
   l->desc[OSK__CLS_PY] = (uint32_t)x->desc[OSK__CLS_PY];
   osk__corrected_t k = osk__correct_event(&c->cost, x->cls, x->dur, x->desc[OSK__CLS_OP],
@@ -255,6 +288,11 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   op->corrected_self_ns += k.self_ns;
   op->descendants += x->desc[OSK__CLS_OP];
   op->py_descendants += x->desc[OSK__CLS_PY];
+  double longer = (double)(end2 - begin2) - k.total_ns;
+  if (longer > 1.0) { /* more than the rounding of its two boundaries */
+    c->stats.stretched++;
+    c->stats.stretched_ns += longer;
+  }
   if (k.residual_ns > 0) {
     op->clamped++;
     op->residual_ns += k.residual_ns;
@@ -309,22 +347,28 @@ static int flush(thr_t *t, int64_t limit) {
     }
     t->pushing = j;
     osk__nest_frame_t *f;
+    uint64_t overlaps = t->nest.overlaps;
     rc = osk__nest_push(&t->nest, e->ts, e->dur, e->name, cls, on_close, t, &f);
     if (rc) break;
-    /* The new begin: (W - delta)/2 before it and delta after it. */
-    event_cost(c, cls, &half, &delta);
-    t->removed += half;
-    int64_t begin2 = moved_back(e->ts, t->removed);
-    if (begin2 < t->last2) begin2 = t->last2;
-    t->last2 = begin2;
-    t->removed += delta;
-    f->user[0] = (int64_t)j;
     size_t li = j - t->tree_begin;
     if (osk__grow((void **)&t->line, &t->line_cap, li + 1, sizeof *t->line)) {
       rc = OSK_ENOMEM;
       break;
     }
-    t->line[li] = (line_t){begin2, begin2, {0, 0}};
+    /* The new begin: (W - delta)/2 before it and delta after it. The
+     * interval before it is its parent's self time (the thread's between
+     * trees): a shortfall there is the parent's to make up. After an
+     * improper overlap the outlived event's end was placed past this begin:
+     * that shortfall is not instrument time and is dropped, as before. */
+    event_cost(c, cls, &half, &delta);
+    t->removed += half;
+    int64_t *owed = t->nest.overlaps != overlaps ? NULL
+                    : f > t->nest.stack ? &t->line[(size_t)f[-1].user[0] - t->tree_begin].debt
+                                        : &t->debt;
+    int64_t begin2 = place(t, e->ts, owed);
+    t->removed += delta;
+    f->user[0] = (int64_t)j;
+    t->line[li] = (line_t){.ts2 = begin2, .debt = 0, .desc = {0, 0}};
   }
   t->pushing = k;
   if (!rc) rc = osk__nest_close_all(&t->nest, on_close, t);

@@ -163,6 +163,11 @@ def print_human(res: dict, out=None) -> None:
     if s["clamped"]:
         out.write(f"  {s['clamped']} event(s) fell below zero and were clamped; residual "
                   f"{fmt_time(s['residual_ns'] * 1e-9)} (the calibration over-compensates these)\n")
+    if s.get("stretched"):
+        out.write(f"  {s['stretched']} event(s) are longer in the corrected trace than their corrected duration "
+                  f"({fmt_time(s['stretched_ns'] * 1e-9)} in all): their children's corrected durations outlast "
+                  f"their own (W over-compensates these nested events), so the trace cannot nest them at the "
+                  f"table's figures (docs/correct.md)\n")
     from ..tables import op_table
 
     out.write("\n")

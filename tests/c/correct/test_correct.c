@@ -354,12 +354,54 @@ static void test_run_json(void) {
   remove("correct_r_out.json");
 }
 
+/* A gap shorter than the model's instrument time (W = 100, delta 0: 100 ns
+ * between A's end and B's begin, 60 there). P's self time holds it: every
+ * written duration is still the formula's, the leaf B is not shortened (it
+ * was written 160 ns: the shortfall was taken from it), and the table
+ * agrees with the trace. In Q the children's corrected durations (200 + 60)
+ * outlast Q's own (400 - 2 x 100): Q cannot nest them at 200 ns; it is
+ * written as long as they need, its leaves exact, and counted. */
+static void test_short_gap(void) {
+  write_file("correct_gap_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.2},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.36,\"dur\":0.2},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Q\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":0.4},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2.05,\"dur\":0.2},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"D\",\"pid\":1,\"tid\":1,\"ts\":2.3,\"dur\":0.06}\n"
+             "]}\n");
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 0.0};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_gap_in.json", "correct_gap_out.json", &opts, &c, &err) == 0);
+  CHECK_NEAR(op_named(c, "P")->corrected_total_ns, 800, 1e-9);
+  CHECK_NEAR(op_named(c, "Q")->corrected_total_ns, 200, 1e-9);
+  CHECK(osk_correct_stats(c)->clamped == 0);
+  CHECK(osk_correct_stats(c)->stretched == 1);
+  CHECK_NEAR(osk_correct_stats(c)->stretched_ns, 60, 1e-9);
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_gap_out.json", &s);
+  int ip = find(&s, "P"), ia = find(&s, "A"), ib = find(&s, "B");
+  int iq = find(&s, "Q"), ic = find(&s, "C"), id = find(&s, "D");
+  CHECK(s.n == 6 && ip >= 0 && ia >= 0 && ib >= 0 && iq >= 0 && ic >= 0 && id >= 0);
+  CHECK(s.dur[ip] == 800 && s.dur[ia] == 200 && s.dur[ib] == 200);
+  CHECK(s.ts[ia] + s.dur[ia] <= s.ts[ib] && s.ts[ib] + s.dur[ib] <= s.ts[ip] + s.dur[ip]);
+  CHECK(s.dur[ic] == 200 && s.dur[id] == 60 && s.dur[iq] == 260);
+  CHECK(s.ts[ic] >= s.ts[iq] && s.ts[ic] + s.dur[ic] <= s.ts[id]);
+  CHECK(s.ts[id] + s.dur[id] <= s.ts[iq] + s.dur[iq]);
+  remove("correct_gap_in.json");
+  remove("correct_gap_out.json");
+}
+
 int main(void) {
   osk_test_in_tmpdir(); /* the files below are named by relative path */
   test_huge_w_and_zero_child();
   test_run_json();
   test_overlapping_annotation();
   test_known_nesting();
+  test_short_gap();
   test_clock_map();
   test_python_class();
   test_errors_and_truncation();
