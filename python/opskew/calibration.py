@@ -131,6 +131,11 @@ def validate(cal) -> dict:
     positive integer."""
     if not isinstance(cal, dict):
         raise ValueError(f"the file holds {_kind(cal)}, not an object")
+    if cal.get("schema") == "opskew.calibrate/1":
+        # calibrate --json's report: it lists the calibrations, each stored as a file of its own.
+        raise ValueError(f"this is `opskew calibrate --json`'s report, not a calibration (schema {SCHEMA}): "
+                         "pass one of the files it stored (`opskew calibrate --show` lists them), or "
+                         "leave --calibration out to use the stored one that matches the trace")
     if cal.get("schema") != SCHEMA:
         raise ValueError(f"not an opskew calibration (schema {SCHEMA})")
     key = cal.get("key")

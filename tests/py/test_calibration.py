@@ -240,3 +240,14 @@ def test_a_calibration_under_95_percent_says_its_coverage():
     wide = _noisy({"w_ns": {"median": 220.0, "ci95": [50.0, 400.0], "ci_coverage": 0.965}})
     assert "W's 95% CI [50 ns, 400 ns] is wider than" in wide and "busy" in wide
     assert _noisy({"w_ns": {"median": 220.0, "ci95": [210.0, 230.0], "ci_coverage": 0.965}}) == ""
+
+
+def test_calibrate_json_report_is_not_taken_for_a_calibration():
+    """`correct --calibration` given calibrate --json's report: the error says
+    what the file is and which file to pass instead."""
+    from opskew.calibration import validate
+
+    with pytest.raises(ValueError, match=r"calibrate --json`'s report, not a calibration.*--show"):
+        validate({"schema": "opskew.calibrate/1", "calibrations": []})
+    with pytest.raises(ValueError, match="not an opskew calibration"):
+        validate({"schema": "something/1"})

@@ -247,6 +247,13 @@ def test_matrix_and_correct_results_compare_and_the_api_agrees_with_the_cli(tmp_
     trace = hand_trace(tmp_path / "t.json", {"aten::add": (10, 1000)})
     p = run_opskew("compare", str(trace), str(ca))
     assert p.returncode == 2 and "different kinds" in p.stderr
+    # correct --json says truncation as "truncated" and "warning": compared
+    # as far as it goes, with the warning and exit 5, as a truncated trace.
+    doc_cb = json.loads(cb.read_text())
+    doc_cb.update(truncated=True, warning="the trace ended early (a profiler killed mid-write?)")
+    cb.write_text(json.dumps(doc_cb))
+    p = run_opskew("compare", str(ca), str(cb))
+    assert p.returncode == 5 and "ended early" in p.stderr, (p.returncode, p.stderr)
 
     import opskew
 

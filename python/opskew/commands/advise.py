@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-events", type=int, default=50_000, metavar="N",
                    help="events per active window the schedule aims to stay under (default: 50000)")
     p.add_argument("--cold-iters", type=int, default=30, metavar="N",
-                   help="iterations timed one by one from a cold start to find where time stabilizes")
+                   help="iterations timed one by one from a cold start to find where time stabilizes "
+                        "(default: 30, at least 4)")
     p.add_argument("--trace-file", default="opskew-advised-trace.json", metavar="PATH",
                    help="trace path the snippet writes (default: opskew-advised-trace.json)")
     p.add_argument("--snippet-out", metavar="PATH", help="also write the snippet to PATH")
@@ -267,8 +268,10 @@ def print_human(result, out=None):
 def compute(args) -> Computed:
     """Measures and analyses; prints nothing and writes only what the options
     name besides --json. `run` prints and writes; opskew.api returns it."""
-    if args.max_events < 1 or args.cold_iters < 4:
-        raise UsageError("--max-events must be >= 1 and --cold-iters >= 4")
+    if args.max_events < 1:
+        raise UsageError("--max-events must be at least 1")
+    if args.cold_iters < 4:
+        raise UsageError("--cold-iters must be at least 4")
     for name in ("snippet_out",):
         path = getattr(args, name)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):

@@ -115,9 +115,12 @@ def load(path: str, label: str) -> dict:
             raise UsageError(f"cannot read {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: not an opskew result")
+    # correct --json says truncation as "truncated" and "warning" (one),
+    # the other results as "status" and "warnings".
+    status = "truncated" if doc.get("truncated") is True else doc.get("status", "complete")
+    warnings = list(doc.get("warnings") or []) + ([doc["warning"]] if doc.get("warning") else [])
     return {"label": label, "path": path, "schema": schema, "kind": KIND_OF[schema],
-            "status": doc.get("status", "complete"), "doc": doc, "ops": doc.get("ops"),
-            "warnings": list(doc.get("warnings") or [])}
+            "status": status, "doc": doc, "ops": doc.get("ops"), "warnings": warnings}
 
 
 # -- rows --------------------------------------------------------------------------
