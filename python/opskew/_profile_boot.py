@@ -446,4 +446,15 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException as _exc:
+        # Raised on with the user's frames only (_record_boot.user_frames).
+        from opskew._record_boot import user_frames
+
+        _tb = user_frames(_exc.__traceback__)
+        if _tb is None:
+            raise
+        raise _exc.with_traceback(_tb)

@@ -315,6 +315,20 @@ def main():
         raise
 
 
+def user_frames(tb):
+    """The traceback from the first frame of the user's code: without the
+    frames of opskew's bootstraps (this folder) and of runpy, which ran the
+    script, so that an error reads as it would without opskew."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+    def ours(f):
+        return f.startswith("<frozen runpy") or f == runpy.__file__ or os.path.abspath(f).startswith(here)
+
+    while tb is not None and ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb
+
+
 def _run_user(kind, target):
     if kind == "code":
         sys.path[0] = ""
@@ -331,4 +345,13 @@ def _run_user(kind, target):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit:
+        raise
+    except BaseException as _exc:
+        # Raised on with the user's frames only (this line's frame comes first).
+        _tb = user_frames(_exc.__traceback__)
+        if _tb is None:
+            raise
+        raise _exc.with_traceback(_tb)

@@ -188,6 +188,11 @@ def test_trace_written_when_script_raises(tmp_path):
     assert "RuntimeError: boom" in p.stderr
     adds = [e for e in complete_events(json.loads(out.read_text())) if e["name"] == "aten::add"]
     assert len(adds) == 1000
+    # The traceback reads as without opskew: the script's frames, not the
+    # bootstrap's or runpy's (one line of the bootstrap re-raising comes first).
+    frames = re.findall(r'^  File "([^"]+)", line \d+, in (\S+)', p.stderr, re.M)
+    assert frames[-1] == ("<string>", "<module>") and "runpy" not in p.stderr, p.stderr
+    assert sum(1 for f, _ in frames if f.endswith("_record_boot.py")) == 1, p.stderr
 
 
 LOOP = """
