@@ -386,10 +386,7 @@ def _hook_own_profilers(torch, driver):
 def main():
     from opskew import _record_boot as rb
 
-    def _on_sigterm(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, rb.on_sigterm)
     rb._die_with_parent()
     kind, target, user_argv = rb._parse(sys.argv[1:])
     try:

@@ -240,10 +240,7 @@ def main():
     # First registered, so it runs last, after the trace is written.
     atexit.register(_remove_parents_tmpdir)
 
-    def _on_sigterm(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, on_sigterm)
     _die_with_parent()
     kind, target, user_argv = _parse(sys.argv[1:])
     inst = os.environ.get("OPSKEW_INSTRUMENT") or "auto"
@@ -313,6 +310,15 @@ def main():
             if not os.environ.get("OPSKEW_RECORD_STATUS"):
                 sys.stderr.write("opskew record: %s\n" % conflict)
         raise
+
+
+def on_sigterm(signum, frame):
+    """SIGTERM becomes SystemExit(143), so that the script unwinds and the
+    trace is written. Once: a second SIGTERM while it unwinds (in threading's
+    shutdown, say) would raise in the middle of that ("Exception ignored in:
+    <module 'threading'>"), and the exit is under way."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
 
 
 def user_frames(tb):
