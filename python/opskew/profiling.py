@@ -153,6 +153,8 @@ class profile:
         self._cycle = 0
         self._call_t0 = None
         self._ended = True  # no body running before start()
+        self._running = False  # between start() and stop()
+        self._lost = None  # why this cycle's session is gone (another profiler ended it), or None
         self._own_ranges = self._owns_ranges()
         self._tmpdir = None  # opskew's own exports, when the user's handler made none
         self._kept = None
@@ -302,13 +304,33 @@ class profile:
         self._ready_ns = 0
         self._ended = True
 
+    def _session_gone(self) -> str | None:
+        """Why the recording this profiler expects is not there, or None:
+        torch runs one profiler at a time, and one started inside this one
+        (another opskew.profile, a torch.profiler.profile) ended the session
+        when it stopped. torch's stop then finds no session; exporting its
+        trace crashed the process (segmentation fault)."""
+        act = getattr(self.prof, "current_action", None)
+        enabled = getattr(self._torch._C._autograd, "_profiler_enabled", None)
+        if enabled is None or getattr(act, "name", "") not in ("RECORD", "RECORD_AND_SAVE") or enabled():
+            return None
+        return ("another profiler started inside this one ended its session (torch runs one profiler at a "
+                "time): this cycle has no trace")
+
     def start(self):
+        if self._running:
+            return  # as torch's start() on a running profiler: nothing new begins
         own = self._transit(self.prof.start)
+        self._running = True
         self._sync()
         self._begin_body(own)
 
     def step(self):
+        if not self._running:
+            self.prof.step()  # before start() or after stop(): only the schedule's count moves, as with torch
+            return
         self._end_body()
+        self._lost = self._session_gone()
         t0 = self._call_t0
         own = self._transit(self.prof.step)
         t1 = time.perf_counter_ns()
@@ -316,7 +338,11 @@ class profile:
         self._begin_body(own)
 
     def stop(self):
+        if not self._running:
+            return  # stopped already (an explicit stop() inside `with`, then __exit__'s)
+        self._running = False
         self._end_body(partial=True)
+        self._lost = self._session_gone()
         t0 = self._call_t0
         self.prof.stop()
         self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - t0,
@@ -403,6 +429,18 @@ class profile:
     def _on_ready(self, _torch_prof):
         t0 = time.perf_counter_ns()
         self._wv = None  # this cycle's, set when its analysis succeeds
+        if self._lost:
+            # Nothing to export (torch crashes trying), so neither the user's
+            # handler nor opskew's analysis runs; the report says why.
+            self._cycle += 1
+            self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
+                                 "raw_trace": None, "corrected_trace": None, "error": self._lost,
+                                 "steps": self.step_counts()})
+            if self._report_file is not None:
+                self._report_file.write(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
+                self._report_file.flush()
+            self._lost = None
+            return
         # From the start of this step()/stop() call to here: the profiler's
         # stop and post-processing, before on_trace_ready.
         stop_ns = t0 - self._call_t0 if self._call_t0 is not None else 0

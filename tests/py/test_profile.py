@@ -173,6 +173,38 @@ def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
     assert detail["pairs"] == 3 * (active - 1) and detail["unpaired_active_steps"] == 0
 
 
+def test_stop_twice_step_before_start_and_nesting_do_as_torch_does(tmp_path):
+    """Calls torch accepts: a stop() inside `with` (then __exit__'s), step()
+    before start(), and a profiler started inside this one. The first and
+    last crashed the process (torch's export of a session already gone);
+    the second raised AttributeError. Each runs in a child, so a crash
+    fails the test instead of the suite."""
+    code = r"""
+import torch, opskew
+CPU = [torch.profiler.ProfilerActivity.CPU]
+a = torch.ones(8)
+with opskew.profile(activities=CPU, report_file=None) as p:
+    a + a
+    p.stop()
+assert len(p.reports) == 1 and p.reports[0].get("error") is None, p.reports
+p = opskew.profile(activities=CPU, report_file=None, schedule=torch.profiler.schedule(wait=1, warmup=1, active=2))
+p.step(); p.start()
+for _ in range(6):
+    a + a; p.step()
+p.stop()
+assert len(p.reports) >= 1
+for inner in (lambda: opskew.profile(activities=CPU, report_file=None),
+              lambda: torch.profiler.profile(activities=CPU)):
+    with opskew.profile(activities=CPU, report_file=None) as outer:
+        with inner():
+            a + a
+    assert "ended its session" in outer.reports[-1]["error"], outer.reports
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), (p.returncode, p.stderr[-3000:])
+
+
 def test_drop_in_delegates_key_averages_and_context_manager(tmp_path):
     body = make_body()
     with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None) as p:
