@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 
@@ -64,6 +65,7 @@ class Driver:
         self.boundaries = 0
         self.first_optimizer = None
         self.other_optimizer_steps = 0
+        self.other_thread_steps = 0  # optimizer steps on threads other than the main one
         self.scaler_skipped_steps = 0  # GradScaler skipped opt.step(): still boundaries
         self.reports_written = 0
         self.notes = []
@@ -156,6 +158,12 @@ class Driver:
         self._optimizer_boundary(opt, skipped=True)
 
     def _optimizer_boundary(self, opt, skipped):
+        if threading.current_thread() is not threading.main_thread():
+            # The loop opskew profiles is the script's, on the main thread
+            # (torch's profiler is driven from there); an optimizer stepping
+            # in a helper thread took the steps over, and Kineto refused it.
+            self.other_thread_steps += 1
+            return
         if self.first_optimizer is not None and self.first_optimizer[0]() is None:
             self.notes.append(f"the {self.first_optimizer[1]} whose steps were the step boundaries was "
                               f"deleted; the next optimizer to step took over")
@@ -242,6 +250,9 @@ class Driver:
             "stood_aside": self.stood_aside,
             "notes": self.notes + ([f"{self.other_optimizer_steps} step() calls of other optimizers were not "
                                     "step boundaries"] if self.other_optimizer_steps else [])
+                     + ([f"{self.other_thread_steps} optimizer step() calls on threads other than the main one "
+                         "were not step boundaries: opskew profiles the main thread's loop"]
+                        if self.other_thread_steps else [])
                      + ([f"{self.scaler_skipped_steps} step boundaries were GradScaler.step() calls that skipped "
                          "the optimizer's step (inf or NaN gradients)"] if self.scaler_skipped_steps else []),
             "scaler_skipped_steps": self.scaler_skipped_steps,
@@ -281,8 +292,6 @@ class _signals_deferred:
     interrupted transition would lose that cycle (main thread only)."""
 
     def __enter__(self):
-        import threading
-
         self.pending, self.old = [], {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -231,7 +231,18 @@ def test_no_step_seen_and_refusals(tmp_path):
     p = run_opskew("profile", "-o", str(out), "--", sys.executable, "-c", code)
     assert p.returncode == 0, p.stderr
     assert "no cycle completed (0 step boundaries from an optimizer (none stepped)" in p.stderr
+    assert "the first cycle needs 26: --skip-first 10" in p.stderr  # 10 + 8 + 1 + 7
+    assert "--step-marker NAME" in p.stderr and "opskew.step()" in p.stderr
     assert report(out)["reports"] == []
+    # An optimizer stepping in a helper thread does not take the steps over.
+    thr = ("import threading, torch\n"
+           "def work():\n"
+           "    m = torch.nn.Linear(4, 4); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+           "    for _ in range(40): o.zero_grad(); m(torch.ones(2, 4)).sum().backward(); o.step()\n"
+           "t = threading.Thread(target=work); t.start(); t.join()\n")
+    p = run_opskew("profile", "-o", str(tmp_path / "t"), "--", sys.executable, "-c", thr)
+    assert p.returncode == 0 and "no cycle completed (0 step boundaries" in p.stderr, p.stderr
+    assert "40 optimizer step() calls on threads other than the main one" in " ".join(report(tmp_path / "t")["notes"])
     notdir = tmp_path / "file"
     notdir.write_text("keep")
     p = run_opskew("profile", "-o", str(notdir), "--", sys.executable, "-c", code)

@@ -340,8 +340,16 @@ def _outcome(report: str) -> str:
     if not reps and aside:
         return f"{aside}it stopped before a cycle completed: no trace; report: {report}"
     if not reps:
-        why = (f"no cycle completed ({doc['step_boundaries']} step boundaries from {doc['step_source']}; "
-               f"a cycle needs {sum(doc['conditions']['schedule'][k] for k in ('wait', 'warmup', 'active'))})")
+        sch = doc["conditions"]["schedule"]
+        need = sum(sch.get(k) or 0 for k in ("skip_first", "wait", "warmup", "active"))
+        n = doc["step_boundaries"]
+        why = (f"no cycle completed ({n} step boundaries from {doc['step_source']}; the first cycle needs "
+               f"{need}: --skip-first {sch.get('skip_first') or 0} + --wait + --warmup + --active)")
+        if n == 0:
+            why += (". Steps end at optimizer.step() calls on the main thread; without them, mark steps with "
+                    "--step-marker NAME (the end of each record_function(NAME)) or opskew.step() in the script")
+        else:
+            why += ": run more steps, or lower --skip-first or --wait"
         kids = doc.get("child_processes") or 0
         if kids and not doc["step_boundaries"]:
             why += (f". The script started {kids} process(es) through multiprocessing (DataLoader workers count "
@@ -361,7 +369,7 @@ def _outcome(report: str) -> str:
                 else f" per operator event ({last.get('w_source')})")) if w else "W unknown"
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
     refit = sum(1 for r in reps if r.get("corrected_with") == "the run's final W")
-    final = (" (each with the run's final W)" if refit == corrected
+    final = ("" if not corrected else " (each with the run's final W)" if refit == corrected
              else f" (the latest {refit} with the run's final W, the others with their own cycle's)" if refit
              else "")
     return (f"{aside}{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "
