@@ -775,6 +775,12 @@ class profile:
                                    "unknown, the verdict is not made and the trace is not corrected "
                                    "(`opskew calibrate` stores one)")
         rep["w_source"] = source
+        if w is not None and w["ci_reaches_95"] and w["ci95"][1] < 0:
+            # No instrument makes a step faster: the machine's speed changed
+            # between the paired steps (a burst of slow wait steps, say).
+            notes.append("W's 95% interval lies below 0: the active steps ran faster than the wait steps paired "
+                         "with them, which no instrument does; the machine's speed changed during the run. The "
+                         "trace is corrected with W = 0; rerun for a W that measures the profiler")
         rep["notes"] = sorted(set(notes))
         rep["w_ns"] = wv if wv is not None else (
             {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
@@ -797,6 +803,10 @@ class profile:
                        for s in act)  # operator events at W, Python events at W_py
             rep["share_of_active_time"] = {"instrument": inst / act_ns, "stop": stop_ns / act_ns,
                                            "on_trace_ready": user_ns / act_ns}
+            if inst > act_ns:
+                rep["notes"] = sorted(set(rep["notes"]) | {
+                    "W x events is more than the active steps took: the wait steps paired with them ran "
+                    "faster than the machine did during the active steps (its speed changed); rerun"})
         significant = bool(wv is not None and w is not None and w["ci_reaches_95"] and w["ci95"][0] > 0)
         infl = detail.get("inflation")
         rep["verdict"] = {
