@@ -22,6 +22,7 @@ import html
 import importlib
 import io
 import json
+import os
 
 __all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare"]
 
@@ -32,6 +33,13 @@ _CLI_ONLY = {"json": "use .to_dict() (or opskew.report.write_json) for the JSON"
              "target": "pass fn", "setup": "pass setup",
              "corrected_dir": "use opskew.job.write_corrected(result.to_dict(), DIR)",
              "per_rank": "each rank's table is in .to_dict()['ranks']"}
+
+
+def _path(p) -> str:
+    """A path argument as the command line would have it (str or os.PathLike)."""
+    if not isinstance(p, (str, os.PathLike)):
+        raise TypeError(f"expected a path (str or os.PathLike), got {type(p).__name__}: {p!r}")
+    return os.fspath(p)
 
 
 def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
@@ -50,12 +58,15 @@ def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
             raise TypeError(f"opskew.{command}() got an unexpected keyword argument {name!r}{why}; "
                             f"valid: {', '.join(valid)}")
         a = actions[name]
-        if isinstance(a, argparse._AppendAction):  # --op, --instrument, --need: one or a list
-            value = [value] if isinstance(value, str) else list(value)
-            if a.type:
-                value = [a.type(v) if isinstance(v, str) else v for v in value]
-        elif a.type and isinstance(value, str):
-            value = a.type(value)
+        try:
+            if isinstance(a, argparse._AppendAction):  # --op, --instrument, --need: one or a list
+                value = [value] if isinstance(value, str) else list(value)
+                if a.type:
+                    value = [a.type(v) if isinstance(v, str) else v for v in value]
+            elif a.type and isinstance(value, str):
+                value = a.type(value)
+        except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+            raise ValueError(f"opskew.{command}(): {name}={value!r}: {exc}") from None
         for v in value if isinstance(value, list) else [value]:
             if a.choices is not None and v not in a.choices:
                 raise ValueError(f"opskew.{command}(): {name}={v!r}: choose from "
@@ -155,7 +166,7 @@ def summary(path, **options) -> "Result":
     are the table of all ranks merged."""
     if isinstance(options.get("cat"), (list, tuple)):
         options["cat"] = ",".join(options["cat"])
-    trace = [str(p) for p in path] if isinstance(path, (list, tuple)) else [str(path)]
+    trace = [_path(p) for p in path] if isinstance(path, (list, tuple)) else [_path(path)]
     args = _namespace("summary", options, {"trace": trace})
     from .commands import summary as cmd
 
@@ -172,7 +183,9 @@ def compare(*paths, **options) -> "Result":
     """`opskew compare A B ...`: the inputs (opskew JSON results or traces)
     side by side, with each later one's ratio, change and significance
     against the first (`metric=`, `top=`). Its rows() are the JSON's rows."""
-    args = _namespace("compare", options, {"inputs": [str(p) for p in paths]})
+    if len(paths) == 1 and isinstance(paths[0], (list, tuple)):
+        paths = tuple(paths[0])  # compare([a, b]) as compare(a, b)
+    args = _namespace("compare", options, {"inputs": [_path(p) for p in paths]})
     from .commands import compare as cmd
 
     done = cmd.compute(args)

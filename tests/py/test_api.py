@@ -338,3 +338,18 @@ def test_example_prints_the_per_operator_verdict(tmp_path):
     assert "aten::addmm" in out or "aten::linear" in out
     assert "where the skew lands" in out
     assert list(tmp_path.iterdir()) == []  # it writes nothing
+
+
+def test_wrong_argument_kinds_name_what_is_wrong(tmp_path):
+    """A path that is no path, a value an option cannot take, and a list of
+    inputs to compare: each says what it is about (compare takes the list)."""
+    import opskew
+
+    with pytest.raises(TypeError, match="expected a path .* got NoneType"):
+        opskew.summary(None)
+    with pytest.raises(TypeError, match="got int: 5"):
+        opskew.compare("a.json", 5)
+    with pytest.raises(ValueError, match=r"opskew.check\(\): trials='nine'"):
+        opskew.check(trials="nine")
+    with pytest.raises(opskew.errors.UsageError, match="not found"):  # the list was taken as two inputs
+        opskew.compare([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
