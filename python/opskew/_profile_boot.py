@@ -454,13 +454,9 @@ def main():
 if __name__ == "__main__":
     try:
         main()
-    except SystemExit:
-        raise
-    except BaseException as _exc:
-        # Raised on with the user's frames only (_record_boot.user_frames).
-        from opskew._record_boot import user_frames
+    except BaseException as _exc:  # raised on with the user's frames (_record_boot.for_user)
+        from opskew._record_boot import for_user
 
-        _tb = user_frames(_exc.__traceback__)
-        if _tb is None:
+        if for_user(_exc) is None:
             raise
-        raise _exc.with_traceback(_tb)
+        raise _exc

@@ -335,6 +335,14 @@ def user_frames(tb):
     return tb
 
 
+def for_user(exc):
+    """`exc` with the user's frames only (user_frames), to raise on from a
+    bootstrap's top level; None for SystemExit (never printed) and when no
+    frame is the user's (the bootstrap's own failure: raise it as it is)."""
+    tb = user_frames(exc.__traceback__)
+    return None if tb is None or isinstance(exc, SystemExit) else exc.with_traceback(tb)
+
+
 def _run_user(kind, target):
     if kind == "code":
         sys.path[0] = ""
@@ -353,11 +361,8 @@ def _run_user(kind, target):
 if __name__ == "__main__":
     try:
         main()
-    except SystemExit:
-        raise
-    except BaseException as _exc:
-        # Raised on with the user's frames only (this line's frame comes first).
-        _tb = user_frames(_exc.__traceback__)
-        if _tb is None:
+    except BaseException as _exc:  # raised on with the user's frames (this line's comes first)
+        _user = for_user(_exc)
+        if _user is None:
             raise
-        raise _exc.with_traceback(_tb)
+        raise _user
