@@ -191,7 +191,7 @@ class Driver:
         def step(self, *args, **kwargs):
             out = inner(*args, **kwargs)
             if driver.mode == "optimizer" and driver.ours() and driver.first_optimizer is not None \
-                    and driver.first_optimizer[0]() is self:
+                    and driver.first_optimizer[0]() is self and threading.current_thread() is threading.main_thread():
                 driver.boundary()
             return out
 

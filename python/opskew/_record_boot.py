@@ -317,8 +317,14 @@ def on_sigterm(signum, frame):
     trace is written. Once: a second SIGTERM while it unwinds (in threading's
     shutdown, say) would raise in the middle of that ("Exception ignored in:
     <module 'threading'>"), and the exit is under way."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    global _exiting
+    if _exiting:
+        return  # not SIG_IGN: children started while unwinding would inherit it
+    _exiting = True
     raise SystemExit(128 + signum)
+
+
+_exiting = False
 
 
 def user_frames(tb):

@@ -63,8 +63,11 @@ def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
                 value = [value] if isinstance(value, str) else list(value)
                 if a.type:
                     value = [a.type(v) if isinstance(v, str) else v for v in value]
-            elif a.type and isinstance(value, str):
-                value = a.type(value)
+            elif a.type and (isinstance(value, str) or (a.type is not int and isinstance(value, (int, float))
+                                                          and not isinstance(value, bool))):
+                value = a.type(str(value) if not isinstance(value, str) else value)  # finite_float checks nan, inf
+            elif a.type is int and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"expected a whole number, got {type(value).__name__}")
         except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
             raise ValueError(f"opskew.{command}(): {name}={value!r}: {exc}") from None
         for v in value if isinstance(value, list) else [value]:

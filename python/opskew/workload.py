@@ -72,14 +72,15 @@ def source_file(target: str | None) -> str | None:
         return None
     if _is_file(modspec):
         return modspec
-    if "." not in modspec and os.path.isfile(modspec + ".py"):
-        return modspec + ".py"  # the current folder comes first, as _load_module imports it
-    try:
-        spec = importlib.util.find_spec(modspec)
-    except (ImportError, ValueError):
-        return None
-    origin = getattr(spec, "origin", None) if spec else None
-    return origin if origin and os.path.isfile(origin) else None
+    # Found on sys.path with the current folder first, as _load_module
+    # imports it, without importing anything: a package's __init__ may import
+    # torch, which must wait until the command has arranged its instrument.
+    rel = os.path.join(*modspec.split("."))
+    for d in [os.getcwd()] + [p for p in sys.path if p and os.path.isdir(p)]:
+        for cand in (os.path.join(d, rel + ".py"), os.path.join(d, rel, "__init__.py")):
+            if os.path.isfile(cand):
+                return cand
+    return None
 
 
 def _load_module(modspec: str):

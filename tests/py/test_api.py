@@ -351,5 +351,9 @@ def test_wrong_argument_kinds_name_what_is_wrong(tmp_path):
         opskew.compare("a.json", 5)
     with pytest.raises(ValueError, match=r"opskew.check\(\): trials='nine'"):
         opskew.check(trials="nine")
+    with pytest.raises(ValueError, match=r"opskew.check\(\): trials=9.5: expected a whole number"):
+        opskew.check(trials=9.5)
+    with pytest.raises(ValueError, match=r"threshold=nan: not a finite number"):
+        opskew.check(threshold=float("nan"))
     with pytest.raises(opskew.errors.UsageError, match="not found"):  # the list was taken as two inputs
         opskew.compare([str(tmp_path / "a.json"), str(tmp_path / "b.json")])

@@ -165,9 +165,9 @@ def print_human(res: dict, out=None) -> None:
                   f"{fmt_time(s['residual_ns'] * 1e-9)} (the calibration over-compensates these)\n")
     if s.get("stretched"):
         out.write(f"  {s['stretched']} event(s) are longer in the corrected trace than their corrected duration "
-                  f"({fmt_time(s['stretched_ns'] * 1e-9)} in all): their children's corrected durations outlast "
-                  f"their own (W over-compensates these nested events), so the trace cannot nest them at the "
-                  f"table's figures (docs/correct.md)\n")
+                  f"({fmt_time(s['stretched_ns'] * 1e-9)} in all): the instrument time due inside them did not fit "
+                  f"in their self time after the shortfall (a child ending or starting within W of them; W "
+                  f"over-compensates there), so the trace nests them longer than the table (docs/correct.md)\n")
     from ..tables import op_table
 
     out.write("\n")
