@@ -154,6 +154,7 @@ class profile:
         self._call_t0 = None
         self._ended = True  # no body running before start()
         self._running = False  # between start() and stop()
+        self._stopped = False  # stop() ended a session: a later step() is a no-op
         self._lost = None  # why this cycle's session is gone (another profiler ended it), or None
         self._own_ranges = self._owns_ranges()
         self._tmpdir = None  # opskew's own exports, when the user's handler made none
@@ -322,12 +323,18 @@ class profile:
             return  # as torch's start() on a running profiler: nothing new begins
         own = self._transit(self.prof.start)
         self._running = True
+        self._stopped = False
         self._sync()
         self._begin_body(own)
 
     def step(self):
         if not self._running:
-            self.prof.step()  # before start() or after stop(): only the schedule's count moves, as with torch
+            # Before start(): only the schedule's count moves, as with torch.
+            # After stop(): nothing. torch's step() would start a session of
+            # a stopped profiler again, and crashed the process (a
+            # segmentation fault in torch 2.13 at the next transition).
+            if not self._stopped:
+                self.prof.step()
             return
         self._end_body()
         self._lost = self._session_gone()
@@ -341,6 +348,7 @@ class profile:
         if not self._running:
             return  # stopped already (an explicit stop() inside `with`, then __exit__'s)
         self._running = False
+        self._stopped = True
         self._end_body(partial=True)
         self._lost = self._session_gone()
         t0 = self._call_t0

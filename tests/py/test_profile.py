@@ -173,11 +173,12 @@ def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
     assert detail["pairs"] == 3 * (active - 1) and detail["unpaired_active_steps"] == 0
 
 
-def test_stop_twice_step_before_start_and_nesting_do_as_torch_does(tmp_path):
+def test_stop_twice_steps_around_the_session_and_nesting_do_no_harm(tmp_path):
     """Calls torch accepts: a stop() inside `with` (then __exit__'s), step()
-    before start(), and a profiler started inside this one. The first and
-    last crashed the process (torch's export of a session already gone);
-    the second raised AttributeError. Each runs in a child, so a crash
+    before start(), step() after stop(), and a profiler started inside this
+    one. The first and last crashed the process (torch's export of a session
+    already gone); the second raised AttributeError; the third crashes
+    torch's own profiler (a session of a stopped profiler started again). Each runs in a child, so a crash
     fails the test instead of the suite."""
     code = r"""
 import torch, opskew
@@ -193,6 +194,10 @@ for _ in range(6):
     a + a; p.step()
 p.stop()
 assert len(p.reports) >= 1
+n = len(p.reports)
+for _ in range(8):  # after stop(): torch's step() starts a stopped session again and crashed
+    a + a; p.step()
+assert len(p.reports) == n and not torch.autograd._profiler_enabled()
 for inner in (lambda: opskew.profile(activities=CPU, report_file=None),
               lambda: torch.profiler.profile(activities=CPU)):
     with opskew.profile(activities=CPU, report_file=None) as outer:
