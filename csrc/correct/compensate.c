@@ -638,6 +638,7 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   if (out_path && !c->hold_all && !detect_only) {
     /* Events are written as the read goes: the header first. */
     int orc = osk__out_open(o, out_path, 0);
+    if (!orc) orc = osk__out_gzip_by_name(o, out_path);
     if (orc) {
       if (orc == OSK_EIO) set_err(err, OSK_EIO, "cannot open the output file", o->sys_errno);
       osk_reader_free(r);
@@ -667,6 +668,7 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   if (out_path && c->hold_all) {
     /* Nothing was written during the read: the whole header now. */
     int orc = osk__out_open(o, out_path, 0);
+    if (!orc) orc = osk__out_gzip_by_name(o, out_path);
     if (orc) {
       if (orc == OSK_EIO) set_err(err, OSK_EIO, "cannot open the output file", o->sys_errno);
       rc = orc;

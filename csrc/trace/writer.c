@@ -354,6 +354,7 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
    * the 16-byte overshoot of padded copies. */
   size_t slack = longest + 256;
   rc = osk__out_open(&o, path, slack);
+  if (!rc) rc = osk__out_gzip_by_name(&o, path);
   if (rc) goto done;
   opened = 1;
 

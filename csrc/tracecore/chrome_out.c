@@ -14,6 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
+
+#define OSK__ZBUF ((size_t)1 << 16)
 
 const char osk__digits2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
@@ -296,15 +299,57 @@ int osk__out_open(osk__out_t *o, const char *path, size_t slack) {
   return 0;
 }
 
-void osk__out_flush(osk__out_t *o) {
+static void write_all(osk__out_t *o, const char *p, size_t n) {
   size_t off = 0;
-  while (off < o->len && !o->failed) {
-    ssize_t w = write(o->fd, o->buf + off, o->len - off);
+  while (off < n && !o->failed) {
+    ssize_t w = write(o->fd, p + off, n - off);
     if (w < 0) {
       if (errno != EINTR) fail(o, errno);
     } else {
       off += (size_t)w;
     }
+  }
+}
+
+int osk__out_gzip_by_name(osk__out_t *o, const char *path) {
+  size_t n = strlen(path);
+  if ((o->kind != OSK__OUT_NEW && o->kind != OSK__OUT_FILE) || n < 3 || memcmp(path + n - 3, ".gz", 3) != 0) return 0;
+  z_stream *z = calloc(1, sizeof *z);
+  o->zbuf = malloc(OSK__ZBUF);
+  /* 15 + 16: a gzip header and trailer around the deflate stream. */
+  if (!z || !o->zbuf || deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    free(z);
+    osk__out_discard(o);
+    return OSK_ENOMEM;
+  }
+  o->z = z;
+  return 0;
+}
+
+/* Compresses what the buffer holds and writes each full chunk; with
+ * Z_FINISH, to the end of the stream. */
+static void deflate_out(osk__out_t *o, int mode) {
+  z_stream *z = o->z;
+  z->next_in = (Bytef *)o->buf;
+  z->avail_in = (uInt)o->len;
+  for (;;) {
+    z->next_out = o->zbuf;
+    z->avail_out = (uInt)OSK__ZBUF;
+    int rc = deflate(z, mode);
+    if (rc == Z_STREAM_ERROR) {
+      fail(o, EIO);
+      return;
+    }
+    write_all(o, (const char *)o->zbuf, OSK__ZBUF - z->avail_out);
+    if (o->failed || (mode == Z_FINISH ? rc == Z_STREAM_END : z->avail_out != 0)) return;
+  }
+}
+
+void osk__out_flush(osk__out_t *o) {
+  if (o->z) {
+    if (!o->failed) deflate_out(o, Z_NO_FLUSH);
+  } else {
+    write_all(o, o->buf, o->len);
   }
   o->len = 0;
 }
@@ -421,6 +466,7 @@ int osk__out_commit(osk__out_t *o) {
     return failed_with(o, OSK_EIO);
   }
   osk__out_flush(o);
+  if (o->z && !o->failed) deflate_out(o, Z_FINISH);
   int through = o->kind == OSK__OUT_STDOUT || o->kind == OSK__OUT_DEVICE;
   /* fsync before rename: otherwise a crash can leave the new name on an
    * empty file where the old trace was. */
@@ -447,6 +493,11 @@ void osk__out_discard(osk__out_t *o) {
   if (o->fd >= 0) close(o->fd);
   o->fd = -1;
   if (o->tmp) unlink(o->tmp);
+  if (o->z) deflateEnd(o->z);
+  free(o->z);
+  free(o->zbuf);
+  o->z = NULL;
+  o->zbuf = NULL;
   free(o->tmp);
   free(o->path);
   free(o->buf);

@@ -246,6 +246,8 @@ typedef struct {
   char *path;    /* the file renamed into place (a link's target, resolved) */
   int kind;      /* OSK__OUT_* of the target */
   const char *refused; /* a refused target: what it is (static), or NULL */
+  void *z;             /* a z_stream while the file is written gzipped (osk__out_gzip_by_name) */
+  unsigned char *zbuf; /* deflate's output chunk */
 } osk__out_t;
 
 /* Opens the output for path as described above. `slack`: bytes callers may
@@ -254,6 +256,12 @@ typedef struct {
  * Returns 0, OSK_EIO (sys_errno and errno say why; `refused` what a refused
  * target is) or OSK_ENOMEM. */
 OSK__CORE_HIDDEN int osk__out_open(osk__out_t *o, const char *path, size_t slack);
+/* After a successful open: when the target is a regular file whose name
+ * ends in ".gz", everything put from here on is written gzip-compressed, as
+ * it goes (what reads by the name, gzip.open or HTA, then opens it).
+ * Standard output and devices are written as they are. Returns 0, or
+ * OSK_ENOMEM (the output is then discarded). */
+OSK__CORE_HIDDEN int osk__out_gzip_by_name(osk__out_t *o, const char *path);
 OSK__CORE_HIDDEN void osk__out_flush(osk__out_t *o);
 OSK__CORE_HIDDEN void osk__out_put(osk__out_t *o, const char *s, size_t n);
 OSK__CORE_HIDDEN void osk__out_puts(osk__out_t *o, const char *s);

@@ -855,15 +855,13 @@ def _operators(v: dict) -> dict:
 
 
 def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None):
-    """opskew.verdict.per_operator writing the corrected trace to `out`; a
-    `.gz` target gets the C writer's JSON gzipped (report.gzip_written)."""
-    from .report import gzip_written
+    """opskew.verdict.per_operator writing the corrected trace to `out` (a
+    `.gz` name is written gzipped by the C writer)."""
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
                      delta_py_ns=dp)
-    gzip_written(out)
     return v
 
 

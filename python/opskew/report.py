@@ -131,22 +131,6 @@ def write_file(path, data) -> None:
         raise OutputError(f"cannot write {os.fspath(path)}: {_reason(exc.errno, reason)}") from None
 
 
-def gzip_written(path) -> None:
-    """A C writer wrote plain JSON to `path`; when its name ends in .gz, the
-    file is replaced (through write_file) by the same JSON gzipped, so that
-    what reads by the name (gzip.open, HTA, TensorBoard's plugin) opens it.
-    opskew's reader takes either. Standard output, devices and a file that
-    is already gzip are left as they are."""
-    if not path or path == "-" or not os.fspath(path).endswith(".gz") or not os.path.isfile(path):
-        return
-    import gzip
-
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:2] != b"\x1f\x8b":
-        write_file(path, gzip.compress(data))
-
-
 def write_failure(exc, path):
     """The OutputError (exit 7) for a C writer's failure to write `path`
     that came back through from_c_error (an EIO with its errno, on the

@@ -275,7 +275,11 @@ def test_corrected_trace_and_report(tmp_path):
     assert r["verdict"]["skewed"] is True
     marks = {o["name"]: o["mark"] for o in r["operators"]["ops"]}
     assert marks["aten::add"] == "believable"  # the spin lies between operators, not in them
-    assert all(m == "unknowable" for n, m in marks.items() if n.startswith("ProfilerStep#"))
+    # The steps hold the spin: never believable. Most of each step is spin, so
+    # "unknowable" as a rule; "inflated" when a burst of load made W come out
+    # low enough that less than half of a step is removed.
+    steps = [m for n, m in marks.items() if n.startswith("ProfilerStep#")]
+    assert steps and "believable" not in steps, marks
     # The corrected trace carries the in-run constants and the report.
     # At stop() every trace was corrected again with the run's final W.
     meta = tracefile.scan(corrected, header_only=True)["objects"]["opskew"]

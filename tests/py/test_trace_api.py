@@ -110,3 +110,22 @@ def test_trace_records_even_if_block_raises(tmp_path):
         print("ok")
     """, tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_a_gz_name_is_written_gzipped(tmp_path):
+    """opskew.trace("t.json.gz") writes gzip, as the name says (the C writer
+    compresses as it writes), so that gzip.open and HTA read it."""
+    p = py("""
+        import gzip, json, opskew
+        with opskew.trace("t.json.gz") as t:
+            import torch
+            a = torch.ones(1)
+            for _ in range(500):
+                torch.add(a, a)
+        raw = open("t.json.gz", "rb").read()
+        assert raw[:2] == b"\\x1f\\x8b", raw[:20]
+        doc = json.loads(gzip.decompress(raw))
+        assert sum(e.get("name") == "aten::add" for e in doc["traceEvents"]) == 500
+        print("ok")
+    """, tmp_path)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr

@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
-from ..report import check_output, count_of, fmt_time, gzip_written, write_failure, write_json
+from ..report import check_output, count_of, fmt_time, write_failure, write_json
 
 SCHEMA = "opskew.correct/1"
 
@@ -234,7 +234,6 @@ def _run(args, src: str) -> int:
         if failure:
             raise failure from None
         raise
-    gzip_written(args.out)
     ops = r["ops"]
     key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],
            "calls": lambda o: -o["calls"], "name": lambda o: o["name"],

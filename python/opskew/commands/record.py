@@ -204,7 +204,7 @@ def _stored_costs(device: str) -> dict:
 
 
 def run(args) -> int:
-    from ..report import check_output, gzip_written
+    from ..report import check_output
     from ..tracing import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
 
     cmd = list(args.cmd)
@@ -273,7 +273,6 @@ def run(args) -> int:
         written = _written(status, before, out)
         if written:
             meta = _header(out) if os.path.isfile(out) else {}  # a device: nothing to read back
-            gzip_written(out)
             lost = (meta.get("lost") or {}).get("total", "?")
             used = meta.get("instrument", "?")
             note = {

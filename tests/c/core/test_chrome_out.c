@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static void escape(void) {
   char out[64];
@@ -306,6 +307,59 @@ static void long_name(const char *dir) {
   CHECK(count_like(dir, ".tmp-opskew.") == 0 && unlink(path) == 0);
 }
 
+/* A name ending in .gz is written gzipped as it goes, across many flushes;
+ * a name without it, or a discarded one, is left as before. */
+static void gzipped(const char *dir) {
+  char path[320], plain[320];
+  snprintf(path, sizeof path, "%s/t.json.gz", dir);
+  snprintf(plain, sizeof plain, "%s/t.json", dir);
+  osk__out_t o;
+  CHECK(osk__out_open(&o, path, 0) == 0 && osk__out_gzip_by_name(&o, path) == 0 && o.z);
+  osk__out_puts(&o, "[0");
+  /* Several buffers' worth, so that deflate runs on every flush. */
+  for (int i = 1; i < 2000000; i++) {
+    osk__out_put(&o, ",", 1);
+    osk__out_u64(&o, (uint64_t)i);
+  }
+  osk__out_puts(&o, "]");
+  CHECK(osk__out_commit(&o) == 0 && count_like(dir, "t.json.gz.tmp") == 0);
+  gzFile g = gzopen(path, "rb");
+  CHECK(g);
+  char got[4];
+  int n = gzread(g, got, 3);
+  CHECK(n == 3 && !memcmp(got, "[0,", 3));
+  uint64_t next = 1, value = 0;
+  int c, digits = 0;
+  while ((c = gzgetc(g)) != -1) { /* every number in order, then the bracket */
+    if (c == ',' || c == ']') {
+      CHECK(digits && value == next);
+      next++;
+      value = 0;
+      digits = 0;
+      if (c == ']') break;
+    } else {
+      CHECK(c >= '0' && c <= '9');
+      value = value * 10 + (uint64_t)(c - '0');
+      digits++;
+    }
+  }
+  CHECK(next == 2000000 && gzgetc(g) == -1);
+  gzclose(g);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && st.st_size > 0 && st.st_size < 8000000); /* compressed: 14.9 MB of text */
+  /* Not a .gz name: plain, even when asked. */
+  CHECK(osk__out_open(&o, plain, 0) == 0 && osk__out_gzip_by_name(&o, plain) == 0 && !o.z);
+  osk__out_puts(&o, "{}");
+  CHECK(osk__out_commit(&o) == 0 && !strcmp(slurp(plain), "{}"));
+  /* Discarded mid-way: the old .gz stays, the temporary goes. */
+  CHECK(osk__out_open(&o, path, 0) == 0 && osk__out_gzip_by_name(&o, path) == 0);
+  osk__out_puts(&o, "partial");
+  osk__out_flush(&o);
+  osk__out_discard(&o);
+  CHECK(stat(path, &st) == 0 && st.st_size > 1000 && count_like(dir, "t.json.gz.tmp") == 0);
+  CHECK(unlink(path) == 0 && unlink(plain) == 0);
+}
+
 int main(void) {
   escape();
   numbers();
@@ -320,6 +374,7 @@ int main(void) {
   special(dir);
   appeared(dir);
   long_name(dir);
+  gzipped(dir);
   CHECK(rmdir(dir) == 0);
   puts("chrome_out: ok");
   return 0;
