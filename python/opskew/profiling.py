@@ -441,6 +441,7 @@ class profile:
             # Nothing to export (torch crashes trying), so neither the user's
             # handler nor opskew's analysis runs; the report says why.
             self._cycle += 1
+            self._take_active()
             self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
                                  "raw_trace": None, "corrected_trace": None, "error": self._lost,
                                  "steps": self.step_counts()})
@@ -466,6 +467,7 @@ class profile:
             os.unlink(self._kept)  # opskew's own copy of the previous cycle, in its own folder
         self._kept = None
         own0 = self._own_ns
+        this_cycle = self._take_active()
         try:
             if raw is None:
                 # Kineto saves a trace once: opskew's export into its own
@@ -475,7 +477,7 @@ class profile:
                     self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
                 self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
                 self.prof.export_chrome_trace(self._kept)
-            rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns)
+            rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns, this_cycle)
         except Exception as exc:  # noqa: BLE001 - opskew's failure must not stop the user's training
             rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
                    "corrected_trace": None, "error": f"{type(exc).__name__}: {exc}",
@@ -506,13 +508,17 @@ class profile:
         return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
                 "py_events": st["py_events"]}
 
-    def _analyse(self, trace: str, raw: str | None, stop_ns: int, user_ns: int) -> dict:
-        # The active steps since the last trace belong to this one, even if
-        # its analysis fails below (they must not leak into the next cycle).
+    def _take_active(self) -> list:
+        """The active steps since the last trace, tagged as this cycle's: they
+        belong to it even if its export or analysis fails or its session was
+        lost, and must not leak into the next cycle."""
         this_cycle = [s for s in self.steps if s["phase"] == "active" and s["step"] not in self._events
                       and s.get("cycle") is None and not s.get("partial")]
         for s in this_cycle:
             s["cycle"] = self._cycle
+        return this_cycle
+
+    def _analyse(self, trace: str, raw: str | None, stop_ns: int, user_ns: int, this_cycle: list) -> dict:
         counts = self._count(trace)
         counted_per_step = True
         found = [s for s in this_cycle if s["step"] in counts["per_step"]]

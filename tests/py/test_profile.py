@@ -204,6 +204,18 @@ for inner in (lambda: opskew.profile(activities=CPU, report_file=None),
         with inner():
             a + a
     assert "ended its session" in outer.reports[-1]["error"], outer.reports
+# A cycle whose session was lost keeps its active steps: the next one gets its own only.
+with opskew.profile(activities=CPU, report_file=None,
+                    schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2)) as outer:
+    for i in range(9):
+        a + a
+        if i == 2:
+            with torch.profiler.profile(activities=CPU):
+                a + a
+        outer.step()
+tags = [s.get("cycle") for s in outer.steps if s["phase"] == "active" and not s.get("partial")]
+assert "ended its session" in outer.reports[0]["error"] and outer.reports[1].get("error") is None, outer.reports
+assert tags == [1, 1, 2, 2], tags
 print("ok")
 """
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
