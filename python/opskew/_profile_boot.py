@@ -229,7 +229,7 @@ class Driver:
         return f"the first optimizer that stepped ({self.first_optimizer[1]})"
 
     def write_report(self, ended_by):
-        from opskew.profiling import _metadata
+        from opskew.profiling import KEEP_CYCLES, _metadata
         from opskew.report import write_file
 
         steps = self.prof.steps
@@ -256,7 +256,12 @@ class Driver:
                      + ([f"{self.scaler_skipped_steps} step boundaries were GradScaler.step() calls that skipped "
                          "the optimizer's step (inf or NaN gradients)"] if self.scaler_skipped_steps else []),
             "scaler_skipped_steps": self.scaler_skipped_steps,
-            "reports": [_metadata(r) for r in self.prof.reports],
+            # The latest KEEP_CYCLES cycles' reports (the cycles `final` and
+            # the corrected traces come from); an earlier one is in its
+            # corrected trace's metadata, where one was written. The file is
+            # rewritten every cycle: it must stay bounded.
+            "reports": [_metadata(r) for r in self.prof.reports[-KEEP_CYCLES:]],
+            "earlier_reports": max(len(self.prof.reports) - KEEP_CYCLES, 0),
             "report": self.prof.report,
             # The run's W from all its steps (at the end), which every
             # corrected trace then carries; None before the end or without

@@ -488,10 +488,21 @@ class profile:
         rep["opskew_ns"] = time.perf_counter_ns() - t0 - user_ns
         rep["w_py_measure_ns"] = self._own_ns - own0
         self.reports.append(rep)
+        self._shed_old_operators()
         if self._report_file is not None:
             self._report_file.write(render(rep))
             self._report_file.flush()
         self._ready_ns = time.perf_counter_ns() - t0
+
+    def _shed_old_operators(self):
+        """A report older than the last KEEP_CYCLES keeps its per-operator
+        summary and marks, not its table of every operator (its corrected
+        trace carries that): memory stays bounded however long the run."""
+        if len(self.reports) > KEEP_CYCLES:
+            ops = self.reports[-KEEP_CYCLES - 1].get("operators")
+            if isinstance(ops, dict) and "ops" in ops:
+                ops.pop("ops")
+                ops["ops_dropped"] = "older than the last %d cycles: see the cycle's corrected trace" % KEEP_CYCLES
 
     def _count(self, trace: str) -> dict:
         """Operator and Python events inside each ProfilerStep#N of the trace,

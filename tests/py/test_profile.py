@@ -149,6 +149,7 @@ def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
     from opskew.profiling import NEAR, POST_TRACE
 
     monkeypatch.setattr(profiling, "KEEP_CYCLES", 3)
+    monkeypatch.setattr(profiling, "MAX_RECORRECT", 3)  # equal, as in opskew
     body = make_body()
     wait, active, cycles = POST_TRACE + NEAR, 4, 7
     n = (wait + 1 + active) * cycles + 5
@@ -169,6 +170,10 @@ def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
     # none from the first kept block's first POST_TRACE (cold) steps.
     assert p.final["pairs"] == 3 * (active - 1)
     assert (p.final["cycles"], p.final["run_cycles"]) == (3, cycles)
+    # Reports older than the last 3 keep their operators' summary and marks, not the table.
+    has = [sorted(set(r.get("operators") or {}) & {"ops", "marks"}) for r in p.reports]
+    assert all(h in ([], ["marks"]) for h in has[:-3]) and ["marks"] in has[:-3], has
+    assert has[-3:] == [["marks", "ops"]] * 3, has
     w, notes, detail = p._estimate()
     assert detail["pairs"] == 3 * (active - 1) and detail["unpaired_active_steps"] == 0
 
