@@ -19,6 +19,7 @@ Loops here are over steps and cycles, never over events.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -96,6 +97,25 @@ def corrected_path(raw: str) -> str:
     return raw + ".corrected.json"
 
 
+class _Stderr:
+    """report_file's default: sys.stderr as it is when a report is printed
+    (contextlib.redirect_stderr, a test's capture), not as it was when
+    opskew was imported."""
+
+    def write(self, text):
+        return sys.stderr.write(text)
+
+    def flush(self):
+        sys.stderr.flush()
+
+    def __repr__(self):
+        return "sys.stderr"
+
+
+_STDERR = _Stderr()
+_DIR_USERS: dict = {}  # corrected_dir (real path) -> profilers of this process that used it
+
+
 def _median(xs):
     return _engine.quantile(list(xs), 0.5) if xs else None
 
@@ -117,9 +137,13 @@ class profile:
                     use a stored calibration's.
     """
 
-    def __init__(self, *args, report_file=sys.stderr, corrected_dir=None, threshold=0.05, measure_w_py=True,
+    def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
                  **kwargs):
         import torch
+
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not math.isfinite(threshold) or threshold < 0:
+            raise ValueError(f"threshold: a finite number >= 0 (0.05 is 5%), not {threshold!r}")
 
         self._torch = torch
         self._user_ready = kwargs.pop("on_trace_ready", None)
@@ -130,6 +154,9 @@ class profile:
             acts is None or any(getattr(a, "name", str(a)).upper() == "CUDA" for a in acts))
         self._options = {k: bool(kwargs.get(k)) for k in ("record_shapes", "profile_memory", "with_stack",
                                                            "with_flops", "with_modules")}
+        if report_file is not None and not callable(getattr(report_file, "write", None)):
+            raise TypeError(f"report_file: a file object with write() or None, not {type(report_file).__name__}"
+                            + (" (open the file first)" if isinstance(report_file, (str, os.PathLike)) else ""))
         self._report_file = report_file
         self._corrected_dir = corrected_dir
         self._threshold = threshold
@@ -169,11 +196,21 @@ class profile:
         # next body slower (bench/bench_wait_steps.py; docs/profile.md).
         self._cpu_clock = time.thread_time_ns if self.rank is not None and not self._cuda else None
         self.name = "opskew-profile" + (f"-rank{self.rank}" if self.rank is not None else "")
+        # The files' stem in corrected_dir: a second profiler of this process
+        # with the same folder (train, then eval) gets "-2", so that neither
+        # overwrites the other's traces.
+        self._stem = self.name
+        if corrected_dir is not None:
+            key = os.path.realpath(os.fspath(corrected_dir))
+            _DIR_USERS[key] = _DIR_USERS.get(key, 0) + 1
+            if _DIR_USERS[key] > 1:
+                self._stem = f"{self.name}-{_DIR_USERS[key]}"
         self._measure_py = measure_w_py
         self._w_py_value = None  # {} once looked for and not found
         self._w_py_error = None
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
         self.final = None  # the run's W from all its steps, set at stop()
+        self.print_error = None  # why report_file stopped being printed to, if it did
 
     # ------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -185,6 +222,17 @@ class profile:
 
     def __exit__(self, *exc):
         self.stop()
+        # The rest of torch's __exit__ (its stop() ran inside ours): the
+        # step counter's entry, and the execution trace's cleanup, which
+        # finishes its JSON file (without it the file ended mid-record).
+        from torch.autograd import profiler as autograd_profiler
+
+        tracker = getattr(autograd_profiler, "KinetoStepTracker", None)
+        if tracker is not None:
+            tracker.erase_step_count("ProfilerStep")
+        eto = getattr(self.prof, "execution_trace_observer", None)
+        if eto is not None:
+            eto.cleanup()
         return False
 
     def _action(self) -> str:
@@ -360,9 +408,8 @@ class profile:
         except Exception as exc:  # noqa: BLE001 - the run's own traces are already written
             if self.report is not None:
                 self.report["recorrect_error"] = f"{type(exc).__name__}: {exc}"
-            if self._report_file is not None:
-                self._report_file.write(f"opskew.profile: correcting earlier traces with the final W failed "
-                                        f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
+            self._say(f"opskew.profile: correcting earlier traces with the final W failed "
+                      f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
 
     def _recorrect(self):
         """At stop(): W estimated once more from every step kept (the last
@@ -424,6 +471,7 @@ class profile:
         if rep is not None and self._wv is not None:
             out = corrected_path(path)
             rep["raw_trace"], rep["corrected_trace"] = path, out
+            self._claim(rep)
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
                              _metadata(rep), self._w_py())
         return None
@@ -432,6 +480,20 @@ class profile:
     def report(self) -> dict | None:
         """The latest cycle's skew report (None before the first trace)."""
         return self.reports[-1] if self.reports else None
+
+    def _say(self, text: str):
+        """Prints to report_file. A stream that fails (closed, a broken pipe)
+        must not stop the training: printing stops there, and the reports
+        stay in `reports`."""
+        f = self._report_file
+        if f is None:
+            return
+        try:
+            f.write(text)
+            f.flush()
+        except Exception as exc:  # noqa: BLE001 - the user's loop goes on
+            self._report_file = None
+            self.print_error = f"printing the report failed ({type(exc).__name__}: {exc}); later ones are not printed"
 
     # ------------------------------------------------------- on_trace_ready
     def _on_ready(self, _torch_prof):
@@ -445,9 +507,7 @@ class profile:
             self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
                                  "raw_trace": None, "corrected_trace": None, "error": self._lost,
                                  "steps": self.step_counts()})
-            if self._report_file is not None:
-                self._report_file.write(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
-                self._report_file.flush()
+            self._say(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
             self._lost = None
             return
         # From the start of this step()/stop() call to here: the profiler's
@@ -469,6 +529,10 @@ class profile:
         own0 = self._own_ns
         this_cycle = self._take_active()
         try:
+            if raw is None and self._exported:
+                raise RuntimeError(f"the trace on_trace_ready exported ({self._exported[0]}) is no longer there "
+                                   "(moved or removed by the handler?), and torch saves a trace once: this cycle "
+                                   "cannot be analysed")
             if raw is None:
                 # Kineto saves a trace once: opskew's export into its own
                 # temporary folder takes that save, so a later
@@ -488,11 +552,23 @@ class profile:
         rep["opskew_ns"] = time.perf_counter_ns() - t0 - user_ns
         rep["w_py_measure_ns"] = self._own_ns - own0
         self.reports.append(rep)
+        self._claim(rep)
         self._shed_old_operators()
-        if self._report_file is not None:
-            self._report_file.write(render(rep))
-            self._report_file.flush()
+        self._say(render(rep))
         self._ready_ns = time.perf_counter_ns() - t0
+
+    def _claim(self, rep: dict):
+        """`rep`'s raw trace is now at its path: an earlier cycle's report
+        naming the same file (a handler that exports to one name every
+        cycle) no longer describes it, and stop() must not correct that file
+        again as the earlier cycle's."""
+        raw = rep.get("raw_trace")
+        if not raw:
+            return
+        for r in self.reports:
+            if r is not rep and r.get("raw_trace") == raw:
+                r["raw_trace"] = r["corrected_trace"] = None
+                r["overwritten_by_cycle"] = rep["cycle"]
 
     def _shed_old_operators(self):
         """A report older than the last KEEP_CYCLES keeps its per-operator
@@ -533,6 +609,14 @@ class profile:
         counts = self._count(trace)
         counted_per_step = True
         found = [s for s in this_cycle if s["step"] in counts["per_step"]]
+        straddle = bool(found) and counts["op_events"] > 0 and not any(counts["per_step"][s["step"]][0]
+                                                                       for s in found)
+        if straddle:
+            # Ranges that hold none of the trace's operators: step() was
+            # called inside another range (a record_function around each
+            # iteration), so each ProfilerStep#N opens in one iteration and
+            # closes in the next, and nesting puts the operators elsewhere.
+            found = []
         if found:
             # Steps of an earlier cycle whose analysis failed are not in this trace.
             this_cycle = found
@@ -546,6 +630,11 @@ class profile:
                 self._events[s["step"]] = (counts["op_events"] / n, counts["py_events"] / n)
         self._forget_old()
         w, notes, detail = self._estimate()
+        if straddle:
+            notes.append(f"the ProfilerStep#N ranges hold none of the trace's {counts['op_events']} operator "
+                         "events: step() was called inside another range (a record_function around each "
+                         "iteration?), so the ranges straddle the iterations; events per step are the trace's "
+                         "totals divided by its active steps")
         return self._report(trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail)
 
     def _forget_old(self):
@@ -616,13 +705,17 @@ class profile:
                     rest = _median([s["ns"] for s in steps[skip:skip + NEAR]])
                     post_trace.append([s["ns"] - rest for s in steps[:skip]])
         used = set()
-        short = 0
+        short = single = 0
         for i, (phase, steps) in enumerate(blocks):
             if phase != "active" or not all(s["step"] in self._events for s in steps):
                 continue
-            rest = steps[1:] if len(steps) > 1 else steps
-            if len(steps) > 1:
+            # The first active step of a cycle runs cold (the profiler's first
+            # recorded step): never paired, even when it is the only one.
+            rest = steps[1:]
+            if rest:
                 cold.append(steps[0]["ns"] - _median([s["ns"] for s in rest]))
+            else:
+                single += 1
             active = [s for s in rest if self._events[s["step"]][0] > 0]
             # Candidates by nearness in time: the block before (from its
             # end; usually blocks[i-2], with warmup between), then the block
@@ -654,7 +747,11 @@ class profile:
             notes.append(f"{short} active step(s) had no warm wait step left to pair with (each wait step "
                          f"serves one pair; the first {POST_TRACE} after a trace are cold): use wait >= "
                          f"{POST_TRACE + NEAR} for every active step to be paired")
-        detail = {"pairs": len(act_s), "unpaired_active_steps": short,
+        if single and not act_s:
+            notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
+                         "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
+                         "not paired; use active >= 2 for an in-run W")
+        detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
                   "cold_first_active_extra_ns": _median(cold),
                   "warmup_extra_per_step_ns": _median(warm_extra),
                   "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])
@@ -749,7 +846,7 @@ class profile:
                    "cuda" if self._cuda else "cpu", threads=self._torch.get_num_threads())
         return cal
 
-    def _advice(self, pairs: int, has_wait: bool) -> str:
+    def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
         sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={WAIT_ADVICE}, warmup=1, active=7, repeat=3)"
         if not self._has_schedule:
             return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
@@ -757,6 +854,9 @@ class profile:
         if not has_wait:
             return ("the schedule has no wait steps (wait=0 and no steps outside the cycles): "
                     f"set wait >= {WAIT_ADVICE} so each active step has an uninstrumented step to pair with")
+        if single and not pairs:
+            return ("each cycle so far has a single active step, the cold first one, which is never paired: "
+                    f"use active >= 2, as in {sched}")
         need = MIN_PAIRS - pairs
         return (f"{pairs} active step(s) paired so far; a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` "
                 f"by enough for {need} more, with wait >= {WAIT_ADVICE} (each wait step serves one pair, the "
@@ -780,7 +880,7 @@ class profile:
             wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
                   "ci_method": w["ci_method"]}
         else:
-            rep["advice"] = self._advice(detail["pairs"], has_wait)
+            rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
             cal = self._stored()
             if cal is not None:
                 source = f"stored calibration {cal.get('_path', '')}"
@@ -845,7 +945,7 @@ class profile:
         if raw is None and self._corrected_dir is not None:
             # The raw trace is kept whether or not W is known.
             os.makedirs(self._corrected_dir, exist_ok=True)
-            keep = os.path.join(self._corrected_dir, f"{self.name}-cycle{self._cycle}.json")
+            keep = os.path.join(self._corrected_dir, f"{self._stem}-cycle{self._cycle}.json")
             from .report import write_file
 
             with open(trace, "rb") as f:
@@ -894,6 +994,17 @@ def _metadata(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k != "operators"}
 
 
+def _verdict_text(v: dict) -> str:
+    """The verdict in words, as `check` says it: a sign test that finds
+    nothing is "no significant skew detected", never "not skewed" (with few
+    pairs it can hardly find anything)."""
+    if v["skewed"]:
+        return "SKEWED"
+    if not v["enough_pairs"]:
+        return "not made"
+    return "significant but below threshold" if v["significant"] else "no significant skew detected"
+
+
 def render(rep: dict) -> str:
     """The short per-cycle report."""
     from .report import fmt_ns
@@ -931,8 +1042,7 @@ def render(rep: dict) -> str:
         lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
         return "\n".join(lines) + "\n"
     v = rep["verdict"]
-    lines.append(f"  verdict: {'SKEWED' if v['skewed'] else 'not skewed' if v['enough_pairs'] else 'not made'}"
-                 f" ({v['test']})")
+    lines.append(f"  verdict: {_verdict_text(v)} ({v['test']})")
     if rep.get("operators"):
         m = rep["operators"]["marks"]
         lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "

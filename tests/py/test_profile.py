@@ -456,3 +456,109 @@ def test_opskew_failing_does_not_stop_the_training(tmp_path):
     assert all("error" in r and r["corrected_trace"] is None for r in p.reports)
     assert "opskew's analysis of this trace failed" in out.getvalue()
     assert blocker.read_text() == "keep"
+
+
+CPU = [torch.profiler.ProfilerActivity.CPU]
+SCHED = dict(wait=8, warmup=1, active=7)
+
+
+def test_step_inside_a_record_function_range_still_counts_events(tmp_path):
+    """prof.step() inside a record_function around each iteration: every
+    ProfilerStep#N range opens in one iteration and closes in the next, and
+    holds no operator. The counts were 0 a step, no step was paired, and the
+    advice asked for what the schedule already had."""
+    body = make_body()
+    with opskew.profile(activities=CPU, schedule=torch.profiler.schedule(**SCHED, repeat=1),
+                        report_file=None) as p:
+        for _ in range(17):
+            with torch.profiler.record_function("iter"):
+                body()
+                p.step()
+    r = p.reports[0]
+    assert r["pairs"] == 6 and r["events"]["per_step"] is False, r
+    assert any("straddle" in n for n in r["notes"]), r["notes"]
+    assert all(p._events[s["step"]][0] >= OPS for s in p.steps if s.get("cycle") == 1)
+
+
+def test_a_single_active_step_is_never_paired():
+    """active=1: each cycle's only active step is its cold first one. Paired,
+    it gave W 3x the warm one with a tight interval; now it says so and asks
+    for active >= 2."""
+    body = make_body()
+    p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None,
+                                        schedule=torch.profiler.schedule(wait=8, warmup=1, active=1, repeat=4)),
+                 40, body)
+    r = p.report
+    assert r["pairs"] == 0 and r["single_active_cycles"] == 4
+    assert "active >= 2" in r["advice"] and any("single active step" in n for n in r["notes"])
+
+
+def test_exit_does_the_rest_of_torchs_exit(tmp_path):
+    """torch's __exit__ also finishes the execution trace (its JSON file was
+    left cut mid-record) and forgets the step counter."""
+    import json
+
+    from torch.profiler import ExecutionTraceObserver
+
+    path = str(tmp_path / "et.json")
+    et = ExecutionTraceObserver().register_callback(path)
+    run_loop(lambda: opskew.profile(activities=CPU, report_file=None, execution_trace_observer=et,
+                                    schedule=torch.profiler.schedule(wait=1, warmup=1, active=2)), 6, make_body())
+    assert isinstance(json.load(open(path)), dict)
+
+
+def test_report_file_threshold_and_a_failing_stream(tmp_path):
+    with pytest.raises(TypeError, match="open the file first"):
+        opskew.profile(activities=CPU, report_file=str(tmp_path / "r.txt"))
+    for bad in ("0.05", float("nan"), -0.1, True):
+        with pytest.raises(ValueError, match="threshold"):
+            opskew.profile(activities=CPU, threshold=bad)
+
+    class Broken(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    # A stream that fails stops the printing, never the training.
+    p = run_loop(lambda: opskew.profile(activities=CPU, report_file=Broken(),
+                                        schedule=torch.profiler.schedule(**SCHED, repeat=2)), 34, make_body())
+    assert len(p.reports) == 2 and "BrokenPipeError" in p.print_error
+
+
+def test_verdict_words_say_inconclusive_not_unskewed():
+    from opskew.profiling import _verdict_text
+
+    v = {"skewed": False, "significant": False, "enough_pairs": True}
+    assert _verdict_text(v) == "no significant skew detected"
+    assert _verdict_text({**v, "significant": True}) == "significant but below threshold"
+    assert _verdict_text({**v, "enough_pairs": False}) == "not made"
+    assert _verdict_text({**v, "skewed": True, "significant": True}) == "SKEWED"
+
+
+def test_one_export_name_for_every_cycle_and_two_profilers_in_one_folder(tmp_path):
+    """A handler exporting every cycle to one name: the earlier cycle's
+    report no longer names that file, and stop() does not correct it again
+    as the earlier cycle's. Two profilers with one corrected_dir (train, then
+    eval) keep each other's traces."""
+    same = str(tmp_path / "trace.json")
+    p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None,
+                                        on_trace_ready=lambda prof: prof.export_chrome_trace(same),
+                                        schedule=torch.profiler.schedule(**SCHED, repeat=2)), 34, make_body())
+    first, last = p.reports
+    assert first["raw_trace"] is None and first["overwritten_by_cycle"] == 2 and last["raw_trace"] == same
+    d = str(tmp_path / "out")
+    for _ in range(2):
+        run_loop(lambda: opskew.profile(activities=CPU, report_file=None, corrected_dir=d,  # noqa: B023
+                                        schedule=torch.profiler.schedule(**SCHED, repeat=1)), 17, make_body())
+    raw = sorted(f for f in os.listdir(d) if not f.endswith(".corrected.json"))
+    assert len(raw) == 2 and len(set(raw)) == 2, raw
+
+
+def test_a_handler_that_removes_its_export_is_named(tmp_path):
+    def handler(prof):
+        path = str(tmp_path / "t.json")
+        prof.export_chrome_trace(path)
+        os.unlink(path)  # uploaded, then removed
+
+    p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None, on_trace_ready=handler,
+                                        schedule=torch.profiler.schedule(**SCHED, repeat=1)), 17, make_body())
+    assert "no longer there" in p.reports[0]["error"]
