@@ -234,9 +234,9 @@ size_t osk_reader_meta_count(const osk_reader_t *r);
 int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *value,
                         int *is_string);
 
-/* Top-level members whose values are objects (opskew's own "opskew" header,
- * Kineto's "distributedInfo", ...) are kept as their raw JSON text, in file
- * order: at most OSK_READER_OBJECTS_MAX of them, each at most
+/* Top-level members whose values are objects or arrays (opskew's own
+ * "opskew" header, Kineto's "distributedInfo" and "deviceProperties", ...)
+ * are kept as their raw JSON text, in file order: at most OSK_READER_OBJECTS_MAX of them, each at most
  * OSK_READER_OBJECT_MAX_BYTES of text (and at most the reader's
  * max_unit_bytes) nesting at most OSK_READER_OBJECT_MAX_DEPTH levels of
  * objects and arrays (itself included), so that any JSON reader can decode

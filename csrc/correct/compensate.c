@@ -494,9 +494,22 @@ static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
   return 0;
 }
 
-/* The document's top-level scalar members i0 <= i < i1 of reader r, each
- * followed by a comma and a newline. */
-static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_t i1, int lead) {
+/* The document's top-level members as reader r kept them: the scalars from
+ * the i0-th on, then the objects and arrays (Kineto's distributedInfo and
+ * deviceProperties, which HTA reads) from the j0-th on, each followed
+ * (lead) or preceded by a comma and a newline. opskew's own header and the
+ * events are written by the callers. */
+static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_t j0, int lead) {
+  size_t i1 = osk_reader_meta_count(r), j1 = osk_reader_object_count(r);
+  for (size_t j = j0; j < j1; j++) {
+    osk_str_t k, v;
+    if (osk_reader_object_get(r, j, &k, &v) || osk__str_is(k, "opskew", 6)) continue;
+    if (!lead) osk__out_puts(o, ",\n");
+    osk__out_str(o, k.ptr, k.len);
+    osk__out_put(o, ":", 1);
+    osk__out_put(o, v.ptr, v.len); /* the reader checked it is JSON */
+    if (lead) osk__out_puts(o, ",\n");
+  }
   for (size_t i = i0; i < i1; i++) {
     osk_str_t k, v;
     int is_str;
@@ -517,7 +530,7 @@ static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_
 static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_t *head,
                          const char *in_path) {
   osk__out_puts(o, "{\n");
-  if (head) write_members(o, head, 0, osk_reader_meta_count(head), 1);
+  if (head) write_members(o, head, 0, 0, 1);
   /* The one number formatter: any finite value fits, none truncates. */
   osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", c->opts.w_ns);
   osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
@@ -543,8 +556,9 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
 
 /* The metadata events (one per named process and thread, the latest name:
  * only known at the end), the end of the events array, and the document's
- * members from the `n_head`-th on (those after its events). */
-static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head) {
+ * members after its events: scalars from the `n_head`-th on, objects and
+ * arrays from the `o_head`-th. */
+static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head, size_t o_head) {
   osk__out_t *o = c->o;
   for (size_t i = 0; i < c->th.n_procs; i++) {
     const osk_summary_process_t *p = &c->th.procs[i];
@@ -570,8 +584,7 @@ static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head
     osk__out_puts(o, "}}");
   }
   osk__out_puts(o, "\n]");
-  size_t n = osk_reader_meta_count(r);
-  if (n_head < n) write_members(o, r, n_head, n, 0);
+  write_members(o, r, n_head, o_head, 0);
   osk__out_puts(o, "}\n");
 }
 
@@ -686,7 +699,8 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     thr_release(&c->thr[i]);
   }
   if (c->o) {
-    write_trailer(c, r, c->hold_all ? osk_reader_meta_count(r) : osk_reader_meta_count(head));
+    const osk_reader_t *before = c->hold_all ? r : head;
+    write_trailer(c, r, osk_reader_meta_count(before), osk_reader_object_count(before));
     if (osk__out_commit(c->o)) {
       set_err(err, OSK_EIO, "writing the corrected trace failed", c->o->sys_errno);
       c->o = NULL;

@@ -1310,7 +1310,7 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
         break;
       }
       if (is_events) FAIL(r, p, "traceEvents is not an array");
-      if (*p == '{' && !r->key_truncated && r->n_objects < OSK_READER_OBJECTS_MAX) {
+      if ((*p == '{' || *p == '[') && !r->key_truncated && r->n_objects < OSK_READER_OBJECTS_MAX) {
         /* Kept whole when it fits the bound: parsed as one unit, which waits
          * for more input until the object is complete or the buffered part
          * already exceeds the bound (or the unit limit); then it is read past

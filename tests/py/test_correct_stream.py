@@ -150,9 +150,14 @@ def synthetic(path, roots=300):
     for r in range(roots):
         for tid in (1, 2):
             cursor[tid] = tree(tid, cursor[tid], 0, r) + 5000
-    path.write_text(json.dumps({"schemaVersion": 1, "displayTimeUnit": "ms", "traceEvents": evs,
-                                "traceName": "synthetic"}))
+    path.write_text(json.dumps({"schemaVersion": 1, "displayTimeUnit": "ms", "deviceProperties": DEVICES,
+                                "traceEvents": evs, "traceName": "synthetic", "distributedInfo": DIST}))
     return len(evs)
+
+
+# Kineto's members that HTA reads (an array and an object): kept where they were.
+DEVICES = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045379072}]
+DIST = {"backend": "nccl", "rank": 3, "world_size": 8}
 
 
 def test_table_and_trace_agree_to_the_nanosecond(tmp_path):
@@ -177,3 +182,7 @@ def test_table_and_trace_agree_to_the_nanosecond(tmp_path):
     text = out.read_text()
     # displayTimeUnit stays before the events (Perfetto reads it only there).
     assert text.index('"displayTimeUnit"') < text.index('"traceEvents"') < text.index('"traceName"')
+    # The top-level arrays and objects too (they were dropped), on the same side of the events.
+    doc = json.loads(text)
+    assert doc["deviceProperties"] == DEVICES and doc["distributedInfo"] == DIST
+    assert text.index('"deviceProperties"') < text.index('"traceEvents"') < text.index('"distributedInfo"')

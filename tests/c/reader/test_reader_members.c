@@ -33,21 +33,24 @@ static void test_opskew_header_is_kept(void) {
   const char *header = "{\"version\":\"0.1.0\",\"instrument\":\"itt\",\"lost\":{\"total\":0}}";
   for (size_t w = 0; w < N_WAYS; w++) {
     osk_reader_t *r = run_text(t, strlen(t), ways[w][0], ways[w][1], 0, 0);
-    CHECK(osk_reader_object_count(r) == 2); /* arrays are not kept */
+    CHECK(osk_reader_object_count(r) == 3); /* objects and arrays, in file order */
     osk_str_t k, v;
     CHECK(osk_reader_object_get(r, 0, &k, &v) == 0);
     CHECK(k.len == 6 && memcmp(k.ptr, "opskew", 6) == 0);
     CHECK(v.len == strlen(header) && v.ptr[v.len] == 0);
     CHECK_STR(v.ptr, header);
     CHECK(osk_reader_object_get(r, 1, &k, &v) == 0);
+    CHECK_STR(k.ptr, "deviceProperties");
+    CHECK_STR(v.ptr, "[{\"id\":0}]");
+    CHECK(osk_reader_object_get(r, 2, &k, &v) == 0);
     CHECK_STR(k.ptr, "distributedInfo");
     CHECK_STR(v.ptr, "{\"rank\":0}");
-    CHECK(osk_reader_object_get(r, 2, &k, &v) == OSK_ERANGE);
+    CHECK(osk_reader_object_get(r, 3, &k, &v) == OSK_ERANGE);
     CHECK(osk_reader_object_find(r, "opskew", &v) == 0);
     CHECK_STR(v.ptr, header);
     CHECK(osk_reader_object_find(r, "nope", &v) == OSK_ERANGE);
     CHECK(osk_reader_object_find(r, NULL, &v) == OSK_EINVAL);
-    /* Scalars are still metadata, objects are not. */
+    /* Scalars are still metadata, objects and arrays are not. */
     CHECK(osk_reader_meta_count(r) == 2);
     CHECK(osk_reader_stats(r)->events == 1);
     osk_reader_free(r);
