@@ -259,15 +259,26 @@ static int64_t place(thr_t *t, int64_t r, int64_t *debt) {
 static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *parent, int64_t cut) {
   thr_t *t = ctx;
   osk_correct_t *c = t->c;
-  (void)cut; /* the core counts x for its parent only up to the cut */
   double half, delta;
   event_cost(c, x->cls, &half, &delta);
   line_t *l = &t->line[(size_t)x->user[0] - t->tree_begin];
   int64_t begin2 = l->ts2;
-  /* The compressed end: every instrument nanosecond before it is removed,
-   * as far as x's own self time holds what x owes. */
-  int64_t debt = l->debt;
-  int64_t end2 = place(t, x->start + x->dur, &debt);
+  int64_t end = x->start + x->dur, debt = l->debt, end2;
+  if (cut < end) {
+    /* Closed early: an event beginning at `cut` outlives x (an improper
+     * overlap; with_stack's __enter__ and __exit__ events around a
+     * record_function), so x's end lies after a begin the time line has not
+     * placed yet. Placing it first moved that begin, and everything after
+     * it, to x's end (events shifted and shortened even at W = 0). x's end
+     * is moved back by what was removed so far, and the line is left where
+     * it is: the overlap stays as reported. */
+    end2 = moved_back(end, t->removed + (double)debt);
+    debt = 0;
+  } else {
+    /* The compressed end: every instrument nanosecond before it is
+     * removed, as far as x's own self time holds what x owes. */
+    end2 = place(t, end, &debt);
+  }
   if (end2 < begin2) end2 = begin2;
   t->removed += half;
   l->end2 = end2;

@@ -712,7 +712,7 @@ static PyMethodDef reader_methods[] = {
     {"scan", (PyCFunction)(void (*)(void))reader_scan, METH_VARARGS | METH_KEYWORDS,
      "scan(path, chunk_bytes=0, *, header_only=False) -> dict\n\n"
      "Reads a Chrome trace in C without analyzing it and returns what it says\n"
-     "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects\n"
+     "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects and arrays\n"
      "such as opskew's 'opskew' header, decoded; see osk_reader_object_get for\n"
      "the bound), 'marks' (events per torch.profiler option sign:\n"
      "record_shapes, with_stack, profile_memory, with_modules, with_flops),\n"

@@ -280,3 +280,28 @@ def test_calibrate_target_and_correct_with_it(tmp_path):
     assert json.loads(out.read_text())["calibration"]["w_ns"] == cal["w_ns"]["median"]
     p = run_opskew("calibrate", target, "--window-ms", "0", env=env)
     assert p.returncode == 2 and "--window-ms" in p.stderr
+
+
+def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
+    """A real with_stack trace with record_function: the annotation starts
+    inside __enter__'s event and ends inside __exit__'s. Corrected at W = 0,
+    every event keeps its reported times (the outlived event's end was placed
+    first, which shifted every later event of the thread)."""
+    torch = pytest.importorskip("torch")
+    from opskew import tracefile
+
+    m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    x = torch.randn(8, 16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True) as p:
+        for _ in range(3):
+            with torch.profiler.record_function("iter"):
+                m(x).sum().backward()
+    raw, out = str(tmp_path / "ws.json"), str(tmp_path / "ws.c.json")
+    p.export_chrome_trace(raw)
+    r = tracefile.correct(raw, 0.0, 0.0, out=out)
+    assert r["stats"]["overlaps"] >= 3  # each iter's __enter__, at least
+    events = [e for e in json.load(open(out))["traceEvents"] if e["ph"] == "X"]
+    assert len(events) == r["stats"]["corrected_events"] > 100
+    moved = [e["name"] for e in events if abs(e["ts"] - e["args"]["reported_ts"]) > 0.0015
+             or abs(e["dur"] - e["args"]["reported_dur"]) > 0.0015]
+    assert moved == []

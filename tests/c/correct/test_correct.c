@@ -4,6 +4,7 @@
 #include "opskew_correct.h"
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void write_file(const char *path, const char *text) {
@@ -259,9 +260,24 @@ static void test_overlapping_annotation(void) {
   read_back("correct_ov_out.json", &s);
   int ie = find(&s, "enter"), ii = find(&s, "iter"), io = find(&s, "op"), ix = find(&s, "exit");
   CHECK(ie >= 0 && ii >= 0 && io >= 0 && ix >= 0);
-  /* The corrected time line nests properly: enter | iter [op] | exit. */
-  CHECK(s.ts[ie] + s.dur[ie] <= s.ts[ii] && s.ts[ii] + s.dur[ii] <= s.ts[ix]);
+  /* Every written duration is the formula's (to 1 ns of rounding), and the
+   * overlaps stay as reported: iter begins inside enter and exit inside
+   * iter. Placing enter's end before iter's begin moved iter, and every
+   * boundary after it, to enter's end (shifted and shortened, even at W = 0). */
+  CHECK(llabs(s.dur[ie] - 495) <= 1 && llabs(s.dur[ii] - 2890) <= 1 && llabs(s.dur[io] - 490) <= 1 &&
+        llabs(s.dur[ix] - 495) <= 1);
+  CHECK(s.ts[ie] < s.ts[ii] && s.ts[ii] < s.ts[ie] + s.dur[ie]);
+  CHECK(s.ts[ii] < s.ts[ix] && s.ts[ix] < s.ts[ii] + s.dur[ii]);
   CHECK(s.ts[io] >= s.ts[ii] && s.ts[io] + s.dur[io] <= s.ts[ii] + s.dur[ii]);
+  remove("correct_ov_out.json");
+  /* W = 0: the trace is written as it was read. */
+  osk_correct_opts_t zero = {0};
+  CHECK(osk_correct_path("correct_ov.json", "correct_ov_out.json", &zero, &c, &err) == 0);
+  osk_correct_free(c);
+  read_back("correct_ov_out.json", &s);
+  static const int64_t ts0[] = {0, 200, 1000, 3000}, dur0[] = {500, 3000, 500, 500};
+  const int at[] = {find(&s, "enter"), find(&s, "iter"), find(&s, "op"), find(&s, "exit")};
+  for (int k = 0; k < 4; k++) CHECK(s.ts[at[k]] == ts0[k] && s.dur[at[k]] == dur0[k]);
   remove("correct_ov_out.json");
   /* Inside a parent (py "wrapper", 0..4 us), the closed-early events count
    * for it only up to the later event's start: enter 0.2, iter 2.8, exit 0.5
