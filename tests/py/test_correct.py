@@ -305,3 +305,20 @@ def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
     moved = [e["name"] for e in events if abs(e["ts"] - e["args"]["reported_ts"]) > 0.0015
              or abs(e["dur"] - e["args"]["reported_dur"]) > 0.0015]
     assert moved == []
+
+
+def test_detect_reads_kinetos_option_flags(tmp_path):
+    """torch 2.13's events carry neither "flops" nor "Module Hierarchy", and
+    with_flops records shapes: the options came out as record_shapes and
+    minimal. Kineto writes each option that was on as a top-level flag."""
+    torch = pytest.importorskip("torch")
+    from opskew.commands.correct import detect
+
+    m = torch.nn.Linear(8, 8)
+    for kw, want in (({"with_flops": True}, "with_flops"), ({"with_modules": True}, "with_modules"),
+                     ({"record_shapes": True, "with_stack": True}, "record_shapes+with_stack"), ({}, "minimal")):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **kw) as p:
+            m(torch.randn(4, 8)).sum().backward()
+        path = str(tmp_path / "t.json")
+        p.export_chrome_trace(path)
+        assert detect(path)["config"] == want, kw

@@ -70,9 +70,17 @@ def detect(path: str) -> dict:
             c = header.get("calibration")
             return {"instrument": "opskew", "config": header["instrument"], "options": {},
                     "header_calibration": c if isinstance(c, dict) else None}
-    opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
-    if opts["with_flops"]:
-        opts["record_shapes"] = False  # with_flops implies shapes
+    meta = found["metadata"]
+    if any(k in meta for k in _OPTIONS):
+        # Kineto writes each option that was on as a top-level flag
+        # ("with_flops": 1): exact, where the events' marks are not (torch
+        # 2.13 writes no "flops" or "Module Hierarchy" in args, and
+        # with_flops records shapes).
+        opts = {k: bool(meta.get(k)) for k in _OPTIONS}
+    else:
+        opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
+        if opts["with_flops"]:
+            opts["record_shapes"] = False  # with_flops implies shapes
     from ..calibration import config_name
 
     return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
