@@ -112,7 +112,9 @@ typedef struct {
   uint64_t events;            /* traceEvents elements read */
   uint64_t corrected_events;  /* complete events of the instrumented categories, both classes */
   uint64_t py_events;         /* of which of the Python class */
-  uint64_t other_events;      /* complete events of other categories, not corrected */
+  uint64_t other_events;      /* complete events of other categories: not corrected, not written */
+  uint64_t begin_end_events;  /* "B"/"E" events of the instrumented categories: the correction
+                               * reads complete ("X") events only; not corrected, not written */
   uint64_t threads;
   uint64_t clamped;
   double residual_ns;

@@ -441,7 +441,11 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   osk_correct_t *c = ctx;
   c->stats.events++;
   if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata(&c->th, ev, NULL);
-  if (!osk__str_is(ev->ph, "X", 1)) return 0;
+  if (!osk__str_is(ev->ph, "X", 1)) {
+    if ((osk__str_is(ev->ph, "B", 1) || osk__str_is(ev->ph, "E", 1)) && category_index(c, ev->cat) >= 0)
+      c->stats.begin_end_events++;
+    return 0;
+  }
   if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
   long cat = category_index(c, ev->cat);
   if (cat < 0) {

@@ -165,7 +165,12 @@ def print_human(res: dict, out=None) -> None:
     share = res["instrument_share"]
     out.write(f"  {s['corrected_events'] - s['py_events']} operator and {s['py_events']} Python-function "
               f"events on {count_of(s['threads'], 'thread')} corrected; "
-              f"{s['other_events']} other complete events left as they are\n")
+              f"{s['other_events']} complete events of other categories not written (the corrected trace "
+              f"holds the corrected categories)\n")
+    if s.get("begin_end_events"):
+        out.write(f"  WARNING: {s['begin_end_events']} \"B\"/\"E\" events of operator categories were not "
+                  f"corrected and are not in the corrected trace: opskew correct reads complete (\"X\") events "
+                  f"only (opskew summary analyses both)\n")
     out.write(f"  top-level time: reported {fmt_time(s['reported_top_ns'] * 1e-9)}, corrected "
               f"{fmt_time(s['corrected_top_ns'] * 1e-9)}: {100 * share:.1f}% of the trace is instrument\n")
     if s["clamped"]:
