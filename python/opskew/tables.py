@@ -73,8 +73,13 @@ def column(c) -> Col:
         raise KeyError(f"no column {c!r}; the columns: {', '.join(COLUMNS)}") from None
 
 
+_CONTROL = {i: f"\\x{i:02x}" for i in range(32)} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 127: "\\x7f"}
+
+
 def truncate(name: str, width: int = NAME_WIDTH) -> str:
-    """The one truncation rule for operator names."""
+    """The one truncation rule for operator names; control characters are
+    shown escaped (a newline in a name split its row)."""
+    name = name.translate(_CONTROL)
     return name if len(name) <= width else name[: width - 3] + "..."
 
 

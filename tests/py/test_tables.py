@@ -58,6 +58,11 @@ def test_names_are_cut_by_one_rule():
     out = io.StringIO()
     tables.op_table(rows_of(1, long_name=long), COLS, out=out)
     assert long[: tables.NAME_WIDTH - 3] + "..." in out.getvalue() and long not in out.getvalue()
+    # Control characters are shown escaped: a newline split the row.
+    assert tables.truncate("a\nb\tc\x01") == "a\\nb\\tc\\x01"
+    out = io.StringIO()
+    tables.op_table(rows_of(1, long_name="two\nlines"), COLS, out=out)
+    assert "two\\nlines" in out.getvalue() and "two\nlines" not in out.getvalue()
 
 
 def test_top_cuts_and_says_how_many_more():
