@@ -113,6 +113,8 @@ typedef struct {
   uint64_t corrected_events;  /* complete events of the instrumented categories, both classes */
   uint64_t py_events;         /* of which of the Python class */
   uint64_t other_events;      /* complete events of other categories: not corrected, not written */
+  uint64_t unusable_events;   /* complete events without a name, ts or dur, or with a negative
+                               * or out-of-range time: skipped */
   uint64_t begin_end_events;  /* "B"/"E" events of the instrumented categories: the correction
                                * reads complete ("X") events only; not corrected, not written */
   uint64_t threads;

@@ -446,7 +446,10 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
       c->stats.begin_end_events++;
     return 0;
   }
-  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
+  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) {
+    c->stats.unusable_events++;
+    return 0;
+  }
   long cat = category_index(c, ev->cat);
   if (cat < 0) {
     c->stats.other_events++;

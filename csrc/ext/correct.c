@@ -100,12 +100,12 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correct_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i},s:O,s:s,s:K}", "status",
+      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i},s:O,s:s,s:K}", "status",
       osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
       "other_events", (unsigned long long)s->other_events, "begin_end_events",
-      (unsigned long long)s->begin_end_events, "threads", (unsigned long long)s->threads,
+      (unsigned long long)s->begin_end_events, "unusable_events", (unsigned long long)s->unusable_events, "threads", (unsigned long long)s->threads,
       "clamped", (unsigned long long)s->clamped, "residual_ns", s->residual_ns, "reported_top_ns",
       (long long)s->reported_top_ns, "corrected_top_ns", s->corrected_top_ns, "overlaps",
       (unsigned long long)s->overlaps, "stretched", (unsigned long long)s->stretched, "stretched_ns",

@@ -188,24 +188,29 @@ def test_table_and_trace_agree_to_the_nanosecond(tmp_path):
     assert text.index('"deviceProperties"') < text.index('"traceEvents"') < text.index('"distributedInfo"')
 
 
-def test_begin_end_events_are_named_not_dropped_silently(tmp_path):
+def test_begin_end_and_unusable_events_are_named_not_dropped_silently(tmp_path):
     """B/E pairs of operator categories: summary analyses them, correct reads
     complete events only. It said nothing and wrote an empty trace; now it
-    counts them and warns, and says other categories are not written."""
+    counts them and warns, and says other categories are not written. Events
+    it cannot use (a negative dur, a string ts) are counted and warned about,
+    as summary does."""
     trace = tmp_path / "be.json"
     trace.write_text(json.dumps({"traceEvents": [
         {"ph": "B", "cat": "cpu_op", "name": "p", "pid": 1, "tid": 1, "ts": 0},
         {"ph": "B", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 2},
         {"ph": "E", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 5},
         {"ph": "E", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 10},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1}]}))
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "neg", "pid": 1, "tid": 1, "ts": 20, "dur": -1},
+        {"ph": "X", "cat": "cpu_op", "name": "str", "pid": 1, "tid": 1, "ts": "21", "dur": 1}]}))
     cal = calibration(tmp_path / "cal.json", "minimal", 100.0, 10.0)
     js = tmp_path / "r.json"
     p = run_opskew("correct", str(trace), "--calibration", str(cal), "-o", str(tmp_path / "c.json"),
                    "--json", str(js))
     assert p.returncode == 0, p.stderr
     st = json.loads(js.read_text())["stats"]
-    assert st["begin_end_events"] == 4 and st["other_events"] == 1
+    assert st["begin_end_events"] == 4 and st["other_events"] == 1 and st["unusable_events"] == 2
     text = p.stdout + p.stderr
     assert '4 "B"/"E" events of operator categories were not corrected' in text
     assert "1 complete events of other categories not written" in text
+    assert "2 events lack a name, ts or dur, or have a negative or out-of-range time" in text

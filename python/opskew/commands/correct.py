@@ -167,6 +167,11 @@ def print_human(res: dict, out=None) -> None:
               f"events on {count_of(s['threads'], 'thread')} corrected; "
               f"{s['other_events']} complete events of other categories not written (the corrected trace "
               f"holds the corrected categories)\n")
+    if s.get("unusable_events"):
+        from ..tracefile import warnings_of
+
+        for w in warnings_of({"status": "ok", "stats": {"unusable_events": s["unusable_events"]}}):
+            out.write(f"  WARNING: {w}\n")
     if s.get("begin_end_events"):
         out.write(f"  WARNING: {s['begin_end_events']} \"B\"/\"E\" events of operator categories were not "
                   f"corrected and are not in the corrected trace: opskew correct reads complete (\"X\") events "
