@@ -19,6 +19,7 @@ Environment (set by `opskew profile`):
   OPSKEW_RECORD_PARENT  the parent's pid (SIGTERM when it dies, as record)
 """
 
+import functools
 import json
 import os
 import signal
@@ -28,12 +29,22 @@ import time
 import warnings
 
 # Run by path, sys.path[0] is opskew's own folder, whose module names
-# (profile, tracing, ...) must not shadow anyone's: the folder above it
-# instead, so that `import opskew` is this very package. The user's code
-# gets its own sys.path[0] (_record_boot._run_user).
+# (tracing, report, ...) must not shadow anyone's. The folder above it (the
+# site-packages opskew is installed in) must not be on the path either: the
+# script's interpreter would import that folder's torch instead of its own.
+# So `opskew` is loaded from this very folder by its spec, and sys.path[0]
+# holds a name that imports nothing until the user's code gets its own
+# (_record_boot._run_user).
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
-    sys.path[0] = os.path.dirname(_HERE)
+    sys.path[0] = os.path.join(_HERE, "__no_imports_here__")
+if "opskew" not in sys.modules:
+    import importlib.util
+
+    _spec = importlib.util.spec_from_file_location("opskew", os.path.join(_HERE, "__init__.py"),
+                                                   submodule_search_locations=[_HERE])
+    sys.modules["opskew"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["opskew"])
 
 EXIT_SETUP = 86  # as _record_boot: `opskew profile` reads it as a setup failure
 
@@ -196,7 +207,10 @@ class Driver:
             return out
 
         # A bound method, as torch's LR schedulers expect (they wrap
-        # `opt.step.__func__`).
+        # `opt.step.__func__`), carrying the wrapped function's attributes:
+        # a scheduler's `_wrapped_by_lr_sched` mark, without which every
+        # scheduler.step() warned that optimizer.step() had been overridden.
+        functools.update_wrapper(step, getattr(inner, "__func__", inner))
         opt.step = types.MethodType(step, opt)
 
     def ours(self):
@@ -377,8 +391,6 @@ def _hook_own_profilers(torch, driver):
     """Calls driver.stand_aside() when the script, not opskew, starts a torch
     profiler: torch.profiler.profile (any _KinetoProfile) or the autograd
     profiler used directly (`with torch.autograd.profiler.profile():`)."""
-    import functools
-
     targets = [(getattr(getattr(torch.profiler, "profiler", None), "_KinetoProfile", None), "prepare_trace",
                 "torch.profiler"),
                (getattr(getattr(torch.autograd, "profiler", None), "profile", None), "__enter__",

@@ -350,18 +350,27 @@ def for_user(exc):
 
 
 def _run_user(kind, target):
+    """Runs the user's code as `python` would: sys.path[0] is the script's
+    folder ("" for -c, the working folder for -m), except under -P or -I
+    (sys.flags.safe_path), where Python puts none there and the entry is the
+    interpreter's own; __file__ is absolute, as Python >= 3.9 makes it."""
+    safe = getattr(sys.flags, "safe_path", False)
     if kind == "code":
-        sys.path[0] = ""
+        if not safe:
+            sys.path[0] = ""
         import builtins
 
         globs = {"__name__": "__main__", "__builtins__": builtins, "__doc__": None, "__spec__": None}
         exec(compile(target, "<string>", "exec"), globs)  # noqa: S102 - the user's own -c code
     elif kind == "module":
-        sys.path[0] = os.getcwd()
+        if not safe:
+            sys.path[0] = os.getcwd()
         runpy.run_module(target, run_name="__main__", alter_sys=True)
     else:
-        sys.path[0] = os.path.dirname(os.path.abspath(target))
-        runpy.run_path(target, run_name="__main__")
+        path = os.path.abspath(target)
+        if not safe:
+            sys.path[0] = os.path.dirname(path)
+        runpy.run_path(path, run_name="__main__")
 
 
 if __name__ == "__main__":

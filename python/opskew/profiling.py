@@ -22,9 +22,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
+import weakref
 
 from . import _engine
 from .analysis import per_event_diff
@@ -538,8 +540,13 @@ class profile:
                 # temporary folder takes that save, so a later
                 # export_chrome_trace(path) copies it from there.
                 if self._tmpdir is None:
-                    self._tmpdir = tempfile.TemporaryDirectory(prefix="opskew-profile-")
-                self._kept = os.path.join(self._tmpdir.name, f"cycle{self._cycle}.json")
+                    # Removed when the profiler goes (or at exit): a later
+                    # export_chrome_trace copies from it. Not a
+                    # TemporaryDirectory, whose implicit cleanup warns
+                    # (ResourceWarning, an error under python -W error).
+                    self._tmpdir = tempfile.mkdtemp(prefix="opskew-profile-")
+                    weakref.finalize(self, shutil.rmtree, self._tmpdir, ignore_errors=True)
+                self._kept = os.path.join(self._tmpdir, f"cycle{self._cycle}.json")
                 self.prof.export_chrome_trace(self._kept)
             rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns, this_cycle)
         except Exception as exc:  # noqa: BLE001 - opskew's failure must not stop the user's training

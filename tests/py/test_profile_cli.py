@@ -403,3 +403,55 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
     # torchrun's own options are checked before anything runs.
     p = run_opskew("profile", "-o", str(out), "--", torchrun, "--no-python", "true", cwd=str(tmp_path))
     assert p.returncode == 2 and "--no-python" in p.stderr
+
+
+def test_the_script_runs_as_its_own_python_would(tmp_path):
+    """The script sees its interpreter's packages only (opskew's site-packages
+    was put first on sys.path: a python without torch imported opskew's), an
+    absolute __file__, no folder of its own on sys.path under -P, and torch's
+    LR schedulers do not warn that optimizer.step was overridden."""
+    out = tmp_path / "prof"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    user = tmp_path / "user.py"
+    user.write_text(textwrap.dedent("""\
+        import os, sys, warnings
+        warnings.simplefilter("error")  # any warning fails the script
+        print("file", os.path.isabs(__file__))
+        try:
+            import pkg
+            print("sibling importable")
+        except ImportError:
+            print("sibling not importable")
+        import torch
+        m = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3)
+        for _ in range(20):
+            m(torch.randn(2, 4)).sum().backward()
+            opt.step(); sched.step(); opt.zero_grad()
+        print("lr", opt.param_groups[0]["lr"])
+    """))
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(user.relative_to(tmp_path)),
+                   cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    plain = subprocess.run([sys.executable, str(user)], capture_output=True, text=True, timeout=300)
+    assert p.stdout == plain.stdout and "file True" in p.stdout and "sibling importable" in p.stdout
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, "-P", str(user), cwd=str(tmp_path))
+    assert "sibling not importable" in p.stdout, p.stdout + p.stderr
+    # python -S has no site-packages: torch is not there, and opskew says so.
+    p = run_opskew("profile", "-o", str(tmp_path / "s"), "--", sys.executable, "-S", str(user))
+    assert p.returncode == 2 and "cannot import torch in the profiled interpreter" in p.stderr, p.stderr
+
+
+def test_an_earlier_runs_traces_and_a_script_that_fails_first(tmp_path):
+    out = tmp_path / "prof"
+    assert run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path), "40").returncode == 0
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--repeat", "1", "--", sys.executable, script(tmp_path), "20")
+    assert p.returncode == 0 and "holds 4 trace file(s) of an earlier run" in p.stderr, p.stderr
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise SystemExit('usage: bad.py N')\n")
+    p = run_opskew("profile", "-o", str(tmp_path / "b"), "--", sys.executable, str(bad))
+    assert p.returncode == 1, p.stderr
+    assert "the script ended (sys.exit('usage: bad.py N')) before its first step boundary" in p.stderr
+    assert "no trace was written" in p.stderr and "hold what ran until then" not in p.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,8 +33,9 @@ without an optimizer marks its steps with --step-marker NAME (the end of each
 opskew.step() once per step. The profiler starts at the first step boundary:
 the script's setup is never a step.
 
-Files in OUT (a folder, created if absent; files opskew wrote there before
-are replaced):
+Files in OUT (a folder, created if absent; files of the same names that
+opskew wrote there before are replaced, and a line counts an earlier run's
+traces that stay beside the new ones):
   opskew-profile-cycleN.json            the raw trace of cycle N, as torch exports it
   opskew-profile-cycleN.corrected.json  corrected with the in-run W
   report.json                           every cycle's report, the step times and
@@ -123,14 +125,25 @@ def _output_dir(path: str) -> str:
     if not os.path.isdir(out):
         parent = os.path.dirname(out)
         if not os.path.isdir(parent):
-            raise UsageError(f"-o {path}: the folder above it does not exist")
+            raise UsageError(f"-o {path}: " + ("the folder above it does not exist" if not os.path.lexists(parent)
+                                                else f"{os.path.dirname(path) or parent} is not a folder"))
         try:
             os.mkdir(out)
         except FileExistsError:
             pass
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
+    else:
+        old = [n for n in os.listdir(out) if _TRACE_NAME.match(n)]
+        if old:
+            sys.stderr.write(f"opskew profile: {out} holds {len(old)} trace file(s) of an earlier run; this run "
+                             "replaces those of the same names only, and its report.json lists its own (remove "
+                             "them, or give another folder, to keep runs apart)\n")
     return out
+
+
+# The trace files opskew.profile writes (profiling.py: _stem, corrected_path).
+_TRACE_NAME = re.compile(r"opskew-profile(-rank\d+)?(-\d+)?-cycle\d+(\.corrected)?\.json(\.gz)?$")
 
 
 def run(args) -> int:
@@ -185,7 +198,20 @@ def run(args) -> int:
     else:
         _job_report(out, sorted(fresh, key=_rank_key))
         _job_summary(out, sorted(fresh, key=_rank_key))
-    return _exit_code(rc, written, who="opskew profile", kept="the traces and report hold what ran until then")
+    kept = "the traces and report hold what ran until then"
+    if "report.json" in fresh and not _traced(os.path.join(out, "report.json")):
+        kept = "report.json says how far it got (no trace was written)"
+    return _exit_code(rc, written, who="opskew profile", kept=kept)
+
+
+def _traced(report: str) -> bool:
+    """Whether the run's report.json counts a trace."""
+    try:
+        with open(report, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return True  # unknown: the general wording
+    return bool(doc.get("reports") or doc.get("earlier_reports"))
 
 
 def _pairs_of(final: dict) -> str:
@@ -345,7 +371,10 @@ def _outcome(report: str) -> str:
         n = doc["step_boundaries"]
         why = (f"no cycle completed ({n} step boundaries from {doc['step_source']}; the first cycle needs "
                f"{need}: --skip-first {sch.get('skip_first') or 0} + --wait + --warmup + --active)")
-        if n == 0:
+        ended = doc.get("ended_by")
+        if n == 0 and ended not in (None, "the script returned"):
+            why = f"the script ended ({ended}) before its first step boundary: nothing was profiled"
+        elif n == 0:
             why += (". Steps end at optimizer.step() calls on the main thread; without them, mark steps with "
                     "--step-marker NAME (the end of each record_function(NAME)) or opskew.step() in the script")
         else:
@@ -367,10 +396,15 @@ def _outcome(report: str) -> str:
     wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
              + (f" per operator event (in-run, {_pairs_of(final)})" if final
                 else f" per operator event ({last.get('w_source')})")) if w else "W unknown"
+    # report.json holds the latest cycles' reports only (earlier_reports
+    # counts the others): the counts cover the whole run.
+    earlier = doc.get("earlier_reports") or 0
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
     refit = sum(1 for r in reps if r.get("corrected_with") == "the run's final W")
-    final = ("" if not corrected else " (each with the run's final W)" if refit == corrected
+    final = ("" if not corrected else " (each with the run's final W)" if refit == corrected and not earlier
              else f" (the latest {refit} with the run's final W, the others with their own cycle's)" if refit
              else "")
-    return (f"{aside}{len(reps)} trace(s), {corrected} corrected{final}, in {os.path.dirname(report)}; {wtext}; "
+    counted = (f"{len(reps) + earlier} trace(s), {corrected} of the latest {len(reps)} corrected{final}" if earlier
+               else f"{len(reps)} trace(s), {corrected} corrected{final}")
+    return (f"{aside}{counted}, in {os.path.dirname(report)}; {wtext}; "
             f"steps from {doc['step_source']}; report: {report}")
