@@ -455,3 +455,20 @@ def test_an_earlier_runs_traces_and_a_script_that_fails_first(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "the script ended (sys.exit('usage: bad.py N')) before its first step boundary" in p.stderr
     assert "no trace was written" in p.stderr and "hold what ran until then" not in p.stderr
+
+
+def test_the_last_line_counts_the_traces_report_json_no_longer_lists(tmp_path):
+    """report.json keeps the latest 50 cycles' reports (earlier_reports counts
+    the others): the last line counted 50 traces of an 88-cycle run and said
+    all carried the final W."""
+    from opskew.commands.profile import _outcome
+
+    final = {"w_ns": {"median": 500.0, "ci95": [400.0, 600.0]}, "pairs": 300, "cycles": 50, "run_cycles": 88}
+    reps = [{"cycle": c, "corrected_trace": f"c{c}.corrected.json", "corrected_with": "the run's final W"}
+            for c in range(39, 89)]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"reports": reps, "earlier_reports": 38, "final": final,
+                                "step_source": "the first optimizer that stepped (SGD)"}))
+    line = _outcome(str(path))
+    assert "88 trace(s), 50 of the latest 50 corrected (the latest 50 with the run's final W, the others with " \
+           "their own cycle's)" in line, line
