@@ -572,7 +572,8 @@ class profile:
         raw = rep.get("raw_trace")
         if not raw:
             return
-        for r in self.reports:
+        # The reports stop() may correct again, at most: O(1) a cycle.
+        for r in self.reports[-MAX_RECORRECT - 1:]:
             if r is not rep and r.get("raw_trace") == raw:
                 r["raw_trace"] = r["corrected_trace"] = None
                 r["overwritten_by_cycle"] = rep["cycle"]
