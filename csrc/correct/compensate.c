@@ -274,6 +274,12 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
      * it is: the overlap stays as reported. */
     end2 = moved_back(end, t->removed + (double)debt);
     debt = 0;
+    if (end2 < t->last2) {
+      /* Its children's ends are placed already: it ends at the last, and
+       * owes its parent the rest, as place() has it. */
+      debt = osk__sat_add(t->last2, -end2);
+      end2 = t->last2;
+    }
   } else {
     /* The compressed end: every instrument nanosecond before it is
      * removed, as far as x's own self time holds what x owes. */
@@ -514,41 +520,40 @@ static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
 
 /* The document's top-level members as reader r kept them: the scalars from
  * the i0-th on, then the objects and arrays (Kineto's distributedInfo and
- * deviceProperties, which HTA reads) from the j0-th on, each followed
- * (lead) or preceded by a comma and a newline. opskew's own header and the
- * events are written by the callers. */
-static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_t j0, int lead) {
+ * deviceProperties, which HTA reads) from the j0-th on, each preceded by a
+ * comma and a newline. opskew's own header and the events are written by
+ * the callers. */
+static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_t j0) {
   size_t i1 = osk_reader_meta_count(r), j1 = osk_reader_object_count(r);
   for (size_t j = j0; j < j1; j++) {
     osk_str_t k, v;
     if (osk_reader_object_get(r, j, &k, &v) || osk__str_is(k, "opskew", 6)) continue;
-    if (!lead) osk__out_puts(o, ",\n");
+    osk__out_puts(o, ",\n");
     osk__out_str(o, k.ptr, k.len);
     osk__out_put(o, ":", 1);
     osk__out_put(o, v.ptr, v.len); /* the reader checked it is JSON */
-    if (lead) osk__out_puts(o, ",\n");
   }
   for (size_t i = i0; i < i1; i++) {
     osk_str_t k, v;
     int is_str;
     if (osk_reader_meta_get(r, i, &k, &v, &is_str)) continue;
     if (osk__str_is(k, "opskew", 6) || osk__str_is(k, "traceEvents", 11)) continue;
-    if (!lead) osk__out_puts(o, ",\n");
+    osk__out_puts(o, ",\n");
     osk__out_str(o, k.ptr, k.len);
     osk__out_put(o, ":", 1);
     if (is_str) osk__out_str(o, v.ptr, v.len);
     else osk__out_put(o, v.ptr, v.len);
-    if (lead) osk__out_puts(o, ",\n");
   }
 }
 
-/* The document's members that came before its events (from `head`, a reader
- * of the header alone; may be NULL), the correction's, and the start of the
- * events array. */
+/* The correction's "opskew" header, first (a reader keeps the first few
+ * top-level objects only: it must be one of them, or the trace would not be
+ * known as corrected), then the document's members that came before its
+ * events (from `head`, a reader of the header alone; may be NULL), and the
+ * start of the events array. */
 static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader_t *head,
                          const char *in_path) {
   osk__out_puts(o, "{\n");
-  if (head) write_members(o, head, 0, 0, 1);
   /* The one number formatter: any finite value fits, none truncates. */
   osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", c->opts.w_ns);
   osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
@@ -569,7 +574,9 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
     osk__out_puts(o, ",\"run\":");
     osk__out_puts(o, c->opts.run_json);
   }
-  osk__out_puts(o, "},\n\"traceEvents\":[\n");
+  osk__out_puts(o, "}");
+  if (head) write_members(o, head, 0, 0);
+  osk__out_puts(o, ",\n\"traceEvents\":[\n");
 }
 
 /* The metadata events (one per named process and thread, the latest name:
@@ -602,7 +609,7 @@ static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head
     osk__out_puts(o, "}}");
   }
   osk__out_puts(o, "\n]");
-  write_members(o, r, n_head, o_head, 0);
+  write_members(o, r, n_head, o_head);
   osk__out_puts(o, "}\n");
 }
 

@@ -214,3 +214,31 @@ def test_begin_end_and_unusable_events_are_named_not_dropped_silently(tmp_path):
     assert '4 "B"/"E" events of operator categories were not corrected' in text
     assert "1 complete events of other categories not written" in text
     assert "2 events lack a name, ts or dur, or have a negative or out-of-range time" in text
+
+
+def test_corrected_header_survives_many_members_and_overlaps_keep_children_inside(tmp_path):
+    """The reader keeps the first 8 top-level objects and arrays: with 8 of
+    the input's before traceEvents, the corrected trace's "opskew" header was
+    the 9th, was not read back, and the trace could be corrected again. And
+    an event closed early by an overlap (with a W too large for its short
+    gaps) ended before its own child's corrected end."""
+    from opskew.commands.correct import detect
+    from opskew.errors import UsageError
+    from opskew.tracefile import correct as c_correct
+
+    evs = [{"ph": "X", "cat": "python_function", "name": "enter", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
+           {"ph": "X", "cat": "cpu_op", "name": "c1", "pid": 1, "tid": 1, "ts": 0.5, "dur": 1.5},
+           {"ph": "X", "cat": "cpu_op", "name": "c2", "pid": 1, "tid": 1, "ts": 2.2, "dur": 1.0},
+           {"ph": "X", "cat": "user_annotation", "name": "iter", "pid": 1, "tid": 1, "ts": 4, "dur": 30}]
+    doc = {f"arr{i}": [i] for i in range(8)}
+    doc["traceEvents"] = evs
+    src, out = tmp_path / "t.json", tmp_path / "c.json"
+    src.write_text(json.dumps(doc))
+    c_correct(str(src), 1500.0, 0.0, out=str(out))
+    with pytest.raises(UsageError, match="written by `opskew correct` already"):
+        detect(str(out))
+    got = {e["name"]: e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert got.keys() >= {"enter", "c1", "c2"}
+    end = {n: got[n]["ts"] + got[n]["dur"] for n in got}
+    assert got["c2"]["ts"] >= got["enter"]["ts"] and end["c2"] <= end["enter"] + 0.0015, got
+    assert json.loads(out.read_text())["arr7"] == [7]
