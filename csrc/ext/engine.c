@@ -261,6 +261,7 @@ static PyObject *engine_write_file(PyObject *self, PyObject *args) {
   int rc;
   Py_BEGIN_ALLOW_THREADS
   rc = osk__out_open(&o, PyBytes_AS_STRING(path), 0);
+  if (rc == 0) rc = osk__out_gzip_by_name(&o, PyBytes_AS_STRING(path));
   if (rc == 0) {
     osk__out_put(&o, data.buf, (size_t)data.len);
     rc = osk__out_commit(&o);

@@ -468,7 +468,7 @@ class profile:
 
         with open(self._kept, "rb") as f:
             data = f.read()
-        write_file(path, gzip_bytes(data) if path.endswith(".gz") else data)
+        write_file(path, data)  # a .gz name is written gzipped by the one writer
         rep = self.report
         if rep is not None and self._wv is not None:
             out = corrected_path(path)
@@ -988,12 +988,6 @@ def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None):
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
                      delta_py_ns=dp)
     return v
-
-
-def gzip_bytes(data: bytes) -> bytes:
-    import gzip
-
-    return gzip.compress(data)
 
 
 def _metadata(rep: dict) -> dict:

@@ -98,7 +98,8 @@ def _refusal(path: str, t: dict) -> str:
 
 def write_file(path, data) -> None:
     """Writes `data` (bytes, or str as UTF-8) to `path` through the one writer
-    every opskew output uses (chrome_out.c, through _engine.write_file): a
+    every opskew output uses (chrome_out.c, through _engine.write_file;
+    gzipped when the name ends in .gz and the target is a file): a
     temporary file next to the target, created O_EXCL|O_NOFOLLOW with mode
     0666 less the umask (an existing file keeps its mode), fsynced and
     renamed into place, so a reader never sees half a file and a failure

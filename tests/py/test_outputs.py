@@ -259,3 +259,17 @@ def test_write_failure_reads_the_c_message_not_the_paths():
     assert write_failure(exc, "c.json") is None
     exc = errors.from_c_error(-5, "correct t.json", message="writing the corrected trace failed", sys_errno=28)
     assert write_failure(exc, "c.json").exit_code == 7
+
+
+def test_write_file_gzips_a_gz_name(tmp_path):
+    """Every output goes through one writer, and a .gz name means gzip there
+    (check --trace t.json.gz wrote plain JSON under a .gz name); "-" and
+    other names stay as they are."""
+    import gzip
+
+    data = json.dumps({"traceEvents": [{"ph": "X", "name": "a" * 100}] * 1000}).encode()
+    report.write_file(str(tmp_path / "t.json.gz"), data)
+    raw = (tmp_path / "t.json.gz").read_bytes()
+    assert raw[:2] == b"\x1f\x8b" and gzip.decompress(raw) == data and len(raw) < len(data) // 10
+    report.write_file(str(tmp_path / "t.json"), data)
+    assert (tmp_path / "t.json").read_bytes() == data

@@ -562,3 +562,15 @@ def test_a_handler_that_removes_its_export_is_named(tmp_path):
     p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None, on_trace_ready=handler,
                                         schedule=torch.profiler.schedule(**SCHED, repeat=1)), 17, make_body())
     assert "no longer there" in p.reports[0]["error"]
+
+
+def test_export_after_the_cycle_to_a_gz_name(tmp_path):
+    """After the cycle, export_chrome_trace copies opskew's own export through
+    the one writer: a .gz name is gzip, the raw and the corrected one."""
+    p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None,
+                                        schedule=torch.profiler.schedule(**SCHED, repeat=1)), 17, make_body())
+    path = str(tmp_path / "t.json.gz")
+    p.export_chrome_trace(path)
+    for f in (path, str(tmp_path / "t.corrected.json.gz")):
+        assert open(f, "rb").read(2) == b"\x1f\x8b", f
+    assert op_counts(path)["aten::add"] == 7 * OPS  # 7 active steps of OPS additions
