@@ -353,7 +353,8 @@ def _run_user(kind, target):
     """Runs the user's code as `python` would: sys.path[0] is the script's
     folder ("" for -c, the working folder for -m), except under -P or -I
     (sys.flags.safe_path), where Python puts none there and the entry is the
-    interpreter's own; __file__ is absolute, as Python >= 3.9 makes it."""
+    interpreter's own; a script's __file__ is absolute, as Python >= 3.9
+    makes it, and sys.argv[0] stays as it was typed."""
     safe = getattr(sys.flags, "safe_path", False)
     if kind == "code":
         if not safe:
@@ -370,7 +371,32 @@ def _run_user(kind, target):
         path = os.path.abspath(target)
         if not safe:
             sys.path[0] = os.path.dirname(path)
-        runpy.run_path(path, run_name="__main__")
+        import zipfile
+
+        if not os.path.isfile(path) or zipfile.is_zipfile(path):
+            runpy.run_path(target, run_name="__main__")  # a folder or zip with __main__.py
+            return
+        _run_script(path)
+
+
+def _run_script(path):
+    """A source file as the __main__ module, as `python path` runs it:
+    runpy.run_path would set sys.argv[0] to the path it is given, which is
+    also __file__'s (absolute here)."""
+    import builtins
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None)
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec")
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)  # noqa: S102 - the user's own script
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def identify(path: str) -> dict:
     distributedInfo and host_name, read by the C reader up to traceEvents)
     or, failing that, from its name (rankN, cycleN)."""
     head = scan(path, header_only=True)
-    info = (head.get("objects") or {}).get("distributedInfo") or {}
+    info = (head.get("objects") or {}).get("distributedInfo")
+    info = info if isinstance(info, dict) else {}  # top-level arrays are kept too: only an object has a rank
     rank = info.get("rank") if isinstance(info.get("rank"), int) else None
     name = os.path.basename(path)
     if rank is None:

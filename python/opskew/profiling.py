@@ -213,6 +213,7 @@ class profile:
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
         self.final = None  # the run's W from all its steps, set at stop()
         self.print_error = None  # why report_file stopped being printed to, if it did
+        self._shed_upto = 0  # reports before this index hold no per-operator table (_shed_old_operators)
 
     # ------------------------------------------------------------ delegation
     def __getattr__(self, name):
@@ -439,11 +440,13 @@ class profile:
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
                                    f"p = {w['sign_p']:.3g}"}
         self._wv = wv
-        redo = [r for r in self.reports if r.get("raw_trace") and os.path.isfile(r["raw_trace"])]
-        if len(redo) > MAX_RECORRECT:
-            self.final["not_recorrected"] = (f"the {len(redo) - MAX_RECORRECT} oldest traces keep their own "
-                                             f"cycle's W (at most {MAX_RECORRECT} are corrected again at stop)")
-            redo = redo[-MAX_RECORRECT:]
+        # The latest MAX_RECORRECT cycles' traces (those whose steps W comes
+        # from); the older ones keep their own cycle's W.
+        older = sum(1 for r in self.reports[:-MAX_RECORRECT] if r.get("raw_trace"))
+        if older:
+            self.final["not_recorrected"] = (f"the {older} oldest traces keep their own cycle's W (those of the "
+                                             f"latest {MAX_RECORRECT} cycles are corrected again at stop)")
+        redo = [r for r in self.reports[-MAX_RECORRECT:] if r.get("raw_trace") and os.path.isfile(r["raw_trace"])]
         for rep in redo:
             out = corrected_path(rep["raw_trace"])
             rep["corrected_trace"] = out
@@ -492,7 +495,9 @@ class profile:
             return
         try:
             f.write(text)
-            f.flush()
+            flush = getattr(f, "flush", None)
+            if flush is not None:
+                flush()
         except Exception as exc:  # noqa: BLE001 - the user's loop goes on
             self._report_file = None
             self.print_error = f"printing the report failed ({type(exc).__name__}: {exc}); later ones are not printed"
@@ -509,6 +514,7 @@ class profile:
             self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
                                  "raw_trace": None, "corrected_trace": None, "error": self._lost,
                                  "steps": self.step_counts()})
+            self._shed_old_operators()
             self._say(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
             self._lost = None
             return
@@ -520,6 +526,18 @@ class profile:
         try:
             if self._user_ready is not None:
                 self._user_ready(self)
+        except BaseException as exc:
+            # Raised on, as torch does; the cycle still ends here: its active
+            # steps are its own (they must not go to the next trace), and
+            # its report says what happened.
+            self._cycle += 1
+            self._take_active()
+            self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
+                                 "raw_trace": None, "corrected_trace": None,
+                                 "error": f"on_trace_ready raised {type(exc).__name__}: {exc}",
+                                 "steps": self.step_counts()})
+            self._shed_old_operators()
+            raise
         finally:
             self._in_ready = False
         user_ns = time.perf_counter_ns() - t0
@@ -582,11 +600,13 @@ class profile:
         """A report older than the last KEEP_CYCLES keeps its per-operator
         summary and marks, not its table of every operator (its corrected
         trace carries that): memory stays bounded however long the run."""
-        if len(self.reports) > KEEP_CYCLES:
-            ops = self.reports[-KEEP_CYCLES - 1].get("operators")
+        upto = len(self.reports) - KEEP_CYCLES
+        for r in self.reports[self._shed_upto:max(upto, 0)]:
+            ops = r.get("operators")
             if isinstance(ops, dict) and "ops" in ops:
                 ops.pop("ops")
                 ops["ops_dropped"] = "older than the last %d cycles: see the cycle's corrected trace" % KEEP_CYCLES
+        self._shed_upto = max(self._shed_upto, upto)
 
     def _count(self, trace: str) -> dict:
         """Operator and Python events inside each ProfilerStep#N of the trace,
@@ -617,13 +637,14 @@ class profile:
         counts = self._count(trace)
         counted_per_step = True
         found = [s for s in this_cycle if s["step"] in counts["per_step"]]
-        straddle = bool(found) and counts["op_events"] > 0 and not any(counts["per_step"][s["step"]][0]
-                                                                       for s in found)
+        held = sum(counts["per_step"][s["step"]][0] for s in found)
+        straddle = bool(found) and held < 0.5 * counts["op_events"]
         if straddle:
-            # Ranges that hold none of the trace's operators: step() was
-            # called inside another range (a record_function around each
+            # Ranges that hold less than half of the trace's operators: step()
+            # was called inside another range (a record_function around each
             # iteration), so each ProfilerStep#N opens in one iteration and
-            # closes in the next, and nesting puts the operators elsewhere.
+            # closes in the next, and nesting puts the operators elsewhere
+            # (the ranges keep only what runs after step() in its range).
             found = []
         if found:
             # Steps of an earlier cycle whose analysis failed are not in this trace.
@@ -639,7 +660,7 @@ class profile:
         self._forget_old()
         w, notes, detail = self._estimate()
         if straddle:
-            notes.append(f"the ProfilerStep#N ranges hold none of the trace's {counts['op_events']} operator "
+            notes.append(f"the ProfilerStep#N ranges hold {held} of the trace's {counts['op_events']} operator "
                          "events: step() was called inside another range (a record_function around each "
                          "iteration?), so the ranges straddle the iterations; events per step are the trace's "
                          "totals divided by its active steps")

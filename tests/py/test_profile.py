@@ -468,16 +468,19 @@ def test_step_inside_a_record_function_range_still_counts_events(tmp_path):
     holds no operator. The counts were 0 a step, no step was paired, and the
     advice asked for what the schedule already had."""
     body = make_body()
-    with opskew.profile(activities=CPU, schedule=torch.profiler.schedule(**SCHED, repeat=1),
-                        report_file=None) as p:
-        for _ in range(17):
-            with torch.profiler.record_function("iter"):
-                body()
-                p.step()
-    r = p.reports[0]
-    assert r["pairs"] == 6 and r["events"]["per_step"] is False, r
-    assert any("straddle" in n for n in r["notes"]), r["notes"]
-    assert all(p._events[s["step"]][0] >= OPS for s in p.steps if s.get("cycle") == 1)
+    for after in (0, 1):  # with an operator after step() in the range, the ranges hold that one only
+        with opskew.profile(activities=CPU, schedule=torch.profiler.schedule(**SCHED, repeat=1),
+                            report_file=None) as p:
+            for _ in range(17):
+                with torch.profiler.record_function("iter"):
+                    body()
+                    p.step()
+                    for _ in range(after):
+                        torch.mul(torch.ones(2), 2)
+        r = p.reports[0]
+        assert r["pairs"] == 6 and r["events"]["per_step"] is False, r
+        assert any("straddle" in n for n in r["notes"]), r["notes"]
+        assert all(p._events[s["step"]][0] >= OPS for s in p.steps if s.get("cycle") == 1)
 
 
 def test_a_single_active_step_is_never_paired():
@@ -505,6 +508,34 @@ def test_exit_does_the_rest_of_torchs_exit(tmp_path):
     run_loop(lambda: opskew.profile(activities=CPU, report_file=None, execution_trace_observer=et,
                                     schedule=torch.profiler.schedule(wait=1, warmup=1, active=2)), 6, make_body())
     assert isinstance(json.load(open(path)), dict)
+    from torch.autograd.profiler import KinetoStepTracker
+
+    assert "ProfilerStep" not in KinetoStepTracker._step_dict
+
+
+def test_a_handler_that_raises_keeps_its_cycles_steps(tmp_path):
+    """on_trace_ready raising propagates, as with torch; a loop that catches
+    it and goes on must not hand that cycle's active steps to the next."""
+    calls = []
+
+    def handler(prof):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("upload failed")
+
+    body = make_body()
+    p = opskew.profile(activities=CPU, report_file=None, on_trace_ready=handler, corrected_dir=str(tmp_path),
+                       schedule=torch.profiler.schedule(**SCHED, repeat=2))
+    with p:
+        for _ in range(34):
+            body()
+            try:
+                p.step()
+            except RuntimeError:
+                pass
+    assert "upload failed" in p.reports[0]["error"] and p.reports[1].get("error") is None
+    tags = [s.get("cycle") for s in p.steps if s["phase"] == "active" and not s.get("partial")]
+    assert tags == [1] * 7 + [2] * 7, tags
 
 
 def test_report_file_threshold_and_a_failing_stream(tmp_path):

@@ -417,7 +417,7 @@ def test_the_script_runs_as_its_own_python_would(tmp_path):
     user.write_text(textwrap.dedent("""\
         import os, sys, warnings
         warnings.simplefilter("error")  # any warning fails the script
-        print("file", os.path.isabs(__file__))
+        print("file", os.path.isabs(__file__), "argv0", sys.argv[0], __name__)
         try:
             import pkg
             print("sibling importable")
@@ -435,8 +435,9 @@ def test_the_script_runs_as_its_own_python_would(tmp_path):
     p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(user.relative_to(tmp_path)),
                    cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr
-    plain = subprocess.run([sys.executable, str(user)], capture_output=True, text=True, timeout=300)
-    assert p.stdout == plain.stdout and "file True" in p.stdout and "sibling importable" in p.stdout
+    plain = subprocess.run([sys.executable, "user.py"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.stdout == plain.stdout and "file True argv0 user.py __main__" in p.stdout, (p.stdout, plain.stdout)
+    assert "sibling importable" in p.stdout
     p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, "-P", str(user), cwd=str(tmp_path))
     assert "sibling not importable" in p.stdout, p.stdout + p.stderr
     # python -S has no site-packages: torch is not there, and opskew says so.

@@ -295,7 +295,8 @@ def _job_report(out: str, names: list) -> None:
         ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
                       "w_source": last.get("w_source", "in-run"), "inflation": last.get("inflation"),
                       "pairs": last.get("pairs"), "verdict": (doc.get("report") or {}).get("verdict"),
-                      "traces": len(doc.get("reports") or []), "ended_by": doc.get("ended_by"),
+                      "traces": len(doc.get("reports") or []) + (doc.get("earlier_reports") or 0),
+                      "ended_by": doc.get("ended_by"),
                       "step_source": doc.get("step_source")})
     job = {"schema": "opskew.profile.job/1", "world_size": len(ranks), "ranks": ranks,
            "note": "each rank's W is measured on that rank; under collectives a rank's active steps include "
@@ -322,10 +323,11 @@ def _job_summary(out: str, names: list) -> None:
     from .. import job
     from ..report import fmt_ns, write_file
 
-    traces = []
+    traces, earlier = [], 0
     for _, doc in job.rank_reports(out, names):
         traces += [r["raw_trace"] for r in doc.get("reports") or [] if r.get("raw_trace")
                    and os.path.isfile(r["raw_trace"])]
+        earlier = max(earlier, doc.get("earlier_reports") or 0)
     path = os.path.join(out, "job-summary.json")  # a foreign one was refused before the run
     try:
         doc = job.compute(traces)
@@ -334,7 +336,8 @@ def _job_summary(out: str, names: list) -> None:
         return
     write_file(path, json.dumps(doc, indent=1))
     lines = [f"opskew profile: job summary {path} (opskew summary {out} prints it): collectives {doc['family']}, "
-             f"{doc['matched']} matched"]
+             f"{doc['matched']} matched" + (f"; from each rank's latest cycles, not its {earlier} earlier ones"
+                                            if earlier else "")]
     steps = max(len(doc["steps"]), 1)
     for r in doc["ranks"]:
         if doc["corrected"]:
