@@ -21,8 +21,9 @@ typedef struct {
 } tally_t;
 
 /* Digests what the reader keeps besides events, and checks its contract: at
- * most OSK_READER_OBJECTS_MAX objects, each within the bound, NUL terminated,
- * starting with '{' and ending with '}', and found by key. */
+ * most OSK_READER_OBJECTS_MAX objects and arrays, each within the bound, NUL
+ * terminated, an object's text in braces or an array's in brackets, and
+ * found by key. */
 static uint64_t members_digest(const osk_reader_t *r) {
   uint64_t h = 0;
   size_t n = osk_reader_object_count(r);
@@ -30,8 +31,8 @@ static uint64_t members_digest(const osk_reader_t *r) {
   for (size_t i = 0; i < n; i++) {
     osk_str_t k, v;
     if (osk_reader_object_get(r, i, &k, &v)) abort();
-    if (v.len < 2 || v.len > OSK_READER_OBJECT_MAX_BYTES || v.ptr[v.len] || v.ptr[0] != '{' ||
-        v.ptr[v.len - 1] != '}')
+    if (v.len < 2 || v.len > OSK_READER_OBJECT_MAX_BYTES || v.ptr[v.len] ||
+        !((v.ptr[0] == '{' && v.ptr[v.len - 1] == '}') || (v.ptr[0] == '[' && v.ptr[v.len - 1] == ']')))
       abort();
     if (k.ptr[k.len]) abort();
     if (strlen(k.ptr) == k.len && osk_reader_object_find(r, k.ptr, NULL)) abort();
