@@ -274,6 +274,23 @@ class Session:
             off()
 
 
+def active_anywhere():
+    """Whether a session of any opskew collector loaded in this process
+    records. Each instrument's library (ITT, NVTX, native, the profile hook)
+    carries its own copy of the runtime, so asking one of them saw only its
+    own sessions: a trace(instrument="itt") inside a native one started."""
+    import importlib.machinery
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [default_path(i) for i in FILE]
+    paths += [os.path.join(here, "_pyhook" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
+    for p in paths:
+        lib = load(p) if os.path.isfile(p) else None
+        if lib is not None and lib.osk_trace_active():
+            return True
+    return False
+
+
 def _begin(lib, record):
     rc = lib.osk_collector_record_begin() if record else lib.osk_collector_start()
     if rc != 0:
@@ -288,8 +305,7 @@ def start_collector(torch, instrument, path, not_bound, record=False):
     `opskew record`'s, written at exit). not_bound(bound) words the error for
     a collector torch did not bind (bound 0, or -1: an ABI it refused)."""
     factory = {"itt": torch.autograd.profiler.emit_itt, "nvtx": torch.autograd.profiler.emit_nvtx}[instrument]
-    lib = load(path)
-    if lib is not None and lib.osk_trace_active():
+    if active_anywhere():
         raise SetupError(ALREADY_ACTIVE)
     ctx = factory()
     ctx.__enter__()
@@ -313,7 +329,7 @@ def start_pyhook(hook, torch, record=False):
     lib = load(hook.__file__)
     if lib is None:  # pragma: no cover - the module is imported, so it is loaded
         raise SetupError(f"cannot reach opskew's profile hook ({hook.__file__}) through ctypes")
-    if lib.osk_trace_active():
+    if active_anywhere():
         raise SetupError(ALREADY_ACTIVE)
     hook.calibrate(torch.empty)
     _begin(lib, record)
@@ -379,7 +395,7 @@ def start_native(shim, path, record=False, scope=None):
     lib = load(path, must_be_loaded=False)
     if lib is None:
         raise SetupError(f"cannot load opskew's native collector ({path}); reinstall opskew")
-    if lib.osk_trace_active():
+    if active_anywhere():
         raise SetupError(ALREADY_ACTIVE)
     shim.osk_shim_set(ctypes.cast(lib.osk_native_begin, ctypes.c_void_p),
                       ctypes.cast(lib.osk_native_end, ctypes.c_void_p))

@@ -129,3 +129,30 @@ def test_a_gz_name_is_written_gzipped(tmp_path):
         print("ok")
     """, tmp_path)
     assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr
+
+
+def test_sessions_of_different_instruments_do_not_nest_either(tmp_path):
+    """Each instrument's library has its own copy of the runtime: a pyhook
+    session inside an ITT one started (and its probe and calibration ran in
+    the outer window). Any active session refuses another."""
+    p = py("""
+        import opskew, opskew.tracing
+        with opskew.trace(instrument="itt") as t:
+            import torch
+            a = torch.ones(2)
+            torch.add(a, a)
+            try:
+                with opskew.trace(instrument="pyhook"):
+                    torch.mul(a, a)
+                print("nested")
+            except opskew.tracing.TracerSetupError as exc:
+                print("refused:", exc)
+        names = [e.name for e in t.events]
+        assert names.count("aten::add") == 1 and "aten::mul" not in names, names
+        with opskew.trace(instrument="pyhook") as u:  # one after the other is fine
+            torch.mul(a, a)
+        assert u.n_events >= 1
+        print("ok")
+    """, tmp_path)
+    assert p.returncode == 0 and "refused: an opskew tracing session is already active" in p.stdout \
+        and p.stdout.strip().endswith("ok"), p.stdout + p.stderr
