@@ -25,12 +25,28 @@ using end_fn = void (*)();
 std::atomic<begin_fn> g_begin{nullptr};
 std::atomic<end_fn> g_end{nullptr};
 
+// Sessions, counted: a thread-local callback forwards only in the session it
+// was attached in. A thread started during one session keeps its callback
+// until it ends (only the thread itself can remove it); a later session
+// must not record it ("threads already running are not recorded").
+std::atomic<uint64_t> g_epoch{0};
+thread_local uint64_t t_epoch = 0;
+
 std::unique_ptr<at::ObserverContext> on_begin(const at::RecordFunction &fn) {
   g_begin.load(std::memory_order_relaxed)(fn.name());
   return nullptr;
 }
 
 void on_end(const at::RecordFunction &, at::ObserverContext *) { g_end.load(std::memory_order_relaxed)(); }
+
+std::unique_ptr<at::ObserverContext> on_begin_thread(const at::RecordFunction &fn) {
+  if (t_epoch == g_epoch.load(std::memory_order_relaxed)) g_begin.load(std::memory_order_relaxed)(fn.name());
+  return nullptr;
+}
+
+void on_end_thread(const at::RecordFunction &, at::ObserverContext *) {
+  if (t_epoch == g_epoch.load(std::memory_order_relaxed)) g_end.load(std::memory_order_relaxed)();
+}
 
 // The bare floor (bench only): a callback that counts and calls nothing.
 thread_local uint64_t t_count = 0;
@@ -42,8 +58,10 @@ std::unique_ptr<at::ObserverContext> count_begin(const at::RecordFunction &) {
 
 void count_end(const at::RecordFunction &, at::ObserverContext *) {}
 
-at::RecordFunctionCallback make(bool counting) {
-  auto cb = counting ? at::RecordFunctionCallback(count_begin, count_end) : at::RecordFunctionCallback(on_begin, on_end);
+at::RecordFunctionCallback make(bool counting, bool per_thread) {
+  auto cb = counting     ? at::RecordFunctionCallback(count_begin, count_end)
+            : per_thread ? at::RecordFunctionCallback(on_begin_thread, on_end_thread)
+                         : at::RecordFunctionCallback(on_begin, on_end);
   cb.needsInputs(false).needsOutputs(false).needsIds(false);
   return cb;
 }
@@ -55,10 +73,11 @@ std::atomic<at::CallbackHandle> g_handle{0};
 
 extern "C" {
 
-// Sets the runtime's entry points; call before attaching.
+// Sets the runtime's entry points for a new session; call before attaching.
 void osk_shim_set(void *begin, void *end) {
   g_begin.store(reinterpret_cast<begin_fn>(begin), std::memory_order_relaxed);
   g_end.store(reinterpret_cast<end_fn>(end), std::memory_order_relaxed);
+  g_epoch.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Mode 0: forward to the runtime; 1: count only (the bare floor).
@@ -66,9 +85,10 @@ void osk_shim_set(void *begin, void *end) {
 // (autograd propagates thread-local RecordFunction state). Returns 0, 1 if
 // already attached on this thread, -1 on failure.
 int osk_shim_attach_thread(int mode) {
+  t_epoch = g_epoch.load(std::memory_order_relaxed);  // this session's, attached now or before
   if (t_handle) return 1;
   try {
-    t_handle = at::addThreadLocalCallback(make(mode == 1));
+    t_handle = at::addThreadLocalCallback(make(mode == 1, true));
     return 0;
   } catch (...) {
     return -1;
@@ -88,7 +108,7 @@ void osk_shim_detach_thread() {
 int osk_shim_attach_global(int mode) {
   if (g_handle.load()) return 1;
   try {
-    g_handle.store(at::addGlobalCallback(make(mode == 1)));
+    g_handle.store(at::addGlobalCallback(make(mode == 1, false)));
     return 0;
   } catch (...) {
     return -1;

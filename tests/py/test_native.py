@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -78,6 +79,45 @@ def test_four_threads_none_torn_or_lost(shim):
     assert all(e.name == "aten::add" and e.depth == 0 and e.dur_ns >= 0 for e in t.events)
     d = t.summary.data
     assert d["unmatched_ends"] == 0 and d["open_at_stop"] == 0 and d["threads"] == 4
+
+
+def test_a_thread_from_an_earlier_session_is_not_recorded_by_a_later_one(shim):
+    """A thread started during a session keeps its callback until it ends
+    (only it can remove it); a later session recorded it, though threads
+    already running when trace() starts are not recorded. A thread that
+    starts a session of its own is recorded in it."""
+    a = torch.ones(4)
+    go, stop = threading.Event(), threading.Event()
+
+    def linger():
+        torch.add(a, a)
+        go.wait()
+        torch.div(a, a)
+        stop.wait()
+
+    with opskew.trace(instrument="native") as t1:
+        th = threading.Thread(target=linger)
+        th.start()
+        time.sleep(0.2)  # its add, inside this session
+    with opskew.trace(instrument="native") as t2:
+        go.set()
+        time.sleep(0.2)
+        torch.mul(a, a)
+    stop.set()
+    th.join()
+    assert {e.name for e in t1.events} == {"aten::add"}
+    assert {e.name for e in t2.events} == {"aten::mul"}
+    done = []
+
+    def own():
+        with opskew.trace(instrument="native") as t3:
+            torch.sub(a, a)
+        done.append({e.name for e in t3.events})
+
+    th = threading.Thread(target=own)
+    th.start()
+    th.join()
+    assert done == [{"aten::sub"}]
 
 
 def test_mlp_backward_recorded_and_nested(shim):
