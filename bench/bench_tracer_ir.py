@@ -122,7 +122,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="opskew-ir-") as tmp:
         marks = build_marks(tmp)
         for inst in rows:  # natively first: builds the shim, checks the instrument works
-            bench_tracer.run_worker(inst, 10, 1)
+            bench_tracer.run_worker([inst], 10, 1)
         for r in range(args.rounds):
             for inst in rows[r % len(rows):] + rows[:r % len(rows)]:
                 res[inst].append(run_one(inst, args.ops, args.trials, marks, tmp, r))

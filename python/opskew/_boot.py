@@ -412,7 +412,7 @@ def start_native(shim, path, record=False, scope=None):
         return Session(lib, "native", shim.osk_shim_detach_global, None)
 
     def on_thread_start():
-        return _Detach(shim) if shim.osk_shim_attach_thread(0) == 0 else None
+        return _Detach(shim) if shim.osk_shim_attach_thread(2) == 0 else None
 
     original = hook_new_threads(on_thread_start)
     return Session(lib, "native", shim.osk_shim_detach_thread, original)

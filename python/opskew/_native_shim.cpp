@@ -25,10 +25,12 @@ using end_fn = void (*)();
 std::atomic<begin_fn> g_begin{nullptr};
 std::atomic<end_fn> g_end{nullptr};
 
-// Sessions, counted: a thread-local callback forwards only in the session it
-// was attached in. A thread started during one session keeps its callback
-// until it ends (only the thread itself can remove it); a later session
-// must not record it ("threads already running are not recorded").
+// Sessions, counted: a thread started during a session (mode 2) forwards
+// only in the session it was attached in. It keeps its callback until it
+// ends (only the thread itself can remove it), and a later session must not
+// record it ("threads already running are not recorded"). The thread that
+// starts a session (mode 0) removes its callback at the stop: it needs no
+// check, and the operators it runs pay none.
 std::atomic<uint64_t> g_epoch{0};
 thread_local uint64_t t_epoch = 0;
 
@@ -39,13 +41,20 @@ std::unique_ptr<at::ObserverContext> on_begin(const at::RecordFunction &fn) {
 
 void on_end(const at::RecordFunction &, at::ObserverContext *) { g_end.load(std::memory_order_relaxed)(); }
 
+// t_epoch 0: a thread that never attached runs the callback because autograd
+// handed it the attached thread's state (backward on a device thread).
+bool current() {
+  uint64_t e = t_epoch;
+  return e == 0 || e == g_epoch.load(std::memory_order_relaxed);
+}
+
 std::unique_ptr<at::ObserverContext> on_begin_thread(const at::RecordFunction &fn) {
-  if (t_epoch == g_epoch.load(std::memory_order_relaxed)) g_begin.load(std::memory_order_relaxed)(fn.name());
+  if (current()) g_begin.load(std::memory_order_relaxed)(fn.name());
   return nullptr;
 }
 
 void on_end_thread(const at::RecordFunction &, at::ObserverContext *) {
-  if (t_epoch == g_epoch.load(std::memory_order_relaxed)) g_end.load(std::memory_order_relaxed)();
+  if (current()) g_end.load(std::memory_order_relaxed)();
 }
 
 // The bare floor (bench only): a callback that counts and calls nothing.
@@ -58,10 +67,10 @@ std::unique_ptr<at::ObserverContext> count_begin(const at::RecordFunction &) {
 
 void count_end(const at::RecordFunction &, at::ObserverContext *) {}
 
-at::RecordFunctionCallback make(bool counting, bool per_thread) {
-  auto cb = counting     ? at::RecordFunctionCallback(count_begin, count_end)
-            : per_thread ? at::RecordFunctionCallback(on_begin_thread, on_end_thread)
-                         : at::RecordFunctionCallback(on_begin, on_end);
+at::RecordFunctionCallback make(int mode) {
+  auto cb = mode == 1   ? at::RecordFunctionCallback(count_begin, count_end)
+            : mode == 2 ? at::RecordFunctionCallback(on_begin_thread, on_end_thread)
+                        : at::RecordFunctionCallback(on_begin, on_end);
   cb.needsInputs(false).needsOutputs(false).needsIds(false);
   return cb;
 }
@@ -80,7 +89,8 @@ void osk_shim_set(void *begin, void *end) {
   g_epoch.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Mode 0: forward to the runtime; 1: count only (the bare floor).
+// Mode 0: forward to the runtime; 1: count only (the bare floor); 2: forward
+// in this session only (a thread started during it).
 // Thread-local: this thread, and the autograd work it hands to other threads
 // (autograd propagates thread-local RecordFunction state). Returns 0, 1 if
 // already attached on this thread, -1 on failure.
@@ -88,7 +98,7 @@ int osk_shim_attach_thread(int mode) {
   t_epoch = g_epoch.load(std::memory_order_relaxed);  // this session's, attached now or before
   if (t_handle) return 1;
   try {
-    t_handle = at::addThreadLocalCallback(make(mode == 1, true));
+    t_handle = at::addThreadLocalCallback(make(mode));
     return 0;
   } catch (...) {
     return -1;
@@ -108,7 +118,7 @@ void osk_shim_detach_thread() {
 int osk_shim_attach_global(int mode) {
   if (g_handle.load()) return 1;
   try {
-    g_handle.store(at::addGlobalCallback(make(mode == 1, false)));
+    g_handle.store(at::addGlobalCallback(make(mode == 2 ? 0 : mode)));
     return 0;
   } catch (...) {
     return -1;
