@@ -378,8 +378,9 @@ class Result:
                 rows.append(("added per event (W)", f"{fmt_ns(w['median'])} "
                              f"[{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]"))
                 v = d["verdict"]
-                rows.append(("verdict", "SKEWED" if v["skewed"] else
-                             "significant, below threshold" if v["significant"] else "no significant skew"))
+                from .verdict import skew_words
+
+                rows.append(("verdict", skew_words(v)))
         elif self.kind == "summary":
             st = d["stats"]
             rows += [("trace", d["trace"]), ("status", d["status"]),

@@ -1017,17 +1017,6 @@ def _metadata(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k != "operators"}
 
 
-def _verdict_text(v: dict) -> str:
-    """The verdict in words, as `check` says it: a sign test that finds
-    nothing is "no significant skew detected", never "not skewed" (with few
-    pairs it can hardly find anything)."""
-    if v["skewed"]:
-        return "SKEWED"
-    if not v["enough_pairs"]:
-        return "not made"
-    return "significant but below threshold" if v["significant"] else "no significant skew detected"
-
-
 def render(rep: dict) -> str:
     """The short per-cycle report."""
     from .report import fmt_ns
@@ -1065,7 +1054,9 @@ def render(rep: dict) -> str:
         lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
         return "\n".join(lines) + "\n"
     v = rep["verdict"]
-    lines.append(f"  verdict: {_verdict_text(v)} ({v['test']})")
+    from .verdict import skew_words
+
+    lines.append(f"  verdict: {skew_words(v, v['enough_pairs'])} ({v['test']})")
     if rep.get("operators"):
         m = rep["operators"]["marks"]
         lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "

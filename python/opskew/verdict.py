@@ -32,6 +32,18 @@ import math
 MARKS = ("believable", "inflated", "unknowable")
 
 
+def skew_words(v: dict, enough: bool = True) -> str:
+    """A skew verdict ({"skewed", "significant"}) in words, the same in
+    every output: a sign test that finds nothing is "no significant skew
+    detected", never "not skewed" (with few pairs it can hardly find
+    anything); `enough` False: too few pairs for a 95% interval."""
+    if v["skewed"]:
+        return "SKEWED"
+    if not enough:
+        return "not made"
+    return "significant but below threshold" if v["significant"] else "no significant skew detected"
+
+
 def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -> str:
     removed = reported - med
     if reported <= 0:

@@ -556,13 +556,13 @@ def test_report_file_threshold_and_a_failing_stream(tmp_path):
 
 
 def test_verdict_words_say_inconclusive_not_unskewed():
-    from opskew.profiling import _verdict_text
+    from opskew.verdict import skew_words
 
     v = {"skewed": False, "significant": False, "enough_pairs": True}
-    assert _verdict_text(v) == "no significant skew detected"
-    assert _verdict_text({**v, "significant": True}) == "significant but below threshold"
-    assert _verdict_text({**v, "enough_pairs": False}) == "not made"
-    assert _verdict_text({**v, "skewed": True, "significant": True}) == "SKEWED"
+    assert skew_words(v) == "no significant skew detected"
+    assert skew_words({**v, "significant": True}) == "significant but below threshold"
+    assert skew_words(v, enough=False) == "not made"
+    assert skew_words({**v, "skewed": True, "significant": True}) == "SKEWED"
 
 
 def test_one_export_name_for_every_cycle_and_two_profilers_in_one_folder(tmp_path):

@@ -178,17 +178,17 @@ def _print_human(result: dict, out=None) -> None:
                          "per-operator verdict below reads it)"
                          + (f"; corrected trace {cr['corrected_trace']}" if cr["corrected_trace"] else "")
                          + (f"; raw trace {cr['trace']}" if cr["trace"] else "")))
+        from ..verdict import skew_words
+
         v = result["verdict"]
         rows.append(("", ""))
         if v["skewed"]:
             text = "SKEWED: the instrument inflates this trace (where, per operator: below)"
-        elif v["significant"]:
-            text = "significant but below threshold"
-        elif not v.get("enough_trials", True):
+        elif not v["significant"] and not v.get("enough_trials", True):
             text = (f"NOT ENOUGH TRIALS to decide: {result.get('pairs', 0)} pair(s); the sign test needs "
                     "at least 6 for a 95% CI (run more --trials)")
         else:
-            text = "no significant skew detected"
+            text = skew_words(v)
         rows.append(("verdict", text))
         rows.append(("test", v["test"]))
     elif result.get("note"):
