@@ -231,6 +231,10 @@ const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r);
  * literal. Pointers stay valid until osk_reader_free. Returns 0, or
  * OSK_ERANGE when i is out of range. */
 size_t osk_reader_meta_count(const osk_reader_t *r);
+/* How many of the kept scalars (osk_reader_meta_get) and objects and arrays
+ * (osk_reader_object_get) came before "traceEvents": all of them when it
+ * has not been reached. Either pointer may be NULL. */
+void osk_reader_members_before_events(const osk_reader_t *r, size_t *n_meta, size_t *n_objects);
 int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *value,
                         int *is_string);
 

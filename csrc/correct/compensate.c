@@ -518,13 +518,16 @@ static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
   return 0;
 }
 
-/* The document's top-level members as reader r kept them: the scalars from
- * the i0-th on, then the objects and arrays (Kineto's distributedInfo and
- * deviceProperties, which HTA reads) from the j0-th on, each preceded by a
- * comma and a newline. opskew's own header and the events are written by
- * the callers. */
-static void write_members(osk__out_t *o, const osk_reader_t *r, size_t i0, size_t j0) {
-  size_t i1 = osk_reader_meta_count(r), j1 = osk_reader_object_count(r);
+/* The document's top-level members as reader r kept them, on one side of
+ * its events: before them (`after` 0) or after them (1); the scalars, then
+ * the objects and arrays (Kineto's distributedInfo and deviceProperties,
+ * which HTA reads), each preceded by a comma and a newline. opskew's own
+ * header and the events are written by the callers. */
+static void write_members(osk__out_t *o, const osk_reader_t *r, int after) {
+  size_t nb, ob;
+  osk_reader_members_before_events(r, &nb, &ob);
+  size_t i0 = after ? nb : 0, i1 = after ? osk_reader_meta_count(r) : nb;
+  size_t j0 = after ? ob : 0, j1 = after ? osk_reader_object_count(r) : ob;
   for (size_t j = j0; j < j1; j++) {
     osk_str_t k, v;
     if (osk_reader_object_get(r, j, &k, &v) || osk__str_is(k, "opskew", 6)) continue;
@@ -575,15 +578,14 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
     osk__out_puts(o, c->opts.run_json);
   }
   osk__out_puts(o, "}");
-  if (head) write_members(o, head, 0, 0);
+  if (head) write_members(o, head, 0);
   osk__out_puts(o, ",\n\"traceEvents\":[\n");
 }
 
 /* The metadata events (one per named process and thread, the latest name:
  * only known at the end), the end of the events array, and the document's
- * members after its events: scalars from the `n_head`-th on, objects and
- * arrays from the `o_head`-th. */
-static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head, size_t o_head) {
+ * members after its events (from r, which read it whole). */
+static void write_trailer(osk_correct_t *c, const osk_reader_t *r) {
   osk__out_t *o = c->o;
   for (size_t i = 0; i < c->th.n_procs; i++) {
     const osk_summary_process_t *p = &c->th.procs[i];
@@ -609,7 +611,7 @@ static void write_trailer(osk_correct_t *c, const osk_reader_t *r, size_t n_head
     osk__out_puts(o, "}}");
   }
   osk__out_puts(o, "\n]");
-  write_members(o, r, n_head, o_head);
+  write_members(o, r, 1);
   osk__out_puts(o, "}\n");
 }
 
@@ -724,8 +726,7 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     thr_release(&c->thr[i]);
   }
   if (c->o) {
-    const osk_reader_t *before = c->hold_all ? r : head;
-    write_trailer(c, r, osk_reader_meta_count(before), osk_reader_object_count(before));
+    write_trailer(c, r);
     if (osk__out_commit(c->o)) {
       set_err(err, OSK_EIO, "writing the corrected trace failed", c->o->sys_errno);
       c->o = NULL;

@@ -127,6 +127,8 @@ struct osk_reader {
   size_t n_meta;
   object_entry_t objects[OSK_READER_OBJECTS_MAX];
   size_t n_objects;
+  int events_reached;                    /* "traceEvents" began: the counts below hold */
+  size_t meta_before, objects_before;    /* kept members before it */
   unsigned ev_marks; /* MARK_* bits of the current event's args */
 
   osk_reader_stats_t stats;
@@ -520,6 +522,8 @@ static void free_parse_state(osk_reader_t *r) {
     free(r->objects[i].json);
   }
   r->n_meta = r->n_objects = 0;
+  r->events_reached = 0;
+  r->meta_before = r->objects_before = 0;
 }
 
 int osk_reader_rewind(osk_reader_t *r, osk_error_t *err) {
@@ -581,6 +585,12 @@ void osk_reader_free(osk_reader_t *r) {
 const osk_reader_stats_t *osk_reader_stats(const osk_reader_t *r) { return &r->stats; }
 
 size_t osk_reader_meta_count(const osk_reader_t *r) { return r ? r->n_meta : 0; }
+
+void osk_reader_members_before_events(const osk_reader_t *r, size_t *n_meta, size_t *n_objects) {
+  int reached = r && r->events_reached;
+  if (n_meta) *n_meta = !r ? 0 : reached ? r->meta_before : r->n_meta;
+  if (n_objects) *n_objects = !r ? 0 : reached ? r->objects_before : r->n_objects;
+}
 
 int osk_reader_meta_get(const osk_reader_t *r, size_t i, osk_str_t *key, osk_str_t *value,
                         int *is_string) {
@@ -1300,6 +1310,9 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
     case S_OBJ_VALUE: {
       int is_events = !r->key_truncated && r->key_len == 11 && memcmp(r->key, "traceEvents", 11) == 0;
       if (*p == '[' && is_events) {
+        r->events_reached = 1;
+        r->meta_before = r->n_meta;
+        r->objects_before = r->n_objects;
         r->ev_return = S_OBJ_AFTER;
         r->state = S_EV_FIRST;
         p++;

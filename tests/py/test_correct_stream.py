@@ -242,3 +242,24 @@ def test_corrected_header_survives_many_members_and_overlaps_keep_children_insid
     end = {n: got[n]["ts"] + got[n]["dur"] for n in got}
     assert got["c2"]["ts"] >= got["enter"]["ts"] and end["c2"] <= end["enter"] + 0.0015, got
     assert json.loads(out.read_text())["arr7"] == [7]
+
+
+def test_piped_input_keeps_members_on_their_side_of_the_events(tmp_path):
+    """From a pipe the whole read is held and the header written at the end:
+    every kept member went before traceEvents. The reader now says which
+    came before."""
+    import subprocess
+    import sys
+
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0}],
+           "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 5}],
+           "traceName": "x", "distributedInfo": {"rank": 0}}
+    cal = calibration(tmp_path / "cal.json", "minimal", 100.0, 10.0)
+    out = tmp_path / "c.json"
+    p = subprocess.run([sys.executable, "-m", "opskew", "correct", "-", "--calibration", str(cal), "-o", str(out)],
+                       input=json.dumps(doc), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    text = out.read_text()
+    assert text.index('"deviceProperties"') < text.index('"traceEvents"') < text.index('"traceName"')
+    assert text.index('"traceEvents"') < text.index('"distributedInfo"')
+    assert json.loads(text)["distributedInfo"] == {"rank": 0}
