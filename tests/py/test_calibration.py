@@ -251,3 +251,21 @@ def test_calibrate_json_report_is_not_taken_for_a_calibration():
         validate({"schema": "opskew.calibrate/1", "calibrations": []})
     with pytest.raises(ValueError, match="not an opskew calibration"):
         validate({"schema": "something/1"})
+
+
+def test_calibrate_on_a_workload_without_operators_says_w_is_undefined(tmp_path):
+    """No operator event: W per event was the window's whole added time (1.3
+    ms), refused as implausible with advice to rerun on a quieter machine,
+    which no rerun fixes."""
+    import subprocess
+    import sys
+
+    (tmp_path / "wl.py").write_text("def nothing():\n    pass\n")
+    env = dict(os.environ, OPSKEW_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-m", "opskew", "calibrate", "wl.py:nothing", "--no-tracer", "--trials", "6",
+                        "--warmup", "0.1", "--json", "c.json"], capture_output=True, text=True, cwd=tmp_path,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "no operator events: W undefined" in p.stdout and "quieter machine" not in p.stdout, p.stdout
+    cal = json.loads((tmp_path / "c.json").read_text())["calibrations"][0]
+    assert cal["op_events_per_iter"] == 0 and cal["_path"] is None

@@ -332,6 +332,16 @@ def run(args) -> int:
                    delta_ns=delta, op_events_per_iter=_engine.quantile(events, 0.5) / common["iters"],
                    **extra)
         cal["noisy"] = _noisy(cal)
+        if not cal["op_events_per_iter"]:
+            # W per event of no event: the whole added time of the window
+            # (milliseconds), which no rerun would make an event's cost.
+            cal["noisy"] = ""
+            cal["_path"] = None
+            cal["rejected"] = ("the instrument recorded no operator events on this workload, so W per event is "
+                               "undefined; calibrate a workload that runs torch operators on this thread")
+            cal["rerun_helps"] = False
+            results.append(cal)
+            continue
         try:
             validate(cal)
         except ValueError as exc:
@@ -350,13 +360,15 @@ def run(args) -> int:
                  "for a trustworthy calibration; rerun with more --trials"))
     for cal in results:
         k = cal["key"]
-        print(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}")
+        print(f"  {k['instrument']:15s} {k['config']:28s} "
+              + (_constants(cal) if cal["op_events_per_iter"] else "no operator events: W undefined"))
         if cal["noisy"]:
             print(f"      WARNING: {cal['noisy']}")
         if cal["_path"]:
             print(f"      stored: {cal['_path']}")
         else:
-            print(f"      NOT stored: {cal['rejected']} (rerun on a quieter machine, with more --trials)")
+            print(f"      NOT stored: {cal['rejected']}"
+                  + (" (rerun on a quieter machine, with more --trials)" if cal.get("rerun_helps", True) else ""))
     if args.json:
         write_json({"schema": "opskew.calibrate/1", "calibrations": results}, args.json)
     return EXIT_OK
