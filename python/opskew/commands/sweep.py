@@ -289,6 +289,11 @@ def point_figures(rounds, instruments, calls: int) -> dict:
     pt["op_duration_from"] = src
     ref = [t.reported_op_self_s for t in rounds.trials[src]]
     for iname, d in pt["by"].items():
+        if iname == src and src not in ("opskew", "opskew-native"):
+            # The reference is this very trace: its ratio to itself is 1 by
+            # construction, not a measurement (no opskew tracer among the
+            # instruments to compare with).
+            continue
         mine = [t.reported_op_self_s for t in rounds.trials[iname]]
         if d["reported_per_call_s"] and pt["op_duration_s"] and all(mine) and all(ref):
             # The leaf's own skew: how much longer the trace shows the operator
