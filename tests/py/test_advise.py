@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 WL = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
 FAST = ("--trials", "3", "--iters", "3", "--cold-iters", "8")
 
@@ -38,6 +40,10 @@ def test_snippet_for_user_training_step_runs_and_traces(opskew, tmp_path):
     sch = rec["schedule"]
     assert sch["wait"] >= 1 and sch["warmup"] == 1 and 1 <= sch["active"] <= 5 and sch["repeat"] == 1
     assert rec["estimate"]["trace_mb"] > 0
+    # The snippet pays stop and export, never key_averages()'s post-processing.
+    c, est = r["candidates"][rec["name"]], rec["estimate"]
+    assert est["stop_export_s"] == pytest.approx(est["events"] * (c["stop_per_event_ns"]
+                                                                  + c["export_per_event_ns"]) * 1e-9)
     assert "schedule=schedule(" in p.stdout and snip.read_text() == r["snippet"]
     ops = run_snippet(snip, tmp_path)
     names = {e["name"] for e in ops}
