@@ -176,9 +176,13 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
             f"bad TARGET {target!r}: expected file.py:function or package.module:function"
         )
     module = _load_module(modspec)
-    fn = getattr(module, funcname, None)
-    if fn is None or not callable(fn):
+    missing = object()
+    fn = getattr(module, funcname, missing)
+    if fn is missing:
         raise UsageError(f"{modspec} has no callable named {funcname!r}")
+    if not callable(fn):
+        raise UsageError(f"{modspec}'s {funcname!r} is not a function (it is a {type(fn).__name__} object): "
+                         "TARGET names the function to time")
     _check_signature(target, fn, setup)
     it = fn
     namespace = dict(vars(module))

@@ -51,7 +51,7 @@ def test_missing_module(opskew):
 
 def test_missing_function_and_not_callable(opskew):
     one_line_error(opskew("check", f"{WL}:nope", *FAST), "no callable named 'nope'")
-    one_line_error(opskew("check", f"{WL}:not_callable", *FAST), "no callable named")
+    one_line_error(opskew("check", f"{WL}:not_callable", *FAST), "'not_callable' is not a function (it is a int")
     one_line_error(opskew("check", f"{WL}:step", "--setup", "nope", *FAST), "no setup callable")
 
 
