@@ -91,6 +91,12 @@ def rank_of() -> tuple:
     return rank, world
 
 
+# The traces a profile writes to corrected_dir: STEM-cycleN.json and its
+# corrected_path, STEM being opskew-profile, -rankR under torchrun, then -K
+# for the K-th profiler of a process with that folder (profile.__init__).
+TRACE_NAME = re.compile(r"opskew-profile(-rank\d+)?(-\d+)?-cycle\d+(\.corrected)?\.json(\.gz)?$")
+
+
 def corrected_path(raw: str) -> str:
     """NAME.corrected.json (or .json.gz) next to the raw trace NAME.json(.gz)."""
     for suffix in (".json.gz", ".json", ".gz"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -134,16 +133,14 @@ def _output_dir(path: str) -> str:
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
     else:
-        old = [n for n in os.listdir(out) if _TRACE_NAME.match(n)]
+        from ..profiling import TRACE_NAME
+
+        old = [n for n in os.listdir(out) if TRACE_NAME.match(n)]
         if old:
             sys.stderr.write(f"opskew profile: {out} holds {len(old)} trace file(s) of an earlier run; this run "
                              "replaces those of the same names only, and its report.json lists its own (remove "
                              "them, or give another folder, to keep runs apart)\n")
     return out
-
-
-# The trace files opskew.profile writes (profiling.py: _stem, corrected_path).
-_TRACE_NAME = re.compile(r"opskew-profile(-rank\d+)?(-\d+)?-cycle\d+(\.corrected)?\.json(\.gz)?$")
 
 
 def run(args) -> int:
@@ -191,27 +188,32 @@ def run(args) -> int:
         shutil.rmtree(tmpdir, ignore_errors=True)
     fresh = [n for n in _reports(out) if _mtime(os.path.join(out, n)) != before.get(n)]
     written = bool(fresh)
+    doc = _read_report(os.path.join(out, "report.json")) if "report.json" in fresh else None
     if not written:
         print(f"opskew profile: no report was written to {out}", file=sys.stderr)
     elif "report.json" in fresh:
-        print("opskew profile: " + _outcome(os.path.join(out, "report.json")), file=sys.stderr)
+        print("opskew profile: " + _outcome(os.path.join(out, "report.json"), doc), file=sys.stderr)
     else:
         _job_report(out, sorted(fresh, key=_rank_key))
         _job_summary(out, sorted(fresh, key=_rank_key))
     kept = "the traces and report hold what ran until then"
-    if "report.json" in fresh and not _traced(os.path.join(out, "report.json")):
+    if doc is not None and not _traces(doc):
         kept = "report.json says how far it got (no trace was written)"
     return _exit_code(rc, written, who="opskew profile", kept=kept)
 
 
-def _traced(report: str) -> bool:
-    """Whether the run's report.json counts a trace."""
+def _read_report(path: str) -> dict | None:
     try:
-        with open(report, encoding="utf-8") as f:
-            doc = json.load(f)
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
     except (OSError, ValueError):
-        return True  # unknown: the general wording
-    return bool(doc.get("reports") or doc.get("earlier_reports"))
+        return None
+
+
+def _traces(doc: dict) -> int:
+    """A run's traces: report.json keeps the latest cycles' reports and
+    counts the earlier ones (earlier_reports)."""
+    return len(doc.get("reports") or []) + (doc.get("earlier_reports") or 0)
 
 
 def _pairs_of(final: dict) -> str:
@@ -295,7 +297,7 @@ def _job_report(out: str, names: list) -> None:
         ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
                       "w_source": last.get("w_source", "in-run"), "inflation": last.get("inflation"),
                       "pairs": last.get("pairs"), "verdict": (doc.get("report") or {}).get("verdict"),
-                      "traces": len(doc.get("reports") or []) + (doc.get("earlier_reports") or 0),
+                      "traces": _traces(doc),
                       "ended_by": doc.get("ended_by"),
                       "step_source": doc.get("step_source")})
     job = {"schema": "opskew.profile.job/1", "world_size": len(ranks), "ranks": ranks,
@@ -356,12 +358,11 @@ def _mtime(path: str):
     return (st.st_ino, st.st_mtime_ns)
 
 
-def _outcome(report: str) -> str:
-    """One line: what was written, and W, from report.json."""
-    try:
-        with open(report, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+def _outcome(report: str, doc: dict | None = None) -> str:
+    """One line: what was written, and W, from report.json (`doc`, when
+    already read)."""
+    doc = doc if doc is not None else _read_report(report)
+    if doc is None:
         return f"{report} could not be read back"
     reps = doc.get("reports") or []
     aside = (f"opskew stood aside {doc['stood_aside']} (torch runs one profiler at a time); "
@@ -401,13 +402,13 @@ def _outcome(report: str) -> str:
                 else f" per operator event ({last.get('w_source')})")) if w else "W unknown"
     # report.json holds the latest cycles' reports only (earlier_reports
     # counts the others): the counts cover the whole run.
-    earlier = doc.get("earlier_reports") or 0
+    earlier = _traces(doc) - len(reps)
     corrected = sum(1 for r in reps if r.get("corrected_trace"))
     refit = sum(1 for r in reps if r.get("corrected_with") == "the run's final W")
     final = ("" if not corrected else " (each with the run's final W)" if refit == corrected and not earlier
              else f" (the latest {refit} with the run's final W, the others with their own cycle's)" if refit
              else "")
-    counted = (f"{len(reps) + earlier} trace(s), {corrected} of the latest {len(reps)} corrected{final}" if earlier
+    counted = (f"{_traces(doc)} trace(s), {corrected} of the latest {len(reps)} corrected{final}" if earlier
                else f"{len(reps)} trace(s), {corrected} corrected{final}")
     return (f"{aside}{counted}, in {os.path.dirname(report)}; {wtext}; "
             f"steps from {doc['step_source']}; report: {report}")
