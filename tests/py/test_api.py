@@ -111,7 +111,9 @@ def test_summary_rows_html_and_errors(trace):
     names = [o["name"] for o in r.ops]
     assert [row["name"] for row in r.rows()] == names and "aten::add" in names
     html = r._repr_html_()
-    assert "<table>" in html and "aten::add" in html and html.count("<tr>") >= 5
+    # the HTML table shows the first `top` operators (which ones depends on timing)
+    assert "<table>" in html and all(n in html for n in names[:5]) and html.count("<tr>") >= 5
+    assert not any(f">{n}<" in html for n in names[5:])
     with pytest.raises(TypeError, match="unexpected keyword argument 'sortt'.*valid: align, cat, sort, top, w"):
         opskew.summary(trace, sortt="self")
     with pytest.raises(TypeError, match="json.*to_dict"):
