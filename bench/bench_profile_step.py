@@ -47,6 +47,19 @@ def one(cls, opts, steps, body, folder, extra):
     return statistics.median(dur), statistics.median(quiet) / 1e3
 
 
+class _OpskewRecordFunction(opskew.profile):
+    """opskew.profile with its ProfilerStep#N ranges opened through torch's
+    record_function, as when its native shim is unavailable."""
+
+    def _step_ranges(self):
+        self.step_ranges = {"route": "record_function", "why": "bench"}
+
+
+ROWS = (("torch", torch.profiler.profile, {}),
+        ("opskew", opskew.profile, {"report_file": None, "measure_w_py": False}),
+        ("opskew-rf", _OpskewRecordFunction, {"report_file": None, "measure_w_py": False}))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -54,28 +67,29 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     a = torch.ones(4)
-    bodies = {"empty": lambda: None, "10 x add": lambda: [a + 1 for _ in range(10)]}
+    bodies = {"empty": lambda: None, "10 x add": lambda: [a + 1 for _ in range(10)],
+              "200 x add": lambda: [a + 1 for _ in range(200)]}
     print(f"torch {torch.__version__}, CPU, 1 thread, {os.cpu_count()} cores; {args.rounds} interleaved rounds "
-          f"of {args.steps} steps; medians over rounds (range)")
-    print(f"{'body':9s} {'config':26s} {'ProfilerStep#N us: torch':>25s} {'opskew':>8s} {'ratio':>6s}   "
-          f"{'step() us: torch':>17s} {'opskew':>8s}")
+          f"of {args.steps} steps; medians over rounds (range). opskew-rf: opskew.profile with its ranges "
+          f"opened through record_function (no native shim)")
+    print(f"{'body':9s} {'config':26s} {'ProfilerStep#N us: torch':>25s} {'opskew':>8s} {'ratio':>6s} "
+          f"{'opskew-rf':>10s} {'ratio':>6s}   {'step() us: torch':>17s} {'opskew':>8s} {'opskew-rf':>10s}")
     with tempfile.TemporaryDirectory(prefix="opskew-bench-") as d:
         for bname, body in bodies.items():
             for cname, opts in CONFIGS.items():
-                res = {"torch": [], "opskew": []}
+                res = {name: [] for name, _, _ in ROWS}
                 for r in range(args.rounds):
-                    order = [("torch", torch.profiler.profile, {}),
-                             ("opskew", opskew.profile, {"report_file": None, "measure_w_py": False})]
-                    for name, cls, extra in (order if r % 2 == 0 else order[::-1]):
+                    for name, cls, extra in (ROWS if r % 2 == 0 else ROWS[::-1]):
                         res[name].append(one(cls, opts, args.steps, body, d, extra))
                     print(".", end="", file=sys.stderr, flush=True)
-                t = [x[0] for x in res["torch"]]
-                o = [x[0] for x in res["opskew"]]
-                tc = [x[1] for x in res["torch"]]
-                oc = [x[1] for x in res["opskew"]]
-                mt, mo = statistics.median(t), statistics.median(o)
-                print(f"\r{bname:9s} {cname:26s} {mt:14.1f} ({min(t):.1f}-{max(t):.1f}) {mo:8.1f} {mo / mt:6.2f}   "
-                      f"{statistics.median(tc):17.1f} {statistics.median(oc):8.1f}")
+                rng = {k: [x[0] for x in v] for k, v in res.items()}
+                med = {k: statistics.median(v) for k, v in rng.items()}
+                call = {k: statistics.median(x[1] for x in v) for k, v in res.items()}
+                t = rng["torch"]
+                print(f"\r{bname:9s} {cname:26s} {med['torch']:14.1f} ({min(t):.1f}-{max(t):.1f}) "
+                      f"{med['opskew']:8.1f} {med['opskew'] / med['torch']:6.2f} "
+                      f"{med['opskew-rf']:10.1f} {med['opskew-rf'] / med['torch']:6.2f}   "
+                      f"{call['torch']:17.1f} {call['opskew']:8.1f} {call['opskew-rf']:10.1f}")
     return 0
 
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace {
 
@@ -74,6 +75,12 @@ at::RecordFunctionCallback make(int mode) {
   cb.needsInputs(false).needsOutputs(false).needsIds(false);
   return cb;
 }
+
+struct Range {
+  std::string name;
+  at::RecordFunction rf{at::RecordScope::USER_SCOPE};
+  explicit Range(const char *n) : name(n) {}
+};
 
 thread_local at::CallbackHandle t_handle = 0;
 std::atomic<at::CallbackHandle> g_handle{0};
@@ -136,5 +143,31 @@ void osk_shim_detach_global() {
 
 // Operators the counting callback saw on this thread.
 uint64_t osk_shim_count() { return t_count; }
+
+// A user-scope range, as torch's record_function opens it (the same
+// RecordFunction, scope and name, so the same "user_annotation" event in a
+// torch.profiler trace), without torch.ops' Python dispatch around it:
+// opskew.profile's ProfilerStep#N ranges (docs/profile.md). The name is
+// copied and outlives the RecordFunction (members end in reverse order).
+// Returns NULL on failure; end it on the thread that began it.
+void *osk_shim_range_begin(const char *name) {
+  try {
+    auto *r = new Range(name);
+    if (r->rf.isActive()) r->rf.before(r->name.c_str());
+    return r;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void osk_shim_range_end(void *h) {
+  auto *r = static_cast<Range *>(h);
+  if (!r) return;
+  try {
+    r->rf.end();
+  } catch (...) {
+  }
+  delete r;
+}
 
 }  // extern "C"

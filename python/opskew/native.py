@@ -62,7 +62,8 @@ def _declare(lib):
     P, I = ctypes.c_void_p, ctypes.c_int
     for name, res, args in (("osk_shim_set", None, [P, P]), ("osk_shim_attach_thread", I, [I]),
                             ("osk_shim_detach_thread", None, []), ("osk_shim_attach_global", I, [I]),
-                            ("osk_shim_detach_global", None, []), ("osk_shim_count", ctypes.c_uint64, [])):
+                            ("osk_shim_detach_global", None, []), ("osk_shim_count", ctypes.c_uint64, []),
+                            ("osk_shim_range_begin", P, [ctypes.c_char_p]), ("osk_shim_range_end", None, [P])):
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib

@@ -71,6 +71,27 @@ _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 _driver = None
 
 
+class _NativeRange:
+    """A ProfilerStep#N range opened through opskew's native shim; ends with
+    __exit__, as the record_function it stands in for (torch's stop() and
+    step() call prof.step_rec_fn.__exit__ when they close a range)."""
+
+    __slots__ = ("_end", "_h")
+
+    def __init__(self, lib, name: str):
+        self._end = lib.osk_shim_range_end
+        self._h = lib.osk_shim_range_begin(name.encode())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        h, self._h = self._h, None
+        if h:
+            self._end(h)
+        return False
+
+
 def step() -> None:
     """`opskew.step()`: marks the end of a training step for `opskew profile
     -- python SCRIPT` (docs/profile.md). The first call switches the command
@@ -192,6 +213,8 @@ class profile:
         self._stopped = False  # stop() ended a session: a later step() is a no-op
         self._lost = None  # why this cycle's session is gone (another profiler ended it), or None
         self._own_ranges = self._owns_ranges()
+        self._range_lib = None  # opskew's native shim, once start() has loaded it (_step_ranges)
+        self.step_ranges = None  # how the ProfilerStep#N ranges are opened: {"route", "why"}
         self._tmpdir = None  # opskew's own exports, when the user's handler made none
         self._kept = None
         self._wv = None
@@ -335,10 +358,14 @@ class profile:
         # outside torch.profiler (emit_nvtx, emit_itt, opskew.trace) sees
         # the difference (docs/profile.md).
         if own and self._phase != "wait":
-            from torch.autograd import profiler as autograd_profiler
+            name = "ProfilerStep#" + str(self.prof.step_num)
+            if self._range_lib is not None:
+                self.prof.step_rec_fn = _NativeRange(self._range_lib, name)
+            else:
+                from torch.autograd import profiler as autograd_profiler
 
-            self.prof.step_rec_fn = autograd_profiler.record_function("ProfilerStep#" + str(self.prof.step_num))
-            self.prof.step_rec_fn.__enter__()
+                self.prof.step_rec_fn = autograd_profiler.record_function(name)
+                self.prof.step_rec_fn.__enter__()
         self._c_end = self._cpu_clock() if self._cpu_clock else None
         self._t_end = time.perf_counter_ns()
 
@@ -375,9 +402,35 @@ class profile:
         return ("another profiler started inside this one ended its session (torch runs one profiler at a "
                 "time): this cycle has no trace")
 
+    def _step_ranges(self):
+        """Chooses how the ProfilerStep#N ranges are opened, once: through
+        opskew's native shim (a C++ RecordFunction of user scope, which is
+        what record_function opens, without torch.ops' Python dispatch
+        around it), else torch's record_function. On the 2-core VM the
+        record_function route left 18 to 73 us a step in each range besides
+        the body, the shim 2.5 to 4 us (docs/profile.md). Built at first use
+        like the native collector (native.py); never required."""
+        if self.step_ranges is not None:
+            return
+        if not self._own_ranges:
+            self.step_ranges = {"route": "torch", "why": "this torch's profile has no record_steps/step_rec_fn: "
+                                                         "torch opens its own ranges"}
+            return
+        from . import native
+
+        lib, why = native.shim(self._torch)
+        if lib is not None and not hasattr(lib, "osk_shim_range_begin"):
+            lib, why = None, "the loaded shim has no range entry points"
+        self._range_lib = lib
+        self.step_ranges = ({"route": "native", "why": None} if lib is not None else
+                            {"route": "record_function",
+                             "why": f"opskew's native shim is unavailable ({why}): each range also holds "
+                                    "torch.ops' dispatch of its enter and exit"})
+
     def start(self):
         if self._running:
             return  # as torch's start() on a running profiler: nothing new begins
+        self._step_ranges()
         own = self._transit(self.prof.start)
         self._running = True
         self._stopped = False
@@ -908,6 +961,7 @@ class profile:
                           "how": ("operators inside each ProfilerStep#N annotation" if counted_per_step else
                                   "the trace's totals divided by its active steps (no ProfilerStep#N "
                                   "annotations for them)")},
+               "step_ranges": self.step_ranges,
                **detail}
         source = "in-run"
         wv = None
@@ -941,6 +995,10 @@ class profile:
             notes.append("W's 95% interval lies below 0: the active steps ran faster than the wait steps paired "
                          "with them, which no instrument does; the machine's speed changed during the run. The "
                          "trace is corrected with W = 0; rerun for a W that measures the profiler")
+        if (self.step_ranges or {}).get("route") == "record_function":
+            notes.append(f"ProfilerStep#N ranges opened with torch's record_function: {self.step_ranges['why']}, "
+                         "tens of us a step that no W takes out of the corrected trace (corrected_step_ns "
+                         "carries none of it)")
         rep["notes"] = sorted(set(notes))
         rep["w_ns"] = wv if wv is not None else (
             {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)

@@ -12,12 +12,15 @@ import pytest
 
 pytest.importorskip("torch")
 
+from conftest import seed_native_cache  # noqa: E402
+
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench")
 
 
 def run(script, args, tmp_path, timeout=300):
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), OPSKEW_CACHE_DIR=str(tmp_path / "cache"))
     os.makedirs(env["TMPDIR"], exist_ok=True)
+    seed_native_cache(env["OPSKEW_CACHE_DIR"])  # opskew.profile's ranges use the shim: built once per run
     return subprocess.run([sys.executable, os.path.join(BENCH, script), *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
 

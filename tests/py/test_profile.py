@@ -117,6 +117,50 @@ def test_wait_steps_open_no_step_range_and_read_no_cpu_clock(tmp_path):
     assert p.final is None or p.final["w_own_ns"] is None
 
 
+RANGES_CHECK = r"""
+import json, os, sys, torch, opskew
+from torch.profiler import ProfilerActivity, schedule
+out = sys.argv[1]
+a = torch.ones(4)
+with opskew.profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                    on_trace_ready=lambda p: p.export_chrome_trace(os.path.join(out, "t.json")),
+                    report_file=None) as p:
+    for _ in range(6):
+        torch.add(a, a)
+        p.step()
+steps = {e["name"]: e.get("cat") for e in json.load(open(os.path.join(out, "t.json")))["traceEvents"]
+         if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#")}
+print(json.dumps({"route": p.step_ranges, "steps": steps, "notes": p.report["notes"],
+                  "averaged": [e.count for e in p.key_averages() if e.key == "ProfilerStep*"]}))
+"""
+
+
+@pytest.mark.parametrize("native_env", ["1", "0"])
+def test_step_ranges_open_through_the_native_shim_or_record_function(tmp_path, native_env):
+    """opskew.profile opens the ProfilerStep#N ranges through its native shim
+    (a C++ RecordFunction of user scope: the same user_annotation event as
+    torch's record_function, without torch.ops' dispatch inside the range);
+    with the shim unavailable (OPSKEW_NATIVE=0) through record_function, and
+    the report says so. The trace is torch's either way."""
+    from opskew import native
+
+    if native_env == "1" and native.shim(torch)[0] is None:
+        pytest.skip(f"the native shim is unavailable here: {native.shim(torch)[1]}")
+    p = subprocess.run([sys.executable, "-c", RANGES_CHECK, str(tmp_path)], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "OPSKEW_NATIVE": native_env})
+    assert p.returncode == 0, p.stderr
+    r = __import__("json").loads(p.stdout.strip().splitlines()[-1])
+    # the active steps, as torch.profiler records them (the warmup step's range is not recorded)
+    assert r["steps"] == {f"ProfilerStep#{k}": "user_annotation" for k in (2, 3, 4)}
+    assert r["averaged"] == [3]  # key_averages groups them as torch's ProfilerStep*
+    noted = [n for n in r["notes"] if n.startswith("ProfilerStep#N ranges opened with torch's record_function")]
+    if native_env == "1":
+        assert r["route"] == {"route": "native", "why": None} and not noted
+    else:
+        assert r["route"]["route"] == "record_function" and "OPSKEW_NATIVE=0" in r["route"]["why"]
+        assert len(noted) == 1 and "OPSKEW_NATIVE=0" in noted[0]
+
+
 def test_long_wait_blocks_keep_only_the_steps_pairing_uses(tmp_path):
     """The steps after the schedule's last cycle run to the end of training
     (and a wait can be thousands of steps): a wait block keeps its first

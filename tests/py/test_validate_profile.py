@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from conftest import seed_native_cache  # noqa: E402
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "validate_profile.py")
 TINY = ["--workloads", "tiny_loop", "--rounds", "1", "--wait", "8", "--active", "7", "--repeat", "2",
         "--bare-s", "0.2", "--warmup-s", "0.1", "--min-bare-steps", "10", "--tracer-steps", "5",
@@ -21,6 +23,7 @@ TINY = ["--workloads", "tiny_loop", "--rounds", "1", "--wait", "8", "--active", 
 def run(args, tmp_path, timeout=240):
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), OPSKEW_CACHE_DIR=str(tmp_path / "cache"))
     os.makedirs(env["TMPDIR"], exist_ok=True)
+    seed_native_cache(env["OPSKEW_CACHE_DIR"])  # opskew.profile's ranges use the shim: built once per run
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
 
