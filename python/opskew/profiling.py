@@ -418,9 +418,10 @@ class profile:
             return
         from . import native
 
-        lib, why = native.shim(self._torch)
-        if lib is not None and not hasattr(lib, "osk_shim_range_begin"):
-            lib, why = None, "the loaded shim has no range entry points"
+        try:
+            lib, why = native.shim(self._torch)
+        except Exception as exc:  # noqa: BLE001 - never stops the user's loop: record_function still works
+            lib, why = None, f"loading it failed ({type(exc).__name__}: {exc})"
         self._range_lib = lib
         self.step_ranges = ({"route": "native", "why": None} if lib is not None else
                             {"route": "record_function",
