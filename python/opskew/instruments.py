@@ -32,6 +32,12 @@ _PY_FUNCTION = re.compile(r"^<built-in |\(\d+\): |^nn\.Module: ")
 
 PROFILER_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
 
+# key_averages() rows that are not RecordFunction events: profile_memory's
+# allocation records and out-of-memory marks (torch.autograd.profiler_util's
+# MEMORY_EVENT_NAME and OUT_OF_MEMORY_EVENT_NAME). Counted as operators they
+# doubled the events of a loop of adds and halved W under profile_memory.
+NON_OPERATOR_ROWS = ("[memory]", "[OutOfMemory]")
+
 
 @dataclass
 class Trial:
@@ -215,6 +221,9 @@ class TorchProfiler(Instrument):
                 continue
             if _PY_FUNCTION.search(str(avg.key)):
                 py += avg.count
+                continue
+            if avg.key in NON_OPERATOR_ROWS:
+                tr.extra["memory_records"] = tr.extra.get("memory_records", 0) + avg.count
                 continue
             ops += avg.count
             self_us += avg.self_cpu_time_total

@@ -34,6 +34,9 @@ def test_every_cpu_row_filled_with_ci(matrix_run):
         assert w["ci_reaches_95"] and w["ci95"][0] <= w["median"] <= w["ci95"][1], name
         assert got[name]["stop_per_event_ns"]["median"] is not None
     for name in CPU_ROWS[3:]:
+        # operator events only: profile_memory's [memory] rows in key_averages() are not (they were
+        # counted, and halved that row's W)
+        assert got[name]["events_per_iter"] == 300, name
         assert got[name]["export_bytes_per_event"] > 50, name
         assert got[name]["postprocess_per_event_ns"]["median"] > 0, name
     for name in CPU_ROWS[4:]:
