@@ -300,16 +300,19 @@ static void self_clear(thread_t *t) {
 
 /* --------------------------------------------------------------- nesting */
 
-/* The nesting rule closed an event: its self time is its duration less its
+/* The nesting rule closed an event: its self time is its span less its
  * children's time inside it (osk__nest_push says how an outlived child
- * counts). */
+ * counts). The span ends where the event was closed: at `cut` when a later
+ * event outlives it (what follows is that event's, and was counted twice,
+ * so a thread's self times summed past its span), at its parent's end when
+ * it was clipped there. Its total stays the reported duration. */
 static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent, int64_t cut) {
   thread_t *t = ctx;
   (void)parent;
-  (void)cut;
   self_t *sf = self_slot(t, f->name);
   if (!sf) return OSK_ENOMEM;
-  int64_t self = f->dur - f->child_ns;
+  int64_t end = f->end < cut ? f->end : cut;
+  int64_t self = (end - f->start) - f->child_ns;
   sf->self_ns = osk__sat_add(sf->self_ns, self > 0 ? self : 0);
   sf->desc += f->desc[OSK__CLS_OP] + f->desc[OSK__CLS_PY];
   if (f->n_children == 1 && f->last_child == f->name) sf->dup++;
