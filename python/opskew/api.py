@@ -68,6 +68,15 @@ def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
                 value = a.type(str(value) if not isinstance(value, str) else value)  # finite_float checks nan, inf
             elif a.type is int and (isinstance(value, bool) or not isinstance(value, int)):
                 raise TypeError(f"expected a whole number, got {type(value).__name__}")
+            elif type(a) is argparse._StoreAction and a.type is None and value is not None:
+                # A text option (a path, a comma-separated list, a name):
+                # a path object or a list is taken as the command line's text.
+                if isinstance(value, os.PathLike):
+                    value = os.fspath(value)
+                elif isinstance(value, (list, tuple)) and all(isinstance(v, (str, int)) for v in value):
+                    value = ",".join(map(str, value))
+                if not isinstance(value, str):
+                    raise TypeError(f"expected text (a str, a path, or a list of names), got {type(value).__name__}")
         except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
             raise ValueError(f"opskew.{command}(): {name}={value!r}: {exc}") from None
         for v in value if isinstance(value, list) else [value]:
@@ -167,8 +176,6 @@ def summary(path, **options) -> "Result":
     `warnings` is also issued as a RuntimeWarning. A directory or a list of
     traces is a multi-rank job (docs/multirank.md; `w=`, `align=`): its rows()
     are the table of all ranks merged."""
-    if isinstance(options.get("cat"), (list, tuple)):
-        options["cat"] = ",".join(options["cat"])
     trace = [_path(p) for p in path] if isinstance(path, (list, tuple)) else [_path(path)]
     args = _namespace("summary", options, {"trace": trace})
     from .commands import summary as cmd
@@ -385,6 +392,10 @@ class Result:
             st = d["stats"]
             rows += [("trace", d["trace"]), ("status", d["status"]),
                      ("events", f"{st.get('complete_events', 0)} complete of {st.get('events', 0)}")]
+        elif self.kind == "compare":
+            rows += [("compared", f"{d.get('kind', '')} ({d.get('metric', '')})"),
+                     *((i["label"], f"{i['path']} ({i['schema']}, {i['status']})") for i in d.get("inputs", [])),
+                     ("significant", d.get("significance", ""))]
         elif self.kind == "advise" and d.get("recommended"):
             rows += [("status", d.get("status", "")), ("recommended", d["recommended"]["label"])]
         else:
@@ -434,16 +445,26 @@ class Result:
                                               for r in rows]
 
         def ci(x):
+            # The interval as measured: a 95% one, or with its own coverage
+            # when too few rounds reach 95% (the text tables say so in a note).
             if not x or x.get("median") is None:
                 return "n/a"
             lo, hi = x.get("ci95") or (None, None)
-            return fmt_ns(x["median"]) + (f" [{fmt_ns(lo)}, {fmt_ns(hi)}]" if lo is not None else "")
+            cov = x.get("ci_coverage")
+            short = cov is not None and not x.get("ci_reaches_95", cov >= 0.95)
+            return fmt_ns(x["median"]) + (f" [{fmt_ns(lo)}, {fmt_ns(hi)}]" if lo is not None else "") + (
+                f" ({100 * cov:.0f}% interval: too few rounds for 95%)" if lo is not None and short else "")
 
         if self.kind == "matrix":
             cols = ("row", "instrument", "in-window per event [95% CI]", "marginal [95% CI]", "over")
             return cols, [[tname(r["row"]), tname(r.get("label", "")), td(ci(r.get("in_window_per_event_ns"))),
                            td(ci(r.get("marginal_in_window_ns"))), tname(r.get("marginal_over", ""))]
                           for r in d.get("rows", []) if r["row"] != "baseline"]
+        if self.kind == "compare":
+            from .commands.compare import table_cells
+
+            cols, cells, _ = table_cells(d)
+            return tuple(c.title for c in cols), [[tname(r[0])] + [td(x) for x in r[1:]] for r in cells]
         if self.kind == "advise":
             rec = (d.get("recommended") or {}).get("name")
             cols = ("candidate", "in-window per event [95% CI]", "events / iteration", "recommended")

@@ -155,6 +155,10 @@ def check_output(path, *, inputs=(), stdout: bool = True, what: str = "output") 
     is allowed. None passes."""
     if path is None:
         return
+    if os.fspath(path) == "":
+        raise UsageError(f"the {what} path is empty: give a file name (or - for standard output)")
+    if os.fspath(path).endswith(os.sep):
+        raise UsageError(f"the {what} path {path} ends in {os.sep}, a directory: give a file name")
     if path == "-":
         if not stdout:
             raise UsageError(f"the {what} cannot go to standard output (-) here: give a file")

@@ -176,7 +176,11 @@ def test_matrix_same_figures_as_cli_on_the_same_trials(record_rounds, monkeypatc
     assert repr(r) == text.rstrip("\n")
     rows = r.rows()
     assert [x["row"] for x in rows] == [x["row"] for x in cli["rows"]] and "minimal" in [x["row"] for x in rows]
-    assert "minimal" in r._repr_html_()
+    html = r._repr_html_()
+    assert "minimal" in html
+    # 3 trials reach no 95% interval: each interval says its own coverage, as the text table's note does
+    cov = next(x for x in r.to_dict()["rows"] if x["row"] == "minimal")["in_window_per_event_ns"]["ci_coverage"]
+    assert cov < 0.95 and f"({100 * cov:.0f}% interval: too few rounds for 95%)" in html
 
 
 def test_sweep_same_figures_as_cli_on_the_same_trials(record_rounds, monkeypatch, tmp_path, capsys):

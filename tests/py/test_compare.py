@@ -262,6 +262,10 @@ def test_matrix_and_correct_results_compare_and_the_api_agrees_with_the_cli(tmp_
     row = {x["name"]: x for x in r.rows()}["in-window per event: itt"]
     assert (row["A"], row["A_low"], row["B_ratio"], row["B_significant"]) == (50.0, 40.0, 2.0, True)
     assert "in-window per event: itt" in repr(r)
+    # In a notebook: the same table as HTML (it raised KeyError 'op'), and what was compared.
+    html = r._repr_html_()
+    assert "<th>B/A</th>" in html and "in-window per event: itt" in html and "x2.000" in html
+    assert "ma.json" in html and "mb.json" in html and "matrix" in html
 
 
 def doc_of(tmp_path, *paths):

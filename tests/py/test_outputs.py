@@ -100,6 +100,10 @@ def test_a_directory_is_refused_in_one_line(opskew, trace, tmp_path):
     d.mkdir()
     one_line(opskew("summary", str(trace), "--json", str(d)), "is a directory", EXIT_USAGE)
     assert list(d.iterdir()) == []
+    # a name ending in / (a folder, here a missing one) and an empty name: refused, not ignored
+    one_line(opskew("summary", str(trace), "--json", str(tmp_path / "nd") + "/"), "a directory", EXIT_USAGE)
+    one_line(opskew("summary", str(trace), "--json", ""), "path is empty", EXIT_USAGE)
+    assert not (tmp_path / "nd").exists()
     with pytest.raises(OutputError, match="is a directory"):
         report.write_file(str(d), b"x")
 

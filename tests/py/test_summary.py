@@ -227,6 +227,18 @@ def test_category_filter(opskew, tmp_path, trace):
     assert not any(o["cat"] == "Trace" for o in s["ops"])
     _, s = summary_json(opskew, tmp_path, path, "--cat", "Trace")
     assert [o["name"] for o in s["ops"]] == ["PyTorch Profiler (0)"]
+    # A space after the comma is not part of the name; a category nothing has is named, not silent.
+    _, both = summary_json(opskew, tmp_path, path, "--cat", "cpu_op, user_annotation")
+    assert both["categories"] == ["cpu_op", "user_annotation"]
+    assert {o["cat"] for o in both["ops"]} == {"cpu_op", "user_annotation"} and not both["warnings"]
+    p, typo = summary_json(opskew, tmp_path, path, "--cat", "cpu-op")
+    assert typo["ops"] == [] and len(typo["warnings"]) == 1 and "'cpu-op'" in typo["warnings"][0]
+    assert "warning: --cat: no complete event of category 'cpu-op'" in p.stderr
+    import opskew as api
+
+    with pytest.raises(ValueError, match="cat=3: expected text"):
+        api.summary(path, cat=3)
+    assert api.summary(path, cat=["cpu_op", "user_annotation"]).to_dict()["ops"] == both["ops"]
 
 
 def test_reader_module_direct(tmp_path):

@@ -419,6 +419,14 @@ def print_human(result: dict, out=None) -> None:
         out.write(f"  {i['label']}: {i['path']} ({i['schema']}"
                   + (f", {i['status']}" if i["status"] not in ("ok", "complete") else "") + ")\n")
     out.write("\n")
+    cols, rows, left = table_cells(result)
+    op_table(rows, cols, omitted=left, out=out)
+    out.write(f"significant: {result['significance']}\n")
+
+
+def table_cells(result: dict) -> tuple:
+    """(columns, rows of text cells, rows left out by --top): the table the
+    command prints, and the notebook's HTML table (api.Result)."""
     cols, _ = _columns(result)
     rows = []
     show, left = shown(result)
@@ -433,8 +441,7 @@ def print_human(result: dict, out=None) -> None:
                       "n/a" if c["change"] is None else f"{100 * c['change']:+.1f}%",
                       "n/a" if s is None else "yes" if s else "no"]
         rows.append(cells)
-    op_table(rows, cols, omitted=left, out=out)
-    out.write(f"significant: {result['significance']}\n")
+    return cols, rows, left
 
 
 def csv_rows(result: dict) -> list:

@@ -128,7 +128,9 @@ def compute(args) -> dict:
     _one_trace(args)
     if args.top < 0:
         raise UsageError("--top must be >= 0")
-    cats = [c for c in args.cat.split(",") if c] if args.cat else None
+    if args.cat is not None and not isinstance(args.cat, str):
+        raise UsageError(f"cat: a category or a list of them (e.g. cpu_op,user_annotation), not {args.cat!r}")
+    cats = [c.strip() for c in args.cat.split(",") if c.strip()] if args.cat else None
     if args.cat is not None and not cats:
         raise UsageError("--cat needs at least one category")
     # An explicit --cat list is taken as is; by default Kineto's "Trace" span
@@ -158,8 +160,20 @@ def compute(args) -> dict:
         "threads": result["threads"],
         "processes": result["processes"],
         "ops": sorted(result["ops"], key=SORT_KEYS[args.sort]),
-        "warnings": warnings_of(result),
+        "warnings": warnings_of(result) + _unmatched(cats, result),
     }
+
+
+def _unmatched(cats, result) -> list:
+    """--cat categories no complete event has (a typo gave an empty table
+    and exit 0, saying nothing)."""
+    seen = {o["cat"] for o in result["ops"]}
+    missing = [c for c in (cats or []) if c not in seen]
+    if not missing:
+        return []
+    return [f"--cat: no complete event of categor{'y' if len(missing) == 1 else 'ies'} "
+            f"{', '.join(repr(c) for c in missing)} in the trace ({result['stats'].get('filtered_events', 0)} "
+            "complete event(s) of other categories left out)"]
 
 
 def run(args) -> int:
