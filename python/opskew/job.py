@@ -143,8 +143,12 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
         raise UsageError("no traces to summarize: " + ", ".join(paths))
     unknown = [i["path"] for i in ids if i["rank"] is None]
     if unknown:
+        one = (f" (a single trace: opskew summary {unknown[0]})" if len(files) == 1 else
+               " (one process's traces, a tensorboard_trace_handler folder of its cycles, say: summarize "
+               "each file, opskew summary FILE, or compare two, opskew compare A B)")
         raise UsageError(f"cannot tell the rank of {unknown[0]}: it has no distributedInfo (torch.distributed "
-                         "was not initialized when it was recorded) and no 'rankN' in its name")
+                         "was not initialized when it was recorded) and no 'rankN' in its name; a directory or "
+                         f"several traces are summarized as a multi-rank job{one}")
     by_rank: dict = {}
     for i in ids:
         by_rank.setdefault(i["rank"], []).append(i)

@@ -117,6 +117,11 @@ def test_usage_errors(tmp_path):
     (d / "a.json").write_text(json.dumps({"traceEvents": []}))
     p = run_opskew("summary", str(d))
     assert p.returncode == 2 and "cannot tell the rank" in p.stderr
+    assert f"(a single trace: opskew summary {d / 'a.json'})" in p.stderr
+    (d / "b.json").write_text(json.dumps({"traceEvents": []}))  # two cycles of one process, no rank
+    p = run_opskew("summary", str(d))
+    assert p.returncode == 2 and "summarize each file, opskew summary FILE" in p.stderr
+    (d / "b.json").unlink()
     (d / "a.json").write_text(json.dumps(_trace(0, [])))
     p = run_opskew("summary", str(d))
     assert p.returncode == 2 and "2 ranks or more" in p.stderr
