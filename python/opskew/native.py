@@ -69,13 +69,69 @@ def _declare(lib):
     return lib
 
 
-def shim_target(torch):
-    """(directory, module name) of the compiled shim for this torch."""
+def shim_target(torch, cxx=None):
+    """(directory, module name) of the compiled shim for this torch: the
+    name carries a hash of the shim's source and the torch version, then one
+    of the compiler (``cxx``: its path; default the one on PATH)."""
     with open(SOURCE, "rb") as f:
         src = f.read()
-    cxx = _compiler() or "none"
-    h = hashlib.sha256(src + torch.__version__.encode() + cxx.encode()).hexdigest()[:16]
-    return os.path.join(cache_root(), "torch-" + torch.__version__.replace("/", "_")), "opskew_native_" + h
+    if cxx is None:
+        cxx = _compiler() or "none"
+    h = hashlib.sha256(src + torch.__version__.encode()).hexdigest()[:16]
+    c = hashlib.sha256(cxx.encode()).hexdigest()[:8]
+    return os.path.join(cache_root(), "torch-" + torch.__version__.replace("/", "_")), f"opskew_native_{h}_{c}"
+
+
+def _built_elsewhere(d: str, name: str):
+    """Without a compiler: a shim of this source and torch that another
+    compiler built into the same cache (a cache shared with a machine that
+    has one), or None."""
+    stem = name.rsplit("_", 1)[0] + "_"
+    try:
+        found = sorted(f for f in os.listdir(d) if f.startswith(stem) and f.endswith(".so"))
+    except OSError:
+        return None
+    return os.path.join(d, found[0]) if found else None
+
+
+def _build(torch, d: str, name: str, so: str, failed: str):
+    """Compiles the shim into a folder of this process's own inside `d`
+    and moves the library to `so` in one rename: a process killed while
+    building leaves no lock that a later run would wait on for ever, and
+    another process never loads a half-written library. Returns None or
+    why it failed (also written to `failed`)."""
+    import tempfile
+
+    print(f"opskew: building opskew's native collector for torch {torch.__version__} "
+          f"(once for this torch, seconds to a minute) in {d}", file=sys.stderr, flush=True)
+    work = None
+    try:
+        os.makedirs(d, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=".build-", dir=d)
+        from torch.utils import cpp_extension
+
+        cpp_extension.load(name=name, sources=[SOURCE], build_directory=work, is_python_module=False,
+                           extra_cflags=["-O2"], with_cuda=False, verbose=False)
+        built = os.path.join(work, name + ".so")
+        if not os.path.isfile(built):
+            raise RuntimeError(f"the build left no {name}.so")
+        os.replace(built, so)
+    except Exception as exc:  # noqa: BLE001 - any failure means: fall back
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        try:
+            with open(failed, "w") as f:
+                f.write(str(exc))
+        except OSError:
+            pass
+        return f"compiling it failed ({first[:160]}; build folder {d})"
+    finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+    return None
+
+
+def _load(so: str):
+    return _declare(ctypes.CDLL(so, mode=os.RTLD_LAZY))
 
 
 def shim(torch):
@@ -92,33 +148,34 @@ def shim(torch):
         return None, f"its source is missing ({exc})"
     so = os.path.join(d, name + ".so")
     failed = os.path.join(d, name + ".failed")
+    cxx = _compiler()
+    if cxx is None and not os.path.isfile(so):
+        so = _built_elsewhere(d, name) or so
     if not os.path.isfile(so) and os.path.isfile(failed):
         # Not retried on every run: a failed build costs as much as a good one.
         return None, f"an earlier build failed (delete {failed} to retry)"
     if not os.path.isfile(so):
-        if _compiler() is None:
+        if cxx is None:
             return None, f"no C++ compiler ({os.environ.get('CXX') or 'c++'} is not on PATH)"
-        print(f"opskew: building opskew's native collector for torch {torch.__version__} "
-              f"(once for this torch, seconds to a minute) in {d}", file=sys.stderr, flush=True)
-        try:
-            os.makedirs(d, exist_ok=True)
-            from torch.utils import cpp_extension
-
-            cpp_extension.load(name=name, sources=[SOURCE], build_directory=d, is_python_module=False,
-                               extra_cflags=["-O2"], with_cuda=False, verbose=False)
-        except Exception as exc:  # noqa: BLE001 - any failure means: fall back
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            try:
-                with open(failed, "w") as f:
-                    f.write(str(exc))
-            except OSError:
-                pass
-            return None, f"compiling it failed ({first[:160]}; build folder {d})"
-        if not os.path.isfile(so):
-            return None, f"the build left no {so}"
+        why = _build(torch, d, name, so, failed)
+        if why:
+            return None, why
+        fresh = True
+    else:
+        fresh = False
     try:
-        lib = _declare(ctypes.CDLL(so, mode=os.RTLD_LAZY))
+        lib = _load(so)
     except (OSError, AttributeError) as exc:
-        return None, f"loading {so} failed ({str(exc)[:160]})"
+        # A library that does not load (cut short by a crash before builds
+        # were renamed into place, say) is built again once, over itself.
+        if fresh or cxx is None or os.path.islink(so):
+            return None, f"loading {so} failed ({str(exc)[:160]})"
+        why = _build(torch, d, name, so, failed)
+        if why:
+            return None, why
+        try:
+            lib = _load(so)
+        except (OSError, AttributeError) as exc2:
+            return None, f"loading {so} failed ({str(exc2)[:160]})"
     _cache["lib"] = lib
     return lib, None

@@ -245,3 +245,28 @@ def test_failed_compile_falls_back_with_one_line(tmp_path):
     assert p.returncode == 0 and p.stdout.split()[0] == want, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "an earlier build failed" in lines[0], p.stderr
+
+
+def test_a_killed_build_a_broken_library_and_no_compiler_still_give_the_shim(tmp_path, shim):
+    """A build killed half-way left torch's build lock in the cache, and every
+    later run waited on it for ever; a library cut short was loaded (or
+    refused on every run); a shim in the cache was ignored without a
+    compiler on PATH. Builds now go to a folder of their own and are renamed
+    into place; a library that does not load is built once more; without a
+    compiler, a shim of the same source and torch is loaded."""
+    cache = tmp_path / "c"
+    d, name = native.shim_target(torch)
+    mine = cache / "native" / os.path.basename(d) / (name + ".so")
+    mine.parent.mkdir(parents=True)
+    (mine.parent / "lock").write_text("")  # what a build killed under cpp_extension's lock left
+    mine.write_bytes(b"")  # and a library cut short
+    p = py(FALLBACK, tmp_path, env={"OPSKEW_CACHE_DIR": str(cache)}, timeout=300)
+    assert p.returncode == 0 and p.stdout.split()[0] == "native", (p.stdout, p.stderr)
+    assert "building opskew's native collector" in p.stderr
+    assert mine.stat().st_size > 1000 and not [f for f in os.listdir(mine.parent) if f.startswith(".build-")]
+    # No compiler on PATH: the shim another compiler built for this source and torch is used.
+    other = mine.with_name(name.rsplit("_", 1)[0] + "_00000000.so")
+    mine.rename(other)
+    p = py(FALLBACK, tmp_path, env={"OPSKEW_CACHE_DIR": str(cache), "CXX": "no-such-cxx"})
+    assert p.returncode == 0 and p.stdout.split()[0] == "native", (p.stdout, p.stderr)
+    assert "building" not in p.stderr
