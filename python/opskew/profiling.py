@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import weakref
 
@@ -76,20 +77,33 @@ class _NativeRange:
     __exit__, as the record_function it stands in for (torch's stop() and
     step() call prof.step_rec_fn.__exit__ when they close a range)."""
 
-    __slots__ = ("_end", "_h")
+    __slots__ = ("_end", "_h", "_mon")
 
-    def __init__(self, lib, name: str):
+    def __init__(self, lib, name: str, monitor=None):
         self._end = lib.osk_shim_range_end
         self._h = lib.osk_shim_range_begin(name.encode())
+        # torch's experimental CUPTI monitor (torch.profiler._cupti_monitor,
+        # where it exists): record_function pushes its name there too, and
+        # pops it before the range ends; so does this.
+        self._mon = monitor if monitor is not None and monitor.push_user_annotation(name) is not None else None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        mon, self._mon = self._mon, None
+        if mon is not None:
+            mon.pop_user_annotation()
         h, self._h = self._h, None
         if h:
             self._end(h)
         return False
+
+    def __del__(self):
+        # Never exited (a profiler dropped without stop()): ended and freed
+        # when collected, as torch's record_function handle is.
+        if getattr(self, "_h", None):
+            self.__exit__(None, None, None)
 
 
 def step() -> None:
@@ -214,7 +228,9 @@ class profile:
         self._lost = None  # why this cycle's session is gone (another profiler ended it), or None
         self._own_ranges = self._owns_ranges()
         self._range_lib = None  # opskew's native shim, once start() has loaded it (_step_ranges)
+        self._monitor = None  # torch's CUPTI monitor module, where torch has one (_NativeRange)
         self.step_ranges = None  # how the ProfilerStep#N ranges are opened: {"route", "why"}
+        self._thread = None  # the thread start() ran on: torch's session is that thread's
         self._tmpdir = None  # opskew's own exports, when the user's handler made none
         self._kept = None
         self._wv = None
@@ -360,7 +376,7 @@ class profile:
         if own and self._phase != "wait":
             name = "ProfilerStep#" + str(self.prof.step_num)
             if self._range_lib is not None:
-                self.prof.step_rec_fn = _NativeRange(self._range_lib, name)
+                self.prof.step_rec_fn = _NativeRange(self._range_lib, name, self._monitor)
             else:
                 from torch.autograd import profiler as autograd_profiler
 
@@ -399,6 +415,11 @@ class profile:
         enabled = getattr(self._torch._C._autograd, "_profiler_enabled", None)
         if enabled is None or getattr(act, "name", "") not in ("RECORD", "RECORD_AND_SAVE") or enabled():
             return None
+        if self._thread is not None and threading.get_ident() != self._thread:
+            # The session is the starting thread's: torch sees none here, and
+            # its own step() crashed the process (segmentation fault).
+            return ("step() ran on another thread than start(): the profiler's session belongs to the thread "
+                    "that started it; call step() (and stop()) there. This cycle has no trace")
         return ("another profiler started inside this one ended its session (torch runs one profiler at a "
                 "time): this cycle has no trace")
 
@@ -413,8 +434,12 @@ class profile:
         if self.step_ranges is not None:
             return
         if not self._own_ranges:
-            self.step_ranges = {"route": "torch", "why": "this torch's profile has no record_steps/step_rec_fn: "
-                                                         "torch opens its own ranges"}
+            has = hasattr(self.prof, "record_steps") and hasattr(self.prof, "step_rec_fn")
+            self.step_ranges = (
+                {"route": "none", "why": "no schedule: torch.profiler opens no ProfilerStep#N ranges without one"}
+                if has else
+                {"route": "torch", "why": "this torch's profile has no record_steps/step_rec_fn: torch opens its "
+                                          "own ranges"})
             return
         from . import native
 
@@ -423,6 +448,13 @@ class profile:
         except Exception as exc:  # noqa: BLE001 - never stops the user's loop: record_function still works
             lib, why = None, f"loading it failed ({type(exc).__name__}: {exc})"
         self._range_lib = lib
+        try:
+            from torch.autograd import profiler as autograd_profiler
+
+            find = getattr(autograd_profiler, "_maybe_cupti_monitor", None)
+            self._monitor = find() if find is not None else None
+        except Exception:  # noqa: BLE001 - an optional torch module: without it, no monitor
+            self._monitor = None
         self.step_ranges = ({"route": "native", "why": None} if lib is not None else
                             {"route": "record_function",
                              "why": f"opskew's native shim is unavailable ({why}): each range also holds "
@@ -432,6 +464,7 @@ class profile:
         if self._running:
             return  # as torch's start() on a running profiler: nothing new begins
         self._step_ranges()
+        self._thread = threading.get_ident()
         own = self._transit(self.prof.start)
         self._running = True
         self._stopped = False
@@ -571,9 +604,7 @@ class profile:
             # handler nor opskew's analysis runs; the report says why.
             self._cycle += 1
             self._take_active()
-            self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
-                                 "raw_trace": None, "corrected_trace": None, "error": self._lost,
-                                 "steps": self.step_counts()})
+            self.reports.append(self._error_report(self._lost))
             self._shed_old_operators()
             self._say(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
             self._lost = None
@@ -592,10 +623,7 @@ class profile:
             # its report says what happened.
             self._cycle += 1
             self._take_active()
-            self.reports.append({"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
-                                 "raw_trace": None, "corrected_trace": None,
-                                 "error": f"on_trace_ready raised {type(exc).__name__}: {exc}",
-                                 "steps": self.step_counts()})
+            self.reports.append(self._error_report(f"on_trace_ready raised {type(exc).__name__}: {exc}"))
             self._shed_old_operators()
             raise
         finally:
@@ -628,9 +656,7 @@ class profile:
                 self.prof.export_chrome_trace(self._kept)
             rep = self._analyse(raw or self._kept, raw, stop_ns, user_ns, this_cycle)
         except Exception as exc:  # noqa: BLE001 - opskew's failure must not stop the user's training
-            rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
-                   "corrected_trace": None, "error": f"{type(exc).__name__}: {exc}",
-                   "steps": self.step_counts()}
+            rep = self._error_report(f"{type(exc).__name__}: {exc}", raw)
         # opskew's own time in this step() call: its export (when the user's
         # handler made none), the counting pass, W_py's measurement, the
         # per-operator verdict and the corrected trace. Not in any step.
@@ -641,6 +667,12 @@ class profile:
         self._shed_old_operators()
         self._say(render(rep))
         self._ready_ns = time.perf_counter_ns() - t0
+
+    def _error_report(self, error: str, raw: str | None = None) -> dict:
+        """The report of a cycle that has no analysis: why, and what is known."""
+        return {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
+                "corrected_trace": None, "error": error, "steps": self.step_counts(),
+                "step_ranges": self.step_ranges}
 
     def _claim(self, rep: dict):
         """`rep`'s raw trace is now at its path: an earlier cycle's report
@@ -697,7 +729,9 @@ class profile:
         counts = self._count(trace)
         counted_per_step = True
         found = [s for s in this_cycle if s["step"] in counts["per_step"]]
-        held = sum(counts["per_step"][s["step"]][0] for s in found)
+        # Every range's events, the step an exception cut short included (its
+        # operators are in the trace's total too).
+        held = sum(v[0] for v in counts["per_step"].values())
         straddle = bool(found) and held < 0.5 * counts["op_events"]
         if straddle:
             # Ranges that hold less than half of the trace's operators: step()

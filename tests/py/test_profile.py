@@ -5,6 +5,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -159,6 +160,50 @@ def test_step_ranges_open_through_the_native_shim_or_record_function(tmp_path, n
     else:
         assert r["route"]["route"] == "record_function" and "OPSKEW_NATIVE=0" in r["route"]["why"]
         assert len(noted) == 1 and "OPSKEW_NATIVE=0" in noted[0]
+
+
+def test_a_step_cut_short_is_no_straddle_and_step_on_another_thread_is_named(tmp_path):
+    """An exception in an active step: its range holds events too, which the
+    straddle check (ranges holding under half the trace's operators) left out,
+    so it called the ranges straddling and gave each step the trace's total.
+    step() on another thread than start() was reported as another profiler
+    ending the session. Without a schedule there are no ranges, and
+    step_ranges says so."""
+    x = torch.ones(4)
+    path = str(tmp_path / "cut.json")
+    p = opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                       schedule=torch.profiler.schedule(wait=1, warmup=1, active=3),
+                       on_trace_ready=lambda q: q.export_chrome_trace(path))
+    with pytest.raises(RuntimeError, match="data error"):
+        with p:
+            for i in range(10):
+                for _ in range(5):
+                    x = torch.add(x, 1)
+                if i == 3:
+                    raise RuntimeError("data error in step 3")
+                p.step()
+    assert not any("straddle" in n for n in p.report["notes"]), p.report["notes"]
+    ops = sum(c for n, c in op_counts(path).items() if not n.startswith("ProfilerStep#"))
+    # steps 2 and 3 (cut short) did the same work: step 2 holds half the trace's operators
+    assert p.report["events"]["per_step"] is True and p._events[2][0] == ops / 2
+
+    p = opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                       schedule=torch.profiler.schedule(wait=1, warmup=1, active=3))
+    p.start()
+    for _ in range(6):
+        x = x + 1
+        t = threading.Thread(target=p.step)
+        t.start()
+        t.join()
+    p.stop()
+    assert "step() ran on another thread than start()" in p.report["error"], p.report
+    assert p.report["step_ranges"] == p.step_ranges and p.step_ranges["route"] in ("native", "record_function")
+
+    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None) as p:
+        for _ in range(3):
+            x = x + 1
+            p.step()
+    assert p.step_ranges["route"] == "none" and "no schedule" in p.step_ranges["why"]
 
 
 def test_long_wait_blocks_keep_only_the_steps_pairing_uses(tmp_path):
