@@ -20,6 +20,10 @@
  * before its clamp less its children's corrected totals before theirs,
  * clamped at 0, so a child's over-compensation stays the child's; it is not
  * bounded by the corrected total (under a clamped total it can exceed it).
+ * An event closed early by a later one that outlives it (an improper
+ * overlap) has self time only up to that one's start, reported and
+ * corrected: its reported time past that point comes off both, as
+ * opskew_reader.h's summary counts it.
  * The residual is what clamping corrected totals at 0 removed; clamping a
  * self time is not counted in it.
  *

@@ -299,10 +299,18 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   x->corr_ns = k.raw_ns;
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
+  /* Self time ends where x was closed (summary.c's rule, so both read the
+   * same self time): at `cut` when a later event outlived x, at its parent's
+   * end when it was clipped there. The reported time past that point is the
+   * later event's, and comes off the corrected self time too. */
+  int64_t span = (x->end < cut ? x->end : cut) - x->start;
+  int64_t beyond = x->dur > span ? x->dur - span : 0;
+  int64_t rself = span - x->child_ns;
+  double cself = beyond ? k.raw_ns - x->child_corr_ns - (double)beyond : k.self_ns;
   op->reported_total_ns += x->dur;
-  op->reported_self_ns += x->dur - x->child_ns;
+  op->reported_self_ns += rself > 0 ? rself : 0;
   op->corrected_total_ns += k.total_ns;
-  op->corrected_self_ns += k.self_ns;
+  op->corrected_self_ns += cself > 0 ? cself : 0;
   op->descendants += x->desc[OSK__CLS_OP];
   op->py_descendants += x->desc[OSK__CLS_PY];
   double longer = (double)(end2 - begin2) - k.total_ns;

@@ -255,6 +255,11 @@ static void test_overlapping_annotation(void) {
   CHECK_NEAR(ex->corrected_total_ns, 495, 1e-9);
   CHECK(st->reported_top_ns == 4000);
   CHECK_NEAR(st->corrected_top_ns, 3880, 1e-9);
+  /* Self times end where the events were closed, as the summary counts
+   * them: enter at iter's start (200 ns), iter at exit's (2800 less op's 500). */
+  CHECK(en->reported_self_ns == 200 && it->reported_self_ns == 2300 && ex->reported_self_ns == 500);
+  CHECK_NEAR(en->corrected_self_ns, 195, 1e-9); /* 495 less its 300 ns past iter's start */
+  CHECK_NEAR(it->corrected_self_ns, 2890 - 490 - 200, 1e-9); /* less op's corrected 490, 200 past exit's */
   osk_correct_free(c);
   seen_t s;
   read_back("correct_ov_out.json", &s);
