@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace {
@@ -152,9 +153,9 @@ uint64_t osk_shim_count() { return t_count; }
 // Returns NULL on failure; end it on the thread that began it.
 void *osk_shim_range_begin(const char *name) {
   try {
-    auto *r = new Range(name);
+    std::unique_ptr<Range> r(new Range(name));  // freed (and ended) if before() throws
     if (r->rf.isActive()) r->rf.before(r->name.c_str());
-    return r;
+    return r.release();
   } catch (...) {
     return nullptr;
   }

@@ -93,6 +93,11 @@ class Driver:
             # The step ends here: its time and its ProfilerStep#N range, before
             # any of opskew's own work.
             self.prof._end_body()
+        else:
+            # How the ranges are opened: the first use may build opskew's
+            # native shim (seconds), which a Ctrl-C may interrupt, so not with
+            # signals held below.
+            self.prof._step_ranges()
         with _signals_deferred():
             self.own += 1
             try:

@@ -87,6 +87,9 @@ class _NativeRange:
         # pops it before the range ends; so does this.
         self._mon = monitor if monitor is not None and monitor.push_user_annotation(name) is not None else None
 
+    def opened(self) -> bool:
+        return bool(self._h)
+
     def __enter__(self):
         return self
 
@@ -375,9 +378,12 @@ class profile:
         # the difference (docs/profile.md).
         if own and self._phase != "wait":
             name = "ProfilerStep#" + str(self.prof.step_num)
-            if self._range_lib is not None:
-                self.prof.step_rec_fn = _NativeRange(self._range_lib, name, self._monitor)
+            rf = _NativeRange(self._range_lib, name, self._monitor) if self._range_lib is not None else None
+            if rf is not None and rf.opened():
+                self.prof.step_rec_fn = rf
             else:
+                if rf is not None:  # the shim could not open it: this step's range is record_function's
+                    self.step_ranges["record_function_steps"] = self.step_ranges.get("record_function_steps", 0) + 1
                 from torch.autograd import profiler as autograd_profiler
 
                 self.prof.step_rec_fn = autograd_profiler.record_function(name)
@@ -429,7 +435,7 @@ class profile:
         what record_function opens, without torch.ops' Python dispatch
         around it), else torch's record_function. On the 2-core VM the
         record_function route left 18 to 73 us a step in each range besides
-        the body, the shim 2.5 to 4 us (docs/profile.md). Built at first use
+        the body, the shim 3 to 8 us (docs/profile.md). Built at first use
         like the native collector (native.py); never required."""
         if self.step_ranges is not None:
             return

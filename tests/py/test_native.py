@@ -244,7 +244,7 @@ def test_failed_compile_falls_back_with_one_line(tmp_path):
     p = py(FALLBACK, tmp_path, env=env)
     assert p.returncode == 0 and p.stdout.split()[0] == want, p.stderr
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and "an earlier build failed" in lines[0], p.stderr
+    assert len(lines) == 1 and "an earlier build or load failed" in lines[0], p.stderr
 
 
 def test_a_killed_build_a_broken_library_and_no_compiler_still_give_the_shim(tmp_path, shim):
@@ -258,12 +258,17 @@ def test_a_killed_build_a_broken_library_and_no_compiler_still_give_the_shim(tmp
     d, name = native.shim_target(torch)
     mine = cache / "native" / os.path.basename(d) / (name + ".so")
     mine.parent.mkdir(parents=True)
-    (mine.parent / "lock").write_text("")  # what a build killed under cpp_extension's lock left
+    # What a build killed half-way leaves: its lock (the pid of a process now gone) and its folder.
+    dead = int(subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    (mine.parent / (name + ".lock")).write_text(str(dead))
+    (mine.parent / f".build-{dead}-x").mkdir()
+    (mine.parent / f".build-{dead}-x" / "part.o").write_bytes(b"x")
     mine.write_bytes(b"")  # and a library cut short
     p = py(FALLBACK, tmp_path, env={"OPSKEW_CACHE_DIR": str(cache)}, timeout=300)
     assert p.returncode == 0 and p.stdout.split()[0] == "native", (p.stdout, p.stderr)
     assert "building opskew's native collector" in p.stderr
-    assert mine.stat().st_size > 1000 and not [f for f in os.listdir(mine.parent) if f.startswith(".build-")]
+    assert mine.stat().st_size > 1000 and sorted(os.listdir(mine.parent)) == [name + ".so"]
     # No compiler on PATH: the shim another compiler built for this source and torch is used.
     other = mine.with_name(name.rsplit("_", 1)[0] + "_00000000.so")
     mine.rename(other)
