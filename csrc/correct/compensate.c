@@ -460,7 +460,12 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
       c->stats.begin_end_events++;
     return 0;
   }
-  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) {
+  /* The compressed time line saturates at +-2^62 ns (moved_back): an event
+   * beyond that (4.6e15 us, 146 years from the trace's origin) would be
+   * written clamped there with no duration. Counted as unusable instead. */
+  const int64_t lim = INT64_C(1) << 62;
+  if (!osk__event_usable(ev, OSK__EV_COMPLETE) || ev->ts_ns > lim || ev->ts_ns < -lim ||
+      ev->dur_ns > lim - (ev->ts_ns > 0 ? ev->ts_ns : 0)) {
     c->stats.unusable_events++;
     return 0;
   }

@@ -141,15 +141,15 @@ def warnings_of(result: dict) -> list[str]:
     if st.get("gzip_unterminated"):
         out.append("the gzip stream ends before its trailer (the compressed file was cut)")
     if st.get("out_of_range"):
-        out.append(f"{st['out_of_range']} events have a ts or dur that is not representable in "
-                   "int64 nanoseconds (or an absurd exponent) and were skipped")
+        out.append(f"{st['out_of_range']} events have a ts, dur or end (ts + dur) that is not representable "
+                   "in int64 nanoseconds (or an absurd exponent) and were skipped")
     if st.get("overlaps"):
         out.append(f"{st['overlaps']} events outlive an event they start in (improper nesting, as "
                    "annotations opened from Python under with_stack do); the outlived event was "
                    "closed at their start, so they are not its children")
     if st.get("unusable_events"):
         out.append(f"{st['unusable_events']} events lack a name, ts or dur, or have a "
-                   "negative or out-of-range time, and were skipped")
+                   "negative or out-of-range time (beyond 2^62 ns for a correction), and were skipped")
     if st.get("bad_fields") and st.get("bad_fields") != st.get("unusable_events"):
         out.append(f"{st['bad_fields']} traceEvents elements had fields of the wrong type")
     resorted = [t for t in result.get("threads", []) if t.get("resorted")]

@@ -27,7 +27,6 @@ The loop here is over operator names (tens to thousands), never over events.
 
 from __future__ import annotations
 
-import math
 
 MARKS = ("believable", "inflated", "unknowable")
 
@@ -140,8 +139,10 @@ def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_p
            "leaf_inflation": (leaf_rep / leaf_corr - 1) if leaf_corr > 0 else 0.0}
     if worst is not None:
         c = worst["corrected_total_ns"]["median"]
+        # A corrected total clamped at 0 has no finite inflation: None (JSON
+        # null; math.inf was written as Infinity, which no JSON reader takes).
         out["most_inflated_parent"] = {"name": worst["name"],
-                                       "inflation": worst["reported_total_ns"] / c - 1 if c > 0 else math.inf}
+                                       "inflation": worst["reported_total_ns"] / c - 1 if c > 0 else None}
     return out
 
 
@@ -158,7 +159,8 @@ def sentence(summary: dict) -> str:
             f"between their children")
     p = summary.get("most_inflated_parent")
     if p and parents > 0:
-        text += f" ({p['name']} {100 * p['inflation']:+.0f}%)"
+        text += (f" ({p['name']} {100 * p['inflation']:+.0f}%)" if p["inflation"] is not None else
+                 f" ({p['name']}: all of its reported time is instrument, its corrected total is 0)")
     text += f", {100 * between:.0f}% between top-level events, where only the step's wall time shows it"
     return text
 

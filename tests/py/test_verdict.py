@@ -95,6 +95,13 @@ def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     ops = by_name(v)
     assert ops["opskew::parent"]["mark"] == "unknowable"
     assert ops["aten::add"]["mark"] == "believable"  # delta = 0: the leaves' own intervals are clean
+    # The parent's corrected total is clamped at 0: no finite inflation. It was math.inf, written as
+    # Infinity in check --json (which compare and every JSON reader refused) and "+inf%" in the text.
+    v = verdict.per_operator(str(trace), {"median": 1e6, "ci95": [0.9e6, 1.1e6]}, 0.0)  # all of it clamped
+    worst = v["summary"]["most_inflated_parent"]
+    assert worst["name"] == "opskew::parent" and worst["inflation"] is None
+    json.dumps(v, allow_nan=False)
+    assert "inf%" not in verdict.sentence(v["summary"]) and "its corrected total is 0" in verdict.sentence(v["summary"])
 
 
 def test_an_uncertain_w_does_not_call_anything_inflated(tmp_path):

@@ -310,6 +310,22 @@ static void test_overlapping_annotation(void) {
  * corrected trace stays valid JSON. A zero-duration child's correction
  * (-delta) counts whole for its parent's self time. */
 static void test_huge_w_and_zero_child(void) {
+  /* Times past the compressed time line's 2^62 ns were written clamped there
+   * with no duration: they are skipped and counted instead. */
+  write_file("correct_z_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":4.7e15,\"dur\":1000},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":4.5e15,\"dur\":5}\n"
+             "]}\n");
+  {
+    osk_correct_opts_t zero = {0};
+    osk_correct_t *c = NULL;
+    osk_error_t err;
+    CHECK(osk_correct_path("correct_z_in.json", NULL, &zero, &c, &err) == 0);
+    CHECK(osk_correct_stats(c)->unusable_events == 1 && osk_correct_stats(c)->corrected_events == 1);
+    CHECK(op_named(c, "B") && !op_named(c, "A"));
+    osk_correct_free(c);
+  }
   write_file("correct_z_in.json",
              "{\"traceEvents\":[\n"
              "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"

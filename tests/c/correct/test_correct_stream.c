@@ -467,14 +467,19 @@ static void test_output_written_as_it_goes(void) {
   CHECK(chdir(cwd) == 0);
 }
 
-/* An event may start at the last nanosecond int64 holds: the end of the
- * input still writes it (the end is not a gap before it). */
+/* An event may start at the last nanosecond the compressed time line holds
+ * (2^62 - 1): the end of the input still writes it (the end is not a gap
+ * before it), at its time. One at the last nanosecond int64 holds is past
+ * that line: it was written clamped to 2^62 with no duration; it is now
+ * skipped and counted as unusable. */
 static void test_last_nanosecond(void) {
   FILE *f = fopen(in_dir("max.json"), "w");
   CHECK(f);
   fputs("{\"traceEvents\":[\n"
         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"z\",\"pid\":1,\"tid\":1,"
+        "\"ts\":4611686018427387.903,\"dur\":0},\n"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"m\",\"pid\":1,\"tid\":1,"
         "\"ts\":9223372036854775.807,\"dur\":0}\n]}\n", f);
   CHECK(fclose(f) == 0);
   osk_correct_opts_t opts = {.w_ns = 0, .delta_ns = 0};
@@ -482,10 +487,11 @@ static void test_last_nanosecond(void) {
   osk_error_t err;
   CHECK(osk_correct_path(in_dir("max.json"), in_dir("max_out.json"), &opts, &c, &err) == 0);
   CHECK(osk_correct_stats(c)->corrected_events == 2 && op_named(c, "z") && op_named(c, "z")->calls == 1);
+  CHECK(osk_correct_stats(c)->unusable_events == 1 && !op_named(c, "m"));
   osk_correct_free(c);
   static back_t b;
   read_back(in_dir("max_out.json"), &b);
-  CHECK(b.n == 2); /* placed on the time line within +-2^62 (moved_back) */
+  CHECK(b.n == 2);
   remove(in_dir("max.json"));
   remove(in_dir("max_out.json"));
 }
