@@ -678,7 +678,7 @@ class profile:
         """The report of a cycle that has no analysis: why, and what is known."""
         return {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size, "raw_trace": raw,
                 "corrected_trace": None, "error": error, "steps": self.step_counts(),
-                "step_ranges": self.step_ranges}
+                "step_ranges": dict(self.step_ranges or {}) or None}
 
     def _claim(self, rep: dict):
         """`rep`'s raw trace is now at its path: an earlier cycle's report
@@ -1002,7 +1002,7 @@ class profile:
                           "how": ("operators inside each ProfilerStep#N annotation" if counted_per_step else
                                   "the trace's totals divided by its active steps (no ProfilerStep#N "
                                   "annotations for them)")},
-               "step_ranges": self.step_ranges,
+               "step_ranges": dict(self.step_ranges or {}) or None,
                **detail}
         source = "in-run"
         wv = None
