@@ -257,6 +257,7 @@ class profile:
                 self._stem = f"{self.name}-{_DIR_USERS[key]}"
         self._measure_py = measure_w_py
         self._w_py_value = None  # {} once looked for and not found
+        self._stored_cal = None  # (the stored calibration or None,) once looked up: _stored
         self._w_py_error = None
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
         self.final = None  # the run's W from all its steps, set at stop()
@@ -969,11 +970,18 @@ class profile:
                           f"{w['n']} paired rounds ({(time.perf_counter_ns() - t0) / 1e9:.1f} s)"}
 
     def _stored(self):
-        from .calibration import config_name, find
+        """The stored calibration of this configuration, looked up once per
+        profiler: the lookup reads every stored calibration and the CPU's
+        model (up to 1 ms), and ran 2 to 3 times a cycle between two bodies,
+        where opskew's own time makes the next wait steps slower
+        (docs/profile.md). One run keeps one calibration's delta, even if
+        another is stored while it runs."""
+        if self._stored_cal is None:
+            from .calibration import config_name, find
 
-        cal = find("torch.profiler", config_name(self._options), self._torch.__version__,
-                   "cuda" if self._cuda else "cpu", threads=self._torch.get_num_threads())
-        return cal
+            self._stored_cal = (find("torch.profiler", config_name(self._options), self._torch.__version__,
+                                     "cuda" if self._cuda else "cpu", threads=self._torch.get_num_threads()),)
+        return self._stored_cal[0]
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
         sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={WAIT_ADVICE}, warmup=1, active=7, repeat=3)"

@@ -451,6 +451,34 @@ def test_without_a_schedule_it_falls_back_to_a_stored_calibration(tmp_path, monk
     assert "W 3 us [2.5 us, 3.5 us]" in out.getvalue()
 
 
+def test_the_stored_calibration_is_looked_up_once_per_profiler(tmp_path, monkeypatch):
+    # The lookup reads every stored calibration; it ran 2 to 3 times a cycle
+    # between two bodies. Once per profiler, and every cycle keeps its delta.
+    from opskew import calibration
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
+    key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": 300.0, "ci95": [250.0, 350.0]},
+                       "delta_ns": {"median": 1.0, "ci95": [0.5, 1.5]}})
+    calls = []
+    real = calibration.find
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(calibration, "find", counting)
+    sched = torch.profiler.schedule(wait=8, warmup=1, active=7, repeat=2)
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+                                        corrected_dir=str(tmp_path / "out"), report_file=None),
+                 32, make_body(spin_ns=20_000))
+    assert len(p.reports) == 2
+    assert [c[0] for c in calls] == ["torch.profiler"]
+    assert all(r.get("corrected_trace") and r["delta_ns"] == 1.0 for r in p.reports)
+    assert p.final["delta_ns"] == 1.0
+
+
 def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     """Without an exporting on_trace_ready, opskew exports the trace itself
     (Kineto saves it once); the user's export afterwards still works, and
