@@ -107,6 +107,10 @@ typedef struct {
   int py_class;              /* 1: the name's events are of the Python class */
   uint64_t clamped;          /* calls whose corrected duration fell below zero */
   double residual_ns;        /* sum of what clamping corrected totals at 0 removed */
+  /* Summed over calls: how much longer than corrected_total_ns the corrected
+   * trace writes the name's events (the stats' stretched_ns, per name; 0
+   * where the trace holds the formula's durations). */
+  double stretched_ns;
 } osk_correct_op_t;
 
 /* ---------------------------------------------------- whole-trace results */

@@ -317,6 +317,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   if (longer > 1.0) { /* more than the rounding of its two boundaries */
     c->stats.stretched++;
     c->stats.stretched_ns += longer;
+    op->stretched_ns += longer;
   }
   if (k.residual_ns > 0) {
     op->clamped++;

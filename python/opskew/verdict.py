@@ -98,6 +98,10 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "corrected_total_ns": {"median": o["corrected_total_ns"],
                                    "ci95": [lo["corrected_total_ns"], hi["corrected_total_ns"]]},
             "clamped": o["clamped"],
+            # How much longer the corrected trace writes these events than
+            # the corrected total above, summed over calls (stretched: their
+            # children's corrected durations outlast their own; docs/correct.md).
+            "stretched_ns": o["stretched_ns"],
         }
         marks = {}
         for fig in ("self", "total"):

@@ -401,6 +401,43 @@ def test_corrected_trace_and_report(tmp_path):
     # Stop and on_trace_ready ran inside step(): not in any step's time.
     assert r["on_trace_ready_ns"] > 0 and r["stop_ns"] > 0
     assert set(r["share_of_active_time"]) == {"instrument", "stop", "on_trace_ready"}
+    # The model puts half of W after each event's end, but the spin lies
+    # before each operator: after a step's last one the range holds too
+    # little, and the corrected trace writes it longer than the table's
+    # figure. The report's stretch is what the trace's ranges show.
+    st = r["trace_step_stretch"]
+    table = {o["name"]: o["corrected_total_ns"]["median"] for o in r["operators"]["ops"]}
+    written = {o["name"]: o["total_ns"] for o in tracefile.summarize(corrected, categories=["user_annotation"])["ops"]
+               if o["name"].startswith("ProfilerStep#")}
+    assert st["steps"] == len(steps) == len(written)
+    longer = sorted(written[n] - table[n] for n in written)
+    assert st["median_ns"] == pytest.approx((longer[1] + longer[2]) / 2, abs=4)
+    said = any(n.startswith("the corrected trace's ProfilerStep#N") for n in r["notes"])
+    assert said == (st["share"] > 0.02)
+
+
+def test_a_stretched_step_range_is_reported_and_said_once():
+    # What the corrected trace writes longer than the model (per_operator's
+    # rows, from the C pass that writes it): the median over the trace's
+    # ranges, a note past 2% of a step, replaced when the trace is corrected
+    # again (stop()'s final W).
+    from opskew.profiling import _trace_steps
+
+    def rows(stretch):
+        return {"ops": [{"name": f"ProfilerStep#{k}", "calls": 1, "stretched_ns": x,
+                         "corrected_total_ns": {"median": 100_000.0}} for k, x in enumerate(stretch, 9)]
+                + [{"name": "aten::add", "calls": 40, "stretched_ns": 50_000.0,
+                    "corrected_total_ns": {"median": 1_000.0}}]}
+
+    rep = {"notes": ["another note"]}
+    _trace_steps(rep, rows([8_000.0, 12_000.0, 10_000.0]))
+    assert rep["trace_step_stretch"] == {"median_ns": 10_000.0, "share": 0.1, "steps": 3}
+    said = [n for n in rep["notes"] if n.startswith("the corrected trace's ProfilerStep#N")]
+    assert len(said) == 1 and "10.0 us (10%) longer" in said[0] and "another note" in rep["notes"]
+    _trace_steps(rep, rows([0.0, 1_000.0, 500.0]))  # corrected again: within 2%, the note goes
+    assert rep["trace_step_stretch"]["median_ns"] == 500.0 and rep["notes"] == ["another note"]
+    _trace_steps(rep, {"ops": []})  # no ranges (no schedule)
+    assert rep["trace_step_stretch"] is None and rep["notes"] == ["another note"]
 
 
 def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):

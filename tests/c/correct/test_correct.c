@@ -417,6 +417,9 @@ static void test_short_gap(void) {
   CHECK(osk_correct_stats(c)->clamped == 0);
   CHECK(osk_correct_stats(c)->stretched == 1);
   CHECK_NEAR(osk_correct_stats(c)->stretched_ns, 60, 1e-9);
+  /* Per name: Q is the one written longer, by the stats' 60 ns. */
+  CHECK_NEAR(op_named(c, "Q")->stretched_ns, 60, 1e-9);
+  CHECK(op_named(c, "P")->stretched_ns == 0 && op_named(c, "C")->stretched_ns == 0);
   osk_correct_free(c);
   seen_t s;
   read_back("correct_gap_out.json", &s);
