@@ -1012,6 +1012,7 @@ class profile:
                                   "the trace's totals divided by its active steps (no ProfilerStep#N "
                                   "annotations for them)")},
                "step_ranges": dict(self.step_ranges or {}) or None,
+               "trace_step_stretch": None,  # set with the corrected trace: _trace_steps
                **detail}
         source = "in-run"
         wv = None

@@ -461,6 +461,7 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         assert r["verdict"]["enough_pairs"] is False and r["verdict"]["skewed"] is False
         assert "no stored calibration" in r["fallback"] and "not corrected" in r["fallback"], name
         assert r["corrected_trace"] is None and not os.path.exists(h.paths[-1].replace(".json", ".corrected.json"))
+        assert r["trace_step_stretch"] is None
         assert "verdict: not made" in out.getvalue()
 
 
