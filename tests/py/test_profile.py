@@ -55,6 +55,17 @@ def run_loop(make_prof, steps, body):
     return p
 
 
+def store_calibration(config, w, delta, **extra):
+    """A stored torch.profiler calibration of `config` for this torch and
+    thread count: W and delta as (median, [lo, hi]), and any other members."""
+    from opskew import calibration
+
+    key = calibration.make_key("torch.profiler", config, torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": w[0], "ci95": w[1]}, "delta_ns": {"median": delta[0], "ci95": delta[1]},
+                       **extra})
+
+
 def op_counts(path):
     """Calls per name of the operator categories, from the C reader."""
     s = tracefile.summarize(path, categories=["cpu_op", "user_annotation"])
@@ -466,13 +477,8 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
 
 
 def test_without_a_schedule_it_falls_back_to_a_stored_calibration(tmp_path, monkeypatch):
-    from opskew import calibration
-
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
-    key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
-    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
-                       "w_ns": {"median": 3000.0, "ci95": [2500.0, 3500.0]},
-                       "delta_ns": {"median": 100.0, "ci95": [80.0, 120.0]}})
+    store_calibration("minimal", (3000.0, [2500.0, 3500.0]), (100.0, [80.0, 120.0]))
     h = exporter(str(tmp_path))
     out = io.StringIO()
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], on_trace_ready=h,
@@ -495,10 +501,7 @@ def test_the_stored_calibration_is_looked_up_once_per_profiler(tmp_path, monkeyp
     from opskew import calibration
 
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
-    key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
-    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
-                       "w_ns": {"median": 300.0, "ci95": [250.0, 350.0]},
-                       "delta_ns": {"median": 1.0, "ci95": [0.5, 1.5]}})
+    store_calibration("minimal", (300.0, [250.0, 350.0]), (1.0, [0.5, 1.5]))
     calls = []
     real = calibration.find
 
@@ -535,8 +538,6 @@ def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
 
 
 def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, monkeypatch):
-    from opskew import calibration
-
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
     sched = dict(wait=8, warmup=1, active=7)
 
@@ -562,12 +563,9 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
     # Not measured, none stored: said, and W carries the Python events' cost.
     r = run("none", measure_w_py=False).report
     assert r["w_py_ns"] is None and "(measure_w_py=False) and none is stored" in r["w_py_note"]
-    key = calibration.make_key("torch.profiler", "with_stack", torch.__version__, "cpu", torch.get_num_threads())
-    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
-                       "w_ns": {"median": 3000.0, "ci95": [2500.0, 3500.0]},
-                       "delta_ns": {"median": 100.0, "ci95": [80.0, 120.0]},
-                       "w_py_ns": {"median": 500.0, "ci95": [400.0, 600.0]},
-                       "delta_py_ns": {"median": 50.0, "ci95": [40.0, 60.0]}})
+    store_calibration("with_stack", (3000.0, [2500.0, 3500.0]), (100.0, [80.0, 120.0]),
+                      w_py_ns={"median": 500.0, "ci95": [400.0, 600.0]},
+                      delta_py_ns={"median": 50.0, "ci95": [40.0, 60.0]})
     r = run("stored", measure_w_py=False).report
     assert {k: r["w_py_ns"][k] for k in ("median", "ci95", "delta_py_ns")} == \
         {"median": 500.0, "ci95": [400.0, 600.0], "delta_py_ns": 50.0}
