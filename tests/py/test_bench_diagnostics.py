@@ -1,6 +1,7 @@
-"""bench/bench_wait_steps.py and bench/bench_tracer_ir.py, the two diagnostic
-benchmarks behind docs/profile-validation.md ("What it is") and
-docs/tracer.md (the instruction counts): they run, refuse bad input, and
+"""bench/bench_wait_steps.py, bench/bench_wait_positions.py and
+bench/bench_tracer_ir.py, the diagnostic benchmarks behind
+docs/profile-validation.md ("What it is", run I) and docs/tracer.md (the
+instruction counts): they run, refuse bad input, and
 print a row per kind. Behaviour only: no speed threshold."""
 
 import os
@@ -39,7 +40,23 @@ def test_wait_steps_times_pairs_of_bodies_under_each_kind(tmp_path):
     assert not left, f"temporary folders left behind: {left}"
 
 
+def test_wait_positions_prints_each_kind_by_position(tmp_path):
+    p = run("bench_wait_positions.py", ["--workload", "tiny_loop", "--wait", "6", "--rounds", "1"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln.split()[:1] in (["torch"], ["torch+export"],
+                                                                                 ["opskew"])}
+    assert list(rows) == ["torch", "torch+export", "opskew"], p.stdout
+    for ln in rows.values():
+        cells = ln.split("paired")[0].split()[1:]
+        assert len(cells) == 6 + 1 + 7, ln  # every position of a cycle: wait, warmup, active
+        assert re.search(r"paired \(last 6 wait\) [+-]\d+\.\d%, positions 2-7 [+-]\d+\.\d%$", ln), ln
+    left = [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-")]
+    assert not left, f"temporary folders left behind: {left}"
+
+
 @pytest.mark.parametrize("script,args,want", [
+    ("bench_wait_positions.py", ["--wait", "5"], "--wait must be at least 6"),
+    ("bench_wait_positions.py", ["--workload", "nope"], "--workload is one of"),
     ("bench_wait_steps.py", ["--workloads", "nope"], "unknown: nope"),
     ("bench_wait_steps.py", ["--rounds", "0"], "--rounds must be at least 1"),
     ("bench_tracer_ir.py", ["--rows", "nope"], "unknown rows: nope"),
