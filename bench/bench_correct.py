@@ -9,6 +9,10 @@ each, as separate processes, side by side:
 
   engine      the C correction alone: `python -c` calling opskew._correct.correct
               (no torch imported: the correction's own memory)
+  waits       the engine with the cross-thread rule on (waits=1; the synthetic
+              threads overlap in time, so every event's start is noted in a
+              read of its own, 8 bytes each, before the read that writes; new
+              installation only), with its ratio to `engine`
   cli         `python -m opskew correct TRACE --calibration CAL -o OUT --json J`,
               what a user runs (torch imported; the trace is read once more
               beforehand to detect the profiler's options)
@@ -111,8 +115,8 @@ def generate(path: str, target_bytes: int, order: str) -> dict:
 # ----------------------------------------------------------------- running
 
 ENGINE = ("import json, sys; from opskew import _correct; "
-          "r = _correct.correct(sys.argv[1], %r, %r, sys.argv[2]); "
-          "print(json.dumps({'status': r['status'], 'stats': r.get('stats')}))" % (W_NS, DELTA_NS))
+          "r = _correct.correct(sys.argv[1], %r, %r, sys.argv[2]%s); "
+          "print(json.dumps({'status': r['status'], 'stats': r.get('stats')}))")
 
 
 def run_child(cmd, tmp):
@@ -151,14 +155,16 @@ def calibration(tmp: str) -> str:
 
 def one_row(label, python, mode, trace, tmp, cal):
     out = os.path.join(tmp, "corrected.json")
-    if mode == "engine":
-        cmd = [python, "-c", ENGINE, trace, out]
+    if mode in ("engine", "waits"):
+        # The engine's default (-1: the rule where the trace holds GPU
+        # activity, which these traces do not) for `engine`.
+        cmd = [python, "-c", ENGINE % (W_NS, DELTA_NS, ", waits=1" if mode == "waits" else ""), trace, out]
     else:
         cmd = [python, "-m", "opskew", "correct", trace, "--calibration", cal, "-o", out,
                "--json", os.path.join(tmp, "r.json"), "--top", "1"]
     wall, rss, rc, text = run_child(cmd, tmp)
     info = {}
-    if rc == 0 and mode == "engine":
+    if rc == 0 and mode in ("engine", "waits"):
         info = json.loads(text.strip().splitlines()[-1])["stats"]
     elif rc == 0:
         with open(os.path.join(tmp, "r.json")) as f:
@@ -184,7 +190,8 @@ def main() -> int:
     default_base = "/work/main/.venv/bin/python"
     ap.add_argument("--baseline-python", default=default_base if os.path.exists(default_base) else None,
                     help="the Python of another opskew installation to compare with (default: %(default)s)")
-    ap.add_argument("--modes", default="engine,cli", help="engine, cli or both (default both)")
+    ap.add_argument("--modes", default="engine,waits,cli",
+                    help="comma-separated, of engine, waits, cli (default: all three)")
     ap.add_argument("--dir", default=None, help="where to put the traces (default: a new temporary directory)")
     args = ap.parse_args()
     sizes = [float(s) for s in args.sizes.split(",") if s]
@@ -209,6 +216,8 @@ def main() -> int:
                 rows = []
                 for mode in modes:
                     for label, python in impls:
+                        if mode == "waits" and label != "new":
+                            continue  # an earlier opskew has no cross-thread rule
                         row, out = one_row(label, python, mode, trace, tmp, cal)
                         row["summary"] = ""
                         if label == "new" and mode == modes[0] and row["rc"] == 0:
@@ -229,6 +238,13 @@ def main() -> int:
                         print(f"{'':>7s} {order:>6s} {mode:>6s} new/old: wall {new['wall'] / old['wall']:.2f}x, "
                               f"peak RSS {new['rss'] / old['rss']:.3f}x  ({g['events']} events, "
                               f"{g['bytes'] / 1e6:.0f} MB)")
+                eng = next((r for r in rows if r["mode"] == "engine" and r["label"] == "new"), None)
+                wts = next((r for r in rows if r["mode"] == "waits"), None)
+                if eng and wts and eng["rc"] == 0 and wts["rc"] == 0:
+                    print(f"{'':>7s} {order:>6s} {'waits':>6s} waits/engine: wall {wts['wall'] / eng['wall']:.2f}x, "
+                          f"peak RSS {wts['rss'] / eng['rss']:.3f}x, waited "
+                          f"{wts['stats'].get('waited_ns', 0) / 1e6:.1f} ms over "
+                          f"{wts['stats'].get('overlapping_threads')} overlapping threads")
                 os.unlink(trace)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

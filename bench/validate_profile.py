@@ -248,6 +248,28 @@ def two_threads():
 
 
 # name -> (maker, intra-op threads, what drives W)
+def cuda_train():
+    """An MLP training step on CUDA (3 x Linear 256 wide, batch 64, Adam),
+    synchronized at its end: a step's time is the device's completion, as
+    opskew.profile times it with CUDA activity. Launch-bound on a modern GPU:
+    the CPU side issues the kernels no faster than they run."""
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("cuda_train: this torch sees no CUDA device")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 16)).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 256, device="cuda"), torch.randn(64, 16, device="cuda")
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        torch.cuda.synchronize()
+    return step
+
+
 WORKLOADS = {
     "tiny_loop": (tiny_loop, 1, "200 x add of 1 element: the cheapest operator"),
     "mlp_train": (mlp_train, 1, "MLP fwd+bwd+SGD: autograd nodes, few inputs"),
@@ -258,7 +280,10 @@ WORKLOADS = {
     "deep_nested": (deep_nested, 1, "40 nested modules: deep Python and module nesting"),
     "bf16_autocast": (bf16_autocast, 1, "MLP step under bfloat16 autocast: casts around matmuls"),
     "two_threads": (two_threads, 2, "256-wide MLP step, torch.set_num_threads(2)"),
+    "cuda_train": (cuda_train, 1, "MLP fwd+bwd+Adam on CUDA, synchronized per step: launch-bound"),
 }
+# Run only when named in --workloads (they need a GPU); activities=[CPU, CUDA].
+CUDA_WORKLOADS = {"cuda_train"}
 
 
 # ------------------------------------------------------------------ children
@@ -330,7 +355,10 @@ def child_profile(a):
     sched = torch.profiler.schedule(wait=a.wait, warmup=1, active=a.active, repeat=a.repeat)
     n_steps = a.repeat * (a.wait + 1 + a.active)
     t0 = time.perf_counter()
-    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if a.workload in CUDA_WORKLOADS:
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    with opskew.profile(activities=acts, schedule=sched,
                         corrected_dir=out_dir, report_file=None, **CONFIGS[a.config]) as prof:
         for _ in range(n_steps):
             step()
@@ -605,8 +633,9 @@ def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", default="minimal,record_shapes+with_stack",
                     help="comma-separated, of: " + ", ".join(CONFIGS) + " (default: both)")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS),
-                    help="comma-separated, of: " + ", ".join(WORKLOADS) + " (default: all)")
+    ap.add_argument("--workloads", default=",".join(w for w in WORKLOADS if w not in CUDA_WORKLOADS),
+                    help="comma-separated, of: " + ", ".join(WORKLOADS) + " (default: all but "
+                    + ", ".join(sorted(CUDA_WORKLOADS)) + ", which need a GPU)")
     ap.add_argument("--json", help="write the conditions and every row (with details) here")
     ap.add_argument("--rounds", type=int, default=3,
                     help="profiled runs per workload and config, each between two bare runs (default 3)")

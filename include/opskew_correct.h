@@ -89,6 +89,18 @@ typedef struct {
   int64_t clock_origin_ns;
   double clock_offset_ns;
   double clock_drift;
+  /* 1: the cross-thread rule (osk_correct_op_t.waited_ns). A thread's self
+   * time inside one of its open events, while other threads' events ran,
+   * was spent waiting for them: it shrinks by their instrument time too, as
+   * far as it has room. True of the autograd engine's device threads (a CUDA
+   * backward runs on one while the caller waits); not of threads that run
+   * alongside each other, which is why it is asked for. 0: every thread's
+   * time line is compressed by its own events alone. -1: the rule applies
+   * where the trace holds GPU activity (Kineto's kernel, cuda_runtime,
+   * cuda_driver, gpu_memcpy or gpu_memset events), as opskew's Python API
+   * and command line do by default. It costs a read of its own (8 bytes per
+   * event, freed at the end) when the trace's threads overlap in time. */
+  int waits;
 } osk_correct_opts_t;
 
 /* ------------------------------------------------------- per-name results */
@@ -111,6 +123,15 @@ typedef struct {
    * trace writes the name's events (the stats' stretched_ns, per name; 0
    * where the trace holds the formula's durations). */
   double stretched_ns;
+  /* Summed over calls: other threads' events (per class) that ran while the
+   * name's events waited for them, and the instrument time of those events
+   * taken out of the name's corrected durations (the cross-thread rule,
+   * docs/correct.md: a thread's self time inside an open event shrinks by the
+   * instrument time of the other threads' events in it; the autograd engine
+   * runs a CUDA backward on a thread of its own while the caller waits). */
+  uint64_t waited_descendants;
+  uint64_t waited_py_descendants;
+  double waited_ns;
 } osk_correct_op_t;
 
 /* ---------------------------------------------------- whole-trace results */
@@ -148,6 +169,14 @@ typedef struct {
   uint64_t held_peak;
   uint64_t held_threads;
   int passes;
+  /* The cross-thread rule (osk_correct_op_t.waited_ns): the instrument time
+   * of other threads' events taken out of the threads that waited for them,
+   * summed over the threads' self-time intervals (each at most the interval's
+   * room); and the threads whose events overlap another's in time (0 or >= 2:
+   * the rule applies, at the cost of a read that notes each event's start, 8
+   * bytes each, and one more read). */
+  double waited_ns;
+  uint64_t overlapping_threads;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */

@@ -79,7 +79,18 @@ typedef struct {
   double removed;     /* instrument time taken out before the current point */
   int64_t last2;      /* the latest boundary placed, to keep time monotonic */
   int64_t debt;       /* instrument time due between top-level trees that did not fit yet */
+  int64_t last_r;     /* the reported time of the latest boundary placed */
+  int have_r;         /* a boundary was placed */
+  int64_t span_lo, span_hi; /* this read: the first start and the latest end of its events */
+  int spanned;
 } thr_t;
+
+/* The cross-thread rule's profile of one thread: the starts of its corrected
+ * events, per class, sorted (8 bytes per event). */
+typedef struct {
+  int64_t *ts[2];
+  size_t n[2], cap[2];
+} xprof_t;
 
 struct osk_correct {
   osk_correct_opts_t opts;
@@ -101,6 +112,15 @@ struct osk_correct {
   osk__out_t *o;         /* the corrected trace, or NULL */
   int first;             /* no event written yet */
   uint64_t held_now;     /* events buffered, all threads */
+  /* The cross-thread rule (docs/correct.md, "Threads that wait"): by thread
+   * id, the starts of its events, noted by a read of their own when threads
+   * overlap in time (collecting), or along the read that holds every thread. */
+  xprof_t *xp;
+  size_t n_xp;
+  int xp_ready;          /* the profile is complete: the rule applies */
+  int collecting;        /* this read notes the starts and nothing else */
+  int collect_next;      /* the next read is a collecting one */
+  int gpu;               /* this read saw GPU activity (waits < 0 applies the rule then) */
   osk_correct_stats_t stats;
 };
 
@@ -228,6 +248,62 @@ static int64_t moved_back(int64_t t, double removed) {
   return m < -lim ? -lim : m > lim ? lim : m;
 }
 
+/* The instrument time of the events of threads other than `self` that start
+ * in [lo, hi), and their number per class. */
+static double others(const osk_correct_t *c, size_t self, int64_t lo, int64_t hi, uint64_t cnt[2]) {
+  cnt[0] = cnt[1] = 0;
+  for (size_t i = 0; i < c->n_xp; i++) {
+    if (i == self) continue;
+    for (int k = 0; k < 2; k++) {
+      const int64_t *a = c->xp[i].ts[k];
+      size_t n = c->xp[i].n[k], b = 0, e = 0, lo_i = 0, hi_i = n;
+      /* lower bounds of lo and hi */
+      while (lo_i < hi_i) {
+        size_t m = lo_i + (hi_i - lo_i) / 2;
+        if (a[m] < lo) lo_i = m + 1;
+        else hi_i = m;
+      }
+      b = lo_i;
+      hi_i = n;
+      while (lo_i < hi_i) {
+        size_t m = lo_i + (hi_i - lo_i) / 2;
+        if (a[m] < hi) lo_i = m + 1;
+        else hi_i = m;
+      }
+      e = lo_i;
+      cnt[k] += e - b;
+    }
+  }
+  return c->cost.w_ns * (double)cnt[0] + c->cost.w_py_ns * (double)cnt[1];
+}
+
+/* The cross-thread rule. The interval before the boundary reported at r,
+ * since the thread's last one, is the self time of the open event `in`
+ * (NULL: between top-level trees, where the rule does not apply). Events of
+ * other threads that start in it ran while this thread waited for them (the
+ * autograd engine runs a CUDA backward on a thread of its own while the
+ * caller waits in it), so the interval shrinks by their instrument time too,
+ * as far as it has room: never before the last boundary placed, so that no
+ * debt comes of it (an interval with less room than that was not all
+ * waiting). */
+static void waited(thr_t *t, int64_t r, const int64_t *debt, osk__nest_frame_t *in) {
+  osk_correct_t *c = t->c;
+  if (!in || !c->xp_ready || !t->have_r || r <= t->last_r) return;
+  uint64_t cnt[2];
+  double o = others(c, t->id, t->last_r, r, cnt);
+  /* Counted whatever W is (opskew.profile counts a step's events at W = 0). */
+  in->wdesc[OSK__CLS_OP] += cnt[OSK__CLS_OP];
+  in->wdesc[OSK__CLS_PY] += cnt[OSK__CLS_PY];
+  if (!(o > 0)) return;
+  double want = t->removed + (debt ? (double)*debt : 0.0);
+  double room = floor((double)moved_back(r, want) - (double)t->last2);
+  if (!(room > 0)) return;
+  double e = o < room ? o : room;
+  t->removed += e;
+  in->wait_ns += e;
+  c->stats.waited_ns += e;
+}
+
 /* Places the boundary reported at r on the compressed time line: back by
  * the instrument time removed so far plus *debt, what the event whose self
  * time the interval before r belongs to still owes. Where the interval is
@@ -235,8 +311,10 @@ static int64_t moved_back(int64_t t, double removed) {
  * W - delta, nested ends closer than (W - delta)/2), the boundary stays at
  * the latest one placed and the shortfall stays in *debt, to be taken from
  * that event's later self time, not from the event that begins or ends
- * here. debt NULL: the shortfall is dropped (the time line's old rule). */
-static int64_t place(thr_t *t, int64_t r, int64_t *debt) {
+ * here. debt NULL: the shortfall is dropped (the time line's old rule).
+ * `in`: the open event whose self time the interval before r is (waited()). */
+static int64_t place(thr_t *t, int64_t r, int64_t *debt, osk__nest_frame_t *in) {
+  waited(t, r, debt, in);
   double want = t->removed + (debt ? (double)*debt : 0.0);
   int64_t p = moved_back(r, want);
   int64_t shortfall = 0;
@@ -249,6 +327,8 @@ static int64_t place(thr_t *t, int64_t r, int64_t *debt) {
     *debt = shortfall;
   }
   t->last2 = p;
+  t->last_r = r;
+  t->have_r = 1;
   return p;
 }
 
@@ -283,7 +363,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   } else {
     /* The compressed end: every instrument nanosecond before it is
      * removed, as far as x's own self time holds what x owes. */
-    end2 = place(t, end, &debt);
+    end2 = place(t, end, &debt, x);
   }
   if (end2 < begin2) end2 = begin2;
   t->removed += half;
@@ -295,7 +375,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   l->desc[OSK__CLS_OP] = (uint32_t)x->desc[OSK__CLS_OP];
   l->desc[OSK__CLS_PY] = (uint32_t)x->desc[OSK__CLS_PY];
   osk__corrected_t k = osk__correct_event(&c->cost, x->cls, x->dur, x->desc[OSK__CLS_OP],
-                                          x->desc[OSK__CLS_PY], x->child_corr_ns);
+                                          x->desc[OSK__CLS_PY], x->wait_ns, x->child_corr_ns);
   x->corr_ns = k.raw_ns;
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
@@ -313,6 +393,9 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   op->corrected_self_ns += cself > 0 ? cself : 0;
   op->descendants += x->desc[OSK__CLS_OP];
   op->py_descendants += x->desc[OSK__CLS_PY];
+  op->waited_descendants += x->wdesc[OSK__CLS_OP];
+  op->waited_py_descendants += x->wdesc[OSK__CLS_PY];
+  op->waited_ns += x->wait_ns;
   double longer = (double)(end2 - begin2) - k.total_ns;
   if (longer > 1.0) { /* more than the rounding of its two boundaries */
     c->stats.stretched++;
@@ -391,7 +474,7 @@ static int flush(thr_t *t, int64_t limit) {
     int64_t *owed = t->nest.overlaps != overlaps ? NULL
                     : f > t->nest.stack ? &t->line[(size_t)f[-1].user[0] - t->tree_begin].debt
                                         : &t->debt;
-    int64_t begin2 = place(t, e->ts, owed);
+    int64_t begin2 = place(t, e->ts, owed, f > t->nest.stack ? &f[-1] : NULL);
     t->removed += delta;
     f->user[0] = (int64_t)j;
     t->line[li] = (line_t){.ts2 = begin2, .debt = 0, .desc = {0, 0}};
@@ -452,6 +535,76 @@ static int start_detecting(osk_correct_t *c, thr_t *t) {
   return 0;
 }
 
+/* Kineto's categories of CUDA (and ROCm) activity: the trace is a GPU run's,
+ * where the autograd engine runs a backward on a device thread of its own. */
+static int is_gpu_category(osk_str_t cat) {
+  static const char *const gpu[] = {"kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "gpu_memset"};
+  for (size_t i = 0; i < sizeof gpu / sizeof *gpu; i++)
+    if (osk__str_is(cat, gpu[i], strlen(gpu[i]))) return 1;
+  return 0;
+}
+
+/* The cross-thread rule applies: asked for, or asked for where the trace
+ * holds GPU activity (known by the end of a read). */
+static int waits_apply(const osk_correct_t *c) {
+  return c->opts.waits > 0 || (c->opts.waits < 0 && c->gpu);
+}
+
+/* The cross-thread profile: thread `id`'s event of class `cls` starts at ts. */
+static int note_start(osk_correct_t *c, size_t id, uint32_t cls, int64_t ts) {
+  if (id >= c->n_xp) {
+    size_t cap = c->n_xp;
+    if (osk__grow((void **)&c->xp, &cap, id + 1, sizeof *c->xp)) return OSK_ENOMEM;
+    memset(c->xp + c->n_xp, 0, (id + 1 - c->n_xp) * sizeof *c->xp);
+    c->n_xp = id + 1;
+  }
+  xprof_t *x = &c->xp[id];
+  if (osk__grow((void **)&x->ts[cls], &x->cap[cls], x->n[cls] + 1, sizeof *x->ts[cls])) return OSK_ENOMEM;
+  x->ts[cls][x->n[cls]++] = ts;
+  return 0;
+}
+
+static void free_profile(osk_correct_t *c) {
+  for (size_t i = 0; i < c->n_xp; i++) {
+    free(c->xp[i].ts[0]);
+    free(c->xp[i].ts[1]);
+  }
+  free(c->xp);
+  c->xp = NULL;
+  c->n_xp = 0;
+  c->xp_ready = 0;
+}
+
+static int cmp_i64(const void *pa, const void *pb) {
+  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+  return (a > b) - (a < b);
+}
+
+static void profile_ready(osk_correct_t *c) {
+  for (size_t i = 0; i < c->n_xp; i++)
+    for (int k = 0; k < 2; k++)
+      if (c->xp[i].n[k]) qsort(c->xp[i].ts[k], c->xp[i].n[k], sizeof *c->xp[i].ts[k], cmp_i64);
+  c->xp_ready = 1;
+}
+
+/* The threads whose events overlap another thread's in time (first start to
+ * latest end), in this read. */
+static uint64_t overlapping_threads(const osk_correct_t *c) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < c->n_thr; i++) {
+    const thr_t *a = &c->thr[i];
+    if (!a->spanned) continue;
+    for (size_t j = 0; j < c->n_thr; j++) {
+      const thr_t *b = &c->thr[j];
+      if (j != i && b->spanned && a->span_lo < b->span_hi && b->span_lo < a->span_hi) {
+        n++;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
 static int on_event(void *ctx, const osk_reader_event_t *ev) {
   osk_correct_t *c = ctx;
   c->stats.events++;
@@ -473,6 +626,7 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   long cat = category_index(c, ev->cat);
   if (cat < 0) {
     c->stats.other_events++;
+    if (!c->gpu && is_gpu_category(ev->cat)) c->gpu = 1;
     return 0;
   }
   int64_t thread = osk__threads_intern(&c->th, &ev->pid, &ev->tid);
@@ -480,6 +634,13 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   thr_t *t = thr_at(c, thread);
   if (!t) return OSK_ENOMEM;
   int64_t end = ev->ts_ns + ev->dur_ns;
+  if (!t->spanned || ev->ts_ns < t->span_lo) t->span_lo = ev->ts_ns;
+  if (!t->spanned || end > t->span_hi) t->span_hi = end;
+  t->spanned = 1;
+  if (c->collecting || (c->hold_all && c->opts.waits != 0 && !c->xp_ready)) {
+    int rc = note_start(c, (size_t)thread, class_of(c, (uint32_t)cat), ev->ts_ns);
+    if (rc || c->collecting) return rc;
+  }
   int gap = 0;
   if (c->detecting) {
     if (t->held) return 0;
@@ -585,8 +746,13 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
   }
   osk__out_puts(o, ",\"source\":");
   put_cstr(o, in_path);
-  osk__out_puts(o, ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
-                   "py_descendants; time line compressed per thread\"}");
+  osk__out_puts(o, c->xp_ready
+                      ? ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
+                        "py_descendants - waited; time line compressed per thread, and a thread's self time "
+                        "inside an open event also by the instrument time of other threads' events in it "
+                        "(it waited for them)\"}"
+                      : ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
+                        "py_descendants; time line compressed per thread\"}");
   if (c->opts.run_json && *c->opts.run_json) {
     osk__out_puts(o, ",\"run\":");
     osk__out_puts(o, c->opts.run_json);
@@ -683,13 +849,15 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   *again = 0;
   reset_pass(c);
   c->stats.passes++;
+  c->collecting = c->collect_next;
+  c->collect_next = 0;
   osk_reader_t *r = NULL;
   int rc = osk_reader_open(&r, in_path, NULL, err);
   if (rc) return rc;
   c->o = NULL;
   c->first = 1;
   c->detecting = detect_only;
-  if (out_path && !c->hold_all && !detect_only) {
+  if (out_path && !c->hold_all && !detect_only && !c->collecting) {
     /* Events are written as the read goes: the header first. */
     int orc = osk__out_open(o, out_path, 0);
     if (!orc) orc = osk__out_gzip_by_name(o, out_path);
@@ -704,7 +872,38 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   rc = osk_reader_run(r, on_event, c, err);
   int read_rc = rc;
   if (rc && rc != OSK_ETRUNCATED) goto fail;
+  if (c->collecting) {
+    /* The starts are noted: the next read applies the cross-thread rule. */
+    profile_ready(c);
+    osk_reader_free(r);
+    *again = 1;
+    return read_rc;
+  }
+  /* Threads that overlap in time may wait for one another: the rule needs
+   * every thread's starts before the first boundary is placed, a read that
+   * notes them (the read that holds every thread noted them as it went). */
+  uint64_t overlapping = waits_apply(c) ? overlapping_threads(c) : 0;
+  int need_profile = overlapping && !c->xp_ready;
+  if (c->hold_all && !c->xp_ready) {
+    if (overlapping) profile_ready(c);
+    else free_profile(c);
+    need_profile = 0;
+  }
+  if (need_profile && !c->detecting) {
+    if (c->o) osk__out_discard(c->o);
+    c->o = NULL;
+    osk_reader_free(r);
+    if (out_path && !detect_only && !c->voidable) {
+      set_err(err, OSK_EFORMAT, "the trace changed while it was read", 0);
+      return OSK_EFORMAT;
+    }
+    c->collect_next = 1;
+    *again = 1;
+    return read_rc;
+  }
+  c->stats.overlapping_threads = overlapping;
   if (c->detecting) {
+    c->collect_next = need_profile;
     if (c->o) osk__out_discard(c->o);
     c->o = NULL;
     osk_reader_free(r);
@@ -857,5 +1056,6 @@ void osk_correct_free(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_thr; i++) thr_release(&c->thr[i]);
   free(c->thr);
   free(c->hold);
+  free_profile(c);
   free(c);
 }

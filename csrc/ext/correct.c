@@ -43,14 +43,15 @@ static int str_list(PyObject *obj, const char *what, PyObject **fast, const char
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
   static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
-                           "py_categories", "run_json", "clock", NULL};
+                           "py_categories", "run_json", "clock", "waits", NULL};
   const char *path, *out = NULL, *run_json = NULL;
   double w, delta, w_py = 0.0, delta_py = 0.0;
   PyObject *cats_obj = Py_None, *py_cats_obj = Py_None, *clock_obj = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzO:correct", kwlist, &path, &w, &delta, &out,
-                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj))
+  int waits = -1; /* opts.waits: -1 where the trace holds GPU activity */
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzOi:correct", kwlist, &path, &w, &delta, &out,
+                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj, &waits))
     return NULL;
-  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0, run_json, 0, 0.0, 0.0};
+  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0, run_json, 0, 0.0, 0.0, waits};
   /* clock=(origin_ns, offset_ns, drift): a rank's map to the reference clock. */
   if (clock_obj != Py_None &&
       !PyArg_ParseTuple(clock_obj, "Ldd:correct clock", &opts.clock_origin_ns, &opts.clock_offset_ns,
@@ -85,13 +86,14 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     const osk_correct_op_t *op = osk_correct_op(c, i);
     if (!op->calls) continue;
     PyObject *d = Py_BuildValue(
-        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
         "corrected_self_ns", op->corrected_self_ns, "descendants", (unsigned long long)op->descendants,
         "py_descendants", (unsigned long long)op->py_descendants, "python", op->py_class ? Py_True : Py_False,
         "clamped", (unsigned long long)op->clamped, "residual_ns", op->residual_ns, "stretched_ns",
-        op->stretched_ns);
+        op->stretched_ns, "waited_descendants", (unsigned long long)op->waited_descendants,
+        "waited_py_descendants", (unsigned long long)op->waited_py_descendants, "waited_ns", op->waited_ns);
     if (!d || PyList_Append(ops, d) < 0) {
       Py_XDECREF(d);
       Py_DECREF(ops);
@@ -101,7 +103,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correct_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i},s:O,s:s,s:K}", "status",
+      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K},s:O,s:s,s:K}", "status",
       osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
@@ -111,7 +113,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       (long long)s->reported_top_ns, "corrected_top_ns", s->corrected_top_ns, "overlaps",
       (unsigned long long)s->overlaps, "stretched", (unsigned long long)s->stretched, "stretched_ns",
       s->stretched_ns, "held_peak", (unsigned long long)s->held_peak, "held_threads",
-      (unsigned long long)s->held_threads, "passes", s->passes, "truncated", s->truncated ? Py_True : Py_False, "warning",
+      (unsigned long long)s->held_threads, "passes", s->passes, "waited_ns", s->waited_ns,
+      "overlapping_threads", (unsigned long long)s->overlapping_threads, "truncated", s->truncated ? Py_True : Py_False, "warning",
       s->truncated ? "the trace ended early (a profiler killed mid-write?); what was read is corrected" : "",
       "truncated_at", (unsigned long long)(s->truncated ? err.offset : 0));
   osk_correct_free(c);

@@ -126,7 +126,7 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
       memset(kids, 0, sizeof *kids);
       int64_t self = dur - kid_sum;
       if (self < 0) self = 0;
-      osk__corrected_t c = osk__correct_event(&cost, OSK__CLS_OP, dur, desc, 0, kid_corr);
+      osk__corrected_t c = osk__correct_event(&cost, OSK__CLS_OP, dur, desc, 0, 0, kid_corr);
       /* The residual is the clamped part of the corrected total only, as
        * in osk_correct_stats_t: one definition for both callers. */
       sum->residual_ns += (int64_t)c.residual_ns;

@@ -89,6 +89,11 @@ typedef struct {
   double corr_ns;        /* set by the close callback: its corrected duration
                           * before clamping (osk__corrected_t.raw_ns) */
   uint64_t desc[2];      /* events nested inside, per class */
+  /* Other threads' instrumented events that fell in its self time or its
+   * descendants' while it waited for them, per class, and their instrument
+   * time taken out of it (compensate.c's cross-thread rule; 0 elsewhere). */
+  uint64_t wdesc[2];
+  double wait_ns;
   uint32_t name, cls;
   uint32_t n_children, last_child; /* last_child: the last child's name */
   int64_t user[2];       /* the caller's */

@@ -28,6 +28,9 @@ static int pop(osk__nest_t *n, osk__close_fn close, void *ctx, int64_t cut) {
     p->desc[OSK__CLS_OP] += f.desc[OSK__CLS_OP];
     p->desc[OSK__CLS_PY] += f.desc[OSK__CLS_PY];
     p->desc[f.cls ? OSK__CLS_PY : OSK__CLS_OP]++;
+    p->wdesc[OSK__CLS_OP] += f.wdesc[OSK__CLS_OP];
+    p->wdesc[OSK__CLS_PY] += f.wdesc[OSK__CLS_PY];
+    p->wait_ns += f.wait_ns;
     p->n_children++;
     p->last_child = f.name;
   }

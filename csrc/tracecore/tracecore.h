@@ -103,8 +103,11 @@ typedef struct {
 } osk__corrected_t;
 
 /* THE correction formula (docs/design.md, "The overhead model"):
- *   total = reported - delta(cls) - W * op_desc - W_py * py_desc
+ *   total = reported - delta(cls) - W * op_desc - W_py * py_desc - waited
  *   self  = total - children_raw_ns
+ * waited is the instrument time of other threads' events that ran while the
+ * event (or a descendant) waited for them (compensate.c's cross-thread rule;
+ * 0 for the tracer's summary, which holds one thread's events).
  * each clamped at 0, total before its clamp; the residual callers report is
  * what clamping total removed (residual_ns) only. self is not clamped to
  * total: under a clamped total it can exceed it.
@@ -117,7 +120,8 @@ typedef struct {
  * its children's clamps did. */
 OSK__CORE_HIDDEN osk__corrected_t osk__correct_event(const osk__cost_t *c, uint32_t cls,
                                                      int64_t reported_ns, uint64_t op_desc,
-                                                     uint64_t py_desc, double children_raw_ns);
+                                                     uint64_t py_desc, double waited_ns,
+                                                     double children_raw_ns);
 
 /* ------------------------------------------------------- Chrome output */
 

@@ -710,7 +710,10 @@ class profile:
 
     def _count(self, trace: str) -> dict:
         """Operator and Python events inside each ProfilerStep#N of the trace,
-        from the C correction's pass at W = 0 (its per-name descendants)."""
+        from the C correction's pass at W = 0 (its per-name descendants), with
+        those of other threads it waited for (a CUDA backward runs on the
+        autograd engine's device thread: the C correction's cross-thread rule,
+        on where the trace holds GPU activity)."""
         from .tracefile import correct
 
         res = correct(trace, 0.0, 0.0)
@@ -718,7 +721,8 @@ class profile:
         for o in res["ops"]:
             m = _STEP_NAME.match(o["name"])
             if m and o["calls"] == 1:
-                per_step[int(m.group(1))] = (o["descendants"], o["py_descendants"])
+                per_step[int(m.group(1))] = (o["descendants"] + o.get("waited_descendants", 0),
+                                             o["py_descendants"] + o.get("waited_py_descendants", 0))
         st = res["stats"]
         return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
                 "py_events": st["py_events"]}

@@ -91,7 +91,10 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "reported_self_ns": o["reported_self_ns"], "reported_total_ns": o["reported_total_ns"],
             "added_ns": {"inside": calls * (dpm if o["python"] else dm),
                          "operators_below": wm * o["descendants"],
-                         "python_below": wpm * o["py_descendants"]},
+                         "python_below": wpm * o["py_descendants"],
+                         # Other threads' events it waited for (the C
+                         # correction's cross-thread rule, docs/correct.md).
+                         "other_threads": o.get("waited_ns", 0.0)},
             "descendants_per_call": o["descendants"] / calls if calls else 0.0,
             "corrected_self_ns": {"median": o["corrected_self_ns"],
                                   "ci95": [lo["corrected_self_ns"], hi["corrected_self_ns"]]},
@@ -180,7 +183,8 @@ def verdict_rows(ops: list) -> list:
         a = r["added_ns"]
         cs = r["corrected_self_ns"]
         rows.append([r["name"], r["calls"], r["reported_total_ns"], r["reported_self_ns"],
-                     a["inside"] + a["operators_below"] + a["python_below"], r["corrected_total_ns"]["median"],
+                     a["inside"] + a["operators_below"] + a["python_below"] + a.get("other_threads", 0.0),
+                     r["corrected_total_ns"]["median"],
                      (cs["median"], cs["ci95"][0], cs["ci95"][1]),
                      r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")])
     return rows

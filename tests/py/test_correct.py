@@ -322,3 +322,57 @@ def test_detect_reads_kinetos_option_flags(tmp_path):
         path = str(tmp_path / "t.json")
         p.export_chrome_trace(path)
         assert detect(path)["config"] == want, kw
+
+
+def _cuda_shaped_trace(path, kernel=True):
+    """A CUDA training step's shape, by hand: the main thread's
+    ProfilerStep#1 waits in its self time while the autograd engine's device
+    thread runs the backward (4 events); a kernel event marks GPU activity."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 2, "ts": ts, "dur": d}
+          for n, ts, d in (("autograd::engine::evaluate_function: AddBackward0", 20, 5),
+                           ("aten::mul", 21, 2), ("autograd::engine::evaluate_function: AddBackward0", 30, 5),
+                           ("autograd::engine::evaluate_function: AddBackward0", 40, 5))]
+    ev += [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+           {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 4},
+           {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 90, "dur": 5}]
+    if kernel:
+        ev.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 3})
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    return path
+
+
+def test_waiting_thread_sheds_the_workers_instrument_time(cache, tmp_path):
+    """The cross-thread rule (docs/correct.md): with GPU activity in the
+    trace, the main thread's step shrinks by the device thread's instrument
+    time too, in the table and in the written trace; --waits off, and a trace
+    without GPU activity, leave each thread to its own events."""
+    trace = _cuda_shaped_trace(tmp_path / "cuda.json")
+    steps = {}
+    for waits in ("auto", "off"):
+        out, js = tmp_path / f"corr-{waits}.json", tmp_path / f"r-{waits}.json"
+        p = run_opskew("correct", str(trace), "-o", str(out), "--json", str(js), "--waits", waits,
+                       env={"OPSKEW_CACHE_DIR": str(cache)})
+        assert p.returncode == 0, p.stderr
+        r = json.loads(js.read_text())
+        w = r["calibration"]["w_ns"]
+        step = next(o for o in r["ops"] if o["name"] == "ProfilerStep#1")
+        written = next(e for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "ProfilerStep#1")
+        assert written["dur"] * 1e3 == pytest.approx(step["corrected_total_ns"], abs=2)
+        steps[waits] = (step, r)
+    (on, r_on), (off, r_off) = steps["auto"], steps["off"]
+    assert on["waited_descendants"] == 4 and off["waited_descendants"] == 0
+    assert on["waited_ns"] == pytest.approx(4 * w, rel=1e-9)
+    assert off["corrected_total_ns"] - on["corrected_total_ns"] == pytest.approx(4 * w, rel=1e-9)
+    assert r_on["stats"]["overlapping_threads"] == 2 and r_on["stats"]["passes"] == 3
+    assert any("cross-thread rule" in n for n in r_on["notes"])
+    assert not any("cross-thread rule" in n for n in r_off["notes"])
+    # Without GPU activity, auto leaves it off; the C API counts at W = 0 too
+    # (opskew.profile counts a step's events that way).
+    from opskew.tracefile import correct
+
+    cpu = _cuda_shaped_trace(tmp_path / "cpu.json", kernel=False)
+    assert correct(str(cpu), 0.0, 0.0)["stats"]["passes"] == 1
+    counted = {o["name"]: o for o in correct(str(trace), 0.0, 0.0)["ops"]}["ProfilerStep#1"]
+    assert (counted["descendants"], counted["waited_descendants"]) == (2, 4)
+    forced = {o["name"]: o for o in correct(str(cpu), 0.0, 0.0, waits=1)["ops"]}["ProfilerStep#1"]
+    assert forced["waited_descendants"] == 4

@@ -45,6 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="FILE", help="a calibration file (default: the cache)")
     p.add_argument("-o", "--out", metavar="PATH", help="write the corrected trace to PATH")
     p.add_argument("--force", action="store_true", help="use a calibration whose conditions differ")
+    p.add_argument("--waits", choices=("auto", "on", "off"), default="auto",
+                   help="the cross-thread rule: a thread's self time inside one of its events, while other "
+                        "threads' events ran, was spent waiting for them (a CUDA backward runs on the autograd "
+                        "engine's device thread while the caller waits), so it shrinks by their instrument time "
+                        "too. auto (default): where the trace holds GPU activity; on; off: each thread by its "
+                        "own events alone (threads that run alongside each other)"),
     p.add_argument("--sort", default="reported", choices=("reported", "corrected", "calls", "name", "removed"))
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows to print (default: 20; 0: all)")
     p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.correct/1), - for stdout")
@@ -245,7 +251,8 @@ def _run(args, src: str) -> int:
     from ..tracefile import correct
 
     try:
-        r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py)
+        r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
+                    waits={"auto": -1, "on": 1, "off": 0}[args.waits])
     except UsageError as exc:
         # The C writer's failure (disk full, no permission): one line, exit 7.
         failure = write_failure(exc, args.out)
@@ -258,6 +265,10 @@ def _run(args, src: str) -> int:
            "removed": lambda o: o["corrected_total_ns"] - o["reported_total_ns"]}[args.sort]
     ops.sort(key=key)
     s = r["stats"]
+    if s.get("waited_ns"):
+        notes.append(f"{s['waited_ns'] / 1e3:.1f} us of other threads' instrument time came off the threads that "
+                     f"waited for them ({s['overlapping_threads']} threads overlap in time; the cross-thread "
+                     "rule, docs/correct.md; --waits off to leave each thread to its own events)")
     res = {
         "schema": SCHEMA, "trace": args.trace, "detected": found,
         "calibration": {"w_ns": w, "delta_ns": delta, "w_py_ns": w_py, "delta_py_ns": delta_py,

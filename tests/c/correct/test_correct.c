@@ -435,8 +435,90 @@ static void test_short_gap(void) {
   remove("correct_gap_out.json");
 }
 
+/* The cross-thread rule (opts.waits): thread 1's ProfilerStep waits in its
+ * self time while thread 2 runs 4 events (a CUDA backward on the autograd
+ * engine's device thread). The worker's events come first in the file. */
+static const char *WAIT_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"w0\",\"pid\":1,\"tid\":2,\"ts\":2,\"dur\":0.5},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"w1\",\"pid\":1,\"tid\":2,\"ts\":2.1,\"dur\":0.2},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"w0\",\"pid\":1,\"tid\":2,\"ts\":3,\"dur\":0.5},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"w0\",\"pid\":1,\"tid\":2,\"ts\":4,\"dur\":0.5},\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.4},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":9,\"dur\":0.5}\n"
+    "]}\n";
+
+static void test_waits(void) {
+  write_file("correct_wait_in.json", WAIT_TRACE);
+  for (int waits = 0; waits <= 1; waits++) {
+    osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 0.0, .waits = waits};
+    osk_correct_t *c = NULL;
+    osk_error_t err;
+    CHECK(osk_correct_path("correct_wait_in.json", "correct_wait_out.json", &opts, &c, &err) == 0);
+    const osk_correct_op_t *st = op_named(c, "S"), *b = op_named(c, "B"), *w0 = op_named(c, "w0");
+    const osk_correct_stats_t *stats = osk_correct_stats(c);
+    CHECK(st && b && w0);
+    /* S: 10 us - W x its own 2 descendants, and with the rule the worker's
+     * 4 events' W too, counted as waited for. */
+    CHECK_NEAR(st->corrected_total_ns, waits ? 9400 : 9800, 1e-9);
+    CHECK(st->waited_descendants == (uint64_t)(waits ? 4 : 0) && st->waited_py_descendants == 0);
+    CHECK_NEAR(st->waited_ns, waits ? 400 : 0, 1e-9);
+    CHECK_NEAR(stats->waited_ns, waits ? 400 : 0, 1e-9);
+    CHECK(stats->overlapping_threads == (uint64_t)(waits ? 2 : 0));
+    /* A read that notes the starts and one that applies them. */
+    CHECK(stats->passes == (waits ? 3 : 1));
+    /* The worker's own events and the leaves are untouched by the rule. */
+    CHECK_NEAR(w0->corrected_total_ns, 3 * 500 - 100, 1e-9);
+    CHECK(w0->waited_descendants == 0 && b->waited_ns == 0);
+    CHECK(stats->stretched == 0 && stats->clamped == 0);
+    osk_correct_free(c);
+    seen_t s;
+    read_back("correct_wait_out.json", &s);
+    int is = find(&s, "S"), ia = find(&s, "A"), ib = find(&s, "B");
+    CHECK(s.n == 7 && is >= 0 && ia >= 0 && ib >= 0);
+    /* The written trace agrees: S is 400 ns shorter, B 400 ns earlier. */
+    CHECK(s.dur[is] == (waits ? 9400 : 9800) && s.dur[ia] == 400 && s.dur[ib] == 500);
+    CHECK(s.ts[ib] - s.ts[is] == (waits ? 9000 - 150 - 400 : 9000 - 150));
+    CHECK(s.ts[ib] + s.dur[ib] <= s.ts[is] + s.dur[is]);
+  }
+  /* The rule takes no more than the interval has room for: with W = 3 us
+   * the worker's 12 us cannot fit in S's 8.5 us of waiting; nothing is
+   * written shorter than its children, and S keeps its own children's W. */
+  osk_correct_opts_t big = {.w_ns = 3000.0, .delta_ns = 0.0, .waits = 1};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_wait_in.json", "correct_wait_out.json", &big, &c, &err) == 0);
+  const osk_correct_op_t *st = op_named(c, "S");
+  CHECK(st->waited_ns > 0 && st->waited_ns < 12000);
+  CHECK(st->waited_descendants == 4);
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_wait_out.json", &s);
+  int is = find(&s, "S"), ia = find(&s, "A"), ib = find(&s, "B");
+  CHECK(s.ts[ia] >= s.ts[is] && s.ts[ia] + s.dur[ia] <= s.ts[ib]);
+  CHECK(s.ts[ib] + s.dur[ib] <= s.ts[is] + s.dur[is]);
+  /* -1: where the trace holds GPU activity. This one holds none: no rule;
+   * with a kernel event, the rule, as with 1. */
+  osk_correct_opts_t autow = {.w_ns = 100.0, .delta_ns = 0.0, .waits = -1};
+  CHECK(osk_correct_path("correct_wait_in.json", NULL, &autow, &c, &err) == 0);
+  CHECK(op_named(c, "S")->waited_descendants == 0 && osk_correct_stats(c)->passes == 1);
+  osk_correct_free(c);
+  char gpu[2048];
+  snprintf(gpu, sizeof gpu, "%.*s,\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,"
+           "\"ts\":1,\"dur\":2}\n]}\n", (int)(strstr(WAIT_TRACE, "\n]}") - WAIT_TRACE), WAIT_TRACE);
+  write_file("correct_wait_in.json", gpu);
+  CHECK(osk_correct_path("correct_wait_in.json", NULL, &autow, &c, &err) == 0);
+  CHECK_NEAR(op_named(c, "S")->corrected_total_ns, 9400, 1e-9);
+  CHECK(op_named(c, "S")->waited_descendants == 4 && osk_correct_stats(c)->passes == 3);
+  osk_correct_free(c);
+  remove("correct_wait_in.json");
+  remove("correct_wait_out.json");
+}
+
 int main(void) {
-  osk_test_in_tmpdir(); /* the files below are named by relative path */
+  osk_test_in_tmpdir();
+  test_waits(); /* the files below are named by relative path */
   test_huge_w_and_zero_child();
   test_run_json();
   test_overlapping_annotation();
