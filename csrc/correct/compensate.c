@@ -27,6 +27,13 @@
  * pipe) cannot be read twice: every thread is held from the start. An
  * output written as it goes (standard output, a device) cannot take back a
  * voided read: a first read then only finds the threads that break the rule.
+ *
+ * The cross-thread rule (opts.waits; docs/correct.md, "Threads that wait")
+ * needs the starts of every thread's events before the first boundary is
+ * placed: a read of its own notes them (8 bytes per event, merged per
+ * process), first when the rule is asked for, else once a read has found
+ * threads of one process that overlap in time and GPU activity (that read
+ * is void: three reads then). A pipe, held whole, notes them as it goes.
  */
 #include "opskew_correct.h"
 #include "analysis.h"
@@ -85,8 +92,9 @@ typedef struct {
   int spanned;
 } thr_t;
 
-/* The cross-thread rule's profile of one thread: the starts of its corrected
- * events, per class, sorted (8 bytes per event). */
+/* The cross-thread rule's profile of one process: the starts of its
+ * threads' corrected events, merged, per class, sorted (8 bytes per event).
+ * Threads of other processes never wait for each other's events. */
 typedef struct {
   int64_t *ts[2];
   size_t n[2], cap[2];
@@ -115,8 +123,10 @@ struct osk_correct {
   /* The cross-thread rule (docs/correct.md, "Threads that wait"): by thread
    * id, the starts of its events, noted by a read of their own when threads
    * overlap in time (collecting), or along the read that holds every thread. */
-  xprof_t *xp;
+  xprof_t *xp;          /* by process index */
   size_t n_xp;
+  uint32_t *proc;        /* by thread id: its process index + 1 (0: not known yet) */
+  size_t n_proc, cap_proc;
   int xp_ready;          /* the profile is complete: the rule applies */
   int collecting;        /* this read notes the starts and nothing else */
   int collect_next;      /* the next read is a collecting one */
@@ -248,31 +258,31 @@ static int64_t moved_back(int64_t t, double removed) {
   return m < -lim ? -lim : m > lim ? lim : m;
 }
 
-/* The instrument time of the events of threads other than `self` that start
- * in [lo, hi), and their number per class. */
+/* How many of the sorted a[0..n) are <= x. */
+static size_t count_upto(const int64_t *a, size_t n, int64_t x) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t m = lo + (hi - lo) / 2;
+    if (a[m] <= x) lo = m + 1;
+    else hi = m;
+  }
+  return lo;
+}
+
+/* The instrument time of the events of the other threads of thread `self`'s
+ * process that start in (lo, hi), and their number per class. lo and hi are
+ * two consecutive boundaries of `self`, which begins no event strictly
+ * between them: the process's merged starts there are other threads'. (An
+ * other thread's event starting at lo exactly is not counted.) */
 static double others(const osk_correct_t *c, size_t self, int64_t lo, int64_t hi, uint64_t cnt[2]) {
   cnt[0] = cnt[1] = 0;
-  for (size_t i = 0; i < c->n_xp; i++) {
-    if (i == self) continue;
-    for (int k = 0; k < 2; k++) {
-      const int64_t *a = c->xp[i].ts[k];
-      size_t n = c->xp[i].n[k], b = 0, e = 0, lo_i = 0, hi_i = n;
-      /* lower bounds of lo and hi */
-      while (lo_i < hi_i) {
-        size_t m = lo_i + (hi_i - lo_i) / 2;
-        if (a[m] < lo) lo_i = m + 1;
-        else hi_i = m;
-      }
-      b = lo_i;
-      hi_i = n;
-      while (lo_i < hi_i) {
-        size_t m = lo_i + (hi_i - lo_i) / 2;
-        if (a[m] < hi) lo_i = m + 1;
-        else hi_i = m;
-      }
-      e = lo_i;
-      cnt[k] += e - b;
-    }
+  if (self >= c->n_proc || !c->proc[self] || c->proc[self] > c->n_xp) return 0.0;
+  const xprof_t *x = &c->xp[c->proc[self] - 1];
+  for (int k = 0; k < 2; k++) {
+    if (!x->n[k]) continue;
+    size_t below = count_upto(x->ts[k], x->n[k], lo);
+    size_t upto = count_upto(x->ts[k], x->n[k], hi - 1);
+    cnt[k] = upto > below ? upto - below : 0;
   }
   return c->cost.w_ns * (double)cnt[0] + c->cost.w_py_ns * (double)cnt[1];
 }
@@ -550,15 +560,44 @@ static int waits_apply(const osk_correct_t *c) {
   return c->opts.waits > 0 || (c->opts.waits < 0 && c->gpu);
 }
 
+/* Thread `id`'s process index (+1 in c->proc), found among the threads
+ * seen before it (a trace has few processes). */
+static int process_of(osk_correct_t *c, size_t id, uint32_t *out) {
+  if (id < c->n_proc && c->proc[id]) {
+    *out = c->proc[id] - 1;
+    return 0;
+  }
+  if (osk__grow((void **)&c->proc, &c->cap_proc, id + 1, sizeof *c->proc)) return OSK_ENOMEM;
+  if (id >= c->n_proc) {
+    memset(c->proc + c->n_proc, 0, (id + 1 - c->n_proc) * sizeof *c->proc);
+    c->n_proc = id + 1;
+  }
+  uint32_t n = 0; /* processes known */
+  for (size_t i = 0; i < c->n_proc; i++)
+    if (c->proc[i] > n) n = c->proc[i];
+  uint32_t p = n;
+  for (size_t i = 0; i < c->n_proc; i++)
+    if (i != id && c->proc[i] && osk__id_eq(&c->th.th[i].pid, &c->th.th[id].pid)) {
+      p = c->proc[i] - 1;
+      break;
+    }
+  c->proc[id] = p + 1;
+  *out = p;
+  return 0;
+}
+
 /* The cross-thread profile: thread `id`'s event of class `cls` starts at ts. */
 static int note_start(osk_correct_t *c, size_t id, uint32_t cls, int64_t ts) {
-  if (id >= c->n_xp) {
+  uint32_t p;
+  int rc = process_of(c, id, &p);
+  if (rc) return rc;
+  if (p >= c->n_xp) {
     size_t cap = c->n_xp;
-    if (osk__grow((void **)&c->xp, &cap, id + 1, sizeof *c->xp)) return OSK_ENOMEM;
-    memset(c->xp + c->n_xp, 0, (id + 1 - c->n_xp) * sizeof *c->xp);
-    c->n_xp = id + 1;
+    if (osk__grow((void **)&c->xp, &cap, (size_t)p + 1, sizeof *c->xp)) return OSK_ENOMEM;
+    memset(c->xp + c->n_xp, 0, ((size_t)p + 1 - c->n_xp) * sizeof *c->xp);
+    c->n_xp = (size_t)p + 1;
   }
-  xprof_t *x = &c->xp[id];
+  xprof_t *x = &c->xp[p];
   if (osk__grow((void **)&x->ts[cls], &x->cap[cls], x->n[cls] + 1, sizeof *x->ts[cls])) return OSK_ENOMEM;
   x->ts[cls][x->n[cls]++] = ts;
   return 0;
@@ -573,6 +612,9 @@ static void free_profile(osk_correct_t *c) {
   c->xp = NULL;
   c->n_xp = 0;
   c->xp_ready = 0;
+  free(c->proc);
+  c->proc = NULL;
+  c->n_proc = c->cap_proc = 0;
 }
 
 static int cmp_i64(const void *pa, const void *pb) {
@@ -587,8 +629,9 @@ static void profile_ready(osk_correct_t *c) {
   c->xp_ready = 1;
 }
 
-/* The threads whose events overlap another thread's in time (first start to
- * latest end), in this read. */
+/* The threads whose events overlap in time (first start to latest end, ends
+ * included: a zero-length event at another's first start counts) another
+ * thread's of the same process, in this read. */
 static uint64_t overlapping_threads(const osk_correct_t *c) {
   uint64_t n = 0;
   for (size_t i = 0; i < c->n_thr; i++) {
@@ -596,7 +639,8 @@ static uint64_t overlapping_threads(const osk_correct_t *c) {
     if (!a->spanned) continue;
     for (size_t j = 0; j < c->n_thr; j++) {
       const thr_t *b = &c->thr[j];
-      if (j != i && b->spanned && a->span_lo < b->span_hi && b->span_lo < a->span_hi) {
+      if (j != i && b->spanned && a->span_lo <= b->span_hi && b->span_lo <= a->span_hi &&
+          osk__id_eq(&c->th.th[i].pid, &c->th.th[j].pid)) {
         n++;
         break;
       }
@@ -889,20 +933,11 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     else free_profile(c);
     need_profile = 0;
   }
-  if (need_profile && !c->detecting) {
-    if (c->o) osk__out_discard(c->o);
-    c->o = NULL;
-    osk_reader_free(r);
-    if (out_path && !detect_only && !c->voidable) {
-      set_err(err, OSK_EFORMAT, "the trace changed while it was read", 0);
-      return OSK_EFORMAT;
-    }
-    c->collect_next = 1;
-    *again = 1;
-    return read_rc;
-  }
   c->stats.overlapping_threads = overlapping;
-  if (c->detecting) {
+  if (c->detecting || need_profile) {
+    /* This read is void: a thread broke the gap rule (it is held whole next
+     * time), or the cross-thread rule needs the starts first (a collecting
+     * read next). */
     c->collect_next = need_profile;
     if (c->o) osk__out_discard(c->o);
     c->o = NULL;
@@ -1017,6 +1052,10 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   osk__out_t o;
   int rc = 0, again = 0;
   c->voidable = !out_path || voidable_output(out_path);
+  /* The cross-thread rule asked for (waits > 0): the first read notes the
+   * starts, and the second writes. Where the output is written as it goes, a
+   * first read looks for threads that break the gap rule instead. */
+  if (opts->waits > 0 && c->voidable && !c->hold_all) c->collect_next = 1;
   /* An output written as it goes cannot take back a read that a thread
    * voids: a first read only finds the threads that break the gap rule. */
   if (!c->voidable && !c->hold_all) rc = one_pass(c, in_path, out_path, &o, head, 1, &again, err);

@@ -65,6 +65,9 @@ typedef struct {
   size_t n_procs, procs_cap;
 } osk__threads_t;
 
+/* Whether two pids (or tids) are the same: kind and value. */
+OSK__CORE_HIDDEN int osk__id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b);
+
 /* Returns the thread's id, adding it if new, or a negative OSK_E* code. */
 OSK__CORE_HIDDEN int64_t osk__threads_intern(osk__threads_t *t, const osk_reader_id_t *pid,
                                              const osk_reader_id_t *tid);

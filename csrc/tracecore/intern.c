@@ -96,12 +96,14 @@ static uint64_t id_hash(uint64_t h, const osk_reader_id_t *id) {
   return h;
 }
 
-static int id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) {
+int osk__id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) {
   if (a->kind != b->kind) return 0;
   if (a->kind == OSK_READER_ID_INT) return a->num == b->num;
   if (a->kind == OSK_READER_ID_STR) return osk__str_is(a->str, b->str.ptr, b->str.len);
   return 1;
 }
+
+static int id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) { return osk__id_eq(a, b); }
 
 /* On failure dst still owns nothing it would free: never a pointer into
  * the reader's buffer, which id_free would then free. */

@@ -240,6 +240,11 @@ class profile:
         # Under torchrun (WORLD_SIZE > 1) each rank measures its own W and
         # names its files by rank, as tensorboard_trace_handler names workers.
         self.rank, self.world_size = rank_of()
+        # The correction's cross-thread rule: asked for with CUDA activity (a
+        # backward runs on the autograd engine's device thread; asked for, it
+        # costs one read fewer than found), else where a trace holds GPU
+        # activity.
+        self._waits = 1 if self._cuda else -1
         # W_own's clock, the thread's CPU time, only where W_own is used: a
         # rank of a job, on the CPU (under CUDA it means nothing, see _w_own).
         # Each read is a system call, and two of them in every step() made the
@@ -552,7 +557,8 @@ class profile:
             rep["corrected_trace"] = out
             rep["corrected_with"] = "the run's final W"
             rep["corrected_w_ns"] = wv
-            v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py())
+            v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py(),
+                                 self._waits)
             rep["operators"] = _operators(v)
             _trace_steps(rep, v)
 
@@ -579,7 +585,7 @@ class profile:
             rep["raw_trace"], rep["corrected_trace"] = path, out
             self._claim(rep)
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep), self._w_py())
+                             _metadata(rep), self._w_py(), self._waits)
         return None
 
     @property
@@ -716,7 +722,7 @@ class profile:
         on where the trace holds GPU activity)."""
         from .tracefile import correct
 
-        res = correct(trace, 0.0, 0.0)
+        res = correct(trace, 0.0, 0.0, waits=self._waits)
         per_step = {}
         for o in res["ops"]:
             m = _STEP_NAME.match(o["name"])
@@ -1106,7 +1112,7 @@ class profile:
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             self._wv = wv
-            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py)
+            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits)
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = _operators(v)
@@ -1149,14 +1155,14 @@ def _operators(v: dict) -> dict:
             "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}
 
 
-def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None):
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1):
     """opskew.verdict.per_operator writing the corrected trace to `out` (a
     `.gz` name is written gzipped by the C writer)."""
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
-                     delta_py_ns=dp)
+                     delta_py_ns=dp, waits=waits)
     return v
 
 

@@ -124,7 +124,10 @@ def scan(path: str, *, header_only: bool = False) -> dict:
 def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, **kw) -> dict:
     """``opskew._correct.correct`` with its failures raised through
     from_c_error; a truncated trace is corrected as far as it goes ("truncated"
-    is then True in the result)."""
+    is then True in the result). Keywords: out's path, categories,
+    w_py_ns, delta_py_ns, py_categories, run_json, clock, and waits (the
+    cross-thread rule: 1 on, 0 off, -1, the default, where the trace holds GPU
+    activity; docs/correct.md, "Threads that wait")."""
     from . import _correct
 
     return _raise_unless_read(_correct.correct(path, w_ns, delta_ns, out, **kw), path, f"correct {path}")

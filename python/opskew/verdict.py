@@ -55,14 +55,17 @@ def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -
 
 
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
-                 threshold: float = 0.05, out: str | None = None, metadata: dict | None = None) -> dict:
+                 threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
+                 waits: int = -1) -> dict:
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
     {...}, "stats", "threshold", "truncated"}; ops are sorted by reported
     self time. With `out`, the trace corrected at W's median is written
     there (the run whose figures are the medians); `metadata` (a dict, as
-    JSON) goes into that trace's "opskew" object as its "run" member."""
+    JSON) goes into that trace's "opskew" object as its "run" member.
+    `waits`: the C correction's cross-thread rule (1 on, 0 off, -1 where the
+    trace holds GPU activity; docs/correct.md, "Threads that wait")."""
     import json
     from .tracefile import correct
 
@@ -71,7 +74,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     def run(wv, wpv, dest=None, **kw):
         wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
         return correct(path, wv, min(max(delta_ns, 0.0), wv), dest, w_py_ns=wpv,
-                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), **kw)
+                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, **kw)
 
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
     med = run(w["median"], w_py["median"], out, **extra)

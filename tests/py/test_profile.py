@@ -758,3 +758,34 @@ def test_export_after_the_cycle_to_a_gz_name(tmp_path):
     for f in (path, str(tmp_path / "t.corrected.json.gz")):
         assert open(f, "rb").read(2) == b"\x1f\x8b", f
     assert op_counts(path)["aten::add"] == 7 * OPS  # 7 active steps of OPS additions
+
+
+def test_a_step_counts_the_events_it_waited_for(tmp_path):
+    """On CUDA the backward runs on the autograd engine's device thread while
+    the step's thread waits: the step's events are its range's descendants
+    plus those (the C correction's cross-thread rule), not a fallback to the
+    trace's totals. Hand-made trace of that shape; opskew.profile asks for the
+    rule with CUDA activity (1) and leaves it to the trace otherwise (-1)."""
+    import json
+    import types
+
+    from opskew.profiling import profile
+
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1,
+           "tid": 2, "ts": 10 + 10 * i, "dur": 5} for i in range(5)]
+    for n in (1, 2):
+        base = (n - 1) * 100
+        ev += [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1,
+                "ts": base, "dur": 90},
+               {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base + 1, "dur": 3}]
+    ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 2, "ts": 150, "dur": 2},
+           {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 3}]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    for waits in (1, -1):
+        counts = profile._count(types.SimpleNamespace(_waits=waits), str(path))
+        assert counts["per_step"] == {1: (6, 0), 2: (2, 0)}, waits
+        assert counts["op_events"] == 10
+    # Without the rule, a step would hold only its own thread's events.
+    off = profile._count(types.SimpleNamespace(_waits=0), str(path))
+    assert off["per_step"] == {1: (1, 0), 2: (1, 0)}

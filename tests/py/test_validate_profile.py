@@ -89,3 +89,23 @@ def test_one_workload_end_to_end(tmp_path):
         assert leaf["worst"]["name"] == "aten::add"
     # The suite removes its temporary folder (traces, cache, children's output).
     assert not [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-validate-profile-")]
+
+
+def test_the_cuda_workload_runs_only_when_named(tmp_path):
+    """cuda_train needs a GPU: not in the default list; named without one,
+    its row fails with the reason and the run still ends with the table."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate_profile", SCRIPT)
+    vp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vp)
+    assert "cuda_train" in vp.WORKLOADS and "cuda_train" not in vp.parse([]).workloads
+    assert vp.parse(["--workloads", "cuda_train"]).workloads == ["cuda_train"]
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: the no-GPU row is not checked")
+    p = run(["--workloads", "cuda_train", "--configs", "minimal", "--rounds", "1", "--no-calibrate",
+             "--bare-s", "0.1", "--warmup-s", "0.1"], tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "this torch sees no CUDA device" in p.stdout and "0/1 rows" in p.stdout
