@@ -569,6 +569,10 @@ def make_row(wname, cname, rounds, cals, tolerance):
     return row
 
 
+def fmt_rounds(xs):
+    return "[" + ", ".join("-" if x is None else f"{100 * x:+.1f}%" for x in (xs or [])) + "]"
+
+
 def fmt_us(ns):
     return "-" if ns is None else f"{ns / 1000:.1f}"
 
@@ -712,7 +716,8 @@ def main(argv=None):
                     f"{fmt_err(r.get('raw_step_err'))}, corrected {fmt_us(r.get('corrected_step_ns'))}"
                     f"{fmt_err(r.get('corrected_step_err'))} (rounds: {errs}), "
                     f"W {((r.get('w_ns') or {}).get('median') or 0):.0f} ns ({r.get('pairs')} pairs), "
-                    f"overhang {fmt_us(r.get('annotation_overhang_ns'))} us, leaf {lf.get('agree')}/{lf.get('compared')}"
+                    f"overhang {fmt_us(r.get('annotation_overhang_ns'))} us, leaf {lf.get('agree')}/{lf.get('compared')}, "
+                    f"the run's wait steps vs bare {fmt_rounds(r.get('in_loop_wait_step_err_rounds'))}"
                     + ("" if r["pass"] else "  <- outside the target"))
         cond["load_avg_end"] = os.getloadavg()
         cond["wall_s"] = time.monotonic() - t_start
