@@ -98,7 +98,7 @@ typedef struct {
    * time line is compressed by its own events alone. -1: the rule applies
    * where the trace holds GPU activity (Kineto's kernel, cuda_runtime,
    * cuda_driver, gpu_memcpy or gpu_memset events), as opskew's Python API
-   * and command line do by default. It costs a read of its own (8 bytes per
+   * and command line do by default. It costs a read of its own (16 bytes per
    * event, freed at the end) when the trace's threads overlap in time. */
   int waits;
 } osk_correct_opts_t;
@@ -173,7 +173,7 @@ typedef struct {
    * of other threads' events taken out of the threads that waited for them,
    * summed over the threads' self-time intervals (each at most the interval's
    * room); and the threads whose events overlap another's in time (0 or >= 2:
-   * the rule applies, at the cost of a read that notes each event's start, 8
+   * the rule applies, at the cost of a read that notes each event's start and end, 16
    * bytes each, and one more read). */
   double waited_ns;
   uint64_t overlapping_threads;

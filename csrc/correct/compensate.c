@@ -30,7 +30,7 @@
  *
  * The cross-thread rule (opts.waits; docs/correct.md, "Threads that wait")
  * needs the starts of every thread's events before the first boundary is
- * placed: a read of its own notes them (8 bytes per event, merged per
+ * placed: a read of its own notes them (16 bytes per event, merged per
  * process), first when the rule is asked for, else once a read has found
  * threads of one process that overlap in time and GPU activity (that read
  * is void: three reads then). A pipe, held whole, notes them as it goes.
@@ -92,12 +92,12 @@ typedef struct {
   int spanned;
 } thr_t;
 
-/* The cross-thread rule's profile of one process: the starts of its
- * threads' corrected events, merged, per class, sorted (8 bytes per event).
- * Threads of other processes never wait for each other's events. */
+/* The cross-thread rule's profile of one process: the starts and the ends
+ * of its threads' corrected events, merged, per class, sorted (16 bytes per
+ * event). Threads of other processes never wait for each other's events. */
 typedef struct {
-  int64_t *ts[2];
-  size_t n[2], cap[2];
+  int64_t *ts[2], *te[2];
+  size_t n[2], cap[2], cap_e[2];
 } xprof_t;
 
 struct osk_correct {
@@ -269,49 +269,68 @@ static size_t count_upto(const int64_t *a, size_t n, int64_t x) {
   return lo;
 }
 
-/* The instrument time of the events of the other threads of thread `self`'s
- * process that start in (lo, hi), and their number per class. lo and hi are
- * two consecutive boundaries of `self`, which begins no event strictly
- * between them: the process's merged starts there are other threads'. (An
- * other thread's event starting at lo exactly is not counted.) */
+/* How many of the sorted a[0..n) lie in (lo, hi). */
+static size_t count_in(const int64_t *a, size_t n, int64_t lo, int64_t hi) {
+  size_t below = count_upto(a, n, lo), upto = count_upto(a, n, hi - 1);
+  return upto > below ? upto - below : 0;
+}
+
+/* The instrument time that the other threads of thread `self`'s process
+ * placed in (lo, hi): (W + delta)/2 at each event's start (the share before
+ * its begin and the one inside it), (W - delta)/2 at its end, as their own
+ * time lines take it; and *cnt, the number of their events that start
+ * there, per class. lo and hi are two consecutive boundaries of `self`,
+ * which begins and ends no event strictly between them (an event closed
+ * early by one that outlives it aside): the process's merged starts and ends
+ * there are other threads'. (What lies at lo exactly is not counted.) */
 static double others(const osk_correct_t *c, size_t self, int64_t lo, int64_t hi, uint64_t cnt[2]) {
   cnt[0] = cnt[1] = 0;
   if (self >= c->n_proc || !c->proc[self] || c->proc[self] > c->n_xp) return 0.0;
   const xprof_t *x = &c->xp[c->proc[self] - 1];
+  double sum = 0.0;
   for (int k = 0; k < 2; k++) {
     if (!x->n[k]) continue;
-    size_t below = count_upto(x->ts[k], x->n[k], lo);
-    size_t upto = count_upto(x->ts[k], x->n[k], hi - 1);
-    cnt[k] = upto > below ? upto - below : 0;
+    double half, delta;
+    event_cost(c, (uint32_t)k, &half, &delta);
+    cnt[k] = count_in(x->ts[k], x->n[k], lo, hi);
+    sum += (half + delta) * (double)cnt[k] + half * (double)count_in(x->te[k], x->n[k], lo, hi);
   }
-  return c->cost.w_ns * (double)cnt[0] + c->cost.w_py_ns * (double)cnt[1];
+  return sum;
 }
 
 /* The cross-thread rule. The interval before the boundary reported at r,
- * since the thread's last one, is the self time of the open event `in`
- * (NULL: between top-level trees, where the rule does not apply). Events of
- * other threads that start in it ran while this thread waited for them (the
+ * since the thread's last one, is the self time of the open event `in`, or
+ * time between the thread's top-level trees (`in` NULL), or, before its
+ * first boundary, all the trace before it. Events of other threads of its
+ * process that start in it ran while this thread waited for them (the
  * autograd engine runs a CUDA backward on a thread of its own while the
- * caller waits in it), so the interval shrinks by their instrument time too,
- * as far as it has room: never before the last boundary placed, so that no
- * debt comes of it (an interval with less room than that was not all
- * waiting). */
+ * caller waits inside its step; the engine's thread waits between backwards
+ * while the caller runs), so the interval shrinks by their instrument time
+ * too, as far as it has room: never before the last boundary placed, so that
+ * no debt comes of it (an interval with less room than that was not all
+ * waiting). Inside an event that is the event's waited time; elsewhere it
+ * only moves the thread's later events with the others', so that the
+ * threads stay aligned in the corrected trace. */
 static void waited(thr_t *t, int64_t r, const int64_t *debt, osk__nest_frame_t *in) {
   osk_correct_t *c = t->c;
-  if (!in || !c->xp_ready || !t->have_r || r <= t->last_r) return;
+  if (!c->xp_ready || (t->have_r && r <= t->last_r)) return;
   uint64_t cnt[2];
-  double o = others(c, t->id, t->last_r, r, cnt);
-  /* Counted whatever W is (opskew.profile counts a step's events at W = 0). */
-  in->wdesc[OSK__CLS_OP] += cnt[OSK__CLS_OP];
-  in->wdesc[OSK__CLS_PY] += cnt[OSK__CLS_PY];
+  double o = others(c, t->id, t->have_r ? t->last_r : INT64_MIN, r, cnt);
+  if (in) {
+    /* Counted whatever W is (opskew.profile counts a step's events at W = 0). */
+    in->wdesc[OSK__CLS_OP] += cnt[OSK__CLS_OP];
+    in->wdesc[OSK__CLS_PY] += cnt[OSK__CLS_PY];
+  }
   if (!(o > 0)) return;
   double want = t->removed + (debt ? (double)*debt : 0.0);
-  double room = floor((double)moved_back(r, want) - (double)t->last2);
+  double room = t->have_r ? floor((double)moved_back(r, want) - (double)t->last2) : o;
   if (!(room > 0)) return;
   double e = o < room ? o : room;
   t->removed += e;
-  in->wait_ns += e;
-  c->stats.waited_ns += e;
+  if (in) {
+    in->wait_ns += e;
+    c->stats.waited_ns += e;
+  }
 }
 
 /* Places the boundary reported at r on the compressed time line: back by
@@ -586,8 +605,8 @@ static int process_of(osk_correct_t *c, size_t id, uint32_t *out) {
   return 0;
 }
 
-/* The cross-thread profile: thread `id`'s event of class `cls` starts at ts. */
-static int note_start(osk_correct_t *c, size_t id, uint32_t cls, int64_t ts) {
+/* The cross-thread profile: thread `id`'s event of class `cls` spans [ts, end]. */
+static int note_event(osk_correct_t *c, size_t id, uint32_t cls, int64_t ts, int64_t end) {
   uint32_t p;
   int rc = process_of(c, id, &p);
   if (rc) return rc;
@@ -598,15 +617,20 @@ static int note_start(osk_correct_t *c, size_t id, uint32_t cls, int64_t ts) {
     c->n_xp = (size_t)p + 1;
   }
   xprof_t *x = &c->xp[p];
-  if (osk__grow((void **)&x->ts[cls], &x->cap[cls], x->n[cls] + 1, sizeof *x->ts[cls])) return OSK_ENOMEM;
-  x->ts[cls][x->n[cls]++] = ts;
+  if (osk__grow((void **)&x->ts[cls], &x->cap[cls], x->n[cls] + 1, sizeof *x->ts[cls]) ||
+      osk__grow((void **)&x->te[cls], &x->cap_e[cls], x->n[cls] + 1, sizeof *x->te[cls]))
+    return OSK_ENOMEM;
+  x->ts[cls][x->n[cls]] = ts;
+  x->te[cls][x->n[cls]++] = end;
   return 0;
 }
 
 static void free_profile(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_xp; i++) {
-    free(c->xp[i].ts[0]);
-    free(c->xp[i].ts[1]);
+    for (int k = 0; k < 2; k++) {
+      free(c->xp[i].ts[k]);
+      free(c->xp[i].te[k]);
+    }
   }
   free(c->xp);
   c->xp = NULL;
@@ -625,7 +649,10 @@ static int cmp_i64(const void *pa, const void *pb) {
 static void profile_ready(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_xp; i++)
     for (int k = 0; k < 2; k++)
-      if (c->xp[i].n[k]) qsort(c->xp[i].ts[k], c->xp[i].n[k], sizeof *c->xp[i].ts[k], cmp_i64);
+      if (c->xp[i].n[k]) {
+        qsort(c->xp[i].ts[k], c->xp[i].n[k], sizeof *c->xp[i].ts[k], cmp_i64);
+        qsort(c->xp[i].te[k], c->xp[i].n[k], sizeof *c->xp[i].te[k], cmp_i64);
+      }
   c->xp_ready = 1;
 }
 
@@ -682,7 +709,7 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   if (!t->spanned || end > t->span_hi) t->span_hi = end;
   t->spanned = 1;
   if (c->collecting || (c->hold_all && c->opts.waits != 0 && !c->xp_ready)) {
-    int rc = note_start(c, (size_t)thread, class_of(c, (uint32_t)cat), ev->ts_ns);
+    int rc = note_event(c, (size_t)thread, class_of(c, (uint32_t)cat), ev->ts_ns, end);
     if (rc || c->collecting) return rc;
   }
   int gap = 0;

@@ -376,3 +376,36 @@ def test_waiting_thread_sheds_the_workers_instrument_time(cache, tmp_path):
     assert (counted["descendants"], counted["waited_descendants"]) == (2, 4)
     forced = {o["name"]: o for o in correct(str(cpu), 0.0, 0.0, waits=1)["ops"]}["ProfilerStep#1"]
     assert forced["waited_descendants"] == 4
+
+
+def test_the_rule_keeps_the_threads_aligned(tmp_path):
+    """Between its backwards the engine's thread waits while the caller runs:
+    it moves with the caller's instrument time too, so that in the corrected
+    trace each backward stays inside the step that waited for it (8 steps of
+    10 operators on the caller, 4 on the worker: each thread compressed by
+    its own events alone, 9 of the 32 land elsewhere)."""
+    from opskew.tracefile import correct
+
+    ev = []
+    for k in range(8):
+        b = k * 12
+        ev.append({"ph": "X", "cat": "user_annotation", "name": "S", "pid": 1, "tid": 1, "ts": b, "dur": 10})
+        ev += [{"ph": "X", "cat": "cpu_op", "name": f"m{j}", "pid": 1, "tid": 1, "ts": round(b + 0.1 + 0.3 * j, 3),
+                "dur": 0.2} for j in range(5)]
+        ev += [{"ph": "X", "cat": "cpu_op", "name": f"n{j}", "pid": 1, "tid": 1, "ts": round(b + 8 + 0.3 * j, 3),
+                "dur": 0.2} for j in range(5)]
+        ev += [{"ph": "X", "cat": "cpu_op", "name": "w", "pid": 1, "tid": 2, "ts": b + 2 + i, "dur": 0.5}
+               for i in range(4)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    placed = {}
+    for waits in (0, 1):
+        out = tmp_path / f"o{waits}.json"
+        r = correct(str(path), 100.0, 20.0, str(out), waits=waits)
+        assert r["stats"]["stretched"] == 0 and r["stats"]["passes"] == 1 + waits
+        t = json.loads(out.read_text())["traceEvents"]
+        before = sorted(e["ts"] + e["dur"] for e in t if e["name"] == "m4")
+        after = sorted(e["ts"] for e in t if e["name"] == "n0")
+        w = sorted((e["ts"], e["ts"] + e["dur"]) for e in t if e["name"] == "w")
+        placed[waits] = sum(before[i // 4] <= a and b <= after[i // 4] for i, (a, b) in enumerate(w))
+    assert placed == {0: 23, 1: 32}
