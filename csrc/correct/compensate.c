@@ -120,9 +120,9 @@ struct osk_correct {
   osk__out_t *o;         /* the corrected trace, or NULL */
   int first;             /* no event written yet */
   uint64_t held_now;     /* events buffered, all threads */
-  /* The cross-thread rule (docs/correct.md, "Threads that wait"): by thread
-   * id, the starts of its events, noted by a read of their own when threads
-   * overlap in time (collecting), or along the read that holds every thread. */
+  /* The cross-thread rule (docs/correct.md, "Threads that wait"): by process,
+   * the starts and ends of its threads' events, noted by a read of their own
+   * (collecting), or along the read that holds every thread. */
   xprof_t *xp;          /* by process index */
   size_t n_xp;
   uint32_t *proc;        /* by thread id: its process index + 1 (0: not known yet) */
@@ -258,20 +258,10 @@ static int64_t moved_back(int64_t t, double removed) {
   return m < -lim ? -lim : m > lim ? lim : m;
 }
 
-/* How many of the sorted a[0..n) are <= x. */
-static size_t count_upto(const int64_t *a, size_t n, int64_t x) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t m = lo + (hi - lo) / 2;
-    if (a[m] <= x) lo = m + 1;
-    else hi = m;
-  }
-  return lo;
-}
-
-/* How many of the sorted a[0..n) lie in (lo, hi). */
+/* How many of the sorted a[0..n) lie in (lo, hi); hi > INT64_MIN, and lo
+ * INT64_MIN counts from the start. */
 static size_t count_in(const int64_t *a, size_t n, int64_t lo, int64_t hi) {
-  size_t below = count_upto(a, n, lo), upto = count_upto(a, n, hi - 1);
+  size_t below = lo == INT64_MIN ? 0 : osk__count_below(a, n, lo + 1), upto = osk__count_below(a, n, hi);
   return upto > below ? upto - below : 0;
 }
 
@@ -591,10 +581,7 @@ static int process_of(osk_correct_t *c, size_t id, uint32_t *out) {
     memset(c->proc + c->n_proc, 0, (id + 1 - c->n_proc) * sizeof *c->proc);
     c->n_proc = id + 1;
   }
-  uint32_t n = 0; /* processes known */
-  for (size_t i = 0; i < c->n_proc; i++)
-    if (c->proc[i] > n) n = c->proc[i];
-  uint32_t p = n;
+  uint32_t p = (uint32_t)c->n_xp; /* a new process, unless a thread of it was seen */
   for (size_t i = 0; i < c->n_proc; i++)
     if (i != id && c->proc[i] && osk__id_eq(&c->th.th[i].pid, &c->th.th[id].pid)) {
       p = c->proc[i] - 1;
@@ -641,17 +628,12 @@ static void free_profile(osk_correct_t *c) {
   c->n_proc = c->cap_proc = 0;
 }
 
-static int cmp_i64(const void *pa, const void *pb) {
-  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-  return (a > b) - (a < b);
-}
-
 static void profile_ready(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_xp; i++)
     for (int k = 0; k < 2; k++)
       if (c->xp[i].n[k]) {
-        qsort(c->xp[i].ts[k], c->xp[i].n[k], sizeof *c->xp[i].ts[k], cmp_i64);
-        qsort(c->xp[i].te[k], c->xp[i].n[k], sizeof *c->xp[i].te[k], cmp_i64);
+        qsort(c->xp[i].ts[k], c->xp[i].n[k], sizeof *c->xp[i].ts[k], osk__cmp_i64);
+        qsort(c->xp[i].te[k], c->xp[i].n[k], sizeof *c->xp[i].te[k], osk__cmp_i64);
       }
   c->xp_ready = 1;
 }

@@ -623,11 +623,6 @@ static int fit_clock(osk_job_t *j, size_t r, const size_t *idx, int64_t t0) {
 
 /* ----------------------------------------------------------- count pass */
 
-static int i64_cmp(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 static int add_bound(rank_t *r, int64_t t) {
   if (osk__grow((void **)&r->bounds, &r->bounds_cap, r->n_bounds + 1, sizeof *r->bounds))
     return OSK_ENOMEM;
@@ -636,15 +631,7 @@ static int add_bound(rank_t *r, int64_t t) {
 }
 
 /* Index of the first boundary >= t (n_bounds when none). */
-static size_t gap_of(const rank_t *r, int64_t t) {
-  size_t lo = 0, hi = r->n_bounds;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (r->bounds[mid] < t) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
+static size_t gap_of(const rank_t *r, int64_t t) { return osk__count_below(r->bounds, r->n_bounds, t); }
 
 typedef struct {
   osk_job_t *j;
@@ -690,7 +677,7 @@ static int count_pass(osk_job_t *j, const size_t *idx, osk_error_t *err) {
     for (size_t s = 0; !rc && s < rk->n_src; s++)
       if (rk->src[s].have_first && rk->src[s].first_ns > INT64_MIN) rc = add_bound(rk, rk->src[s].first_ns - 1);
     if (rc) return rc;
-    if (rk->n_bounds) qsort(rk->bounds, rk->n_bounds, sizeof *rk->bounds, i64_cmp);
+    if (rk->n_bounds) qsort(rk->bounds, rk->n_bounds, sizeof *rk->bounds, osk__cmp_i64);
     size_t u = 0;
     for (size_t i = 0; i < rk->n_bounds; i++)
       if (!u || rk->bounds[i] != rk->bounds[u - 1]) rk->bounds[u++] = rk->bounds[i];

@@ -622,11 +622,6 @@ const osk_summary_op_t *osk_summary_op(const osk_summary_t *s, size_t i) {
   return s && i < s->n_ops ? &s->ops[i].pub : NULL;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return (x > y) - (x < y);
-}
-
 /* The value of rank k (0-based) from the histogram: its bucket's midpoint. */
 static double hist_rank(const hist_t *h, uint64_t k) {
   uint64_t cum = 0;
@@ -655,7 +650,7 @@ int osk_summary_op_quantile(const osk_summary_t *s, size_t i, double q, double *
   if (!o->hist.counts) {
     int64_t tmp[HIST_EXACT];
     memcpy(tmp, o->hist.exact, o->hist.n_exact * sizeof *tmp);
-    qsort(tmp, o->hist.n_exact, sizeof *tmp, cmp_i64);
+    qsort(tmp, o->hist.n_exact, sizeof *tmp, osk__cmp_i64);
     v0 = (double)tmp[k];
     v1 = (double)tmp[k + 1 < n ? k + 1 : k];
   } else {

@@ -36,11 +36,6 @@ typedef struct {
   int64_t min_t0; /* earliest begin among them (ns) */
 } osk__acc_t;
 
-static int cmp_i64(const void *pa, const void *pb) {
-  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-  return (a > b) - (a < b);
-}
-
 static double quantile_sorted(const int64_t *x, size_t n, double q) {
   if (n == 0) return 0.0;
   double h = (double)(n - 1) * q;
@@ -161,7 +156,7 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
     osk_trace_op_t *r = &by[id];
     if (!r->calls) continue;
     int64_t *x = durs + off[id];
-    qsort(x, r->calls, sizeof *x, cmp_i64);
+    qsort(x, r->calls, sizeof *x, osk__cmp_i64);
     r->name = id;
     r->mean_ns = (double)r->total_ns / (double)r->calls;
     r->p50_ns = quantile_sorted(x, r->calls, 0.50);

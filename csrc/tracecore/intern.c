@@ -24,6 +24,21 @@ char *osk__dup_bytes(const char *p, size_t n) {
   return d;
 }
 
+int osk__cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+size_t osk__count_below(const int64_t *a, size_t n, int64_t t) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* Makes room for n ids (load at most 1/2), re-placing them from their hashes. */
 static int index_fit(osk__index_t *x, size_t n, const void *items, size_t stride, size_t hash_off) {
   if (n * 2 <= x->cap) return 0;

@@ -77,6 +77,10 @@ static inline int64_t osk__sat_add(int64_t a, int64_t b) {
 OSK__CORE_HIDDEN int osk__grow(void **p, size_t *cap, size_t need, size_t elem);
 /* A NUL-terminated malloc'ed copy of n bytes, or NULL. */
 OSK__CORE_HIDDEN char *osk__dup_bytes(const char *p, size_t n);
+/* qsort's comparison of int64_t values, ascending. */
+OSK__CORE_HIDDEN int osk__cmp_i64(const void *a, const void *b);
+/* How many of the ascending a[0..n) are below t (the first index >= t). */
+OSK__CORE_HIDDEN size_t osk__count_below(const int64_t *a, size_t n, int64_t t);
 
 /* ---------------------------------------------------------- correction */
 
