@@ -7,14 +7,24 @@ with_stack=True), in child processes of their own (each measurement starts
 clean, and a crash is contained to its row):
 
   bare     the unprofiled step: the workload warmed up, then each step timed
-           with time.perf_counter_ns, for --bare-s seconds; the median step.
-           Per workload the runs go bare, profile A, bare, profile B, bare,
-           profile A, ... (--rounds rounds; the configurations' order
-           alternates between workloads): each profiled run is compared with
-           the steps of the two bare runs around it, and a row gives the
-           median over its rounds, so that the machine's drift over minutes
-           reaches both sides alike (two bare processes a few seconds apart
-           differ by up to 10% on the 2-core VM).
+           with time.perf_counter_ns; the median step. How it is paired with
+           the profiled process (--pairing):
+           lockstep (default): each profiled process is started with a bare
+             one, both pinned to the same CPU(s) (the last ones available,
+             as many as the workload's threads), and they take turns through
+             a pair of pipes: --chunk bare steps (default: one cycle's worth)
+             before each of the profile's cycles, while the other waits. The
+             first bare step of a turn (cold after the other's turn) is not
+             counted; the profile's turn ends in the first wait step after a
+             trace, which opskew never pairs. Both processes see the machine
+             in the same seconds: the 2-core VM's speed moves by 10 to 40%
+             over seconds, and two bare processes a few seconds apart
+             differed by up to 45% (docs/profile-validation.md).
+           sequential: bare, profile A, bare, profile B, bare, profile A,
+             ... (--bare-s seconds of steps each; the configurations' order
+             alternates between workloads), each profiled run compared with
+             the steps of the two bare runs around it.
+           A row gives the median over its --rounds rounds.
   profile  the same loop (warmed up the same way) under opskew.profile with
            schedule(wait=--wait, warmup=1, active=--active, repeat=--repeat)
            and corrected_dir in a temporary folder, report_file=None. The
@@ -50,11 +60,14 @@ their excess and W were erratic (W negative in 2 of 6 rows). 5 cycles pool
 30 pairs, which the 2-core VM's step-to-step noise (10 to 20% of a step)
 needs for W's median to settle.
 
-Two diagnostics beside the target: "step() inside ProfilerStep" is the raw
+Three diagnostics beside the target: "step() inside ProfilerStep" is the raw
 ProfilerStep#N duration minus opskew's own timing of that step's body (the
 part of torch's and opskew's step() inside the annotation, which no W per
-operator event removes), and "corrected body" is the body's time with the
-same correction (corrected ProfilerStep#N minus that overhang).
+operator event removes); "corrected body" is the body's time with the
+same correction (corrected ProfilerStep#N minus that overhang); and the
+report's corrected_step is opskew's own figure (prof.final: its timing of the
+paired active bodies less W x events), the one docs/profile.md says to read
+where the corrected trace is written stretched (trace_step_stretch).
 
 Per row it prints: W in-run [CI] and the micro W, the bare step, the raw
 step (and its excess), the corrected step (and its error against the bare
@@ -311,11 +324,49 @@ def _median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+class _Turns:
+    """Lockstep with the partner process (--pairing lockstep): each holds one
+    end of two pipes, and only the one holding the token runs. A partner
+    that is gone (crashed, killed) reads as the end: the other goes on alone."""
+
+    def __init__(self, a):
+        self.rfd, self.wfd = a.token_in, a.token_out
+        if a.cpus and hasattr(os, "sched_setaffinity"):
+            # Both on the same core(s): the core's speed is the same for both.
+            os.sched_setaffinity(0, {int(c) for c in a.cpus.split(",")})
+
+    def give(self, more: bool = True):
+        if self.wfd is None:
+            return
+        try:
+            os.write(self.wfd, b"x" if more else b"q")
+        except OSError:  # the partner is gone
+            self.wfd = None
+
+    def take(self) -> bool:
+        """Waits for the token: False when the partner ended (or is gone)."""
+        return os.read(self.rfd, 1) == b"x"
+
+
 def child_bare(a):
-    """The unprofiled loop: each step timed alone."""
+    """The unprofiled loop: each step timed alone. In lockstep, in turns of
+    --chunk steps while the profiled process waits (the first step of each
+    turn, cold after the other process's turn, is not counted)."""
+    turns = _Turns(a) if a.token_in is not None else None
     torch, step = _setup(a.workload)
     warm = _warm(step, a.warmup_s)
     times = []
+    if turns is not None:
+        per_turn = []
+        while (not a.turns or len(per_turn) < a.turns) and turns.take():
+            for i in range(a.chunk):
+                t0 = time.perf_counter_ns()
+                step()
+                if i:
+                    times.append(time.perf_counter_ns() - t0)
+            per_turn.append(_median(times[-(a.chunk - 1):]))
+            turns.give()
+        return {"warmup_steps": warm, "steps_ns": times, "median_ns": _median(times), "turn_medians_ns": per_turn}
     t_end = time.perf_counter() + a.bare_s
     while len(times) < a.min_bare_steps or time.perf_counter() < t_end:
         t0 = time.perf_counter_ns()
@@ -339,6 +390,7 @@ def child_profile(a):
     the leaf operators' reference (a tracer run in another process, minutes
     apart, differed by up to 2x on the 2-core VM; one right after the loop,
     by up to 30%)."""
+    turns = _Turns(a) if a.token_in is not None else None
     if a.tracer_steps:
         from opskew.tracing import arrange
 
@@ -350,17 +402,29 @@ def child_profile(a):
     # The tracer runs right before and right after the profiled loop, and
     # its leaves are the mean of the two: the machine's speed moves within
     # seconds, and the profiled loop lies between them.
+    if turns is not None:
+        # In lockstep the tracers run with the token held: the bare partner
+        # is past its warm-up then, and waits.
+        turns.give()
+        turns.take()
     tracer_before = _tracer_leaves(step, a) if a.tracer_steps else None
     out_dir = tempfile.mkdtemp(prefix="vp-traces-", dir=a.tmp)
     sched = torch.profiler.schedule(wait=a.wait, warmup=1, active=a.active, repeat=a.repeat)
-    n_steps = a.repeat * (a.wait + 1 + a.active)
+    cycle = a.wait + 1 + a.active
+    n_steps = a.repeat * cycle
     t0 = time.perf_counter()
     acts = [torch.profiler.ProfilerActivity.CPU]
     if a.workload in CUDA_WORKLOADS:
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     with opskew.profile(activities=acts, schedule=sched,
                         corrected_dir=out_dir, report_file=None, **CONFIGS[a.config]) as prof:
-        for _ in range(n_steps):
+        for i in range(n_steps):
+            if turns is not None and i % cycle == 0:
+                # The bare process's turn, before each cycle: in the body of
+                # the first wait step after a trace (cold anyway: opskew
+                # never pairs it).
+                turns.give()
+                turns.take()
             step()
             prof.step()
     loop_s = time.perf_counter() - t0
@@ -403,11 +467,16 @@ def child_profile(a):
     if isinstance(final, dict) and final.get("w_ns"):
         last.update({"w_ns": final["w_ns"], "pairs": final.get("pairs"), "delta_ns": final.get("delta_ns"),
                      "w_source": "in-run, the run's final W (prof.final)"})
-    in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] > 0])
+    # The wait steps past the first 2 of each block (the ones opskew pairs
+    # with; in lockstep the first holds the bare partner's turn too).
+    in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] % cycle >= 2])
                for ph in ("wait", "active")}
     tracer = None
     if a.tracer_steps:
         after = _tracer_leaves(step, a)
+    if turns is not None:
+        turns.give(more=False)
+    if a.tracer_steps:
         both = [tracer_before["leaf_ns"], after["leaf_ns"]]
         tracer = {**after, "delta_ns": (tracer_before["delta_ns"] + after["delta_ns"]) / 2,
                   "leaf_ns": {n: sum(r[n] for r in both) / 2 for n in set(both[0]) & set(both[1])},
@@ -419,6 +488,10 @@ def child_profile(a):
             "events_per_active_step": last.get("events_per_active_step"),
             "notes": last.get("notes"), "fallback": last.get("fallback"),
             "raw_step_ns": _median(raw_all), "corrected_step_ns": _median(cor_all),
+            # opskew's own figure: its timing of the paired active bodies less
+            # W x events (the report's, from every step: prof.final); the one
+            # to read where the corrected trace is written stretched.
+            "report_corrected_step_ns": (final or {}).get("corrected_step_ns") if isinstance(final, dict) else None,
             "corrected_step_warm_ns": _median(cor_warm),
             "in_loop_wait_step_ns": in_loop["wait"], "in_loop_active_step_ns": in_loop["active"],
             "annotation_overhang_ns": _median(overhang), "corrected_body_ns": _median(cor_body),
@@ -459,25 +532,80 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_child(kind, workload, args, tmp, config=None):
+def _child_cmd(kind, workload, args, tmp, config=None, extra=()):
     out = os.path.join(tmp, f"child-{kind}-{workload}-{config or ''}-{time.monotonic_ns()}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--workload", workload,
            "--child-out", out, "--tmp", tmp, "--warmup-s", str(args.warmup_s), "--bare-s", str(args.bare_s),
            "--min-bare-steps", str(args.min_bare_steps), "--wait", str(args.wait), "--active", str(args.active),
-           "--repeat", str(args.repeat), "--tracer-steps", str(args.tracer_steps)]
+           "--repeat", str(args.repeat), "--tracer-steps", str(args.tracer_steps), *extra]
     if config:
         cmd += ["--config", config]
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout)
-    took = time.monotonic() - t0
-    if p.returncode != 0 or not os.path.exists(out):
-        tail = (p.stderr or "").strip().splitlines()[-5:]
-        log(f"    {kind} {workload} {config or ''}: FAILED (exit {p.returncode}): " + " | ".join(tail))
-        return {"error": f"exit {p.returncode}: " + " | ".join(tail)}
+    return cmd, out
+
+
+def _child_result(kind, workload, config, rc, stderr, out, took):
+    if rc != 0 or not os.path.exists(out):
+        tail = (stderr or "").strip().splitlines()[-5:]
+        log(f"    {kind} {workload} {config or ''}: FAILED (exit {rc}): " + " | ".join(tail))
+        return {"error": f"exit {rc}: " + " | ".join(tail)}
     with open(out) as f:
         res = json.load(f)
     res["child_s"] = took
     return res
+
+
+def run_child(kind, workload, args, tmp, config=None):
+    cmd, out = _child_cmd(kind, workload, args, tmp, config)
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout)
+    return _child_result(kind, workload, config, p.returncode, p.stderr, out, time.monotonic() - t0)
+
+
+def lockstep_cpus(workload):
+    """The CPUs both processes of a lockstep pair are pinned to: the last
+    ones this process may use, as many as the workload's threads; None
+    where affinity cannot be set."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[-WORKLOADS[workload][1]:]
+
+
+def run_pair(workload, args, tmp, config):
+    """A profiled process and a bare one in lockstep (--pairing lockstep):
+    started together, pinned to the same CPUs, passing a token through two
+    pipes so that one runs while the other waits: a turn of --chunk bare
+    steps before each of the profile's cycles. Both see the machine in the
+    same seconds. Returns (profile result, bare result)."""
+    to_bare, to_prof = os.pipe(), os.pipe()  # (read, write) each
+    cpus = lockstep_cpus(workload)
+    pin = ["--cpus", ",".join(map(str, cpus))] if cpus else []
+    chunk = args.chunk or (args.wait + 1 + args.active)
+    specs = [("profile", config, to_prof[0], to_bare[1]), ("bare", None, to_bare[0], to_prof[1])]
+    procs = []
+    t0 = time.monotonic()
+    try:
+        for kind, cfg, rfd, wfd in specs:
+            cmd, out = _child_cmd(kind, workload, args, tmp, cfg,
+                                  ["--token-in", str(rfd), "--token-out", str(wfd), "--chunk", str(chunk), *pin])
+            procs.append((kind, cfg, out, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                                           text=True, pass_fds=(rfd, wfd))))
+    finally:
+        # Only the children hold the pipes now: one that ends closes its
+        # ends, and the other reads the end instead of waiting forever.
+        for fd in (*to_bare, *to_prof):
+            os.close(fd)
+    res = {}
+    deadline = time.monotonic() + args.child_timeout
+    for kind, cfg, out, p in procs:
+        try:
+            _, err = p.communicate(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            for *_, q in procs:
+                q.kill()
+            _, err = p.communicate()
+        res[kind] = _child_result(kind, workload, cfg, p.returncode, err, out, time.monotonic() - t0)
+    return res["profile"], res["bare"]
 
 
 def calibrate(args, tmp):
@@ -524,13 +652,16 @@ def make_row(wname, cname, rounds, cals, tolerance):
     row["delta_micro_ns"] = (cal.get("delta_ns") or {}).get("median")
     row["rounds"] = []
     ratios = {k: [] for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step",
-                              "corrected_body")}
+                              "corrected_body", "report_corrected_step")}
     bare_all, errors = [], []
     for prof, bares in rounds:
         steps = [t for b in bares if "steps_ns" in b for t in b["steps_ns"]]
         bare = _median(steps)
         bare_all += steps
         rd = {"bare_step_ns": bare, "bare_runs_ns": [b.get("median_ns") for b in bares]}
+        turns = [b["turn_medians_ns"] for b in bares if "turn_medians_ns" in b]
+        if turns:  # lockstep: the partner's step, turn by turn
+            rd["bare_turn_medians_ns"] = turns[0]
         if "error" in prof:
             rd["error"] = prof["error"]
             errors.append(prof["error"])
@@ -554,7 +685,7 @@ def make_row(wname, cname, rounds, cals, tolerance):
         row[k] = last.get(k)
     row["w_ns_rounds"] = [(rd.get("w_ns") or {}).get("median") for rd in ok]
     for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step", "in_loop_active_step",
-              "annotation_overhang", "corrected_body"):
+              "annotation_overhang", "corrected_body", "report_corrected_step"):
         row[k + "_ns"] = _median([rd[k + "_ns"] for rd in ok if rd.get(k + "_ns") is not None])
     for k, v in ratios.items():
         row[k + "_err"] = _median(v)
@@ -584,12 +715,13 @@ def fmt_err(e):
 def table(rows, tolerance):
     lines = ["| workload | config | W in-run ns [95% CI] (pairs) | W micro ns | bare step us | raw step us (excess) "
              f"| corrected step us (error) | within {100 * tolerance:.0f}% | leaf ops within 15% or 100 ns "
-             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected body us (error) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected body us (error) "
+             "| report's corrected_step us (error) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         w = r.get("w_ns")
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | |")
+            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | | |")
             continue
         ws = "-" if not w else (f"{w['median']:.0f}" + (f" [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}]"
                                                         if w.get("ci95") else " [no CI]")
@@ -609,7 +741,8 @@ def table(rows, tolerance):
             + (f"{lf['agree']}/{lf['compared']}" if lf else "-") + " | "
             + (f"{worst['name']}: {worst['profile_ns']:.0f} vs {worst['opskew_ns']:.0f}" if worst else "-")
             + f" | {fmt_us(r.get('annotation_overhang_ns'))} | "
-            f"{fmt_us(r.get('corrected_body_ns'))}{fmt_err(r.get('corrected_body_err'))} |")
+            f"{fmt_us(r.get('corrected_body_ns'))}{fmt_err(r.get('corrected_body_err'))} | "
+            f"{fmt_us(r.get('report_corrected_step_ns'))}{fmt_err(r.get('report_corrected_step_err'))} |")
     return "\n".join(lines)
 
 
@@ -629,6 +762,8 @@ def conditions(args):
             "threads": {w: WORKLOADS[w][1] for w in args.workloads},
             "load_avg_start": os.getloadavg(),
             "schedule": f"wait={args.wait}, warmup=1, active={args.active}, repeat={args.repeat}",
+            "pairing": args.pairing, "chunk": args.chunk or (args.wait + 1 + args.active),
+            "lockstep_cpus": {w: lockstep_cpus(w) for w in args.workloads} if args.pairing == "lockstep" else None,
             "bare_s": args.bare_s, "warmup_s": args.warmup_s, "tracer_steps": args.tracer_steps,
             "calibrated": not args.no_calibrate, "cal_trials": args.cal_trials}
 
@@ -655,6 +790,13 @@ def parse(argv=None):
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not run `opskew calibrate` first (no stored delta / W_py; no micro W column)")
     ap.add_argument("--cal-trials", type=int, default=15, help="rounds of the `opskew calibrate` run (15)")
+    ap.add_argument("--pairing", choices=("lockstep", "sequential"), default="lockstep",
+                    help="lockstep (default): each profiled process runs with a bare one, pinned to the same "
+                         "CPU(s), in turns (a turn of --chunk bare steps before each cycle): both see the "
+                         "machine in the same seconds. sequential: bare, profiled, bare, ... processes one "
+                         "after another, each profiled one compared with the two around it")
+    ap.add_argument("--chunk", type=int, default=0,
+                    help="bare steps per turn in lockstep (default: the schedule's cycle, wait+1+active)")
     ap.add_argument("--child-timeout", type=float, default=300)
     # The children's own arguments.
     ap.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
@@ -662,6 +804,10 @@ def parse(argv=None):
     ap.add_argument("--config", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
+    ap.add_argument("--token-in", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--token-out", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--cpus", help=argparse.SUPPRESS)
+    ap.add_argument("--turns", type=int, default=0, help=argparse.SUPPRESS)  # a bare child's turns (0: until told)
     args = ap.parse_args(argv)
     if not args.child:
         args.configs = [c for c in args.configs.split(",") if c]
@@ -672,6 +818,8 @@ def parse(argv=None):
         for w in args.workloads:
             if w not in WORKLOADS:
                 ap.error(f"unknown workload {w!r} (choose from {', '.join(WORKLOADS)})")
+        if args.chunk < 0 or args.chunk == 1:
+            ap.error("--chunk: at least 2 bare steps a turn (the first of each turn is not counted), or 0")
     return args
 
 
@@ -700,13 +848,19 @@ def main(argv=None):
             # neither is always measured first; a bare run between any two
             # profiled ones.
             order = args.configs if i % 2 == 0 else args.configs[::-1]
-            seq = [run_child("bare", wname, args, tmp)]
             per_cfg = {c: [] for c in order}
-            for _ in range(args.rounds):
-                for cname in order:
-                    prof = run_child("profile", wname, args, tmp, cname)
-                    seq.append(run_child("bare", wname, args, tmp))
-                    per_cfg[cname].append((prof, seq[-2:]))
+            if args.pairing == "lockstep":
+                for _ in range(args.rounds):
+                    for cname in order:
+                        prof, bare = run_pair(wname, args, tmp, cname)
+                        per_cfg[cname].append((prof, [bare]))
+            else:
+                seq = [run_child("bare", wname, args, tmp)]
+                for _ in range(args.rounds):
+                    for cname in order:
+                        prof = run_child("profile", wname, args, tmp, cname)
+                        seq.append(run_child("bare", wname, args, tmp))
+                        per_cfg[cname].append((prof, seq[-2:]))
             for cname in order:
                 r = make_row(wname, cname, per_cfg[cname], cals, args.tolerance)
                 rows.append(r)
@@ -714,7 +868,8 @@ def main(argv=None):
                 errs = ", ".join(f"{100 * e:+.1f}%" for e in r.get("corrected_step_err_rounds") or [])
                 log(f"    {cname}: bare {fmt_us(r['bare_step_ns'])} us, raw {fmt_us(r.get('raw_step_ns'))}"
                     f"{fmt_err(r.get('raw_step_err'))}, corrected {fmt_us(r.get('corrected_step_ns'))}"
-                    f"{fmt_err(r.get('corrected_step_err'))} (rounds: {errs}), "
+                    f"{fmt_err(r.get('corrected_step_err'))} (rounds: {errs}), report's "
+                    f"{fmt_us(r.get('report_corrected_step_ns'))}{fmt_err(r.get('report_corrected_step_err'))}, "
                     f"W {((r.get('w_ns') or {}).get('median') or 0):.0f} ns ({r.get('pairs')} pairs), "
                     f"overhang {fmt_us(r.get('annotation_overhang_ns'))} us, leaf {lf.get('agree')}/{lf.get('compared')}, "
                     f"the run's wait steps vs bare {fmt_rounds(r.get('in_loop_wait_step_err_rounds'))}"
@@ -725,8 +880,12 @@ def main(argv=None):
         print(f"\n{cmd.strip()}\n")
         print(f"torch {cond['torch']}, opskew {cond['opskew']}, Python {cond['python']}; {cond['machine']}; "
               f"intra-op threads 1 (two_threads: 2); schedule({cond['schedule']}); {args.rounds} round(s) per row, "
-              f"each a profiled process between two bare ones ({args.bare_s} s of steps each); errors are "
-              f"medians over rounds of (figure / bare step of the processes around it - 1); load average "
+              + (f"each a profiled process in lockstep with a bare one on the same CPU(s) (a turn of "
+                 f"{cond['chunk']} bare steps before each cycle); errors are medians over rounds of (figure / "
+                 f"bare step of its partner - 1)" if args.pairing == "lockstep" else
+                 f"each a profiled process between two bare ones ({args.bare_s} s of steps each); errors are "
+                 f"medians over rounds of (figure / bare step of the processes around it - 1)")
+              + f"; load average "
               f"{cond['load_avg_start'][0]:.2f} -> {cond['load_avg_end'][0]:.2f}; "
               f"{'micro calibration stored first' if cond['calibrated'] else 'no stored calibration'}; "
               f"{cond['wall_s']:.0f} s in all\n")

@@ -57,6 +57,7 @@ def test_one_workload_end_to_end(tmp_path):
     cond = data["conditions"]
     for k in ("torch", "machine", "threads", "schedule", "calibrated", "wall_s"):
         assert k in cond
+    assert cond["pairing"] == "lockstep" and cond["chunk"] == 16
     assert cond["calibrated"] is False
     rows = data["rows"]
     assert [(r["workload"], r["config"]) for r in rows] == [("tiny_loop", "minimal"),
@@ -72,13 +73,16 @@ def test_one_workload_end_to_end(tmp_path):
         assert r["w_micro_ns"] is None  # --no-calibrate
         assert r["events_per_active_step"] == 200
         for k in ("bare_step_ns", "raw_step_ns", "corrected_step_ns", "in_loop_wait_step_ns",
-                  "in_loop_active_step_ns"):
+                  "in_loop_active_step_ns", "report_corrected_step_ns"):
             assert r[k] > 0, k
         assert isinstance(r["corrected_step_err"], float) and isinstance(r["raw_step_err"], float)
         assert isinstance(r["pass"], bool)
         assert r["corrected_cycles"] >= 1
         rd = r["rounds"][0]
-        assert len(rd["bare_runs_ns"]) == 2  # the bare processes before and after
+        # Lockstep: one bare partner, which took a turn before the tracers
+        # and one before each of the 2 cycles.
+        assert len(rd["bare_runs_ns"]) == 1
+        assert len(rd["bare_turn_medians_ns"]) == 3 and all(t > 0 for t in rd["bare_turn_medians_ns"])
         cycles = rd["cycles"]
         assert len(cycles) == 2
         # Every corrected trace's ProfilerStep#N events were read: 7 active
@@ -91,14 +95,55 @@ def test_one_workload_end_to_end(tmp_path):
     assert not [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-validate-profile-")]
 
 
-def test_the_cuda_workload_runs_only_when_named(tmp_path):
-    """cuda_train needs a GPU: not in the default list; named without one,
-    its row fails with the reason and the run still ends with the table."""
+def test_sequential_pairing_compares_with_the_processes_around(tmp_path):
+    out = tmp_path / "rows.json"
+    p = run([*TINY, "--configs", "minimal", "--pairing", "sequential", "--tracer-steps", "0", "--json", str(out)],
+            tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "between two bare ones" in p.stdout
+    (r,) = json.loads(out.read_text())["rows"]
+    assert "error" not in r, r.get("error")
+    rd = r["rounds"][0]
+    assert len(rd["bare_runs_ns"]) == 2 and all(b > 0 for b in rd["bare_runs_ns"])  # before and after
+    assert "bare_turn_medians_ns" not in rd and r["bare_step_ns"] > 0
+
+
+def _load():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("validate_profile", SCRIPT)
     vp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(vp)
+    return vp
+
+
+def test_a_partner_that_dies_does_not_hang_the_other(tmp_path, monkeypatch):
+    """Lockstep: the bare partner exits at once (as a crash would); the
+    profiled process reads the end of the pipe, goes on alone and finishes;
+    the bare side reports its failure."""
+    vp = _load()
+    seed_native_cache(str(tmp_path / "cache"))  # from the run's cache: before OPSKEW_CACHE_DIR names this one
+    for k, v in (("TMPDIR", str(tmp_path / "tmp")), ("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))):
+        monkeypatch.setenv(k, v)
+    os.makedirs(tmp_path / "tmp")
+    real = vp._child_cmd
+
+    def cmd(kind, *a, **k):
+        c, out = real(kind, *a, **k)
+        return ([sys.executable, "-c", "import sys; sys.exit(3)"] if kind == "bare" else c), out
+
+    monkeypatch.setattr(vp, "_child_cmd", cmd)
+    args = vp.parse([*TINY, "--configs", "minimal", "--tracer-steps", "0", "--child-timeout", "120"])
+    prof, bare = vp.run_pair("tiny_loop", args, str(tmp_path), "minimal")
+    assert "error" in bare and "exit 3" in bare["error"]
+    assert "error" not in prof, prof.get("error")
+    assert prof["corrected_cycles"] >= 1 and prof["steps"] == 32
+
+
+def test_the_cuda_workload_runs_only_when_named(tmp_path):
+    """cuda_train needs a GPU: not in the default list; named without one,
+    its row fails with the reason and the run still ends with the table."""
+    vp = _load()
     assert "cuda_train" in vp.WORKLOADS and "cuda_train" not in vp.parse([]).workloads
     assert vp.parse(["--workloads", "cuda_train"]).workloads == ["cuda_train"]
     import torch
