@@ -177,6 +177,13 @@ typedef struct {
    * bytes each, and one more read). */
   double waited_ns;
   uint64_t overlapping_threads;
+  /* Events written shorter than their corrected duration (by more than 1 ns
+   * of rounding), and by how much in all: an enclosing event's shortfall
+   * that its own later self time could not hold is taken from the self time
+   * of the later events inside it that have children of their own
+   * (docs/correct.md); and events closed early by one that outlives them. */
+  uint64_t shortened;
+  double shortened_ns;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */

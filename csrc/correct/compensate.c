@@ -420,6 +420,9 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
     c->stats.stretched++;
     c->stats.stretched_ns += longer;
     op->stretched_ns += longer;
+  } else if (longer < -1.0) {
+    c->stats.shortened++;
+    c->stats.shortened_ns -= longer;
   }
   if (k.residual_ns > 0) {
     op->clamped++;
@@ -493,6 +496,19 @@ static int flush(thr_t *t, int64_t limit) {
     int64_t *owed = t->nest.overlaps != overlaps ? NULL
                     : f > t->nest.stack ? &t->line[(size_t)f[-1].user[0] - t->tree_begin].debt
                                         : &t->debt;
+    if (owed && f - 1 > t->nest.stack) {
+      /* The parent has a child now: it takes over what its own parent still
+       * owes, to be taken from its self time (this interval first). A
+       * shortfall that an event's later self time cannot hold so goes down,
+       * one level a begin, into the later events inside it that have
+       * children, instead of stretching it: under with_stack every
+       * ProfilerStep#N holds its operators through Python frames, whose
+       * self time has room where the operators' gaps have none. Leaves are
+       * never shortened (a leaf keeps reported - delta). */
+      line_t *up = &t->line[(size_t)f[-2].user[0] - t->tree_begin];
+      *owed = osk__sat_add(*owed, up->debt);
+      up->debt = 0;
+    }
     int64_t begin2 = place(t, e->ts, owed, f > t->nest.stack ? &f[-1] : NULL);
     t->removed += delta;
     f->user[0] = (int64_t)j;

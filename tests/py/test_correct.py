@@ -409,3 +409,30 @@ def test_the_rule_keeps_the_threads_aligned(tmp_path):
         w = sorted((e["ts"], e["ts"] + e["dur"]) for e in t if e["name"] == "w")
         placed[waits] = sum(before[i // 4] <= a and b <= after[i // 4] for i, (a, b) in enumerate(w))
     assert placed == {0: 23, 1: 32}
+
+
+def test_a_shortfall_goes_down_into_later_frames(tmp_path):
+    """docs/correct.md: what the step's own later self time cannot hold is
+    taken from its later events that have children (here the frame N, before
+    its leaf L), so the step is written at its formula's duration; N is
+    counted as shortened, the leaves keep theirs (W 100 ns, delta 0; the C
+    unit test test_shortfall_goes_down has the arithmetic)."""
+    from opskew.tracefile import correct
+
+    def ev(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    path, out = tmp_path / "t.json", tmp_path / "o.json"
+    path.write_text(json.dumps({"traceEvents": [
+        ev("S", 0, 4.55, "user_annotation"), ev("Q", 2, 0.4), ev("C", 2.05, 0.2), ev("D", 2.3, 0.06),
+        ev("N", 2.5, 2), ev("L", 3.5, 0.2)]}))
+    r = correct(str(path), 100.0, 0.0, str(out))
+    st = r["stats"]
+    assert (st["stretched"], st["shortened"]) == (1, 1)
+    assert st["stretched_ns"] == pytest.approx(60) and st["shortened_ns"] == pytest.approx(60)
+    ops = {o["name"]: o for o in r["ops"]}
+    assert ops["S"]["corrected_total_ns"] == pytest.approx(4550 - 5 * 100)
+    written = {e["name"]: e["dur"] * 1e3 for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"}
+    assert written["S"] == pytest.approx(ops["S"]["corrected_total_ns"], abs=1)
+    assert written["N"] == pytest.approx(ops["N"]["corrected_total_ns"] - 60, abs=1)
+    assert (written["C"], written["D"], written["L"]) == pytest.approx((200, 60, 200), abs=1)

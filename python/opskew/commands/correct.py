@@ -192,6 +192,10 @@ def print_human(res: dict, out=None) -> None:
                   f"({fmt_time(s['stretched_ns'] * 1e-9)} in all): the instrument time due inside them did not fit "
                   f"in their self time after the shortfall (a child ending or starting within W of them; W "
                   f"over-compensates there), so the trace nests them longer than the table (docs/correct.md)\n")
+    if s.get("shortened"):
+        out.write(f"  {s['shortened']} event(s) are shorter in the corrected trace than their corrected duration "
+                  f"({fmt_time(s['shortened_ns'] * 1e-9)} in all): they hold what an enclosing event's own self "
+                  f"time could not (or were closed early by an event that outlives them) (docs/correct.md)\n")
     from ..tables import op_table
 
     out.write("\n")

@@ -435,6 +435,52 @@ static void test_short_gap(void) {
   remove("correct_gap_out.json");
 }
 
+/* A shortfall goes down into a later event that has children (W = 100,
+ * delta 0). Q, as in test_short_gap, cannot nest its leaves at its formula's
+ * 200 ns: written 260, its parent S owes the 60. S's own later self time has
+ * no room for it (the gap to N holds exactly Q's and N's halves, the tail
+ * after N exactly N's), so S used to be written 60 ns longer too. N has
+ * room before its leaf L: it takes S's 60 there and is written 60 ns shorter
+ * than its formula (counted as shortened); S keeps its formula's 4550 - 5 x
+ * 100; the leaves keep theirs. */
+static void test_shortfall_goes_down(void) {
+  write_file("correct_down_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":4.55},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Q\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":0.4},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2.05,\"dur\":0.2},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"D\",\"pid\":1,\"tid\":1,\"ts\":2.3,\"dur\":0.06},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"N\",\"pid\":1,\"tid\":1,\"ts\":2.5,\"dur\":2},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L\",\"pid\":1,\"tid\":1,\"ts\":3.5,\"dur\":0.2}\n"
+             "]}\n");
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 0.0};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_down_in.json", "correct_down_out.json", &opts, &c, &err) == 0);
+  const osk_correct_stats_t *st = osk_correct_stats(c);
+  CHECK_NEAR(op_named(c, "S")->corrected_total_ns, 4050, 1e-9);
+  CHECK_NEAR(op_named(c, "N")->corrected_total_ns, 1900, 1e-9);
+  CHECK(st->clamped == 0 && st->stretched == 1 && st->shortened == 1);
+  CHECK_NEAR(st->stretched_ns, 60, 1e-9);
+  CHECK_NEAR(op_named(c, "Q")->stretched_ns, 60, 1e-9);
+  CHECK(op_named(c, "S")->stretched_ns == 0);
+  CHECK_NEAR(st->shortened_ns, 60, 1e-9);
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_down_out.json", &s);
+  int is = find(&s, "S"), iq = find(&s, "Q"), in = find(&s, "N"), il = find(&s, "L");
+  int ic = find(&s, "C"), id = find(&s, "D");
+  CHECK(s.n == 6 && is >= 0 && iq >= 0 && in >= 0 && il >= 0 && ic >= 0 && id >= 0);
+  CHECK(s.dur[is] == 4050 && s.dur[iq] == 260 && s.dur[in] == 1840);
+  CHECK(s.dur[ic] == 200 && s.dur[id] == 60 && s.dur[il] == 200);
+  /* Nesting stays exact. */
+  CHECK(s.ts[iq] >= s.ts[is] && s.ts[iq] + s.dur[iq] <= s.ts[in]);
+  CHECK(s.ts[il] >= s.ts[in] && s.ts[il] + s.dur[il] <= s.ts[in] + s.dur[in]);
+  CHECK(s.ts[in] + s.dur[in] <= s.ts[is] + s.dur[is]);
+  remove("correct_down_in.json");
+  remove("correct_down_out.json");
+}
+
 /* The cross-thread rule (opts.waits): thread 1's ProfilerStep waits in its
  * self time while thread 2 runs 4 events (a CUDA backward on the autograd
  * engine's device thread). The worker's events come first in the file. */
@@ -553,6 +599,7 @@ int main(void) {
   test_overlapping_annotation();
   test_known_nesting();
   test_short_gap();
+  test_shortfall_goes_down();
   test_clock_map();
   test_python_class();
   test_errors_and_truncation();
