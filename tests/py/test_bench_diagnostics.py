@@ -1,5 +1,5 @@
-"""bench/bench_wait_steps.py, bench/bench_wait_positions.py and
-bench/bench_tracer_ir.py, the diagnostic benchmarks behind
+"""bench/bench_wait_steps.py, bench/bench_wait_positions.py,
+bench/bench_pairing.py and bench/bench_tracer_ir.py, the diagnostic benchmarks behind
 docs/profile-validation.md ("What it is", run I) and docs/tracer.md (the
 instruction counts): they run, refuse bad input, and
 print a row per kind. Behaviour only: no speed threshold."""
@@ -54,7 +54,21 @@ def test_wait_positions_prints_each_kind_by_position(tmp_path):
     assert not left, f"temporary folders left behind: {left}"
 
 
+def test_pairing_compares_two_bare_processes_each_way(tmp_path):
+    p = run("bench_pairing.py", ["--workload", "tiny_loop", "--pairs", "1", "--turns", "3", "--chunk", "4"],
+            tmp_path, timeout=180)
+    assert p.returncode == 0, p.stderr
+    for kind in ("sequential", "lockstep"):
+        assert re.search(kind + r" +\|second/first - 1\|: median \d+\.\d%, largest \d+\.\d% over 1 pairs",
+                         p.stdout), p.stdout
+        assert re.search(r"pair 1 " + kind + r" +\d+\.\d +\d+\.\d us", p.stderr), p.stderr
+    left = [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-")]
+    assert not left, f"temporary folders left behind: {left}"
+
+
 @pytest.mark.parametrize("script,args,want", [
+    ("bench_pairing.py", ["--chunk", "1"], "--chunk at least 2"),
+    ("bench_pairing.py", ["--workload", "cuda_train"], "--workload: one of"),
     ("bench_wait_positions.py", ["--wait", "5"], "--wait must be at least 6"),
     ("bench_wait_positions.py", ["--workload", "nope"], "--workload is one of"),
     ("bench_wait_steps.py", ["--workloads", "nope"], "unknown: nope"),
