@@ -17,9 +17,10 @@ clean, and a crash is contained to its row):
              first bare step of a turn (cold after the other's turn) is not
              counted; the profile's turn ends in the first wait step after a
              trace, which opskew never pairs. Both processes see the machine
-             in the same seconds: the 2-core VM's speed moves by 10 to 40%
-             over seconds, and two bare processes a few seconds apart
-             differed by up to 45% (docs/profile-validation.md).
+             in the same seconds: the 2-core VM slows down in spells of tens
+             of milliseconds, and in an A/A test (bench/bench_pairing.py) two
+             bare processes one after another differed by a median 19.5%, in
+             lockstep by 0.9% (docs/profile-validation.md, run L).
            sequential: bare, profile A, bare, profile B, bare, profile A,
              ... (--bare-s seconds of steps each; the configurations' order
              alternates between workloads), each profiled run compared with
