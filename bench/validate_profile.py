@@ -61,14 +61,16 @@ their excess and W were erratic (W negative in 2 of 6 rows). 5 cycles pool
 30 pairs, which the 2-core VM's step-to-step noise (10 to 20% of a step)
 needs for W's median to settle.
 
-Three diagnostics beside the target: "step() inside ProfilerStep" is the raw
+Diagnostics beside the target: "step() inside ProfilerStep" is the raw
 ProfilerStep#N duration minus opskew's own timing of that step's body (the
 part of torch's and opskew's step() inside the annotation, which no W per
 operator event removes); "corrected body" is the body's time with the
 same correction (corrected ProfilerStep#N minus that overhang); and the
 report's corrected_step is opskew's own figure (prof.final: its timing of the
 paired active bodies less W x events), the one docs/profile.md says to read
-where the corrected trace is written stretched (trace_step_stretch).
+where the corrected trace is written stretched (trace_step_stretch); beside
+it, in how many rounds the bare step lies inside that figure's band at the
+ends of W's 95% CI (corrected_step_w_ci_ns: the uncertainty W carries).
 
 Per row it prints: W in-run [CI] and the micro W, the bare step, the raw
 step (and its excess), the corrected step (and its error against the bare
@@ -493,6 +495,9 @@ def child_profile(a):
             # W x events (the report's, from every step: prof.final); the one
             # to read where the corrected trace is written stretched.
             "report_corrected_step_ns": (final or {}).get("corrected_step_ns") if isinstance(final, dict) else None,
+            # ... and at the ends of W's 95% CI: the band W's uncertainty gives it.
+            "report_corrected_step_w_ci_ns": (final or {}).get("corrected_step_w_ci_ns")
+            if isinstance(final, dict) else None,
             "corrected_step_warm_ns": _median(cor_warm),
             "in_loop_wait_step_ns": in_loop["wait"], "in_loop_active_step_ns": in_loop["active"],
             "annotation_overhang_ns": _median(overhang), "corrected_body_ns": _median(cor_body),
@@ -673,6 +678,9 @@ def make_row(wname, cname, rounds, cals, tolerance):
                 if v is not None and bare:
                     ratios[k].append(v / bare - 1)
                     rd[k + "_err"] = v / bare - 1
+            band = prof.get("report_corrected_step_w_ci_ns")
+            if band and bare:
+                rd["bare_in_w_band"] = band[0] <= bare <= band[1]
         row["rounds"].append(rd)
     row["bare_step_ns"] = _median(bare_all)
     ok = [rd for rd in row["rounds"] if "error" not in rd]
@@ -693,6 +701,8 @@ def make_row(wname, cname, rounds, cals, tolerance):
         row[k + "_err_rounds"] = v
     err = row.get("corrected_step_err")
     row["pass"] = bool(err is not None and abs(err) <= tolerance)
+    inside = [rd["bare_in_w_band"] for rd in ok if "bare_in_w_band" in rd]
+    row["bare_in_w_band_rounds"] = [sum(inside), len(inside)] if inside else None
     ref = [p["tracer"]["leaf_ns"] for p, _ in rounds if p.get("tracer")]
     if ref:
         row["leaf"] = leaf_compare(_median_by_name([p["leaf_ns"] for p, _ in rounds if "leaf_ns" in p]),
@@ -717,12 +727,12 @@ def table(rows, tolerance):
     lines = ["| workload | config | W in-run ns [95% CI] (pairs) | W micro ns | bare step us | raw step us (excess) "
              f"| corrected step us (error) | within {100 * tolerance:.0f}% | leaf ops within 15% or 100 ns "
              "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected body us (error) "
-             "| report's corrected_step us (error) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| report's corrected_step us (error) | bare inside its band at W's CI (rounds) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         w = r.get("w_ns")
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | | |")
+            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | | | |")
             continue
         ws = "-" if not w else (f"{w['median']:.0f}" + (f" [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}]"
                                                         if w.get("ci95") else " [no CI]")
@@ -743,7 +753,8 @@ def table(rows, tolerance):
             + (f"{worst['name']}: {worst['profile_ns']:.0f} vs {worst['opskew_ns']:.0f}" if worst else "-")
             + f" | {fmt_us(r.get('annotation_overhang_ns'))} | "
             f"{fmt_us(r.get('corrected_body_ns'))}{fmt_err(r.get('corrected_body_err'))} | "
-            f"{fmt_us(r.get('report_corrected_step_ns'))}{fmt_err(r.get('report_corrected_step_err'))} |")
+            f"{fmt_us(r.get('report_corrected_step_ns'))}{fmt_err(r.get('report_corrected_step_err'))} | "
+            + ("-" if not r.get("bare_in_w_band_rounds") else "%d/%d" % tuple(r["bare_in_w_band_rounds"])) + " |")
     return "\n".join(lines)
 
 

@@ -541,6 +541,7 @@ class profile:
                       "cycles": min(self._cycle, KEEP_CYCLES), "run_cycles": self._cycle,
                       "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
                       "corrected_step_ns": detail.get("corrected_step_ns"),
+                      "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
                                    f"p = {w['sign_p']:.3g}"}
@@ -915,6 +916,13 @@ class profile:
         # docs/profile.md), and its CI follows from W's.
         wm = max(w["median"], 0.0)
         detail["corrected_step_ns"] = _median([a * 1e9 - wm * e for a, e in zip(act_s, events)])
+        # The same at the ends of W's 95% CI: the uncertainty W carries into
+        # the step, which grows with the step's share of instrument time (a
+        # step that is 2/3 instrument moves 2% for each 1% of W).
+        ci = w.get("ci95") if w.get("ci_reaches_95") else None
+        detail["corrected_step_w_ci_ns"] = [
+            _median([a * 1e9 - max(x, 0.0) * e for a, e in zip(act_s, events)]) for x in (ci[1], ci[0])
+        ] if ci else None
         detail["w_own_ns"] = self._w_own(cpu_base, cpu_act, events)
         return w, notes, detail
 
@@ -1183,7 +1191,9 @@ def render(rep: dict) -> str:
         lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "
                      f"({rep['pairs']} active step(s) against their wait steps)")
     if rep.get("corrected_step_ns") is not None and rep.get("w_ns") and rep["w_ns"].get("ci95"):
-        lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])} "
+        band = rep.get("corrected_step_w_ci_ns")
+        band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
+        lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
                      f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
     w = rep.get("w_ns")
     if w is not None:

@@ -363,6 +363,11 @@ def test_known_answer_w_recovers_the_injected_cost(tmp_path):
     assert abs(w - spin) <= 0.2 * spin, f"injected {spin} ns, recovered {w:.0f} ns"
     lo, hi = r["w_ns"]["ci95"]
     assert lo <= w <= hi
+    # W's CI carried into the step: every step holds OPS events, so the
+    # band is W's interval times OPS around the corrected step.
+    b_lo, b_hi = r["corrected_step_w_ci_ns"]
+    assert b_lo == pytest.approx(r["corrected_step_ns"] - (hi - w) * OPS, rel=1e-9)
+    assert b_hi == pytest.approx(r["corrected_step_ns"] + (w - lo) * OPS, rel=1e-9)
     assert r["verdict"]["enough_pairs"] and r["verdict"]["skewed"]
     # The corrected step is the step without the injected cost: within 20% of
     # that cost of the wait steps.
@@ -409,6 +414,7 @@ def test_corrected_trace_and_report(tmp_path):
     text = out.getvalue()
     assert text.count("opskew.profile cycle") == 3
     assert "verdict: SKEWED" in text and f"corrected trace: {corrected}" in text
+    assert "at W's 95% CI] corrected" in text  # the step's band is printed beside it
     # Stop and on_trace_ready ran inside step(): not in any step's time.
     assert r["on_trace_ready_ns"] > 0 and r["stop_ns"] > 0
     assert set(r["share_of_active_time"]) == {"instrument", "stop", "on_trace_ready"}

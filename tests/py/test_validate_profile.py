@@ -77,6 +77,11 @@ def test_one_workload_end_to_end(tmp_path):
             assert r[k] > 0, k
         assert isinstance(r["corrected_step_err"], float) and isinstance(r["raw_step_err"], float)
         assert isinstance(r["pass"], bool)
+        inside, rounds = r["bare_in_w_band_rounds"]
+        assert rounds == 1 and inside in (0, 1)
+        lo, hi = r["rounds"][0]["report_corrected_step_w_ci_ns"]
+        assert lo <= r["report_corrected_step_ns"] <= hi
+        assert r["rounds"][0]["bare_in_w_band"] == (lo <= r["rounds"][0]["bare_step_ns"] <= hi)
         assert r["corrected_cycles"] >= 1
         rd = r["rounds"][0]
         # Lockstep: one bare partner, which took a turn before the tracers
