@@ -35,12 +35,12 @@ import validate_profile as vp  # noqa: E402
 def _run(workload, args, tmp, lockstep):
     extra = ["--chunk", str(args.chunk), "--turns", str(args.turns)]
     if not lockstep:
-        # Each alone, one after the other: the same steps, all in one turn
-        # (no partner: the pipes are its own).
+        # Each alone, one after the other: the same steps and turns, its
+        # token passed to itself (one pipe, no partner).
         res = []
         for _ in range(2):
             r, w = os.pipe()
-            os.write(w, b"x" * args.turns)
+            os.write(w, b"x")  # its first turn; it gives itself each next one
             cmd, out = vp._child_cmd("bare", workload, args, tmp, None,
                                      ["--token-in", str(r), "--token-out", str(w), *extra])
             t0 = time.monotonic()

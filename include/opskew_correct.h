@@ -181,7 +181,7 @@ typedef struct {
    * of rounding), and by how much in all: an enclosing event's shortfall
    * that its own later self time could not hold is taken from the self time
    * of the later events inside it that have children of their own
-   * (docs/correct.md); and events closed early by one that outlives them. */
+   * (docs/correct.md). */
   uint64_t shortened;
   double shortened_ns;
 } osk_correct_stats_t;

@@ -914,15 +914,15 @@ class profile:
         # out of act_s). It leaves out what the trace's ProfilerStep#N range
         # holds besides the step (the profiler's own step() work; see
         # docs/profile.md), and its CI follows from W's.
-        wm = max(w["median"], 0.0)
-        detail["corrected_step_ns"] = _median([a * 1e9 - wm * e for a, e in zip(act_s, events)])
+        def step_at(w_ns):
+            return _median([a * 1e9 - max(w_ns, 0.0) * e for a, e in zip(act_s, events)])
+
+        detail["corrected_step_ns"] = step_at(w["median"])
         # The same at the ends of W's 95% CI: the uncertainty W carries into
         # the step, which grows with the step's share of instrument time (a
         # step that is 2/3 instrument moves 2% for each 1% of W).
         ci = w.get("ci95") if w.get("ci_reaches_95") else None
-        detail["corrected_step_w_ci_ns"] = [
-            _median([a * 1e9 - max(x, 0.0) * e for a, e in zip(act_s, events)]) for x in (ci[1], ci[0])
-        ] if ci else None
+        detail["corrected_step_w_ci_ns"] = [step_at(ci[1]), step_at(ci[0])] if ci else None
         detail["w_own_ns"] = self._w_own(cpu_base, cpu_act, events)
         return w, notes, detail
 

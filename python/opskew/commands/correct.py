@@ -195,7 +195,7 @@ def print_human(res: dict, out=None) -> None:
     if s.get("shortened"):
         out.write(f"  {s['shortened']} event(s) are shorter in the corrected trace than their corrected duration "
                   f"({fmt_time(s['shortened_ns'] * 1e-9)} in all): they hold what an enclosing event's own self "
-                  f"time could not (or were closed early by an event that outlives them) (docs/correct.md)\n")
+                  f"time could not (docs/correct.md)\n")
     from ..tables import op_table
 
     out.write("\n")
