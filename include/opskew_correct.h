@@ -34,7 +34,7 @@
  * corrected duration equals the formula above.
  *
  * Memory: bounded by the largest top-level tree, not by the trace. Each
- * thread's events are held (32 bytes each, 24 more while their tree is
+ * thread's events are held (32 bytes each, 56 more while their tree is
  * written) from one gap to the next: until an event starts at or after the
  * end of every event before it. The events before the gap are then sorted,
  * nested, corrected and written, parents first, and dropped. A thread whose
@@ -101,6 +101,25 @@ typedef struct {
    * and command line do by default. It costs a read of its own (16 bytes per
    * event, freed at the end) when the trace's threads overlap in time. */
   int waits;
+  /* Optional (n_spans 0: none): events named span_names[i] (opskew.profile's
+   * ProfilerStep#N ranges) span span_ns[i] of the code they annotate, as that
+   * code timed itself (opskew.profile: step N's body, from the end of one
+   * step() to the start of the next). What their reported duration holds
+   * beyond it and their own delta (the parts of step() inside the range) is
+   * the annotation's own instrument time: taken out of its self time before
+   * its first child, the rest after its last, and out of its corrected
+   * duration (osk_correct_op_t.trimmed_ns). Names are copied; a name given
+   * twice keeps its last entry; a span below 0 is none (a name with a scale
+   * only), one not finite is invalid.
+   * span_w_scale (NULL: 1 for every name): every event of a top-level tree
+   * rooted by an event of that name, the root too, costs span_w_scale[i] x
+   * W (x W_py) instead of W (delta at most that): opskew.profile's first
+   * active step of a cycle, whose events cost more (the profiler's first
+   * recorded step). Finite and > 0. */
+  const char *const *span_names;
+  const double *span_ns;
+  const double *span_w_scale;
+  size_t n_spans;
 } osk_correct_opts_t;
 
 /* ------------------------------------------------------- per-name results */
@@ -132,6 +151,12 @@ typedef struct {
   uint64_t waited_descendants;
   uint64_t waited_py_descendants;
   double waited_ns;
+  /* Summed over calls: what a span (osk_correct_opts_t.span_ns) took out of
+   * the name's corrected durations beyond delta. */
+  double trimmed_ns;
+  /* Summed over calls: what a W scale (osk_correct_opts_t.span_w_scale) on
+   * its events or their descendants took out beyond W's own. */
+  double scaled_ns;
 } osk_correct_op_t;
 
 /* ---------------------------------------------------- whole-trace results */
@@ -163,7 +188,7 @@ typedef struct {
   double stretched_ns;
   int truncated;              /* the input ended early; what was read is used */
   /* Memory and reads: the most corrected events held at once, over all
-   * threads and reads (the bound above: 32 bytes each, plus 24 for those of
+   * threads and reads (the bound above: 32 bytes each, plus 56 for those of
    * the tree being written); the threads held whole in the last read; the
    * reads of the input (1, or 2 when a thread broke the gap rule). */
   uint64_t held_peak;
@@ -184,6 +209,13 @@ typedef struct {
    * (docs/correct.md). */
   uint64_t shortened;
   double shortened_ns;
+  /* Events with a span (osk_correct_opts_t.span_ns) whose reported duration
+   * exceeded it and their delta, and the nanoseconds taken out for that. */
+  uint64_t trimmed;
+  double trimmed_ns;
+  /* What W scales (osk_correct_opts_t.span_w_scale) priced the events they
+   * cover at beyond W, each event once. */
+  double scaled_ns;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */

@@ -56,7 +56,7 @@ typedef struct {
 } held_t;
 
 /* What the pass computes for a buffered event of the tree being written,
- * 24 bytes: its place on the compressed time line and its descendants. */
+ * 56 bytes: its place on the compressed time line and its descendants. */
 typedef struct {
   int64_t ts2;
   union {
@@ -64,7 +64,21 @@ typedef struct {
     int64_t end2;   /* once closed */
   };
   uint32_t desc[2]; /* per class; a tree has fewer than 2^32 events */
+  /* While open, an event with a span (osk_correct_opts_t.span_ns): what of
+   * its own instrument time beyond delta is still to come out of its self
+   * time; `head` while its first child has not begun (that interval first,
+   * the rest at its end, never passed down to its children). */
+  int64_t trim;
+  int head;
+  double scale; /* on W and W_py: its own name's span_w_scale, else its parent's */
+  double dcost; /* its descendants' W (W_py), each at its own scale, as they closed */
 } line_t;
+
+/* A name's entry of osk_correct_opts_t.span_*. */
+typedef struct {
+  double span;  /* < 0: none */
+  double scale; /* on W and W_py for its events and every event inside them */
+} named_t;
 
 /* One thread's state in a pass. */
 typedef struct {
@@ -109,6 +123,8 @@ struct osk_correct {
   osk__names_t names;    /* op id = name id; kept across passes */
   osk_correct_op_t *ops; /* by name id */
   size_t n_ops, cap_ops;
+  named_t *named;        /* by name id < n_named: opts.span_* */
+  size_t n_named, cap_named;
   osk__threads_t th;     /* kept across passes: a thread keeps its id */
   thr_t *thr;            /* by thread id */
   size_t n_thr, cap_thr;
@@ -155,6 +171,39 @@ static long category_index(const osk_correct_t *c, osk_str_t cat) {
 
 static uint32_t class_of(const osk_correct_t *c, uint32_t cat) {
   return cat >= c->n_op_cats ? OSK__CLS_PY : OSK__CLS_OP;
+}
+
+/* The span the caller gave events of name `name` (osk_correct_opts_t), or -1. */
+static double span_of(const osk_correct_t *c, uint32_t name) {
+  return name < c->n_named ? c->named[name].span : -1.0;
+}
+
+/* The W scale of an event of `name` whose parent's is `up` (1 at top level):
+ * its name's span_w_scale where given, else its parent's. */
+static double scale_of(const osk_correct_t *c, uint32_t name, double up) {
+  return name < c->n_named && c->named[name].scale != 1.0 ? c->named[name].scale : up;
+}
+
+/* The correction's cost with W and W_py scaled by s (delta at most W). */
+static osk__cost_t scaled_cost(const osk_correct_t *c, double s) {
+  osk__cost_t k = c->cost;
+  if (s != 1.0) {
+    k.w_ns *= s;
+    k.w_py_ns *= s;
+    if (k.delta_ns > k.w_ns) k.delta_ns = k.w_ns;
+    if (k.delta_py_ns > k.w_py_ns) k.delta_py_ns = k.w_py_ns;
+  }
+  return k;
+}
+
+/* What an event of `name` reported as `dur` holds of its own instrument
+ * time beyond delta: its reported duration less its span and delta, where
+ * it has a span; 0 otherwise. */
+static int64_t span_trim(const osk_correct_t *c, uint32_t name, int64_t dur, double delta) {
+  double sp = span_of(c, name);
+  if (sp < 0) return 0;
+  double v = (double)dur - sp - delta;
+  return v > 0 ? (int64_t)llround(v) : 0;
 }
 
 static int is_held(const osk_correct_t *c, size_t id) {
@@ -236,10 +285,14 @@ static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held
 
 /* The instrument's cost of one event of the class: outside its interval on
  * each side (`half`) and inside it (`delta`). */
-static void event_cost(const osk_correct_t *c, uint32_t cls, double *half, double *delta) {
-  double w = cls == OSK__CLS_PY ? c->cost.w_py_ns : c->cost.w_ns;
-  *delta = cls == OSK__CLS_PY ? c->cost.delta_py_ns : c->cost.delta_ns;
+static void cost_of(const osk__cost_t *k, uint32_t cls, double *half, double *delta) {
+  double w = cls == OSK__CLS_PY ? k->w_py_ns : k->w_ns;
+  *delta = cls == OSK__CLS_PY ? k->delta_py_ns : k->delta_ns;
   *half = (w - *delta) / 2.0;
+}
+
+static void event_cost(const osk_correct_t *c, uint32_t cls, double *half, double *delta) {
+  cost_of(&c->cost, cls, half, delta);
 }
 
 /* t moved back by `removed` ns on the compressed time line. Saturates
@@ -359,10 +412,13 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   thr_t *t = ctx;
   osk_correct_t *c = t->c;
   double half, delta;
-  event_cost(c, x->cls, &half, &delta);
   line_t *l = &t->line[(size_t)x->user[0] - t->tree_begin];
+  osk__cost_t cost = scaled_cost(c, l->scale);
+  cost_of(&cost, x->cls, &half, &delta);
   int64_t begin2 = l->ts2;
-  int64_t end = x->start + x->dur, debt = l->debt, end2;
+  /* A span's trim still due comes out of x's self time here, after its
+   * last child; what does not fit stretches x, as a debt does. */
+  int64_t end = x->start + x->dur, debt = osk__sat_add(l->debt, l->trim), end2;
   if (cut < end) {
     /* Closed early: an event beginning at `cut` outlives x (an improper
      * overlap; with_stack's __enter__ and __exit__ events around a
@@ -393,8 +449,19 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   *owed = osk__sat_add(*owed, debt);
   l->desc[OSK__CLS_OP] = (uint32_t)x->desc[OSK__CLS_OP];
   l->desc[OSK__CLS_PY] = (uint32_t)x->desc[OSK__CLS_PY];
-  osk__corrected_t k = osk__correct_event(&c->cost, x->cls, x->dur, x->desc[OSK__CLS_OP],
-                                          x->desc[OSK__CLS_PY], x->wait_ns, x->child_corr_ns);
+  /* A span's trim comes off x's corrected duration as its waited time does,
+   * and so does what its descendants cost beyond x's own scale (a scaled
+   * subtree inside it: span_w_scale). */
+  int64_t trim = span_trim(c, x->name, x->dur, delta);
+  double beyond_scale = l->dcost - (cost.w_ns * (double)x->desc[OSK__CLS_OP] +
+                                    cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
+  if (fabs(beyond_scale) < 1e-6 * (l->dcost + 1.0)) beyond_scale = 0; /* the rounding of equal scales */
+  osk__corrected_t k = osk__correct_event(&cost, x->cls, x->dur, x->desc[OSK__CLS_OP], x->desc[OSK__CLS_PY],
+                                          x->wait_ns + (double)trim + beyond_scale, x->child_corr_ns);
+  if (parent) {
+    line_t *pline = &t->line[(size_t)parent->user[0] - t->tree_begin];
+    pline->dcost += l->dcost + (x->cls == OSK__CLS_PY ? cost.w_py_ns : cost.w_ns);
+  }
   x->corr_ns = k.raw_ns;
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
@@ -415,6 +482,19 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   op->waited_descendants += x->wdesc[OSK__CLS_OP];
   op->waited_py_descendants += x->wdesc[OSK__CLS_PY];
   op->waited_ns += x->wait_ns;
+  /* What the scales (x's and its descendants') took out beyond W's. */
+  double d0, h0;
+  event_cost(c, x->cls, &h0, &d0);
+  double scaled = delta - d0 + l->dcost - (c->cost.w_ns * (double)x->desc[OSK__CLS_OP] +
+                                          c->cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
+  if (fabs(scaled) > 1e-6 * (l->dcost + 1.0)) op->scaled_ns += scaled;
+  if (l->scale != 1.0) /* each event's own cost beyond W, once */
+    c->stats.scaled_ns += (x->cls == OSK__CLS_PY ? cost.w_py_ns - c->cost.w_py_ns : cost.w_ns - c->cost.w_ns);
+  if (trim) {
+    op->trimmed_ns += (double)trim;
+    c->stats.trimmed++;
+    c->stats.trimmed_ns += (double)trim;
+  }
   double longer = (double)(end2 - begin2) - k.total_ns;
   if (longer > 1.0) { /* more than the rounding of its two boundaries */
     c->stats.stretched++;
@@ -471,7 +551,8 @@ static int flush(thr_t *t, int64_t limit) {
     if (!t->started) {
       /* Start the compressed time line at the thread's first event: its
        * pre-begin share is not taken from before the trace's start. */
-      event_cost(c, cls, &half, &delta);
+      osk__cost_t first = scaled_cost(c, scale_of(c, e->name, 1.0));
+      cost_of(&first, cls, &half, &delta);
       t->removed = -half;
       t->last2 = INT64_MIN;
       t->started = 1;
@@ -490,12 +571,14 @@ static int flush(thr_t *t, int64_t limit) {
      * interval before it is its parent's self time (the thread's between
      * trees): a shortfall there is the parent's to make up. After an
      * improper overlap the outlived event's end was placed past this begin:
-     * that shortfall is not instrument time and is dropped, as before. */
-    event_cost(c, cls, &half, &delta);
+     * that shortfall is not instrument time and is dropped, as before. Its
+     * cost: W scaled by its own name's span_w_scale, else its parent's. */
+    line_t *pl = f > t->nest.stack ? &t->line[(size_t)f[-1].user[0] - t->tree_begin] : NULL;
+    double scale = scale_of(c, e->name, pl ? pl->scale : 1.0);
+    osk__cost_t cost = scaled_cost(c, scale);
+    cost_of(&cost, cls, &half, &delta);
     t->removed += half;
-    int64_t *owed = t->nest.overlaps != overlaps ? NULL
-                    : f > t->nest.stack ? &t->line[(size_t)f[-1].user[0] - t->tree_begin].debt
-                                        : &t->debt;
+    int64_t *owed = t->nest.overlaps != overlaps ? NULL : pl ? &pl->debt : &t->debt;
     if (owed && f - 1 > t->nest.stack) {
       /* The parent has a child now: it takes over what its own parent still
        * owes, to be taken from its self time (this interval first). A
@@ -509,10 +592,28 @@ static int flush(thr_t *t, int64_t limit) {
       *owed = osk__sat_add(*owed, up->debt);
       up->debt = 0;
     }
-    int64_t begin2 = place(t, e->ts, owed, f > t->nest.stack ? &f[-1] : NULL);
+    /* The parent's first child: the interval before it is the first of the
+     * parent's self time, where a span's trim goes first (after what the
+     * parent owes); what does not fit waits for the parent's end. */
+    int64_t head = 0;
+    if (pl && pl->head) {
+      pl->head = 0;
+      if (owed == &pl->debt) {
+        head = pl->trim;
+        pl->debt = osk__sat_add(pl->debt, head);
+      }
+    }
+    int64_t begin2 = place(t, e->ts, owed, pl ? &f[-1] : NULL);
+    if (head) {
+      int64_t left = pl->debt < head ? pl->debt : head;
+      pl->trim = left;
+      pl->debt -= left;
+    }
     t->removed += delta;
     f->user[0] = (int64_t)j;
-    t->line[li] = (line_t){.ts2 = begin2, .debt = 0, .desc = {0, 0}};
+    int64_t trim = span_trim(c, e->name, e->dur, delta);
+    t->line[li] = (line_t){.ts2 = begin2, .debt = 0, .desc = {0, 0}, .trim = trim, .head = trim > 0, .scale = scale,
+                           .dcost = 0.0};
   }
   t->pushing = k;
   if (!rc) rc = osk__nest_close_all(&t->nest, on_close, t);
@@ -758,6 +859,31 @@ static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
       if (strcmp(c->cats[j], cats[i]) == 0) return OSK_EINVAL; /* in both classes, or twice */
     if (!(c->cats[c->n_cats] = osk__dup_bytes(cats[i], strlen(cats[i])))) return OSK_ENOMEM;
     c->n_cats++;
+  }
+  return 0;
+}
+
+/* The caller's spans, by name id (the names interned here keep their ids
+ * across passes); the options' arrays are not kept. */
+static int add_spans(osk_correct_t *c, const osk_correct_opts_t *opts) {
+  c->opts.span_names = NULL;
+  c->opts.span_ns = NULL;
+  c->opts.span_w_scale = NULL;
+  c->opts.n_spans = 0;
+  if (!opts->n_spans) return 0;
+  if (!opts->span_names || !opts->span_ns) return OSK_EINVAL;
+  for (size_t i = 0; i < opts->n_spans; i++) {
+    const char *name = opts->span_names[i];
+    double v = opts->span_ns[i], sc = opts->span_w_scale ? opts->span_w_scale[i] : 1.0;
+    if (!name || !isfinite(v) || !(sc > 0) || !isfinite(sc)) return OSK_EINVAL;
+    int64_t id = intern_name(c, (osk_str_t){name, strlen(name)});
+    if (id < 0) return (int)id;
+    if ((size_t)id >= c->n_named) {
+      if (osk__grow((void **)&c->named, &c->cap_named, (size_t)id + 1, sizeof *c->named)) return OSK_ENOMEM;
+      for (size_t k = c->n_named; k <= (size_t)id; k++) c->named[k] = (named_t){-1.0, 1.0};
+      c->n_named = (size_t)id + 1;
+    }
+    c->named[id] = (named_t){v < 0 ? -1.0 : v, sc};
   }
   return 0;
 }
@@ -1060,6 +1186,14 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   }
   c->opts.categories = NULL;
   c->opts.py_categories = NULL;
+  if ((crc0 = add_spans(c, opts))) {
+    if (crc0 == OSK_EINVAL) {
+      err->code = OSK_EINVAL;
+      err->message = "invalid spans (each needs a name, a finite span and a finite W scale > 0)";
+    }
+    osk_correct_free(c);
+    return crc0;
+  }
   c->hold_all = !rereadable(in_path);
   /* The members before the events go before them in the corrected trace
    * too (Perfetto reads displayTimeUnit only there): a read of the header
@@ -1115,6 +1249,7 @@ void osk_correct_free(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_cats; i++) free(c->cats[i]);
   free(c->cats);
   free(c->ops);
+  free(c->named);
   osk__names_free(&c->names);
   osk__threads_free(&c->th);
   for (size_t i = 0; i < c->n_thr; i++) thr_release(&c->thr[i]);

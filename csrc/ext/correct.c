@@ -5,6 +5,7 @@
 #include "opskew_correct.h"
 #include "read_error.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* A sequence of str as a C array; *fast keeps the strings alive. Returns 0,
@@ -40,41 +41,117 @@ static int str_list(PyObject *obj, const char *what, PyObject **fast, const char
   return 0;
 }
 
+/* spans={name: ns or (ns, w_scale)}: the options' span arrays (ns < 0: no
+ * span; w_scale 1 when not given); *keep holds the names' bytes alive.
+ * Returns 0, or -1 with an exception set. None leaves them empty. */
+static int span_dict(PyObject *obj, PyObject **keep, const char ***names, double **ns, double **scale,
+                     size_t *n) {
+  *keep = NULL;
+  *names = NULL;
+  *ns = *scale = NULL;
+  *n = 0;
+  if (obj == Py_None) return 0;
+  if (!PyDict_Check(obj)) {
+    PyErr_SetString(PyExc_TypeError, "spans must be a dict of str to ns or (ns, w_scale)");
+    return -1;
+  }
+  *keep = PyDict_Items(obj);
+  if (!*keep) return -1;
+  Py_ssize_t len = PyList_GET_SIZE(*keep);
+  size_t m = (size_t)(len ? len : 1);
+  *names = PyMem_Calloc(m, sizeof **names);
+  *ns = PyMem_Calloc(m, sizeof **ns);
+  *scale = PyMem_Calloc(m, sizeof **scale);
+  if (!*names || !*ns || !*scale) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    PyObject *item = PyList_GET_ITEM(*keep, i);
+    PyObject *k = PyTuple_GET_ITEM(item, 0), *v = PyTuple_GET_ITEM(item, 1);
+    if (!PyUnicode_Check(k)) {
+      PyErr_SetString(PyExc_TypeError, "spans: each name must be a str");
+      goto fail;
+    }
+    (*names)[i] = PyUnicode_AsUTF8(k);
+    if (!(*names)[i]) goto fail;
+    (*scale)[i] = 1.0;
+    if (PyTuple_Check(v)) {
+      if (!PyArg_ParseTuple(v, "dd:spans' (ns, w_scale)", &(*ns)[i], &(*scale)[i])) goto fail;
+    } else if (PyNumber_Check(v) && !PyUnicode_Check(v)) {
+      (*ns)[i] = PyFloat_AsDouble(v);
+      if ((*ns)[i] == -1.0 && PyErr_Occurred()) goto fail;
+    } else {
+      PyErr_Format(PyExc_TypeError, "spans: %R is neither ns nor (ns, w_scale)", v);
+      goto fail;
+    }
+    if (!isfinite((*ns)[i]) || !((*scale)[i] > 0) || !isfinite((*scale)[i])) {
+      PyErr_Format(PyExc_ValueError, "spans: %R needs a finite ns (< 0: no span) and a finite w_scale > 0", v);
+      goto fail;
+    }
+  }
+  *n = (size_t)len;
+  return 0;
+fail:
+  PyMem_Free(*names);
+  PyMem_Free(*ns);
+  PyMem_Free(*scale);
+  *names = NULL;
+  *ns = *scale = NULL;
+  Py_CLEAR(*keep);
+  return -1;
+}
+
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
   static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
-                           "py_categories", "run_json", "clock", "waits", NULL};
+                           "py_categories", "run_json", "clock", "waits", "spans", NULL};
   const char *path, *out = NULL, *run_json = NULL;
   double w, delta, w_py = 0.0, delta_py = 0.0;
-  PyObject *cats_obj = Py_None, *py_cats_obj = Py_None, *clock_obj = Py_None;
+  PyObject *cats_obj = Py_None, *py_cats_obj = Py_None, *clock_obj = Py_None, *spans_obj = Py_None;
   int waits = -1; /* opts.waits: -1 where the trace holds GPU activity */
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzOi:correct", kwlist, &path, &w, &delta, &out,
-                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj, &waits))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzOiO:correct", kwlist, &path, &w, &delta, &out,
+                                   &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj, &waits,
+                                   &spans_obj))
     return NULL;
-  osk_correct_opts_t opts = {w, delta, NULL, 0, w_py, delta_py, NULL, 0, run_json, 0, 0.0, 0.0, waits};
+  osk_correct_opts_t opts = {.w_ns = w, .delta_ns = delta, .w_py_ns = w_py, .delta_py_ns = delta_py,
+                             .run_json = run_json, .waits = waits};
   /* clock=(origin_ns, offset_ns, drift): a rank's map to the reference clock. */
   if (clock_obj != Py_None &&
       !PyArg_ParseTuple(clock_obj, "Ldd:correct clock", &opts.clock_origin_ns, &opts.clock_offset_ns,
                         &opts.clock_drift))
     return NULL;
-  const char **cats = NULL, **py_cats = NULL;
-  PyObject *fast = NULL, *py_fast = NULL;
-  if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0) return NULL;
-  if (str_list(py_cats_obj, "py_categories", &py_fast, &py_cats, &opts.n_py_categories) < 0) {
+  const char **cats = NULL, **py_cats = NULL, **span_names = NULL;
+  double *span_ns = NULL, *span_scale = NULL;
+  PyObject *fast = NULL, *py_fast = NULL, *span_keep = NULL;
+  if (span_dict(spans_obj, &span_keep, &span_names, &span_ns, &span_scale, &opts.n_spans) < 0) return NULL;
+  if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0 ||
+      str_list(py_cats_obj, "py_categories", &py_fast, &py_cats, &opts.n_py_categories) < 0) {
     PyMem_Free(cats);
     Py_XDECREF(fast);
+    PyMem_Free(span_names);
+    PyMem_Free(span_ns);
+    PyMem_Free(span_scale);
+    Py_XDECREF(span_keep);
     return NULL;
   }
   opts.categories = cats;
   opts.py_categories = py_cats;
+  opts.span_names = span_names;
+  opts.span_ns = span_ns;
+  opts.span_w_scale = span_scale;
   osk_correct_t *c = NULL;
   osk_error_t err = {0, "", 0, 0};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = osk_correct_path(path, out, &opts, &c, &err);
   Py_END_ALLOW_THREADS PyMem_Free(cats);
   PyMem_Free(py_cats);
+  PyMem_Free(span_names);
+  PyMem_Free(span_ns);
+  PyMem_Free(span_scale);
   Py_XDECREF(fast);
   Py_XDECREF(py_fast);
+  Py_XDECREF(span_keep);
   if (rc && rc != OSK_ETRUNCATED) {
     osk_correct_free(c);
     /* As data, not raised: read_error.h. */
@@ -86,14 +163,15 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     const osk_correct_op_t *op = osk_correct_op(c, i);
     if (!op->calls) continue;
     PyObject *d = Py_BuildValue(
-        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
         "corrected_self_ns", op->corrected_self_ns, "descendants", (unsigned long long)op->descendants,
         "py_descendants", (unsigned long long)op->py_descendants, "python", op->py_class ? Py_True : Py_False,
         "clamped", (unsigned long long)op->clamped, "residual_ns", op->residual_ns, "stretched_ns",
         op->stretched_ns, "waited_descendants", (unsigned long long)op->waited_descendants,
-        "waited_py_descendants", (unsigned long long)op->waited_py_descendants, "waited_ns", op->waited_ns);
+        "waited_py_descendants", (unsigned long long)op->waited_py_descendants, "waited_ns", op->waited_ns,
+        "trimmed_ns", op->trimmed_ns, "scaled_ns", op->scaled_ns);
     if (!d || PyList_Append(ops, d) < 0) {
       Py_XDECREF(d);
       Py_DECREF(ops);
@@ -103,7 +181,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correct_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d},s:O,s:s,s:K}", "status",
+      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d},s:O,s:s,s:K}", "status",
       osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
@@ -115,7 +193,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       s->stretched_ns, "held_peak", (unsigned long long)s->held_peak, "held_threads",
       (unsigned long long)s->held_threads, "passes", s->passes, "waited_ns", s->waited_ns,
       "overlapping_threads", (unsigned long long)s->overlapping_threads, "shortened",
-      (unsigned long long)s->shortened, "shortened_ns", s->shortened_ns, "truncated", s->truncated ? Py_True : Py_False, "warning",
+      (unsigned long long)s->shortened, "shortened_ns", s->shortened_ns, "trimmed",
+      (unsigned long long)s->trimmed, "trimmed_ns", s->trimmed_ns, "scaled_ns", s->scaled_ns, "truncated", s->truncated ? Py_True : Py_False, "warning",
       s->truncated ? "the trace ended early (a profiler killed mid-write?); what was read is corrected" : "",
       "truncated_at", (unsigned long long)(s->truncated ? err.offset : 0));
   osk_correct_free(c);
@@ -128,11 +207,17 @@ fail:
 static PyMethodDef correct_methods[] = {
     {"correct", (PyCFunction)(void (*)(void))correct_correct, METH_VARARGS | METH_KEYWORDS,
      "correct(path, w_ns, delta_ns, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
-     "        py_categories=None) -> dict\n\n"
+     "        py_categories=None, run_json=None, clock=None, waits=-1,\n"
+     "        spans=None) -> dict\n\n"
      "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
      "- W_py x py_descendants (Python-function events: the second class),\n"
      "per operator, clamped at zero with the residual; writes the corrected trace\n"
-     "to `out` when given. 'status' is 'ok', 'truncated', 'invalid' or 'error';\n"
+     "to `out` when given. spans={name: ns or (ns, w_scale)}: events of that\n"
+     "name span ns of the code they annotate (opskew.profile's ProfilerStep#N:\n"
+     "the step's body; ns < 0: none), their reported time beyond it and delta\n"
+     "is taken out too; the events of the top-level trees they root cost\n"
+     "w_scale x W (x W_py) each.\n"
+     "'status' is 'ok', 'truncated', 'invalid' or 'error';\n"
      "on the last two only 'status' and 'error' ({'code', 'number', 'message',\n"
      "'offset', 'sys_errno'}) are there: use opskew.tracefile.correct, which\n"
      "raises opskew.errors.from_c_error's exception for them."},

@@ -56,7 +56,7 @@ def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -
 
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
                  threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
-                 waits: int = -1) -> dict:
+                 waits: int = -1, spans: dict | None = None) -> dict:
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
@@ -65,7 +65,10 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     there (the run whose figures are the medians); `metadata` (a dict, as
     JSON) goes into that trace's "opskew" object as its "run" member.
     `waits`: the C correction's cross-thread rule (1 on, 0 off, -1 where the
-    trace holds GPU activity; docs/correct.md, "Threads that wait")."""
+    trace holds GPU activity; docs/correct.md, "Threads that wait").
+    `spans`: {name: ns}, events of that name span ns of the code they
+    annotate (opskew.profile's steps' bodies); their reported time beyond it
+    and delta is taken out too (added_ns["span"])."""
     import json
     from .tracefile import correct
 
@@ -74,7 +77,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     def run(wv, wpv, dest=None, **kw):
         wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
         return correct(path, wv, min(max(delta_ns, 0.0), wv), dest, w_py_ns=wpv,
-                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, **kw)
+                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, spans=spans, **kw)
 
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
     med = run(w["median"], w_py["median"], out, **extra)
@@ -97,7 +100,10 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
                          "python_below": wpm * o["py_descendants"],
                          # Other threads' events it waited for (the C
                          # correction's cross-thread rule, docs/correct.md).
-                         "other_threads": o.get("waited_ns", 0.0)},
+                         "other_threads": o.get("waited_ns", 0.0),
+                         # Beyond a span the caller gave (opskew.profile's steps),
+                         # and what a W scale took out beyond W (its cold first step).
+                         "span": o.get("trimmed_ns", 0.0), "scaled": o.get("scaled_ns", 0.0)},
             "descendants_per_call": o["descendants"] / calls if calls else 0.0,
             "corrected_self_ns": {"median": o["corrected_self_ns"],
                                   "ci95": [lo["corrected_self_ns"], hi["corrected_self_ns"]]},
@@ -134,7 +140,9 @@ def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_p
       step's wall time (a trace of bare leaves shows none of it)."""
     s = med["stats"]
     op_events = s["corrected_events"] - s["py_events"]
-    added = max(w_ns * op_events + w_py_ns * s["py_events"], 0.0)
+    # With spans (opskew.profile's steps), the ranges' own time beyond them
+    # too, and what a W scale (a cold first step) priced beyond W.
+    added = max(w_ns * op_events + w_py_ns * s["py_events"], 0.0) + s.get("trimmed_ns", 0.0) + s.get("scaled_ns", 0.0)
     in_events = max(s["reported_top_ns"] - s["corrected_top_ns"], 0.0)
     leaves = [r for r in ops if not r["python"] and r["descendants_per_call"] == 0]
     in_leaves = sum(r["calls"] * delta_ns for r in leaves)
@@ -186,7 +194,8 @@ def verdict_rows(ops: list) -> list:
         a = r["added_ns"]
         cs = r["corrected_self_ns"]
         rows.append([r["name"], r["calls"], r["reported_total_ns"], r["reported_self_ns"],
-                     a["inside"] + a["operators_below"] + a["python_below"] + a.get("other_threads", 0.0),
+                     a["inside"] + a["operators_below"] + a["python_below"] + a.get("other_threads", 0.0)
+                     + a.get("span", 0.0) + a.get("scaled", 0.0),
                      r["corrected_total_ns"]["median"],
                      (cs["median"], cs["ci95"][0], cs["ci95"][1]),
                      r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")])

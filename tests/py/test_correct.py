@@ -436,3 +436,46 @@ def test_a_shortfall_goes_down_into_later_frames(tmp_path):
     assert written["S"] == pytest.approx(ops["S"]["corrected_total_ns"], abs=1)
     assert written["N"] == pytest.approx(ops["N"]["corrected_total_ns"] - 60, abs=1)
     assert (written["C"], written["D"], written["L"]) == pytest.approx((200, 60, 200), abs=1)
+
+
+def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
+    """spans={name: ns} (opskew.profile's steps' bodies): a range's time
+    beyond its span and delta is its own instrument time, taken out of its
+    self time and its corrected duration (the C unit test test_spans has the
+    arithmetic: W 100, delta 10); bad spans are refused before any read."""
+    from opskew.tracefile import correct, summarize
+    from opskew.verdict import per_operator
+
+    def ev(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    path, out = tmp_path / "t.json", tmp_path / "o.json"
+    path.write_text(json.dumps({"traceEvents": [
+        ev("ProfilerStep#1", 0, 10, "user_annotation"), ev("A", 1, 1), ev("B", 5, 1)]}))
+    r = correct(str(path), 100.0, 10.0, str(out), spans={"ProfilerStep#1": 7000, "ProfilerStep#9": 1})
+    ops = {o["name"]: o for o in r["ops"]}
+    assert ops["ProfilerStep#1"]["trimmed_ns"] == pytest.approx(2990)
+    assert ops["ProfilerStep#1"]["corrected_total_ns"] == pytest.approx(6800)
+    assert (r["stats"]["trimmed"], r["stats"]["trimmed_ns"]) == (1, pytest.approx(2990))
+    assert "ProfilerStep#9" not in ops  # never seen: no row
+    written = {o["name"]: o["total_ns"] for o in summarize(str(out))["ops"]}
+    assert written == {"ProfilerStep#1": 6800, "A": 990, "B": 990}
+    # Without spans, as before.
+    plain = {o["name"]: o for o in correct(str(path), 100.0, 10.0)["ops"]}
+    assert plain["ProfilerStep#1"]["corrected_total_ns"] == pytest.approx(9790)
+    assert plain["ProfilerStep#1"]["trimmed_ns"] == 0
+    # The verdict counts it in what the instrument added.
+    v = per_operator(str(path), {"median": 100.0, "ci95": [90.0, 110.0]}, 10.0, spans={"ProfilerStep#1": 7000})
+    step = next(o for o in v["ops"] if o["name"] == "ProfilerStep#1")
+    assert step["added_ns"]["span"] == pytest.approx(2990)
+    assert v["summary"]["added_ns"] == pytest.approx(3 * 100 + 2990)  # 3 operator-class events
+    # (ns, w_scale): the tree the range roots at w_scale x W; ns < 0: no span.
+    scaled = {o["name"]: o for o in correct(str(path), 100.0, 10.0, spans={"ProfilerStep#1": (-1, 2.0)})["ops"]}
+    assert scaled["ProfilerStep#1"]["corrected_total_ns"] == pytest.approx(10000 - 10 - 2 * 200)
+    assert scaled["ProfilerStep#1"]["trimmed_ns"] == 0 and scaled["A"]["corrected_total_ns"] == pytest.approx(990)
+    for bad, err in (({"ProfilerStep#1": float("nan")}, ValueError), ({"ProfilerStep#1": (5.0, 0.0)}, ValueError),
+                     ({"ProfilerStep#1": (5.0, float("inf"))}, ValueError), ({1: 5.0}, TypeError),
+                     ([("ProfilerStep#1", 5.0)], TypeError), ({"ProfilerStep#1": "5"}, TypeError),
+                     ({"ProfilerStep#1": (5.0,)}, TypeError)):
+        with pytest.raises(err):
+            correct(str(path), 100.0, 10.0, spans=bad)

@@ -4,6 +4,7 @@
 #include "opskew_correct.h"
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -481,6 +482,120 @@ static void test_shortfall_goes_down(void) {
   remove("correct_down_out.json");
 }
 
+/* Spans (opts.span_*; opskew.profile's steps' bodies), W = 100, delta 10.
+ * S1 reports 10000 ns for a span of 7000: 2990 beyond it and delta, taken
+ * out of its self time: 945 before its first child (what the 1000 ns there
+ * holds after delta and A's half), the other 2045 after its last child
+ * (its 4000 ns tail holds them and B's half). S1 is written at its formula,
+ * 10000 - 10 - 2 x 100 - 2990 = 6800, its leaves at reported - delta. S2
+ * (3000 for a span of 1000) has 100 ns on each side of its one child: 45 of
+ * its 1990 fit before it, 55 after it; it is written 1890 longer than its
+ * formula's 900 and owes that between trees, where the gap before O holds
+ * it. O has no span; a span's name that never comes changes nothing. */
+static void test_spans(void) {
+  write_file("correct_span_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S1\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S2\",\"pid\":1,\"tid\":1,\"ts\":20,\"dur\":3},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":20.1,\"dur\":2.8},\n"
+             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"O\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":1}\n"
+             "]}\n");
+  const char *names[] = {"S2", "S1", "never", "S1"};
+  const double spans[] = {1000.0, 1.0, 5.0, 7000.0}; /* S1 twice: the last span counts */
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .span_names = names, .span_ns = spans, .n_spans = 4};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_span_in.json", "correct_span_out.json", &opts, &c, &err) == 0);
+  const osk_correct_stats_t *st = osk_correct_stats(c);
+  CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 6800, 1e-9);
+  CHECK_NEAR(op_named(c, "S1")->trimmed_ns, 2990, 1e-9);
+  CHECK_NEAR(op_named(c, "S2")->corrected_total_ns, 900, 1e-9);
+  CHECK_NEAR(op_named(c, "S2")->trimmed_ns, 1990, 1e-9);
+  CHECK(op_named(c, "O")->trimmed_ns == 0 && op_named(c, "A")->trimmed_ns == 0);
+  CHECK(op_named(c, "never")->calls == 0);
+  CHECK(st->trimmed == 2);
+  CHECK_NEAR(st->trimmed_ns, 4980, 1e-9);
+  CHECK(st->stretched == 1 && st->shortened == 0 && st->clamped == 0);
+  CHECK_NEAR(op_named(c, "S2")->stretched_ns, 1890, 1e-9);
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_span_out.json", &s);
+  int i1 = find(&s, "S1"), ia = find(&s, "A"), ib = find(&s, "B"), i2 = find(&s, "S2");
+  int ic = find(&s, "C"), io = find(&s, "O");
+  CHECK(s.n == 6 && i1 >= 0 && ia >= 0 && ib >= 0 && i2 >= 0 && ic >= 0 && io >= 0);
+  CHECK(s.dur[i1] == 6800 && s.dur[ia] == 990 && s.dur[ib] == 990);
+  /* The head took 945 of the 1000 ns before A; A to B keeps 3000 less the two halves. */
+  CHECK(s.ts[ia] == s.ts[i1] && s.ts[ib] - (s.ts[ia] + s.dur[ia]) == 2910);
+  CHECK(s.ts[ib] + s.dur[ib] <= s.ts[i1] + s.dur[i1]);
+  CHECK(s.dur[i2] == 2790 && s.dur[ic] == 2790 && s.ts[ic] == s.ts[i2] && s.dur[io] == 990);
+  CHECK(s.ts[i2] >= s.ts[i1] + s.dur[i1] && s.ts[io] >= s.ts[i2] + s.dur[i2]);
+  remove("correct_span_out.json");
+  /* W scaled by a tree's root (span_w_scale; a span below 0 is none): S1's
+   * tree at 2 x W (its W 200, delta 10: S1 10000 - 10 - 200, A 1000 - 10,
+   * A placed 10 + 95 ns earlier than S1's 1000 ns before it), S2's at W. */
+  const char *sn[] = {"S1"};
+  const double no_span[] = {-1.0}, twice[] = {2.0};
+  osk_correct_opts_t scaled = {.w_ns = 100.0, .delta_ns = 10.0, .span_names = sn, .span_ns = no_span,
+                               .span_w_scale = twice, .n_spans = 1};
+  CHECK(osk_correct_path("correct_span_in.json", "correct_span_out.json", &scaled, &c, &err) == 0);
+  CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 10000 - 10 - 2 * 200, 1e-9);
+  CHECK_NEAR(op_named(c, "A")->corrected_total_ns, 990, 1e-9);
+  CHECK_NEAR(op_named(c, "S2")->corrected_total_ns, 3000 - 10 - 100, 1e-9);
+  CHECK(osk_correct_stats(c)->trimmed == 0 && osk_correct_stats(c)->stretched == 0);
+  /* Beyond W: S1's own 100 and its 2 children's 100 each; per name, S1's tree. */
+  CHECK_NEAR(osk_correct_stats(c)->scaled_ns, 300, 1e-6);
+  CHECK_NEAR(op_named(c, "S1")->scaled_ns, 200, 1e-6);
+  CHECK_NEAR(op_named(c, "A")->scaled_ns, 0, 1e-6);
+  CHECK(op_named(c, "S2")->scaled_ns == 0);
+  osk_correct_free(c);
+  read_back("correct_span_out.json", &s);
+  i1 = find(&s, "S1"), ia = find(&s, "A"), i2 = find(&s, "S2"), ic = find(&s, "C");
+  CHECK(s.dur[i1] == 9590 && s.dur[ia] == 990 && s.ts[ia] - s.ts[i1] == 1000 - 10 - 95);
+  CHECK(s.dur[i2] == 2890 && s.dur[ic] == 2790 && s.ts[ic] - s.ts[i2] == 100 - 10 - 45);
+  remove("correct_span_out.json");
+  /* A scaled tree inside an unscaled event P: P's formula takes its
+   * descendants' costs at their own scale (10 + 200 + 200 off P), and P is
+   * written at it. */
+  write_file("correct_span_nest.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":20},\n"
+             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S1\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":10},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":1}\n"
+             "]}\n");
+  const char *pc[] = {"python_function"};
+  osk_correct_opts_t nested = scaled;
+  nested.w_py_ns = 100.0;
+  nested.delta_py_ns = 10.0;
+  nested.py_categories = pc;
+  nested.n_py_categories = 1;
+  CHECK(osk_correct_path("correct_span_nest.json", "correct_span_out.json", &nested, &c, &err) == 0);
+  CHECK_NEAR(op_named(c, "P")->corrected_total_ns, 20000 - 10 - 200 - 200, 1e-6);
+  CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 10000 - 10 - 200, 1e-6);
+  CHECK(osk_correct_stats(c)->shortened == 0 && osk_correct_stats(c)->stretched == 0);
+  CHECK_NEAR(op_named(c, "P")->scaled_ns, 200, 1e-6); /* S1's 100 and A's 100 beyond W */
+  osk_correct_free(c);
+  read_back("correct_span_out.json", &s);
+  CHECK(s.dur[find(&s, "P")] == 19590 && s.dur[find(&s, "S1")] == 9790 && s.dur[find(&s, "A")] == 990);
+  remove("correct_span_out.json");
+  remove("correct_span_nest.json");
+  /* A span not finite, a scale not > 0, or an entry without a name is refused. */
+  const double bad[] = {NAN}, zero[] = {0.0};
+  const char *none[] = {NULL};
+  osk_correct_opts_t nan_span = {.w_ns = 100.0, .span_names = names, .span_ns = bad, .n_spans = 1};
+  osk_correct_opts_t no_scale = {.w_ns = 100.0, .span_names = names, .span_ns = spans, .span_w_scale = zero,
+                                 .n_spans = 1};
+  osk_correct_opts_t unnamed = {.w_ns = 100.0, .span_names = none, .span_ns = spans, .n_spans = 1};
+  osk_correct_opts_t missing = {.w_ns = 100.0, .n_spans = 1};
+  CHECK(osk_correct_path("correct_span_in.json", NULL, &nan_span, &c, &err) == OSK_EINVAL && c == NULL);
+  CHECK(err.code == OSK_EINVAL && strstr(err.message, "spans"));
+  CHECK(osk_correct_path("correct_span_in.json", NULL, &no_scale, &c, &err) == OSK_EINVAL && c == NULL);
+  CHECK(osk_correct_path("correct_span_in.json", NULL, &unnamed, &c, &err) == OSK_EINVAL && c == NULL);
+  CHECK(osk_correct_path("correct_span_in.json", NULL, &missing, &c, &err) == OSK_EINVAL && c == NULL);
+  remove("correct_span_in.json");
+}
+
 /* The cross-thread rule (opts.waits): thread 1's ProfilerStep waits in its
  * self time while thread 2 runs 4 events (a CUDA backward on the autograd
  * engine's device thread). The worker's events come first in the file. */
@@ -600,6 +715,7 @@ int main(void) {
   test_known_nesting();
   test_short_gap();
   test_shortfall_goes_down();
+  test_spans();
   test_clock_map();
   test_python_class();
   test_errors_and_truncation();
