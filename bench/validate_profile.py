@@ -64,8 +64,10 @@ needs for W's median to settle.
 Diagnostics beside the target: "step() inside ProfilerStep" is the raw
 ProfilerStep#N duration minus opskew's own timing of that step's body (the
 part of torch's and opskew's step() inside the annotation, which no W per
-operator event removes); "corrected body" is the body's time with the
-same correction (corrected ProfilerStep#N minus that overhang); and the
+operator event removes, and which opskew takes out of the corrected ranges
+since run P: the report's step_spans_ns); "corrected, warm steps" is the
+corrected step without each trace's first active step (cold, priced at a
+scaled W since run P: the report's cold_step); and the
 report's corrected_step is opskew's own figure (prof.final: its timing of the
 paired active bodies less W x events), the one docs/profile.md says to read
 where the corrected trace is written stretched (trace_step_stretch); beside
@@ -457,11 +459,6 @@ def child_profile(a):
     # per active step, the raw annotation minus opskew's timing of the body.
     body = {s["step"]: s["ns"] for s in prof.steps if s["phase"] == "active"}
     overhang = [v - body[k] for c in cycles for k, v in c["raw_steps_ns"].items() if k in body]
-    # The correction applied to opskew's own timing of the body (the
-    # annotation's overhang taken out): tells the model's error from the
-    # overhang's.
-    cor_body = [v - (c["raw_steps_ns"][k] - body[k]) for c in cycles
-                for k, v in (c.get("corrected_steps_ns") or {}).items() if k in body and k in c["raw_steps_ns"]]
     last = dict(prof.report or {})
     # An opskew.profile that estimates W once more at stop() from every step
     # and corrects every trace again with it keeps that as `prof.final`: the
@@ -500,7 +497,7 @@ def child_profile(a):
             if isinstance(final, dict) else None,
             "corrected_step_warm_ns": _median(cor_warm),
             "in_loop_wait_step_ns": in_loop["wait"], "in_loop_active_step_ns": in_loop["active"],
-            "annotation_overhang_ns": _median(overhang), "corrected_body_ns": _median(cor_body),
+            "annotation_overhang_ns": _median(overhang),
             "leaf_ns": _median_by_name(leaf_runs)}
 
 
@@ -658,7 +655,7 @@ def make_row(wname, cname, rounds, cals, tolerance):
     row["delta_micro_ns"] = (cal.get("delta_ns") or {}).get("median")
     row["rounds"] = []
     ratios = {k: [] for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step",
-                              "corrected_body", "report_corrected_step")}
+                              "report_corrected_step")}
     bare_all, errors = [], []
     for prof, bares in rounds:
         steps = [t for b in bares if "steps_ns" in b for t in b["steps_ns"]]
@@ -694,7 +691,7 @@ def make_row(wname, cname, rounds, cals, tolerance):
         row[k] = last.get(k)
     row["w_ns_rounds"] = [(rd.get("w_ns") or {}).get("median") for rd in ok]
     for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step", "in_loop_active_step",
-              "annotation_overhang", "corrected_body", "report_corrected_step"):
+              "annotation_overhang", "report_corrected_step"):
         row[k + "_ns"] = _median([rd[k + "_ns"] for rd in ok if rd.get(k + "_ns") is not None])
     for k, v in ratios.items():
         row[k + "_err"] = _median(v)
@@ -726,7 +723,7 @@ def fmt_err(e):
 def table(rows, tolerance):
     lines = ["| workload | config | W in-run ns [95% CI] (pairs) | W micro ns | bare step us | raw step us (excess) "
              f"| corrected step us (error) | within {100 * tolerance:.0f}% | leaf ops within 15% or 100 ns "
-             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected body us (error) "
+             "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected, warm steps us (error) "
              "| report's corrected_step us (error) | bare inside its band at W's CI (rounds) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -752,7 +749,7 @@ def table(rows, tolerance):
             + (f"{lf['agree']}/{lf['compared']}" if lf else "-") + " | "
             + (f"{worst['name']}: {worst['profile_ns']:.0f} vs {worst['opskew_ns']:.0f}" if worst else "-")
             + f" | {fmt_us(r.get('annotation_overhang_ns'))} | "
-            f"{fmt_us(r.get('corrected_body_ns'))}{fmt_err(r.get('corrected_body_err'))} | "
+            f"{fmt_us(r.get('corrected_step_warm_ns'))}{fmt_err(r.get('corrected_step_warm_err'))} | "
             f"{fmt_us(r.get('report_corrected_step_ns'))}{fmt_err(r.get('report_corrected_step_err'))} | "
             + ("-" if not r.get("bare_in_w_band_rounds") else "%d/%d" % tuple(r["bare_in_w_band_rounds"])) + " |")
     return "\n".join(lines)

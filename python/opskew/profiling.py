@@ -542,6 +542,8 @@ class profile:
                       "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
+                      "cold_first_active_extra_ns": detail.get("cold_first_active_extra_ns"),
+                      "cold_first_active_cycles": detail.get("cold_first_active_cycles"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
                                    f"p = {w['sign_p']:.3g}"}
@@ -558,8 +560,9 @@ class profile:
             rep["corrected_trace"] = out
             rep["corrected_with"] = "the run's final W"
             rep["corrected_w_ns"] = wv
+            spans = _spans(rep, wv, self._w_py(), self.final)
             v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py(),
-                                 self._waits)
+                                 self._waits, spans)
             rep["operators"] = _operators(v)
             _trace_steps(rep, v)
 
@@ -585,8 +588,9 @@ class profile:
             out = corrected_path(path)
             rep["raw_trace"], rep["corrected_trace"] = path, out
             self._claim(rep)
+            spans = _spans(rep, self._wv, self._w_py(), rep)
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep), self._w_py(), self._waits)
+                             _metadata(rep), self._w_py(), self._waits, spans)
         return None
 
     @property
@@ -894,7 +898,7 @@ class profile:
                          "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
                          "not paired; use active >= 2 for an in-run W")
         detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
-                  "cold_first_active_extra_ns": _median(cold),
+                  "cold_first_active_extra_ns": _median(cold), "cold_first_active_cycles": len(cold),
                   "warmup_extra_per_step_ns": _median(warm_extra),
                   "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])
                                                for j in range(POST_TRACE)] if post_trace else None,
@@ -1019,6 +1023,16 @@ class profile:
                 f"first {POST_TRACE} after a trace are cold, and the first active step of a cycle is not paired)")
 
     # ---------------------------------------------------------------- report
+    def _cold_step(self, this_cycle: list) -> dict | None:
+        """The cycle's first active step (cold: _estimate never pairs it),
+        whose events the correction prices higher (_spans): its range's name
+        and its events."""
+        first = min(this_cycle, key=lambda s: s["step"], default=None)
+        if first is None or first["step"] not in self._events:
+            return None
+        ev, py = self._events[first["step"]]
+        return {"name": f"ProfilerStep#{first['step']}", "op_events": ev, "py_events": py}
+
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
         has_wait = any(s["phase"] == "wait" for s in self.steps)
         rep = {"cycle": self._cycle, "rank": self.rank, "world_size": self.world_size,
@@ -1031,6 +1045,13 @@ class profile:
                                   "annotations for them)")},
                "step_ranges": dict(self.step_ranges or {}) or None,
                "trace_step_stretch": None,  # set with the corrected trace: _trace_steps
+               # Each ProfilerStep#N's body as opskew timed it (from the end of one
+               # step() to the start of the next): the C correction takes the
+               # range's time beyond it (the parts of step() inside the range) out
+               # as the range's own instrument time (docs/profile.md).
+               "step_spans_ns": ({f"ProfilerStep#{s['step']}": s["ns"] for s in this_cycle}
+                                 if counted_per_step else None),
+               "cold_step": self._cold_step(this_cycle) if counted_per_step else None,
                **detail}
         source = "in-run"
         wv = None
@@ -1120,7 +1141,8 @@ class profile:
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             self._wv = wv
-            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits)
+            spans = _spans(rep, wv, w_py, rep)
+            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits, spans)
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = _operators(v)
@@ -1163,14 +1185,48 @@ def _operators(v: dict) -> dict:
             "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}
 
 
-def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1):
+COLD_MIN_CYCLES = 3  # cycles whose cold first step was measured, before its extra is priced (_spans)
+
+
+def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
+    """What the C correction takes per ProfilerStep#N (docs/profile.md, "The
+    first active step"): each active step's body (rep["step_spans_ns"]), and
+    for the cycle's first active step, which runs cold, a scale on W and W_py
+    for its events: 1 + its extra (est's cold_first_active_extra_ns, the
+    median over cycles of the first active step less the cycle's others) over
+    the instrument time W and W_py give its events. Priced from
+    COLD_MIN_CYCLES cycles on, when the extra is > 0; what was used goes
+    into rep["cold_step"]."""
+    spans = dict(rep.get("step_spans_ns") or {})
+    cold = rep.get("cold_step")
+    if cold is None:
+        return spans or None
+    extra, n = est.get("cold_first_active_extra_ns"), est.get("cold_first_active_cycles") or 0
+    wm = max((wv or {}).get("median") or 0.0, 0.0)
+    wpm = max((w_py or {}).get("median") or 0.0, 0.0)
+    base = wm * cold["op_events"] + wpm * cold["py_events"]
+    scale = 1.0 + extra / base if extra is not None and extra > 0 and n >= COLD_MIN_CYCLES and base > 0 else 1.0
+    from .report import fmt_ns
+
+    cold.update({"w_scale": scale, "extra_ns": extra, "cycles": n,
+                 "why": (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
+                         f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)" if scale != 1.0 else
+                         f"priced at W: {n} cycle(s) measured it (it takes {COLD_MIN_CYCLES})"
+                         if n < COLD_MIN_CYCLES else "priced at W: it ran no slower than the others")})
+    if scale != 1.0:
+        spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    return spans or None
+
+
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None):
     """opskew.verdict.per_operator writing the corrected trace to `out` (a
-    `.gz` name is written gzipped by the C writer)."""
+    `.gz` name is written gzipped by the C writer); `spans`: the steps'
+    bodies by range name (the report's step_spans_ns)."""
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
-                     delta_py_ns=dp, waits=waits)
+                     delta_py_ns=dp, waits=waits, spans=spans)
     return v
 
 
@@ -1195,6 +1251,9 @@ def render(rep: dict) -> str:
         band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
         lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
                      f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
+    cold = rep.get("cold_step") or {}
+    if cold.get("w_scale", 1.0) != 1.0:
+        lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
     w = rep.get("w_ns")
     if w is not None:
         ci = w.get("ci95")

@@ -431,6 +431,28 @@ def test_corrected_trace_and_report(tmp_path):
     assert st["median_ns"] == pytest.approx((longer[1] + longer[2]) / 2, abs=4)
     said = any(n.startswith("the corrected trace's ProfilerStep#N") for n in r["notes"])
     assert said == (st["share"] > 0.02)
+    # Each range's time beyond opskew's timing of its step's body (the parts of
+    # step() inside it) is taken out as the range's own instrument time.
+    spans = r["step_spans_ns"]
+    assert set(spans) == set(written) and all(v > 0 for v in spans.values())
+    rows = {o["name"]: o for o in r["operators"]["ops"] if o["name"] in spans}
+    for n, o in rows.items():
+        beyond = o["reported_total_ns"] - spans[n] - r["delta_ns"]
+        assert beyond > 0, (n, o["reported_total_ns"], spans[n])  # step() always runs inside its range a little
+        assert o["added_ns"]["span"] == pytest.approx(beyond, abs=1)
+        assert table[n] == pytest.approx(spans[n] - o["added_ns"]["operators_below"] - o["added_ns"]["scaled"], abs=2)
+    # The cycle's first active step ran cold: from 3 cycles on, its events are
+    # priced at W x (1 + its extra over W x its events), so its range comes
+    # out as much shorter.
+    cold = r["cold_step"]
+    assert cold["name"] == min(spans, key=lambda n: int(n.split("#")[1])) and cold["cycles"] == 3
+    extra = p.final["cold_first_active_extra_ns"]
+    row = rows[cold["name"]]
+    if extra > 0:
+        assert cold["w_scale"] == pytest.approx(1 + extra / (p.final["w_ns"]["median"] * cold["op_events"]))
+        assert row["added_ns"]["scaled"] == pytest.approx(extra, rel=1e-6)
+    else:
+        assert cold["w_scale"] == 1.0 and row["added_ns"]["scaled"] == 0
 
 
 def test_a_stretched_step_range_is_reported_and_said_once():
