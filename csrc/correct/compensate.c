@@ -452,16 +452,19 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   /* A span's trim comes off x's corrected duration as its waited time does,
    * and so does what its descendants cost beyond x's own scale (a scaled
    * subtree inside it: span_w_scale). */
-  int64_t trim = span_trim(c, x->name, x->dur, delta);
-  double beyond_scale = l->dcost - (cost.w_ns * (double)x->desc[OSK__CLS_OP] +
-                                    cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
-  if (fabs(beyond_scale) < 1e-6 * (l->dcost + 1.0)) beyond_scale = 0; /* the rounding of equal scales */
+  int64_t trim = 0;
+  double beyond_scale = 0;
+  if (c->n_named) { /* spans given: none of this otherwise */
+    trim = span_trim(c, x->name, x->dur, delta);
+    beyond_scale = l->dcost - (cost.w_ns * (double)x->desc[OSK__CLS_OP] + cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
+    if (fabs(beyond_scale) < 1e-6 * (l->dcost + 1.0)) beyond_scale = 0; /* the rounding of equal scales */
+    if (parent) {
+      line_t *pline = &t->line[(size_t)parent->user[0] - t->tree_begin];
+      pline->dcost += l->dcost + (x->cls == OSK__CLS_PY ? cost.w_py_ns : cost.w_ns);
+    }
+  }
   osk__corrected_t k = osk__correct_event(&cost, x->cls, x->dur, x->desc[OSK__CLS_OP], x->desc[OSK__CLS_PY],
                                           x->wait_ns + (double)trim + beyond_scale, x->child_corr_ns);
-  if (parent) {
-    line_t *pline = &t->line[(size_t)parent->user[0] - t->tree_begin];
-    pline->dcost += l->dcost + (x->cls == OSK__CLS_PY ? cost.w_py_ns : cost.w_ns);
-  }
   x->corr_ns = k.raw_ns;
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
@@ -482,18 +485,20 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   op->waited_descendants += x->wdesc[OSK__CLS_OP];
   op->waited_py_descendants += x->wdesc[OSK__CLS_PY];
   op->waited_ns += x->wait_ns;
-  /* What the scales (x's and its descendants') took out beyond W's. */
-  double d0, h0;
-  event_cost(c, x->cls, &h0, &d0);
-  double scaled = delta - d0 + l->dcost - (c->cost.w_ns * (double)x->desc[OSK__CLS_OP] +
-                                          c->cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
-  if (fabs(scaled) > 1e-6 * (l->dcost + 1.0)) op->scaled_ns += scaled;
-  if (l->scale != 1.0) /* each event's own cost beyond W, once */
-    c->stats.scaled_ns += (x->cls == OSK__CLS_PY ? cost.w_py_ns - c->cost.w_py_ns : cost.w_ns - c->cost.w_ns);
-  if (trim) {
-    op->trimmed_ns += (double)trim;
-    c->stats.trimmed++;
-    c->stats.trimmed_ns += (double)trim;
+  if (c->n_named) {
+    /* What the scales (x's and its descendants') took out beyond W's. */
+    double d0, h0;
+    event_cost(c, x->cls, &h0, &d0);
+    double scaled = delta - d0 + l->dcost - (c->cost.w_ns * (double)x->desc[OSK__CLS_OP] +
+                                            c->cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
+    if (fabs(scaled) > 1e-6 * (l->dcost + 1.0)) op->scaled_ns += scaled;
+    if (l->scale != 1.0) /* each event's own cost beyond W, once */
+      c->stats.scaled_ns += (x->cls == OSK__CLS_PY ? cost.w_py_ns - c->cost.w_py_ns : cost.w_ns - c->cost.w_ns);
+    if (trim) {
+      op->trimmed_ns += (double)trim;
+      c->stats.trimmed++;
+      c->stats.trimmed_ns += (double)trim;
+    }
   }
   double longer = (double)(end2 - begin2) - k.total_ns;
   if (longer > 1.0) { /* more than the rounding of its two boundaries */
@@ -611,7 +616,7 @@ static int flush(thr_t *t, int64_t limit) {
     }
     t->removed += delta;
     f->user[0] = (int64_t)j;
-    int64_t trim = span_trim(c, e->name, e->dur, delta);
+    int64_t trim = c->n_named ? span_trim(c, e->name, e->dur, delta) : 0;
     t->line[li] = (line_t){.ts2 = begin2, .debt = 0, .desc = {0, 0}, .trim = trim, .head = trim > 0, .scale = scale,
                            .dcost = 0.0};
   }
