@@ -66,9 +66,11 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     JSON) goes into that trace's "opskew" object as its "run" member.
     `waits`: the C correction's cross-thread rule (1 on, 0 off, -1 where the
     trace holds GPU activity; docs/correct.md, "Threads that wait").
-    `spans`: {name: ns}, events of that name span ns of the code they
-    annotate (opskew.profile's steps' bodies); their reported time beyond it
-    and delta is taken out too (added_ns["span"])."""
+    `spans`: {name: ns or (ns, w_scale)}, events of that name span ns of the
+    code they annotate (opskew.profile's steps' bodies; ns < 0: none): their
+    reported time beyond it and delta is taken out too (added_ns["span"]),
+    and the events inside them cost w_scale x W (added_ns["scaled"]; at W's
+    CI ends too, so the scaled part moves with W there)."""
     import json
     from .tracefile import correct
 
