@@ -1186,6 +1186,12 @@ def _operators(v: dict) -> dict:
 
 
 COLD_MIN_CYCLES = 3  # cycles whose cold first step was measured, before its extra is priced (_spans)
+# The largest scale on W the cold first step is priced at (_spans): in the
+# validation's runs (docs/profile-validation.md) its extra came to 1.0 to 3.6
+# times the instrument time W gives its events; an extra many times that
+# (39x seen under a machine's full load) is a lump (a slow spell, a burst of
+# allocation), not a cost per event, and is left in the step.
+COLD_MAX_SCALE = 4.0
 
 
 def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
@@ -1195,8 +1201,10 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     for its events: 1 + its extra (est's cold_first_active_extra_ns, the
     median over cycles of the first active step less the cycle's others) over
     the instrument time W and W_py give its events. Priced from
-    COLD_MIN_CYCLES cycles on, when the extra is > 0; what was used goes
-    into rep["cold_step"]."""
+    COLD_MIN_CYCLES cycles on, when the extra is > 0, W's 95% CI lies above 0
+    (else W x events is no base to price it on) and the scale comes to at
+    most COLD_MAX_SCALE; what was used, and why not, goes into
+    rep["cold_step"]."""
     spans = dict(rep.get("step_spans_ns") or {})
     cold = rep.get("cold_step")
     if cold is None:
@@ -1205,14 +1213,26 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     wm = max((wv or {}).get("median") or 0.0, 0.0)
     wpm = max((w_py or {}).get("median") or 0.0, 0.0)
     base = wm * cold["op_events"] + wpm * cold["py_events"]
-    scale = 1.0 + extra / base if extra is not None and extra > 0 and n >= COLD_MIN_CYCLES and base > 0 else 1.0
+    ci = (wv or {}).get("ci95") or [0.0, 0.0]
+    want = 1.0 + extra / base if extra is not None and extra > 0 and base > 0 else 1.0
     from .report import fmt_ns
 
+    if n < COLD_MIN_CYCLES:
+        why = f"priced at W: {n} cycle(s) measured it (it takes {COLD_MIN_CYCLES})"
+    elif want == 1.0:
+        why = "priced at W: it ran no slower than the others"
+    elif not ci[0] > 0:
+        why = (f"priced at W: it ran {fmt_ns(extra)} over the others, but W's 95% CI reaches 0, so W x its events "
+               "is no base to spread that over")
+    elif want > COLD_MAX_SCALE:
+        why = (f"priced at W: it ran {fmt_ns(extra)} over the others, {want - 1:.1f} times the instrument time W "
+               f"gives its events (past {COLD_MAX_SCALE - 1:.0f}: a lump, not a cost per event); it stays in the step")
+    else:
+        why = None
+    scale = want if why is None else 1.0
     cold.update({"w_scale": scale, "extra_ns": extra, "cycles": n,
-                 "why": (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
-                         f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)" if scale != 1.0 else
-                         f"priced at W: {n} cycle(s) measured it (it takes {COLD_MIN_CYCLES})"
-                         if n < COLD_MIN_CYCLES else "priced at W: it ran no slower than the others")})
+                 "why": why or (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
+                                f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)")})
     if scale != 1.0:
         spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
     return spans or None
@@ -1252,7 +1272,7 @@ def render(rep: dict) -> str:
         lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
                      f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
     cold = rep.get("cold_step") or {}
-    if cold.get("w_scale", 1.0) != 1.0:
+    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
         lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
     w = rep.get("w_ns")
     if w is not None:

@@ -448,11 +448,15 @@ def test_corrected_trace_and_report(tmp_path):
     assert cold["name"] == min(spans, key=lambda n: int(n.split("#")[1])) and cold["cycles"] == 3
     extra = p.final["cold_first_active_extra_ns"]
     row = rows[cold["name"]]
-    if extra > 0:
-        assert cold["w_scale"] == pytest.approx(1 + extra / (p.final["w_ns"]["median"] * cold["op_events"]))
+    want = 1 + max(extra, 0) / (p.final["w_ns"]["median"] * cold["op_events"])
+    from opskew.profiling import COLD_MAX_SCALE
+
+    if extra > 0 and p.final["w_ns"]["ci95"][0] > 0 and want <= COLD_MAX_SCALE:
+        assert cold["w_scale"] == pytest.approx(want)
         assert row["added_ns"]["scaled"] == pytest.approx(extra, rel=1e-6)
-    else:
+    else:  # left in the step, and said why
         assert cold["w_scale"] == 1.0 and row["added_ns"]["scaled"] == 0
+        assert cold["why"].startswith("priced at W")
 
 
 def test_a_stretched_step_range_is_reported_and_said_once():
@@ -817,3 +821,33 @@ def test_a_step_counts_the_events_it_waited_for(tmp_path):
     # Without the rule, a step would hold only its own thread's events.
     off = profile._count(types.SimpleNamespace(_waits=0), str(path))
     assert off["per_step"] == {1: (1, 0), 2: (1, 0)}
+
+
+def test_the_cold_first_step_is_priced_only_where_it_is_a_cost_per_event():
+    """opskew.profiling._spans: the cold first active step's extra is spread
+    over its events as a scale on W from COLD_MIN_CYCLES cycles on, where W's
+    CI lies above 0 and the scale stays within COLD_MAX_SCALE; otherwise it
+    stays in the step and `why` says so (docs/profile.md)."""
+    from opskew.profiling import COLD_MAX_SCALE, COLD_MIN_CYCLES, _spans
+
+    def rep():
+        return {"step_spans_ns": {"ProfilerStep#9": 5000.0, "ProfilerStep#10": 4000.0},
+                "cold_step": {"name": "ProfilerStep#9", "op_events": 10, "py_events": 20}}
+
+    w, wpy = {"median": 100.0, "ci95": [80.0, 120.0]}, {"median": 10.0}
+    r = rep()  # 10 x 100 + 20 x 10 = 1200 ns of instrument: an extra of 1800 ns is a scale of 2.5
+    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": COLD_MIN_CYCLES})
+    assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)), "ProfilerStep#10": 4000.0}
+    assert r["cold_step"]["w_scale"] == pytest.approx(2.5) and "2.50 x W" in r["cold_step"]["why"]
+    for est, wv, said in (
+            ({"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": COLD_MIN_CYCLES - 1}, w,
+             f"it takes {COLD_MIN_CYCLES}"),
+            ({"cold_first_active_extra_ns": -50.0, "cold_first_active_cycles": 5}, w, "no slower"),
+            ({"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5},
+             {"median": 100.0, "ci95": [-20.0, 220.0]}, "CI reaches 0"),
+            ({"cold_first_active_extra_ns": 1200.0 * COLD_MAX_SCALE, "cold_first_active_cycles": 5}, w, "a lump")):
+        r = rep()
+        assert _spans(r, wv, wpy, est) == r["step_spans_ns"]  # the bodies still, no scale
+        assert r["cold_step"]["w_scale"] == 1.0 and said in r["cold_step"]["why"], r["cold_step"]
+    # Without ranges holding the steps: nothing to give.
+    assert _spans({"step_spans_ns": None, "cold_step": None}, w, wpy, {}) is None
