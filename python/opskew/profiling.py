@@ -1186,10 +1186,11 @@ def _operators(v: dict) -> dict:
 
 
 COLD_MIN_CYCLES = 3  # cycles whose cold first step was measured, before its extra is priced (_spans)
-# The largest scale on W the cold first step is priced at (_spans): in the
-# validation's runs (docs/profile-validation.md) its extra came to 1.0 to 3.6
-# times the instrument time W gives its events; an extra many times that
-# (39x seen under a machine's full load) is a lump (a slow spell, a burst of
+# The largest scale on W the cold first step is priced at (_spans): in 52 of
+# the 54 rows of the validation's runs P, Q and R (docs/profile-validation.md)
+# the scale came to at most 3.6 (4.1 and 7.3 in two `minimal` rows); an
+# extra many times the instrument time W gives the step's events (39x seen
+# under a machine's full load) is a lump (a slow spell, a burst of
 # allocation), not a cost per event, and is left in the step.
 COLD_MAX_SCALE = 4.0
 
