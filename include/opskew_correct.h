@@ -136,6 +136,11 @@ typedef struct {
   uint64_t descendants;      /* operator-class events nested inside, summed */
   uint64_t py_descendants;   /* Python-class events nested inside, summed */
   int py_class;              /* 1: the name's events are of the Python class */
+  /* The category of the name's first event (one of the correction's
+   * categories; owned by the correction): "user_annotation" tells a
+   * record_function range, whose self time runs its caller's code, from an
+   * operator. */
+  osk_str_t category;
   uint64_t clamped;          /* calls whose corrected duration fell below zero */
   double residual_ns;        /* sum of what clamping corrected totals at 0 removed */
   /* Summed over calls: how much longer than corrected_total_ns the corrected

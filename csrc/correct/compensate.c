@@ -840,6 +840,10 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   e->dur = ev->dur_ns;
   e->name = (uint32_t)name;
   e->cat = (uint32_t)cat;
+  if (!c->ops[e->name].category.ptr) {
+    c->ops[e->name].category.ptr = c->cats[cat];
+    c->ops[e->name].category.len = strlen(c->cats[cat]);
+  }
   e->seq = (uint32_t)t->n;
   e->unused = 0;
   if (t->n && t->in_order && cmp_held(&t->buf[t->n - 1], e) > 0) t->in_order = 0;

@@ -163,7 +163,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     const osk_correct_op_t *op = osk_correct_op(c, i);
     if (!op->calls) continue;
     PyObject *d = Py_BuildValue(
-        "{s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "{s:s#,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "category", op->category.ptr ? op->category.ptr : "", (Py_ssize_t)op->category.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
         "corrected_self_ns", op->corrected_self_ns, "descendants", (unsigned long long)op->descendants,

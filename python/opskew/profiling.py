@@ -180,7 +180,9 @@ class profile:
       threshold     the in-window slowdown that counts as skew (0.05);
       measure_w_py  under with_stack, measure W_py in this process at the
                     first trace (about a second, once; default True), else
-                    use a stored calibration's.
+                    use a stored calibration's; and how much slower Python
+                    bytecode runs under the profile function (opskew.bytecode,
+                    about 10 ms, once), else widen nothing for it.
     """
 
     def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
@@ -262,6 +264,7 @@ class profile:
                 self._stem = f"{self.name}-{_DIR_USERS[key]}"
         self._measure_py = measure_w_py
         self._w_py_value = None  # {} once looked for and not found
+        self._bytecode_value = None  # (result,) once looked for
         self._stored_cal = None  # (the stored calibration or None,) once looked up: _stored
         self._w_py_error = None
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
@@ -562,7 +565,7 @@ class profile:
             rep["corrected_w_ns"] = wv
             spans = _spans(rep, wv, self._w_py(), self.final)
             v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py(),
-                                 self._waits, spans)
+                                 self._waits, spans, self._bytecode())
             rep["operators"] = _operators(v)
             _trace_steps(rep, v)
 
@@ -590,7 +593,7 @@ class profile:
             self._claim(rep)
             spans = _spans(rep, self._wv, self._w_py(), rep)
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep), self._w_py(), self._waits, spans)
+                             _metadata(rep), self._w_py(), self._waits, spans, self._bytecode())
         return None
 
     @property
@@ -957,6 +960,23 @@ class profile:
             self._w_py_value = (self._measure_w_py() if self._measure_py else None) or self._stored_w_py() or {}
         return self._w_py_value or None
 
+    def _bytecode(self):
+        """Under with_stack, how much slower this process runs Python
+        bytecode under a profile function (opskew.bytecode.measure): once, at
+        the first trace, as W_py. None without with_stack, with
+        measure_w_py=False, or where another profile function was set then."""
+        if not self._options["with_stack"] or not self._measure_py:
+            return None
+        if self._bytecode_value is None:
+            from .bytecode import measured
+
+            t0 = time.perf_counter_ns()
+            try:
+                self._bytecode_value = (measured(),)
+            finally:
+                self._own_ns += time.perf_counter_ns() - t0
+        return self._bytecode_value[0]
+
     def _stored_w_py(self):
         cal = self._stored()
         c = (cal or {}).get("w_py_ns")
@@ -1094,6 +1114,7 @@ class profile:
             {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
         w_py = self._w_py()
         rep["w_py_ns"] = w_py
+        rep["bytecode"] = self._bytecode()
         if self._options["with_stack"]:
             rep["w_py_note"] = (
                 f"W_py {w_py['source']}; taken out of each active step before W and used in the correction"
@@ -1142,7 +1163,8 @@ class profile:
             rep["delta_ns"] = delta
             self._wv = wv
             spans = _spans(rep, wv, w_py, rep)
-            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits, spans)
+            v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits, spans,
+                                 rep.get("bytecode"))
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = _operators(v)
@@ -1181,7 +1203,7 @@ def _trace_steps(rep: dict, v: dict):
 
 def _operators(v: dict) -> dict:
     """The report's per-operator part, from opskew.verdict.per_operator."""
-    return {"ops": v["ops"], "summary": v["summary"],
+    return {"ops": v["ops"], "summary": v["summary"], "bytecode_rows": v.get("bytecode_rows", 0),
             "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}
 
 
@@ -1239,15 +1261,16 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     return spans or None
 
 
-def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None):
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None):
     """opskew.verdict.per_operator writing the corrected trace to `out` (a
     `.gz` name is written gzipped by the C writer); `spans`: the steps'
-    bodies by range name (the report's step_spans_ns)."""
+    bodies by range name (the report's step_spans_ns); `bytecode`: the
+    interpreter's slowdown under with_stack (opskew.bytecode.measure)."""
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
-                     delta_py_ns=dp, waits=waits, spans=spans)
+                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode)
     return v
 
 
@@ -1306,6 +1329,12 @@ def render(rep: dict) -> str:
         m = rep["operators"]["marks"]
         lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
                      f"{m['unknowable']} unknowable")
+        from .verdict import bytecode_sentence
+
+        note = bytecode_sentence({"bytecode": rep.get("bytecode"),
+                                  "bytecode_rows": rep["operators"].get("bytecode_rows")})
+        if note:
+            lines.append(f"  {note}")
     if rep.get("corrected_trace"):
         lines.append(f"  corrected trace: {rep['corrected_trace']}")
     for k in ("advice", "fallback"):

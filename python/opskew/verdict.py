@@ -56,7 +56,7 @@ def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -
 
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
                  threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
-                 waits: int = -1, spans: dict | None = None) -> dict:
+                 waits: int = -1, spans: dict | None = None, bytecode: dict | None = None) -> dict:
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
@@ -70,7 +70,14 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     code they annotate (opskew.profile's steps' bodies; ns < 0: none): their
     reported time beyond it and delta is taken out too (added_ns["span"]),
     and the events inside them cost w_scale x W (added_ns["scaled"]; at W's
-    CI ends too, so the scaled part moves with W there)."""
+    CI ends too, so the scaled part moves with W there).
+    `bytecode`: opskew.bytecode.measure()'s result for the process that
+    recorded the trace under with_stack; where it `applies`, the rows whose
+    self time runs Python code (Python frames, record_function ranges:
+    opskew.bytecode.runs_bytecode) get the corrected self time over its
+    factor as their intervals' low end (row["bytecode_factor"]): the part
+    of the interpreter's slowdown under the profile function that W and
+    W_py, costs per event, leave in them."""
     import json
     from .tracefile import correct
 
@@ -90,12 +97,15 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     hi_of = {o["name"]: o for o in high["ops"]}
     wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
     dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
+    from .bytecode import runs_bytecode
+
+    factor = (bytecode or {}).get("factor", {}).get("median") if (bytecode or {}).get("applies") else None
     ops = []
     for o in med["ops"]:
         lo, hi = lo_of[o["name"]], hi_of[o["name"]]
         calls = o["calls"]
         row = {
-            "name": o["name"], "calls": calls, "python": bool(o["python"]),
+            "name": o["name"], "calls": calls, "python": bool(o["python"]), "category": o.get("category", ""),
             "reported_self_ns": o["reported_self_ns"], "reported_total_ns": o["reported_total_ns"],
             "added_ns": {"inside": calls * (dpm if o["python"] else dm),
                          "operators_below": wm * o["descendants"],
@@ -117,6 +127,16 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             # children's corrected durations outlast their own; docs/correct.md).
             "stretched_ns": o["stretched_ns"],
         }
+        if factor and factor > 1 and runs_bytecode(row):
+            # All of the self time could be bytecode run `factor` times slower:
+            # the low end. Its total moves down by as much.
+            cs, ct = row["corrected_self_ns"], row["corrected_total_ns"]
+            lo_self = cs["ci95"][0]
+            if lo_self > 0:
+                cut = lo_self * (1 - 1 / factor)
+                cs["ci95"][0] = lo_self - cut
+                ct["ci95"][0] = max(ct["ci95"][0] - cut, 0.0)
+            row["bytecode_factor"] = factor
         marks = {}
         for fig in ("self", "total"):
             c = row[f"corrected_{fig}_ns"]
@@ -126,6 +146,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         ops.append(row)
     ops.sort(key=lambda r: -r["reported_self_ns"])
     return {"ops": ops, "summary": where_it_lands(med, ops, dm, wm, wpm), "stats": med["stats"],
+            "bytecode": bytecode, "bytecode_rows": sum(1 for r in ops if "bytecode_factor" in r),
             "threshold": threshold, "ci_coverage": w.get("ci_coverage", 0.95),
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
             "truncated": bool(med["truncated"])}
@@ -200,7 +221,8 @@ def verdict_rows(ops: list) -> list:
                      + a.get("span", 0.0) + a.get("scaled", 0.0),
                      r["corrected_total_ns"]["median"],
                      (cs["median"], cs["ci95"][0], cs["ci95"][1]),
-                     r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")])
+                     r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")
+                     + (" *" if "bytecode_factor" in r else "")])
     return rows
 
 
@@ -214,7 +236,26 @@ def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
     cols = [Col(f"corrected self [{cov}]", "interval", "corrected_self_ns") if c == "corrected self [95% CI]"
             else c for c in VERDICT_COLUMNS]
     op_table(verdict_rows(verdict["ops"]), cols, top=top, out=out)
+    note = bytecode_sentence(verdict)
+    if note:
+        out.write(f"* {note}\n")
     out.write(f"where the skew lands: {sentence(verdict['summary'])}\n")
+
+
+def bytecode_sentence(verdict: dict) -> str | None:
+    """The rows widened for the interpreter's slowdown under with_stack, in
+    words; None where none were."""
+    b = verdict.get("bytecode") or {}
+    n = verdict.get("bytecode_rows") or 0
+    if not n or not b.get("applies"):
+        return None
+    f = b["factor"]
+    ci = f["ci95"]
+    return (f"{n} name(s) whose self time runs Python code (Python frames, record_function ranges): "
+            f"{b['python']} ran bytecode {f['median']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}] slower under the profile "
+            "function with_stack sets (measured in this process), which no cost per event removes; their "
+            "corrected self time may be up to that factor lower, and their interval's low end says so "
+            "(docs/profile.md)")
 
 
 # One colour per mark, the same in every plot.

@@ -596,9 +596,25 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
     assert 0 <= wp["delta_py_ns"] <= wp["median"] and "taken out of each active step" in r["w_py_note"]
     meta = tracefile.scan(r["corrected_trace"], header_only=True)["objects"]["opskew"]
     assert meta["corrected"]["w_py_ns"] == pytest.approx(wp["median"])
+    # The interpreter's slowdown under the profile function, measured with
+    # it (opskew.bytecode), is in the report and its trace's metadata; where it
+    # applies, exactly the names whose self time runs Python code carry it.
+    bc = r["bytecode"]
+    assert bc["factor"]["median"] > 0 and bc["python"] and meta["run"]["bytecode"] == bc
+    ops = r["operators"]["ops"]
+    runs_py = {o["name"] for o in ops if o["python"] or o["category"] == "user_annotation"}
+    assert any(o["category"] == "cpu_op" for o in ops) and runs_py
+    widened = {o["name"] for o in ops if "bytecode_factor" in o}
+    assert widened == (runs_py if bc["applies"] else set())
+    assert r["operators"]["bytecode_rows"] == len(widened)
+    for o in ops:
+        if "bytecode_factor" in o and o["corrected_self_ns"]["median"] > 0:
+            c = o["corrected_self_ns"]
+            assert c["ci95"][0] < c["median"]
     # Not measured, none stored: said, and W carries the Python events' cost.
     r = run("none", measure_w_py=False).report
     assert r["w_py_ns"] is None and "(measure_w_py=False) and none is stored" in r["w_py_note"]
+    assert r["bytecode"] is None and not any("bytecode_factor" in o for o in r["operators"]["ops"])
     store_calibration("with_stack", (3000.0, [2500.0, 3500.0]), (100.0, [80.0, 120.0]),
                       w_py_ns={"median": 500.0, "ci95": [400.0, 600.0]},
                       delta_py_ns={"median": 50.0, "ci95": [40.0, 60.0]})

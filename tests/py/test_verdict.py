@@ -124,6 +124,71 @@ def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):
     assert "inflated" in text
 
 
+def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tmp_path):
+    """Under with_stack on CPython <= 3.11 the interpreter runs bytecode
+    slower while the profile function is set; opskew.bytecode measures the
+    factor and the verdict lowers the interval's low end of the names whose
+    self time runs Python code (record_function ranges, Python frames) by
+    it, and of no operator's."""
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=300.0)
+    w = {"median": 300.0, "ci95": [290.0, 310.0]}
+    plain = by_name(verdict.per_operator(str(trace), w, 0.0))
+    slow = {"factor": {"median": 2.0, "ci95": [1.9, 2.1]}, "applies": True, "python": "CPython 3.11.7"}
+    v = verdict.per_operator(str(trace), w, 0.0, bytecode=slow)
+    ops = by_name(v)
+    parent, add, mul = ops["opskew::parent"], ops["aten::add"], ops["aten::mul"]
+    assert parent["category"] == "user_annotation" and add["category"] == "cpu_op"
+    assert parent["bytecode_factor"] == 2.0 and "bytecode_factor" not in add and "bytecode_factor" not in mul
+    assert v["bytecode_rows"] == 1
+    lo_self = plain["opskew::parent"]["corrected_self_ns"]["ci95"][0]
+    assert parent["corrected_self_ns"]["ci95"][0] == pytest.approx(lo_self / 2)
+    assert parent["corrected_total_ns"]["ci95"][0] == pytest.approx(
+        plain["opskew::parent"]["corrected_total_ns"]["ci95"][0] - lo_self / 2)
+    # The medians, the high ends and the operators' intervals stay.
+    for name in ops:
+        for fig in ("corrected_self_ns", "corrected_total_ns"):
+            assert ops[name][fig]["median"] == plain[name][fig]["median"]
+            assert ops[name][fig]["ci95"][1] == plain[name][fig]["ci95"][1]
+    for name in ("aten::add", "aten::mul"):
+        assert ops[name]["corrected_self_ns"] == plain[name]["corrected_self_ns"]
+    out = io.StringIO()
+    verdict.render(v, out, top=0)
+    assert "opskew::parent" in out.getvalue() and "* 1 name(s) whose self time runs Python code" in out.getvalue()
+    # A factor whose CI does not lie above 1 (Python 3.12's instrumentation)
+    # widens nothing.
+    flat = dict(slow, applies=False)
+    assert by_name(verdict.per_operator(str(trace), w, 0.0, bytecode=flat)) == plain
+    out = io.StringIO()
+    verdict.render(verdict.per_operator(str(trace), w, 0.0, bytecode=flat), out, top=0)
+    assert "name(s) whose self time" not in out.getvalue()
+
+
+def test_bytecode_measure_keeps_another_profile_function_and_reports_its_conditions():
+    import sys
+
+    from opskew import bytecode
+
+    seen = []
+
+    def other(frame, event, arg):
+        seen.append(event)
+
+    sys.setprofile(other)
+    try:
+        assert bytecode.measure(rounds=3) is None  # never replaces a profile function in use
+        assert sys.getprofile() is other
+    finally:
+        sys.setprofile(None)
+    m = bytecode.measure(rounds=11, n=100, reps=3)
+    assert sys.getprofile() is None
+    assert m["rounds"] == 11 and m["python"].startswith(("CPython", "PyPy")) and m["measure"]
+    f = m["factor"]
+    assert f["median"] > 0 and (f["ci95"] is None or f["ci95"][0] <= f["median"] <= f["ci95"][1])
+    assert m["applies"] == bool(f["ci95"] and f["ci95"][0] > bytecode.MIN_FACTOR)
+    assert (m["why"] is None) == m["applies"]
+
+
 WL = __import__("os").path.join(__import__("os").path.dirname(__file__), "workloads", "wl.py")
 
 

@@ -193,6 +193,10 @@ static void test_python_class(void) {
   const osk_correct_op_t *op = op_named(c, "aten::add"), *g = op_named(c, "g");
   CHECK(it && f && add && op && g);
   CHECK(!it->py_class && f->py_class && add->py_class && !op->py_class && g->py_class);
+  /* Each name's category, as its first event has it. */
+  CHECK(it->category.len == 15 && !memcmp(it->category.ptr, "user_annotation", 15));
+  CHECK(op->category.len == 6 && !memcmp(op->category.ptr, "cpu_op", 6));
+  CHECK(g->category.len == 15 && !memcmp(g->category.ptr, "python_function", 15));
   CHECK_NEAR(op->corrected_total_ns, 390, 1e-9);   /* 400 - delta */
   CHECK_NEAR(add->corrected_total_ns, 695, 1e-9);  /* 800 - delta_py - W */
   CHECK_NEAR(g->corrected_total_ns, 295, 1e-9);    /* 300 - delta_py */
