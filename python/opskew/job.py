@@ -245,12 +245,81 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     }
 
 
+def _cycle_reports(files: list) -> dict:
+    """realpath of a raw trace -> the opskew.profile report of its cycle,
+    from the report.rankR.json files beside the traces (their latest
+    cycles); a trace whose cycle is not there gets the report opskew.profile
+    put in the corrected trace it wrote beside it, if any (_cycle_report)."""
+    found = {}
+    for d in sorted({os.path.dirname(os.path.abspath(f)) for f in files}):
+        for _, doc in rank_reports(d) + [(n, doc) for n, doc in _plain_report(d)]:
+            for r in doc.get("reports") or []:
+                raw = r.get("raw_trace") if isinstance(r, dict) else None
+                if isinstance(raw, str):
+                    # A relative path is the profiled script's; the trace lies in d.
+                    path = raw if os.path.isabs(raw) else os.path.join(d, os.path.basename(raw))
+                    found[os.path.realpath(path)] = r
+    return found
+
+
+def _plain_report(folder: str) -> list:
+    """[("report.json", document)] of a single-process `opskew profile` run."""
+    path = os.path.join(folder, "report.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return []
+    return [("report.json", doc)] if isinstance(doc, dict) and "reports" in doc else []
+
+
+def _cycle_report(src: str, found: dict) -> dict | None:
+    rep = found.get(os.path.realpath(src))
+    if rep is not None:
+        return rep
+    from .profiling import corrected_path
+
+    cor = corrected_path(src)
+    if not os.path.isfile(cor):
+        return None
+    try:
+        run = (scan(cor, header_only=True).get("objects") or {}).get("opskew", {}).get("run")
+    except Exception:  # noqa: BLE001 - an unreadable neighbour only loses the spans
+        return None
+    return run if isinstance(run, dict) and run.get("raw_trace") else None
+
+
+def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
+    """The spans opskew.profile's own correction of a cycle's trace passed
+    (docs/profile.md): each ProfilerStep#N held to the body opskew timed
+    (the report's step_spans_ns) and, where the cycle's report priced its
+    cold first step, that step's events at a scale on W, recomputed for
+    this W (the same extra over this W's instrument time, within the same
+    COLD_MAX_SCALE). None without a report."""
+    from .profiling import COLD_MAX_SCALE
+
+    if not rep:
+        return None
+    spans = {k: float(v) for k, v in (rep.get("step_spans_ns") or {}).items() if isinstance(v, (int, float))}
+    cold = rep.get("cold_step") or {}
+    extra = cold.get("extra_ns")
+    if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0 and isinstance(extra, (int, float)) and extra > 0:
+        base = w_ns * (cold.get("op_events") or 0) + w_py_ns * (cold.get("py_events") or 0)
+        scale = 1.0 + extra / base if base > 0 else None
+        if scale is not None and scale <= COLD_MAX_SCALE:
+            spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    return spans or None
+
+
 def write_corrected(doc: dict, out_dir: str) -> list:
-    """Each rank's traces corrected for its own instrument cost (its W, W_py;
-    delta 0) into out_dir, as NAME.corrected.json(.gz), with the times on
-    rank 0's clock when the job's offsets were applied, and the rank's clock
-    fit and cross-rank figures in the "opskew" metadata ("run": {"job":
-    ...}). The recomputed waits stay in the job summary. Returns the paths."""
+    """Each rank's traces corrected for its own instrument cost (its W, W_py)
+    into out_dir, as NAME.corrected.json(.gz), with the times on rank 0's
+    clock when the job's offsets were applied, and the rank's clock fit and
+    cross-rank figures in the "opskew" metadata ("run": {"job": ...}). A
+    trace opskew.profile wrote gets what its own correction got from the
+    cycle's report: its `delta` (else 0), each ProfilerStep#N held to the
+    body it timed, and the cold first step's price (job_spans). The
+    recomputed waits stay in the job summary. Returns the paths."""
     from .report import check_output
     from .tracefile import correct
 
@@ -271,12 +340,20 @@ def write_corrected(doc: dict, out_dir: str) -> list:
                         "own_ns": rk["own_ns"], "absorbed_ns": rk["absorbed_ns"],
                         "note": "corrected for this rank's own cost; the waits the others' costs caused are "
                                 "in the job summary (docs/multirank.md)"}}
+        found = _cycle_reports(rk["files"])
         for src in rk["files"]:
             base = os.path.basename(src)
             stem, ext = (base[:-8], ".json.gz") if base.endswith(".json.gz") else (base[:-5], ".json")
             out = os.path.join(out_dir, f"{stem}.corrected{ext}")
             check_output(out, inputs=[("an input trace", t) for t in doc["traces"]])
-            correct(src, rk["w_ns"], 0.0, out, w_py_ns=rk["w_py_ns"], run_json=json.dumps(meta), clock=clock)
+            rep = _cycle_report(src, found)
+            spans = job_spans(rep, rk["w_ns"], rk["w_py_ns"])
+            d = rep.get("delta_ns") if rep else None
+            delta = min(max(float(d), 0.0), rk["w_ns"]) if isinstance(d, (int, float)) else 0.0
+            m = dict(meta["job"], delta_ns=delta, spans=spans,
+                     cycle_report=(f"cycle {rep.get('cycle')} of opskew profile's report" if rep else None))
+            correct(src, rk["w_ns"], delta, out, w_py_ns=rk["w_py_ns"], run_json=json.dumps({"job": m}),
+                    clock=clock, spans=spans)
             written.append(out)
     return written
 

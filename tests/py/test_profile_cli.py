@@ -400,6 +400,35 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
     assert job["schema"] == "opskew.profile.job/1" and [r["rank"] for r in job["ranks"]] == [0, 1]
     assert all(r["w_ns"] is not None and r["traces"] == 2 for r in job["ranks"])
     assert "opskew profile: 2 rank(s)" in p.stderr and "  rank 1: W " in p.stderr
+    # `opskew summary --corrected-dir` corrects each rank's traces with its own
+    # W and what opskew.profile's own correction got from the cycle's report:
+    # its delta, and the ProfilerStep#N ranges held to the bodies it timed.
+    from opskew.tracefile import correct, summarize
+
+    cor = tmp_path / "cor"
+    p = run_opskew("summary", str(out), "--corrected-dir", str(cor))
+    assert p.returncode == 0, p.stderr
+    for r in (0, 1):
+        doc = json.loads((out / f"report.rank{r}.json").read_text())
+        rep = doc["reports"][-1]
+        name = f"opskew-profile-rank{r}-cycle2"
+        t = json.loads((cor / f"{name}.corrected.json").read_text())
+        job = t["opskew"]["run"]["job"]
+        assert job["rank"] == r and job["cycle_report"] == f"cycle {rep['cycle']} of opskew profile's report"
+        assert set(rep["step_spans_ns"]) <= set(job["spans"]) and job["delta_ns"] == rep["delta_ns"]
+
+        def steps(path):
+            return {o["name"]: o["total_ns"] for o in summarize(str(path), categories=["user_annotation"])["ops"]
+                    if o["name"] in rep["step_spans_ns"]}
+
+        held = steps(cor / f"{name}.corrected.json")
+        # The same correction without the spans: every range longer by the
+        # part of step() inside it (a few us each).
+        correct(str(out / f"{name}.json"), job["w_ns"], job["delta_ns"], str(tmp_path / f"{name}.nospans.json"),
+                w_py_ns=job["w_py_ns"])
+        loose = steps(tmp_path / f"{name}.nospans.json")
+        assert held.keys() == loose.keys() == rep["step_spans_ns"].keys()
+        assert all(held[k] <= loose[k] for k in held) and sum(held.values()) < sum(loose.values())
     # torchrun's own options are checked before anything runs.
     p = run_opskew("profile", "-o", str(out), "--", torchrun, "--no-python", "true", cwd=str(tmp_path))
     assert p.returncode == 2 and "--no-python" in p.stderr
