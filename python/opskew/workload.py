@@ -55,6 +55,46 @@ def _builtin_add(device: str, calls: int, numel: int) -> Workload:
     )
 
 
+PANEL = "builtin:leaf-panel"
+
+
+def leaf_panel(device: str, calls: int) -> Workload:
+    """opskew calibrate's panel for `delta` (docs/correct.md): 8 leaf
+    operators whose inputs differ (one tensor; two; three and a scalar; a
+    list of 8; sizes; a scalar bound; an in-place copy; a factory with no
+    tensor input), in turn, about `calls` operator calls per iteration. What
+    an instrument adds inside an operator's own interval depends on the
+    operator's inputs under record_shapes (bench/bench_in_event_cost.py:
+    +6 to +356 ns over opskew's tracer); the panel's mean stands for a mix
+    of operators where torch.add alone is one end of that range."""
+    import torch
+
+    x, y, z = (torch.randn(16, device=device) for _ in range(3))
+    parts = [torch.randn(4, device=device) for _ in range(8)]
+    out = torch.empty(16, device=device)
+    neg, add, addcmul, cat, empty = torch.neg, torch.add, torch.addcmul, torch.cat, torch.empty
+    rounds = max(1, calls // 8)
+
+    def iteration():
+        for _ in range(rounds):
+            neg(x)
+            add(x, y)
+            addcmul(x, y, z, value=0.5)
+            cat(parts)
+            x.view(4, 4)
+            x.clamp_min(0.0)
+            out.copy_(y)
+            empty(16, device=device)
+
+    return Workload(
+        name=PANEL,
+        iteration=iteration,
+        description=(f"8 leaf operators x {rounds} per iteration (neg, add, addcmul, cat of 8, view, clamp_min, "
+                     f"copy_, empty) on {device}"),
+        params={"ops": 8, "calls_per_iter": 8 * rounds},
+    )
+
+
 def _is_file(modspec: str) -> bool:
     """A TARGET's module part names a file (else a module to import)."""
     return modspec.endswith(".py") or os.sep in modspec or "/" in modspec

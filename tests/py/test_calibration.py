@@ -269,3 +269,25 @@ def test_calibrate_on_a_workload_without_operators_says_w_is_undefined(tmp_path)
     assert "no operator events: W undefined" in p.stdout and "quieter machine" not in p.stdout, p.stdout
     cal = json.loads((tmp_path / "c.json").read_text())["calibrations"][0]
     assert cal["op_events_per_iter"] == 0 and cal["_path"] is None
+
+
+def test_the_leaf_panel_s_operators_are_leaves_under_every_configuration(tmp_path):
+    """calibrate's delta is the leaf panel's mean operator self time against
+    opskew's tracer: every operator of the panel must be a leaf (no operator
+    inside it) in torch.profiler's trace, whatever the options."""
+    import torch
+
+    from opskew.tracefile import summarize
+    from opskew.workload import leaf_panel
+
+    wl = leaf_panel("cpu", 16)
+    wl.iteration()
+    for opts in ({}, {"record_shapes": True, "with_stack": True}, {"profile_memory": True, "with_flops": True}):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], **opts) as p:
+            wl.iteration()
+        path = tmp_path / "panel.json"
+        p.export_chrome_trace(str(path))
+        ops = [o for o in summarize(str(path), categories=["cpu_op"])["ops"]]
+        assert {o["name"] for o in ops} == {"aten::neg", "aten::add", "aten::addcmul", "aten::cat", "aten::view",
+                                             "aten::clamp_min", "aten::copy_", "aten::empty"}, opts
+        assert all(o["descendants"] == 0 and o["calls"] == 2 for o in ops), (opts, ops)

@@ -83,6 +83,11 @@ def test_calibrate_stores_and_shows(cache):
     assert cal["schema"] == "opskew.calibration/1"
     assert cal["key"]["instrument"] == "torch.profiler" and cal["key"]["torch"].startswith("2.")
     assert 0 <= cal["delta_ns"]["median"] <= max(cal["w_ns"]["median"], 0)
+    # delta from the leaf panel against the tracer, torch.add's own figure beside it.
+    d = cal["delta_ns"]
+    assert d["workload"].startswith("8 leaf operators") and d["method"].startswith("the leaf panel's mean")
+    assert d["leaf_reported_ns"] > 0 and d["leaf_in_opskew_ns"] > 0
+    assert 0 <= d["torch_add"]["median"] <= max(cal["w_ns"]["median"], 0)
     assert cal["validation"]["injected_ns"] == 2000
     p = run_opskew("calibrate", "--show", env={"OPSKEW_CACHE_DIR": str(cache)})
     assert p.returncode == 0 and "minimal" in p.stdout

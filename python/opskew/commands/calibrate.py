@@ -17,9 +17,11 @@ model (docs/design.md):
 
   W         the wall time the instrument adds per operator event (in-window,
             paired against the bare micro-workload, with a 95% CI);
-  delta     the part of it inside the event's own recorded interval: the leaf
+  delta     the part of it inside the event's own recorded interval: a leaf
             operator's duration in the instrument's trace minus its duration
-            in opskew's tracer, plus opskew's own self-calibrated delta;
+            in opskew's tracer, plus opskew's own self-calibrated delta; the
+            mean over a panel of 8 leaf operators with different inputs
+            (under record_shapes it depends on them), in rounds of its own;
   W_py      with with_stack only: the cost per Python-function event (the
             Python tracer records every Python call), from a second
             micro-workload of empty Python calls; W is then the operator's
@@ -246,6 +248,20 @@ def run(args) -> int:
     rounds = complete(run_rounds(wl.iteration, arms, trials=args.trials, iters=args.iters, device=device,
                                  warmup_s=args.warmup, progress=progress_printer("opskew calibrate")),
                       "the micro-workload")
+    # delta: the leaves' duration against the tracer's on a panel of leaf
+    # operators with different inputs (workload.leaf_panel), in rounds of
+    # their own; torch.add's own figure is kept beside it.
+    panel_rounds = panel_wl = None
+    if configs and (use_tracer or use_native):
+        from ..workload import leaf_panel
+
+        panel_wl = leaf_panel(device, args.calls)
+        p_arms = {n: arms[n] for n in configs}
+        p_arms["opskew" if use_tracer else "opskew-native"] = arms["opskew" if use_tracer else "opskew-native"]
+        panel_rounds = complete(run_rounds(panel_wl.iteration, p_arms, trials=args.trials, iters=args.iters,
+                                           device=device, warmup_s=args.warmup,
+                                           progress=progress_printer("opskew calibrate (leaf panel)")),
+                                "the leaf panel")
     # with_stack: the Python tracer's events, priced on empty Python calls.
     py_configs = [n for n, o in configs.items() if o.get("with_stack")]
     py_rounds = py_description = None
@@ -276,8 +292,8 @@ def run(args) -> int:
     def w_py_of(name):
         return python_event_constants(py_rounds, name, args.iters * args.calls)
 
-    def leaf_per_call(name):
-        vals = [t.reported_op_self_s / t.op_events for t in rounds.trials[name]
+    def leaf_per_call(name, src=None):
+        vals = [t.reported_op_self_s / t.op_events for t in (src or rounds).trials[name]
                 if t.reported_op_self_s and t.op_events]
         return _engine.quantile(vals, 0.5) * 1e9 if vals else None
 
@@ -293,9 +309,12 @@ def run(args) -> int:
     # The tracer's self-calibration, taken at each session start; the median.
     own_delta = {n: _engine.quantile([t.extra.get("delta_ns", 10.0) for t in rounds.trials[n]], 0.5)
                  for n in tracers}
+    panel_tracer = None
     if tracers:
         tracer_leaf = leaf_per_call(tracers[0])
         tracer_delta = own_delta[tracers[0]]
+        if panel_rounds is not None:
+            panel_tracer = leaf_per_call(tracers[0], panel_rounds)
     date = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     src = u_rounds or rounds
     common = {"schema": SCHEMA, "date": date, "workload": (user or wl).description,
@@ -319,11 +338,21 @@ def run(args) -> int:
         else:
             key = make_key("torch.profiler", name, torch.__version__, device, args.threads)
             leaf = leaf_per_call(name)
+            wm = max(w["median"], 0.0)
+            add = None
             if tracer_leaf is not None and leaf is not None:
-                dv = min(max(leaf - tracer_leaf + tracer_delta, 0.0), max(w["median"], 0.0))
-                delta = {"median": dv, "leaf_reported_ns": leaf, "leaf_in_opskew_ns": tracer_leaf,
-                         "method": "leaf duration in this trace - in opskew's trace + opskew's delta, "
-                                   "clamped to [0, W]"}
+                add = {"median": min(max(leaf - tracer_leaf + tracer_delta, 0.0), wm), "leaf_reported_ns": leaf,
+                       "leaf_in_opskew_ns": tracer_leaf}
+            p_leaf = leaf_per_call(name, panel_rounds) if panel_rounds is not None else None
+            if p_leaf is not None and panel_tracer is not None:
+                delta = {"median": min(max(p_leaf - panel_tracer + tracer_delta, 0.0), wm),
+                         "leaf_reported_ns": p_leaf, "leaf_in_opskew_ns": panel_tracer,
+                         "workload": panel_wl.description, "torch_add": add,
+                         "method": "the leaf panel's mean operator duration in this trace - in opskew's trace "
+                                   "(medians over rounds) + opskew's delta, clamped to [0, W]"}
+            elif add is not None:
+                delta = dict(add, method="leaf duration in this trace - in opskew's trace + opskew's delta, "
+                                         "clamped to [0, W]")
             else:
                 delta = {"median": 0.0, "method": "no tracer to compare with: delta assumed 0"}
         key["workload"] = user.name if user else "builtin:add"
