@@ -375,20 +375,21 @@ def _steps(step, before, after):
 
 def _drive(child):
     """Runs a child: a generator that sets up, yields (step, before, after)
-    for _steps, and returns its result when resumed (a generator's frame is
-    not on the frame stack while it is suspended). An exception in the steps
-    is thrown into it at the yield, so its `with` blocks end as they would."""
-    loop = next(child)
+    for each of its loops (the profiled one; opskew's tracer's before and
+    after it) and returns its result (a generator's frame is not on the frame
+    stack while it is suspended). An exception in the steps is thrown into it
+    at the yield, so its `with` blocks end as they would."""
     try:
-        _steps(*loop)
-    except BaseException as exc:
-        child.throw(exc)
-        raise
-    try:
-        child.send(None)
+        loop = next(child)
+        while True:
+            try:
+                _steps(*loop)
+            except BaseException as exc:
+                loop = child.throw(exc)
+                continue
+            loop = child.send(None)
     except StopIteration as done:
         return done.value
-    raise RuntimeError("a child yielded more than one loop")
 
 
 def child_bare(a):
@@ -456,7 +457,7 @@ def child_profile(a):
         # is past its warm-up then, and waits.
         turns.give()
         turns.take()
-    tracer_before = _tracer_leaves(step, a) if a.tracer_steps else None
+    tracer_before = (yield from _tracer_leaves(step, a)) if a.tracer_steps else None
     out_dir = tempfile.mkdtemp(prefix="vp-traces-", dir=a.tmp)
     sched = torch.profiler.schedule(wait=a.wait, warmup=1, active=a.active, repeat=a.repeat)
     cycle = a.wait + 1 + a.active
@@ -524,7 +525,7 @@ def child_profile(a):
                for ph in ("wait", "active")}
     tracer = None
     if a.tracer_steps:
-        after = _tracer_leaves(step, a)
+        after = yield from _tracer_leaves(step, a)
     if turns is not None:
         turns.give(more=False)
     if a.tracer_steps:
@@ -560,15 +561,15 @@ def _median_by_name(runs):
 
 def _tracer_leaves(step, a):
     """Leaf operators' durations in opskew's own tracer (ITT), corrected
-    with its own self-calibrated delta."""
+    with its own self-calibrated delta. A generator (yield from it in a
+    child): its steps run under _steps, at the profiled loop's depth."""
     from opskew.tracefile import correct
     from opskew.tracing import trace
 
     _warm(step, 0.1, min_steps=5)
     path = os.path.join(tempfile.mkdtemp(prefix="vp-tracer-", dir=a.tmp), "opskew.json")
     with trace(instrument="itt") as t:
-        for _ in range(a.tracer_steps):
-            step()
+        yield step, (lambda i: i < a.tracer_steps), (lambda i, ns: None)
     t.write(path)
     cal = t.calibration or {"w_ns": 0.0, "delta_ns": 0.0}
     w = max(cal["w_ns"], 0.0)
