@@ -194,6 +194,14 @@ def test_corrected_trace_with_in_run_calibration(check_json, opskew, tmp_path):
     assert corrected["opskew"]["corrected"]["w_ns"] == pytest.approx(c["w_ns"]["median"], abs=1e-3)
     raw_events = [e for e in json.loads(raw.read_text())["traceEvents"] if e.get("ph") == "X"]
     assert any(e.get("cat") == "python_function" for e in raw_events)
+    # with_stack: the interpreter's slowdown under the profile function is
+    # measured, and where it applies the Python-run names carry it (opskew.bytecode).
+    ops, bc = r["operators"]["ops"], r["operators"]["bytecode"]
+    assert bc["factor"]["median"] > 0 and bc["python"]
+    widened = {o["name"] for o in ops if "bytecode_factor" in o}
+    assert widened == ({o["name"] for o in ops if o["python"] or o["category"] == "user_annotation"}
+                       if bc["applies"] else set())
+    assert ("name(s) whose self time runs Python code" in p.stdout) == bool(widened and bc["applies"])
     # Wrong combinations are refused before anything runs.
     for bad in (("--trace", str(raw), "--no-verdict"), ("--instrument", "busy-wait:100", "--corrected-trace", str(out)),
                 ("--corrected-trace", str(tmp_path / "no" / "such" / "dir.json"))):

@@ -96,6 +96,10 @@ def test_one_workload_end_to_end(tmp_path):
         leaf = r["leaf"]
         assert leaf["compared"] >= 1 and 0 <= leaf["agree"] <= leaf["compared"]
         assert leaf["worst"]["name"] == "aten::add"
+        # Only disagreeing leaves can lie inside a widened interval, and
+        # tiny_loop has no record_function range to widen.
+        assert leaf["within_interval"] == []
+    assert "leaves within 15% or 100 ns of opskew's tracer; of the others, 0 lie inside" in p.stdout
     # The suite removes its temporary folder (traces, cache, children's output).
     assert not [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-validate-profile-")]
 

@@ -266,6 +266,13 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     cal = find("torch.profiler", config, torch.__version__, device)
     delta = min(max(cal["delta_ns"]["median"], 0.0), w["median"]) if cal else 0.0
     delta_py = min(max((cal.get("delta_py_ns") or {}).get("median", 0.0), 0.0), wp) if cal else 0.0
+    # with_stack: how much slower bytecode runs under the profile function
+    # (opskew.bytecode), measured here before the profiler sets one.
+    bytecode = None
+    if instrument.options.get("with_stack"):
+        from ..bytecode import measured
+
+        bytecode = measured()
     prof = torch.profiler.profile(activities=instrument._activities(), **instrument.options)
     with prof:
         window()
@@ -278,7 +285,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
         try:
             v = per_operator(raw, {k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta,
                              w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
-                             threshold=args.threshold, out=args.corrected_trace)
+                             threshold=args.threshold, out=args.corrected_trace, bytecode=bytecode)
         except UsageError as exc:  # the corrected trace could not be written: exit 7
             failure = write_failure(exc, args.corrected_trace)
             if failure:
