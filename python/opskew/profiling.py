@@ -1115,6 +1115,11 @@ class profile:
         w_py = self._w_py()
         rep["w_py_ns"] = w_py
         rep["bytecode"] = self._bytecode()
+        if self._options["with_stack"] and self._measure_py and rep["bytecode"] is None:
+            rep["notes"] = sorted(set(rep["notes"]) | {
+                "the interpreter's slowdown under with_stack's profile function was not measured (another "
+                "profile function was set at the first trace: cProfile, a debugger): the intervals of names whose "
+                "self time runs Python code are not widened for it (docs/profile.md)"})
         if self._options["with_stack"]:
             rep["w_py_note"] = (
                 f"W_py {w_py['source']}; taken out of each active step before W and used in the correction"

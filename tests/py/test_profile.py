@@ -611,6 +611,17 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
         if "bytecode_factor" in o and o["corrected_self_ns"]["median"] > 0:
             c = o["corrected_self_ns"]
             assert c["ci95"][0] < c["median"]
+    assert not any("slowdown under with_stack" in n for n in r["notes"])
+    # Where the slowdown cannot be measured (another profile function was
+    # set then), nothing is widened, and the report says so.
+    from opskew import bytecode
+
+    monkeypatch.setattr(bytecode, "measured", lambda: None)
+    r = run("unmeasured").report
+    assert r["bytecode"] is None and not any("bytecode_factor" in o for o in r["operators"]["ops"])
+    assert any("slowdown under with_stack's profile function was not measured" in n for n in r["notes"])
+    monkeypatch.undo()
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
     # Not measured, none stored: said, and W carries the Python events' cost.
     r = run("none", measure_w_py=False).report
     assert r["w_py_ns"] is None and "(measure_w_py=False) and none is stored" in r["w_py_note"]
