@@ -429,6 +429,25 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
         loose = steps(tmp_path / f"{name}.nospans.json")
         assert held.keys() == loose.keys() == rep["step_spans_ns"].keys()
         assert all(held[k] <= loose[k] for k in held) and sum(held.values()) < sum(loose.values())
+    # Without the reports, a trace's cycle report comes from the corrected
+    # trace opskew profile wrote beside it (its "opskew" metadata).
+    import shutil
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    for r in (0, 1):
+        for suffix in (".json", ".corrected.json"):
+            shutil.copy(out / f"opskew-profile-rank{r}-cycle2{suffix}", alone)
+    p = run_opskew("summary", str(alone / "opskew-profile-rank0-cycle2.json"),
+                   str(alone / "opskew-profile-rank1-cycle2.json"), "--w", "500", "--corrected-dir",
+                   str(tmp_path / "cor2"))
+    assert p.returncode == 0, p.stderr
+    for r in (0, 1):
+        rep = json.loads((out / f"report.rank{r}.json").read_text())["reports"][-1]
+        job = json.loads((tmp_path / "cor2" / f"opskew-profile-rank{r}-cycle2.corrected.json").read_text()
+                         )["opskew"]["run"]["job"]
+        assert job["w_ns"] == 500 and set(rep["step_spans_ns"]) <= set(job["spans"])
+        assert job["cycle_report"] == f"cycle {rep['cycle']} of opskew profile's report"
     # torchrun's own options are checked before anything runs.
     p = run_opskew("profile", "-o", str(out), "--", torchrun, "--no-python", "true", cwd=str(tmp_path))
     assert p.returncode == 2 and "--no-python" in p.stderr
