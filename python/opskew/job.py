@@ -252,25 +252,15 @@ def _cycle_reports(files: list) -> dict:
     put in the corrected trace it wrote beside it, if any (_cycle_report)."""
     found = {}
     for d in sorted({os.path.dirname(os.path.abspath(f)) for f in files}):
-        for _, doc in rank_reports(d) + [(n, doc) for n, doc in _plain_report(d)]:
-            for r in doc.get("reports") or []:
+        # report.rankR.json under torchrun, report.json for one process.
+        for _, doc in rank_reports(d) + rank_reports(d, ["report.json"]):
+            for r in (doc.get("reports") or []) if isinstance(doc, dict) else []:
                 raw = r.get("raw_trace") if isinstance(r, dict) else None
                 if isinstance(raw, str):
                     # A relative path is the profiled script's; the trace lies in d.
                     path = raw if os.path.isabs(raw) else os.path.join(d, os.path.basename(raw))
                     found[os.path.realpath(path)] = r
     return found
-
-
-def _plain_report(folder: str) -> list:
-    """[("report.json", document)] of a single-process `opskew profile` run."""
-    path = os.path.join(folder, "report.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return []
-    return [("report.json", doc)] if isinstance(doc, dict) and "reports" in doc else []
 
 
 def _cycle_report(src: str, found: dict) -> dict | None:
@@ -296,17 +286,15 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     cold first step, that step's events at a scale on W, recomputed for
     this W (the same extra over this W's instrument time, within the same
     COLD_MAX_SCALE). None without a report."""
-    from .profiling import COLD_MAX_SCALE
+    from .profiling import COLD_MAX_SCALE, cold_w_scale
 
     if not rep:
         return None
     spans = {k: float(v) for k, v in (rep.get("step_spans_ns") or {}).items() if isinstance(v, (int, float))}
     cold = rep.get("cold_step") or {}
-    extra = cold.get("extra_ns")
-    if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0 and isinstance(extra, (int, float)) and extra > 0:
-        base = w_ns * (cold.get("op_events") or 0) + w_py_ns * (cold.get("py_events") or 0)
-        scale = 1.0 + extra / base if base > 0 else None
-        if scale is not None and scale <= COLD_MAX_SCALE:
+    if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0:
+        scale = cold_w_scale(cold.get("extra_ns"), cold, w_ns, w_py_ns)
+        if 1.0 < scale <= COLD_MAX_SCALE:
             spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
     return spans or None
 

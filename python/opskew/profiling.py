@@ -1222,6 +1222,15 @@ COLD_MIN_CYCLES = 3  # cycles whose cold first step was measured, before its ext
 COLD_MAX_SCALE = 4.0
 
 
+def cold_w_scale(extra, cold: dict, w_ns: float, w_py_ns: float) -> float:
+    """The W scale that prices a cycle's cold first step (its report's
+    cold_step: op_events, py_events) at `extra` ns over the instrument time
+    W and W_py give its events: 1 + extra / that time; 1.0 without an extra
+    or without that time. The guards on using it are the callers'."""
+    base = w_ns * (cold.get("op_events") or 0) + w_py_ns * (cold.get("py_events") or 0)
+    return 1.0 + extra / base if isinstance(extra, (int, float)) and extra > 0 and base > 0 else 1.0
+
+
 def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     """What the C correction takes per ProfilerStep#N (docs/profile.md, "The
     first active step"): each active step's body (rep["step_spans_ns"]), and
@@ -1240,9 +1249,8 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     extra, n = est.get("cold_first_active_extra_ns"), est.get("cold_first_active_cycles") or 0
     wm = max((wv or {}).get("median") or 0.0, 0.0)
     wpm = max((w_py or {}).get("median") or 0.0, 0.0)
-    base = wm * cold["op_events"] + wpm * cold["py_events"]
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
-    want = 1.0 + extra / base if extra is not None and extra > 0 and base > 0 else 1.0
+    want = cold_w_scale(extra, cold, wm, wpm)
     from .report import fmt_ns
 
     if n < COLD_MIN_CYCLES:

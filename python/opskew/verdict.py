@@ -99,7 +99,13 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
     from .bytecode import runs_bytecode
 
-    factor = (bytecode or {}).get("factor", {}).get("median") if (bytecode or {}).get("applies") else None
+    import math
+
+    if bytecode is not None and not isinstance(bytecode, dict):
+        raise TypeError(f"bytecode must be opskew.bytecode.measure()'s dict or None, not {type(bytecode).__name__}")
+    factor = ((bytecode or {}).get("factor") or {}).get("median") if (bytecode or {}).get("applies") else None
+    if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 1):
+        factor = None
     ops = []
     for o in med["ops"]:
         lo, hi = lo_of[o["name"]], hi_of[o["name"]]
@@ -127,7 +133,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             # children's corrected durations outlast their own; docs/correct.md).
             "stretched_ns": o["stretched_ns"],
         }
-        if factor and factor > 1 and runs_bytecode(row):
+        if factor and runs_bytecode(row):
             # All of the self time could be bytecode run `factor` times slower:
             # the low end. Its total moves down by as much.
             cs, ct = row["corrected_self_ns"], row["corrected_total_ns"]

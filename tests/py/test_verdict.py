@@ -159,6 +159,12 @@ def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tm
     # widens nothing.
     flat = dict(slow, applies=False)
     assert by_name(verdict.per_operator(str(trace), w, 0.0, bytecode=flat)) == plain
+    # A factor that is no number above 1 widens nothing; a bytecode that is no dict is refused.
+    for bad in (None, float("nan"), 0.5, "2"):
+        odd = dict(slow, factor={"median": bad, "ci95": [1.9, 2.1]})
+        assert by_name(verdict.per_operator(str(trace), w, 0.0, bytecode=odd)) == plain
+    with pytest.raises(TypeError, match="bytecode must be"):
+        verdict.per_operator(str(trace), w, 0.0, bytecode=2.0)
     out = io.StringIO()
     verdict.render(verdict.per_operator(str(trace), w, 0.0, bytecode=flat), out, top=0)
     assert "name(s) whose self time" not in out.getvalue()
