@@ -66,6 +66,53 @@ KEEP_CYCLES = MAX_RECORRECT
 
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
+_UNSET = object()
+
+
+def _plain_wait_steps(torch, prof) -> bool:
+    """Whether this torch's profile.step() from a wait step (NONE) to a wait
+    step does no more than set step_num, current_action (and
+    _prev_schedule_action): no transition actions for (NONE, NONE), and no
+    Kineto step counter to move (torch moves it only under KINETO_USE_DAEMON
+    or KINETO_FORCE_STEP_HOOK since the guard appeared in step(); before it,
+    on every step). Read from the installed torch once; False when unsure."""
+    global _PLAIN_STEP
+    if os.environ.get("KINETO_USE_DAEMON") or os.environ.get("KINETO_FORCE_STEP_HOOK"):
+        return False
+    none = torch.profiler.ProfilerAction.NONE
+    try:
+        if prof.action_map.get((none, none)) or not hasattr(prof, "schedule") or not hasattr(prof, "step_num"):
+            return False
+    except AttributeError:
+        return False
+    if _PLAIN_STEP is None:
+        import inspect
+
+        try:
+            src = inspect.getsource(type(prof).step)
+        except (OSError, TypeError):
+            src = ""
+        # The Kineto step counter moves inside that guard only.
+        _PLAIN_STEP = "KINETO_USE_DAEMON" in src and "increment_step" in src
+    return _PLAIN_STEP and type(prof).step is torch.profiler.profile.step
+
+
+_PLAIN_STEP = None
+
+
+class _Answer:
+    """A schedule that gives, once, the action already asked of the user's
+    schedule for the next step, and otherwise asks it (profile._transit)."""
+
+    __slots__ = ("schedule", "action")
+
+    def __init__(self, schedule, action):
+        self.schedule, self.action = schedule, action
+
+    def __call__(self, step):
+        action, self.action = self.action, _UNSET
+        return self.schedule(step) if action is _UNSET else action
+
 
 # The `opskew profile` command's step driver in this process (set by its
 # bootstrap, _profile_boot.py); None everywhere else.
@@ -232,6 +279,12 @@ class profile:
         self._stopped = False  # stop() ended a session: a later step() is a no-op
         self._lost = None  # why this cycle's session is gone (another profiler ended it), or None
         self._own_ranges = self._owns_ranges()
+        self._none = torch.profiler.ProfilerAction.NONE
+        # Wait steps take the short way through step() where torch's step()
+        # from a wait step to a wait step does nothing but move the schedule
+        # on (_plain_wait_steps); _prev_schedule_action exists in newer torch.
+        self._quiet_waits = self._own_ranges and _plain_wait_steps(torch, self.prof)
+        self._prev_action_attr = hasattr(self.prof, "_prev_schedule_action")
         self._range_lib = None  # opskew's native shim, once start() has loaded it (_step_ranges)
         self._monitor = None  # torch's CUPTI monitor module, where torch has one (_NativeRange)
         self.step_ranges = None  # how the ProfilerStep#N ranges are opened: {"route", "why"}
@@ -363,16 +416,22 @@ class profile:
     def _owns_ranges(self) -> bool:
         return bool(getattr(self.prof, "record_steps", False)) and hasattr(self.prof, "step_rec_fn")
 
-    def _transit(self, call):
-        """torch's start() or step() without its range handling."""
+    def _transit(self, call, action=_UNSET):
+        """torch's start() or step() without its range handling. `action`:
+        the schedule's answer for the next step, where step() has asked it
+        already (the user's schedule is called once per step, as by torch)."""
         own = self._owns_ranges()
         if own:
             self.prof.record_steps = False
+        if action is not _UNSET:
+            self.prof.schedule = _Answer(self.prof.schedule, action)
         try:
             call()
         finally:
             if own:
                 self.prof.record_steps = True
+            if action is not _UNSET:
+                self.prof.schedule = self.prof.schedule.schedule
         return own
 
     def _begin_body(self, own: bool):
@@ -400,17 +459,17 @@ class profile:
         self._c_end = self._cpu_clock() if self._cpu_clock else None
         self._t_end = time.perf_counter_ns()
 
-    def _end_body(self, partial: bool = False):
+    def _end_body(self, partial: bool = False, now=None, cpu_now=None):
         """Ends the running step's body (once): the device synchronized, the
         time taken, its range closed, with as little as possible before the
         close (it lies inside the range). step() and stop() call it first;
         `opskew profile`'s driver calls it before its own work."""
         if self._ended:
             return
-        if self._cuda:
+        if self._cuda and now is None:
             self._sync()
-        t0 = time.perf_counter_ns()
-        c0 = self._cpu_clock() if self._cpu_clock else None
+        t0 = time.perf_counter_ns() if now is None else now
+        c0 = cpu_now if now is not None else self._cpu_clock() if self._cpu_clock else None
         rf = self.prof.step_rec_fn if self._own_ranges else None
         if rf is not None:
             self.prof.step_rec_fn = None
@@ -495,10 +554,40 @@ class profile:
             if not self._stopped:
                 self.prof.step()
             return
-        self._end_body()
+        action = _UNSET
+        if self._phase == "wait" and self._quiet_waits and not self._ended:
+            # A wait step's step() runs between two bodies, and what it does
+            # leaves the next body slower (its code and data in the caches
+            # and predictors): torch's step() and opskew's bookkeeping around
+            # it made a small MLP's next body 7% slower, this path 3.5%
+            # (bench/bench_wait_steps.py; docs/profile.md, "Wait steps").
+            # Wait to wait, torch's step() only moves the schedule on:
+            # the same, done here; any other transition goes through torch.
+            if self._cuda:
+                self._sync()
+            now = time.perf_counter_ns()
+            cpu = self._cpu_clock() if self._cpu_clock else None
+            prof = self.prof
+            nxt = prof.step_num + 1
+            action = prof.schedule(nxt)  # before any state changes, as torch's step() calls it
+            if action is self._none and prof.current_action is self._none:
+                self._close_body(now, cpu_now=cpu)
+                prof.step_num = nxt
+                if self._prev_action_attr:
+                    prof._prev_schedule_action = action
+                self._lost = None
+                self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - now,
+                                        "on_trace_ready_ns": 0})
+                self._step = nxt
+                self._c_end = self._cpu_clock() if self._cpu_clock else None
+                self._t_end = time.perf_counter_ns()
+                return
+            self._end_body(now=now, cpu_now=cpu)
+        else:
+            self._end_body()
         self._lost = self._session_gone()
         t0 = self._call_t0
-        own = self._transit(self.prof.step)
+        own = self._transit(self.prof.step, action)
         t1 = time.perf_counter_ns()
         self.step_calls.append({"after_step": self._step, "ns": t1 - t0, "on_trace_ready_ns": self._ready_ns})
         self._begin_body(own)

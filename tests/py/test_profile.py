@@ -129,6 +129,60 @@ def test_wait_steps_open_no_step_range_and_read_no_cpu_clock(tmp_path):
     assert p.final is None or p.final["w_own_ns"] is None
 
 
+
+def _counting_schedule(log, **kw):
+    inner = torch.profiler.schedule(**kw)
+
+    def sched(step):
+        log.append(step)
+        return inner(step)
+    return sched
+
+
+@pytest.mark.parametrize("daemon", ["", "1"])
+def test_wait_steps_take_the_short_way_and_keep_torchs_schedule(tmp_path, monkeypatch, daemon):
+    """From a wait step to a wait step, opskew's step() moves torch's
+    schedule on itself (torch's step() does no more there) and keeps its
+    step record; every other transition goes through torch. The user's
+    schedule is called once per step, with the same step numbers as by torch,
+    and the profiler's state after each step() is torch's. Under
+    KINETO_USE_DAEMON (torch's step() then moves Kineto's step counter) every
+    step goes through torch."""
+    if daemon:
+        monkeypatch.setenv("KINETO_USE_DAEMON", daemon)
+    else:
+        monkeypatch.delenv("KINETO_USE_DAEMON", raising=False)
+    body = make_body()
+    sched = dict(wait=4, warmup=1, active=2, repeat=2)
+    calls, states, handled = {}, {}, {}
+    for name, cls, kw in (("torch", torch.profiler.profile, {}),
+                          ("opskew", opskew.profile, {"report_file": None})):
+        calls[name], states[name] = [], []
+        h = exporter(str(tmp_path), suffix=f".{name}.json")
+        p = cls(activities=[torch.profiler.ProfilerActivity.CPU], schedule=_counting_schedule(calls[name], **sched),
+                on_trace_ready=h, **kw)
+        if name == "opskew":  # counts the calls of torch's step()
+            torch_step, through = p.prof.step, []
+            p.prof.step = lambda: (through.append(p.prof.step_num), torch_step())[1]  # noqa: B023
+        with p:
+            for _ in range(16):
+                body()
+                p.step()
+                states[name].append((p.step_num, p.current_action.name,
+                                     getattr(p, "_prev_schedule_action", p.current_action).name))
+        handled[name] = len(h.paths)
+    assert calls["opskew"] == calls["torch"]
+    assert states["opskew"] == states["torch"]
+    assert handled["opskew"] == handled["torch"] == 2
+    assert p._quiet_waits is (not daemon)
+    # The wait steps are there, numbered as torch numbers them, and step()
+    # took its short way in those between two wait steps.
+    waits = [s["step"] for s in p.steps if s["phase"] == "wait" and not s.get("partial")]
+    assert waits == [0, 1, 2, 3, 7, 8, 9, 10, 14, 15]
+    assert through == ([3, 4, 5, 6, 10, 11, 12, 13] if not daemon else list(range(16)))
+    assert [c["after_step"] for c in p.step_calls[:16]] == list(range(16))
+    assert p.report["pairs"] > 0
+
 RANGES_CHECK = r"""
 import json, os, sys, torch, opskew
 from torch.profiler import ProfilerActivity, schedule
