@@ -49,14 +49,17 @@ and the table shows the micro W beside the in-run W. --no-calibrate skips it:
 then delta = 0 and, under with_stack, the in-run W carries the Python events'
 cost too (docs/profile.md, "Not yet").
 
-Why this schedule (the defaults: wait=8, warmup=1, active=7, repeat=5):
-the first step of each cycle is cold and left out of W, so active=7 gives 6
-warm active steps per cycle; opskew.profile pairs each with a warm wait step
-of its own and never uses the first 2 wait steps after a trace (the
-profiler's stop, post-processing and export leave them slow: the first 10x,
-the second up to 5x a warm step), so wait=8 pairs all 6 (docs/profile.md);
-that is enough for W's 95% CI from the first cycle on, so every cycle gets a
-corrected trace. With wait=2 the active steps came 3 steps after the export:
+Why this schedule (the defaults: wait=14, warmup=1, active=7, repeat=5, the
+one opskew advises): the first step of each cycle is cold and left out of W,
+so active=7 gives 6 warm active steps per cycle; opskew.profile pairs each
+with a wait step of its own, the last ones before the cycle first, and never
+uses the first 2 wait steps after a trace (the profiler's stop,
+post-processing and export leave them slow: the first 10x, the second up to
+5x a warm step); the next 6 still run slow (+7 to +38% on mlp_train, where
+later ones run +5 to +8%: docs/profile.md, "Wait steps under a live
+profiler"), so wait=14 pairs all 6 with settled steps (runs up to Y used
+wait=8, whose pairs lie in positions 2 to 7); that is enough for W's 95% CI
+from the first cycle on, so every cycle gets a corrected trace. With wait=2 the active steps came 3 steps after the export:
 their excess and W were erratic (W negative in 2 of 6 rows). 5 cycles pool
 30 pairs, which the 2-core VM's step-to-step noise (10 to 20% of a step)
 needs for W's median to settle.
@@ -519,9 +522,10 @@ def child_profile(a):
     if isinstance(final, dict) and final.get("w_ns"):
         last.update({"w_ns": final["w_ns"], "pairs": final.get("pairs"), "delta_ns": final.get("delta_ns"),
                      "w_source": "in-run, the run's final W (prof.final)"})
-    # The wait steps past the first 2 of each block (the ones opskew pairs
-    # with; in lockstep the first holds the bare partner's turn too).
-    in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] % cycle >= 2])
+    # The last 6 wait steps of each block, the ones opskew pairs with (never
+    # the first 2: in lockstep the first holds the bare partner's turn too).
+    first_paired = max(2, a.wait - 6)
+    in_loop = {ph: _median([s["ns"] for s in prof.steps if s["phase"] == ph and s["step"] % cycle >= first_paired])
                for ph in ("wait", "active")}
     tracer = None
     if a.tracer_steps:
@@ -849,7 +853,7 @@ def parse(argv=None):
     ap.add_argument("--json", help="write the conditions and every row (with details) here")
     ap.add_argument("--rounds", type=int, default=3,
                     help="profiled runs per workload and config, each between two bare runs (default 3)")
-    ap.add_argument("--wait", type=int, default=8, help="the schedule's wait steps per cycle (default 8)")
+    ap.add_argument("--wait", type=int, default=14, help="the schedule's wait steps per cycle (default 14)")
     ap.add_argument("--active", type=int, default=7, help="the schedule's active steps per cycle (default 7)")
     ap.add_argument("--repeat", type=int, default=5, help="the schedule's cycles (default 5)")
     ap.add_argument("--bare-s", type=float, default=0.8, help="seconds of timed steps per bare run (default 0.8)")

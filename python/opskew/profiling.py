@@ -50,8 +50,19 @@ NEAR = 6
 # such step took 10x a warm one, the second up to 5x, on the 2-core VM).
 POST_TRACE = 2
 
-# The wait the advice gives: enough warm wait steps for a 7-step cycle.
-WAIT_ADVICE = POST_TRACE + NEAR
+# Wait steps after a trace whose bodies still run measurably slower than
+# later ones: the trace's stop and post-processing leave an after-effect that
+# fades over several steps. On the 2-core VM (a small MLP step of 92 us,
+# 2026-12-04, bench/bench_wait_positions.py) positions 2, 3, 4-5 and 6-7
+# after a trace ran +22%, +15%, +10% and +7 to 9% over a process without a
+# profiler, positions 8 to 15 +6 to 7%, and 16 on +5% (what step() itself
+# costs the next body), under torch.profiler alone about the same. Paired
+# with steps inside it, W comes out low by that difference (docs/profile.md).
+SETTLE = 8
+
+# The wait the advice gives: the last NEAR wait steps before a cycle lie past
+# SETTLE, so that every active step of a 7-step cycle pairs with a settled one.
+WAIT_ADVICE = SETTLE + NEAR
 
 # Traces corrected again with the run's final W at stop(), the latest first.
 MAX_RECORRECT = 50
@@ -560,7 +571,7 @@ class profile:
             # leaves the next body slower (its code and data in the caches
             # and predictors): torch's step() and opskew's bookkeeping around
             # it made a small MLP's next body 7% slower, this path 3.5%
-            # (bench/bench_wait_steps.py; docs/profile.md, "Wait steps").
+            # (bench/bench_wait_steps.py; docs/profile.md, "Wait steps under a live profiler").
             # Wait to wait, torch's step() only moves the schedule on:
             # the same, done here; any other transition goes through torch.
             if self._cuda:
@@ -935,15 +946,17 @@ class profile:
         # step on the 2-core VM, docs/profile.md).
         cold_ids = set() if self._forgot else {id(s) for s in self.steps[:1]}
         post_trace = []
+        unsettled = set()  # wait steps past the cold ones but within SETTLE of a trace
         for k, (phase, steps) in enumerate(blocks):
             if phase == "wait" and (blocks[k - 1][0] == "active" if k > 0 else self._forgot):
                 skip = min(POST_TRACE, len(steps))
                 cold_ids.update(id(s) for s in steps[:skip])
+                unsettled.update(id(s) for s in steps[skip:SETTLE])
                 if len(steps) > skip:
                     rest = _median([s["ns"] for s in steps[skip:skip + NEAR]])
                     post_trace.append([s["ns"] - rest for s in steps[:skip]])
         used = set()
-        short = single = 0
+        short = single = near_trace = 0
         for i, (phase, steps) in enumerate(blocks):
             if phase != "active" or not all(s["step"] in self._events for s in steps):
                 continue
@@ -968,6 +981,7 @@ class profile:
             short += len(active) - len(pairs)
             for a, b in pairs:
                 used.add(id(b))
+                near_trace += id(b) in unsettled
                 ev, py = self._events[a["step"]]
                 base_s.append(b["ns"] * 1e-9)
                 raw_act.append(a["ns"] * 1e-9)
@@ -985,11 +999,16 @@ class profile:
             notes.append(f"{short} active step(s) had no warm wait step left to pair with (each wait step "
                          f"serves one pair; the first {POST_TRACE} after a trace are cold): use wait >= "
                          f"{POST_TRACE + NEAR} for every active step to be paired")
+        if near_trace:
+            notes.append(f"{near_trace} of {len(act_s)} pairs took a wait step within {SETTLE} steps of a trace, "
+                         "whose after-effect makes those steps run slower (docs/profile.md, \"Wait steps under a live profiler\"): W may "
+                         f"be low by that; wait >= {WAIT_ADVICE} pairs each active step with a later one")
         if single and not act_s:
             notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
                          "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
                          "not paired; use active >= 2 for an in-run W")
         detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
+                  "pairs_near_trace": near_trace,
                   "cold_first_active_extra_ns": _median(cold), "cold_first_active_cycles": len(cold),
                   "warmup_extra_per_step_ns": _median(warm_extra),
                   "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])

@@ -183,6 +183,31 @@ def test_wait_steps_take_the_short_way_and_keep_torchs_schedule(tmp_path, monkey
     assert [c["after_step"] for c in p.step_calls[:16]] == list(range(16))
     assert p.report["pairs"] > 0
 
+
+def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
+    """The wait steps 2 to 7 after a trace still run slow (docs/profile.md,
+    "Wait steps under a live profiler"): pairs that take them are counted and
+    the report says so; with wait=14 the last 6 wait steps lie past them."""
+    from opskew.profiling import SETTLE, WAIT_ADVICE
+
+    assert WAIT_ADVICE == SETTLE + 6 == 14
+    body = make_body()
+    got = {}
+    for wait in (8, 14):
+        p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,  # noqa: B023
+                                            schedule=torch.profiler.schedule(wait=wait, warmup=1, active=7,  # noqa: B023
+                                                                             repeat=2)),
+                     2 * (wait + 8), body)
+        first, second = p.reports
+        got[wait] = (first["pairs_near_trace"], second["pairs_near_trace"], second["pairs"],
+                     [n for n in second["notes"] if "within 8 steps of a trace" in n])
+    # The first cycle's wait block follows start(), not a trace.
+    assert got[8][0] == 0 and got[14][0] == 0
+    # wait=8: the second cycle's 6 pairs all take positions 2 to 7 after the first trace.
+    assert got[8][1] == 6 and got[8][2] == 12 and len(got[8][3]) == 1
+    assert got[8][3][0].startswith("6 of 12 pairs") and "wait >= 14" in got[8][3][0]
+    assert got[14][1] == 0 and got[14][2] == 12 and not got[14][3]
+
 RANGES_CHECK = r"""
 import json, os, sys, torch, opskew
 from torch.profiler import ProfilerActivity, schedule
@@ -548,7 +573,7 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         "few": (dict(schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)), 6,
                 "raise `active` or `repeat`"),
         "no wait": (dict(schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1)), 4,
-                    "set wait >= 8"),
+                    "set wait >= 14"),
         "no schedule": ({}, 4, "pass schedule="),
     }
     for name, (kw, steps, advice) in cases.items():

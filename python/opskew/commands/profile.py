@@ -49,11 +49,12 @@ measures its own W; files carry the rank (opskew-profile-rankR-cycleN.json,
 report.rankR.json) and report.json is the job's: every rank's W, interval and
 inflation (schema opskew.profile.job/1).
 
-The default schedule (skip_first 10, wait 8, warmup 1, active 7, repeat 3: 58
+The default schedule (skip_first 10, wait 14, warmup 1, active 7, repeat 3: 76
 steps) pairs 18 active steps, each with a wait step of its own; 6 pairs give a
 95% interval. The first active step of each cycle, the run's first step and
-the first 2 steps after each trace are cold and are not used
-(docs/profile.md). Fewer pairs: the report says what to raise.
+the first 2 steps after each trace are cold and are not used; the next 6 still
+run slower after a trace, so the last 6 wait steps, which lie past them, are
+the baseline (docs/profile.md). Fewer pairs: the report says what to raise.
 
 examples:
   opskew profile -o prof -- python train.py --epochs 1
@@ -77,9 +78,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output-dir", default="opskew-profile", metavar="OUT",
                    help="folder for the traces and report.json (default: %(default)s)")
     g = p.add_argument_group("schedule (torch.profiler.schedule)")
-    g.add_argument("--wait", type=int, default=8, metavar="N",
-                   help="unrecorded steps before each cycle: the baseline; each serves one pair, and the "
-                        "first 2 after a trace are cold (default %(default)s)")
+    g.add_argument("--wait", type=int, default=14, metavar="N",
+                   help="unrecorded steps before each cycle: the baseline; each serves one pair, the first 2 "
+                        "after a trace are cold and the next 6 still slow, so the last 6 are paired "
+                        "(default %(default)s)")
     g.add_argument("--warmup", type=int, default=1, metavar="N", help="default %(default)s")
     g.add_argument("--active", type=int, default=7, metavar="N",
                    help="recorded steps per cycle (default %(default)s)")
