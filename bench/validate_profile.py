@@ -704,7 +704,10 @@ def leaf_compare(prof_leaf, ref_leaf, prof_low=None):
     return {"compared": len(common), "agree": len(agree), "within_interval": within,
             "worst": worst and {"name": worst, "profile_ns": prof_leaf[worst], "opskew_ns": ref_leaf[worst]},
             "disagree": [{"name": n, "profile_ns": prof_leaf[n], "opskew_ns": ref_leaf[n]}
-                         for n in common if n not in agree]}
+                         for n in common if n not in agree],
+            # Every leaf compared, for a look at the excess by operator (the
+            # table prints the counts and the worst only).
+            "all": [{"name": n, "profile_ns": prof_leaf[n], "opskew_ns": ref_leaf[n]} for n in common]}
 
 
 def make_row(wname, cname, rounds, cals, tolerance):

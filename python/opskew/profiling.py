@@ -330,6 +330,7 @@ class profile:
         self._w_py_value = None  # {} once looked for and not found
         self._bytecode_value = None  # (result,) once looked for
         self._stored_cal = None  # (the stored calibration or None,) once looked up: _stored
+        self._stored_note = None  # what _stored found, where it is not this run's thread count
         self._w_py_error = None
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
         self.final = None  # the run's W from all its steps, set at stop()
@@ -637,8 +638,7 @@ class profile:
             return
         wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
               "ci_method": w["ci_method"]}
-        cal = self._stored()
-        delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
+        delta = self._delta(wv["median"], notes)
         self.final = {"w_ns": wv, "w_own_ns": detail.get("w_own_ns"), "delta_ns": delta, "pairs": detail["pairs"],
                       # The cycles its pairs come from: the last KEEP_CYCLES of the run's.
                       "cycles": min(self._cycle, KEEP_CYCLES), "run_cycles": self._cycle,
@@ -1130,9 +1130,36 @@ class profile:
         if self._stored_cal is None:
             from .calibration import config_name, find
 
-            self._stored_cal = (find("torch.profiler", config_name(self._options), self._torch.__version__,
-                                     "cuda" if self._cuda else "cpu", threads=self._torch.get_num_threads()),)
+            args = ("torch.profiler", config_name(self._options), self._torch.__version__,
+                    "cuda" if self._cuda else "cpu")
+            threads = self._torch.get_num_threads()
+            cal = find(*args, threads=threads)
+            if cal is None:
+                # The instrument's costs are paid on the thread that dispatches
+                # each operator, whatever the intra-op pool: another thread
+                # count's calibration stands in, and the report says so.
+                cal = find(*args)
+                if cal is not None:
+                    self._stored_note = (f"the stored calibration was made with {cal['key'].get('threads')} "
+                                         f"intra-op thread(s), this run has {threads}: its constants stand in "
+                                         f"({cal.get('_path', '')})")
+            self._stored_cal = (cal,)
         return self._stored_cal[0]
+
+    def _delta(self, w_median: float, notes: list) -> float:
+        """delta (the instrument's time inside each operator's own event)
+        from the stored calibration, clamped into [0, W]; with none stored,
+        0, and `notes` says what that leaves in the leaves."""
+        cal = self._stored()
+        if self._stored_note:
+            notes.append(self._stored_note)
+        if cal is None:
+            notes.append("no stored calibration of this configuration: delta, the instrument's time inside each "
+                         "operator's own event, is taken as 0, so every operator's corrected time still holds it "
+                         "(tens to hundreds of ns a call; docs/correct.md); `opskew calibrate --config ...` once "
+                         "on this machine measures it")
+            return 0.0
+        return min(max(cal["delta_ns"]["median"], 0.0), max(w_median, 0.0))
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
         sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={WAIT_ADVICE}, warmup=1, active=7, repeat=3)"
@@ -1269,8 +1296,7 @@ class profile:
                 write_file(keep, f.read())
             rep["raw_trace"] = raw = keep
         if wv is not None:
-            cal = self._stored()
-            delta = min(max(cal["delta_ns"]["median"], 0.0), max(wv["median"], 0.0)) if cal else 0.0
+            delta = self._delta(wv["median"], rep["notes"])
             out = corrected_path(raw) if raw is not None else None
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta

@@ -635,6 +635,36 @@ def test_the_stored_calibration_is_looked_up_once_per_profiler(tmp_path, monkeyp
     assert p.final["delta_ns"] == 1.0
 
 
+
+def test_delta_from_another_thread_count_or_none_is_said(tmp_path, monkeypatch):
+    """delta comes from the stored calibration of this configuration; made
+    with another intra-op thread count it stands in, and the report says so;
+    with none stored, delta is 0 and the report says what that leaves."""
+    from opskew import calibration
+
+    sched = dict(wait=8, warmup=1, active=7, repeat=1)
+    got = {}
+    for case in ("other threads", "none"):
+        monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / case.replace(" ", "-")))
+        if case == "other threads":
+            key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu",
+                                       torch.get_num_threads() + 1)
+            calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                               "w_ns": {"median": 300.0, "ci95": [250.0, 350.0]},
+                               "delta_ns": {"median": 7.0, "ci95": [5.0, 9.0]}})
+        p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,  # noqa: B023
+                                            schedule=torch.profiler.schedule(**sched)), 16, make_body(spin_ns=20_000))
+        got[case] = (p.report.get("delta_ns"), p.report["notes"], (p.final or {}).get("notes", []))
+    delta, notes, final_notes = got["other threads"]
+    assert delta == 7.0
+    said = [n for n in notes if "intra-op thread(s), this run has" in n]
+    assert len(said) == 1 and said[0].startswith(f"the stored calibration was made with {torch.get_num_threads() + 1}")
+    assert any("intra-op thread(s), this run has" in n for n in final_notes)
+    delta, notes, final_notes = got["none"]
+    assert delta == 0.0
+    assert any(n.startswith("no stored calibration of this configuration: delta") for n in notes)
+    assert not any("intra-op thread(s)" in n for n in notes)
+
 def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     """Without an exporting on_trace_ready, opskew exports the trace itself
     (Kineto saves it once); the user's export afterwards still works, and
