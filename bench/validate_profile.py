@@ -82,8 +82,11 @@ step (and its excess), the corrected step (and its error against the bare
 step), pass/fail for the 10% target, and the leaf operators within 15% or
 100 ns of opskew's tracer (of those seen as leaves, with 5 calls or more, by
 both; "+N in interval": of the others, those whose figure in the tracer lies
-inside the interval opskew widened for Python code under with_stack,
-opskew.bytecode). --json writes every row with its details.
+inside opskew's 95% interval for them, each end within the same tolerance:
+the interval W's CI, delta's spread over the calibration's panel of
+operators (docs/correct.md) and, for Python code under with_stack, the
+interpreter's slowdown (opskew.bytecode) give it). --json writes every row
+with its details.
 
     .venv/bin/python bench/validate_profile.py [--configs minimal,record_shapes+with_stack]
         [--workloads tiny_loop,mlp_train,...] [--json OUT]
@@ -484,7 +487,7 @@ def child_profile(a):
 
         yield step, before, lambda i, ns: prof.step()
     loop_s = time.perf_counter() - t0
-    cycles, raw_all, cor_all, cor_warm, leaf_runs, leaf_lo_runs = [], [], [], [], [], []
+    cycles, raw_all, cor_all, cor_warm, leaf_runs, leaf_lo_runs, leaf_hi_runs = [], [], [], [], [], [], []
     for rep in prof.reports:
         c = {k: rep.get(k) for k in ("cycle", "w_ns", "corrected_w_ns", "w_source", "pairs", "inflation",
                                      "baseline_step_ns",
@@ -504,10 +507,11 @@ def child_profile(a):
             leaves = [o for o in rep["operators"]["ops"]
                       if not o["python"] and o["descendants_per_call"] == 0 and o["calls"] >= 5]
             leaf_runs.append({o["name"]: o["corrected_total_ns"]["median"] / o["calls"] for o in leaves})
-            # The low end of those widened for the interpreter's slowdown
-            # under with_stack (opskew.bytecode): record_function ranges.
-            leaf_lo_runs.append({o["name"]: o["corrected_total_ns"]["ci95"][0] / o["calls"] for o in leaves
-                                 if "bytecode_factor" in o})
+            # Their 95% intervals: W's CI, delta's spread over operators and,
+            # for record_function ranges under with_stack, the interpreter's
+            # slowdown (opskew.bytecode) widen them.
+            leaf_lo_runs.append({o["name"]: o["corrected_total_ns"]["ci95"][0] / o["calls"] for o in leaves})
+            leaf_hi_runs.append({o["name"]: o["corrected_total_ns"]["ci95"][1] / o["calls"] for o in leaves})
         cycles.append(c)
     # The ProfilerStep#N annotation spans the body plus the parts of
     # step() inside it (record_function exit/enter, opskew's own timing):
@@ -555,6 +559,7 @@ def child_profile(a):
             "in_loop_wait_step_ns": in_loop["wait"], "in_loop_active_step_ns": in_loop["active"],
             "annotation_overhang_ns": _median(overhang),
             "leaf_ns": _median_by_name(leaf_runs), "leaf_low_ns": _median_by_name(leaf_lo_runs),
+            "leaf_high_ns": _median_by_name(leaf_hi_runs),
             "bytecode": (last.get("bytecode") or {}).get("factor")}
 
 
@@ -689,16 +694,19 @@ def calibrate(args, tmp):
         return {c["key"]["config"]: c for c in json.load(f)["calibrations"]}
 
 
-def leaf_compare(prof_leaf, ref_leaf, prof_low=None):
-    """`prof_low`: the low end of the leaves whose interval opskew widened
-    for the interpreter's slowdown under with_stack (opskew.bytecode):
-    a disagreeing leaf whose reference lies between that end and its
-    median (each within the tolerance) is counted in `within_interval`."""
-    prof_low = prof_low or {}
+def leaf_compare(prof_leaf, ref_leaf, prof_low=None, prof_high=None):
+    """`prof_low`, `prof_high`: the ends of opskew's 95% interval for each
+    leaf: a disagreeing leaf whose reference lies between them (each end
+    within the tolerance) is counted in `within_interval`."""
+    prof_low, prof_high = prof_low or {}, prof_high or {}
     common = sorted(set(prof_leaf) & set(ref_leaf))
-    agree = [n for n in common if abs(prof_leaf[n] - ref_leaf[n]) <= max(0.15 * ref_leaf[n], 100.0)]
+
+    def tol(n):
+        return max(0.15 * ref_leaf[n], 100.0)
+
+    agree = [n for n in common if abs(prof_leaf[n] - ref_leaf[n]) <= tol(n)]
     within = [n for n in common if n not in agree and n in prof_low
-              and prof_low[n] - max(0.15 * ref_leaf[n], 100.0) <= ref_leaf[n] <= prof_leaf[n]]
+              and prof_low[n] - tol(n) <= ref_leaf[n] <= prof_high.get(n, prof_leaf[n]) + tol(n)]
     worst = max(common, key=lambda n: abs(prof_leaf[n] - ref_leaf[n]) / max(0.15 * ref_leaf[n], 100.0),
                 default=None)
     return {"compared": len(common), "agree": len(agree), "within_interval": within,
@@ -707,7 +715,8 @@ def leaf_compare(prof_leaf, ref_leaf, prof_low=None):
                          for n in common if n not in agree],
             # Every leaf compared, for a look at the excess by operator (the
             # table prints the counts and the worst only).
-            "all": [{"name": n, "profile_ns": prof_leaf[n], "opskew_ns": ref_leaf[n]} for n in common]}
+            "all": [{"name": n, "profile_ns": prof_leaf[n], "opskew_ns": ref_leaf[n],
+                     "interval_ns": [prof_low.get(n), prof_high.get(n)]} for n in common]}
 
 
 def make_row(wname, cname, rounds, cals, tolerance):
@@ -771,7 +780,8 @@ def make_row(wname, cname, rounds, cals, tolerance):
     if ref:
         row["leaf"] = leaf_compare(_median_by_name([p["leaf_ns"] for p, _ in rounds if "leaf_ns" in p]),
                                    _median_by_name(ref),
-                                   _median_by_name([p["leaf_low_ns"] for p, _ in rounds if p.get("leaf_low_ns")]))
+                                   _median_by_name([p["leaf_low_ns"] for p, _ in rounds if p.get("leaf_low_ns")]),
+                                   _median_by_name([p["leaf_high_ns"] for p, _ in rounds if p.get("leaf_high_ns")]))
         row["tracer_delta_ns"] = _median([p["tracer"]["delta_ns"] for p, _ in rounds if p.get("tracer")])
     return row
 
@@ -974,8 +984,8 @@ def main(argv=None):
         if lfs:
             inside = sum(len(lf.get("within_interval") or ()) for lf in lfs)
             print(f"{sum(lf['agree'] for lf in lfs)}/{sum(lf['compared'] for lf in lfs)} leaves within 15% or 100 ns "
-                  f"of opskew's tracer; of the others, {inside} lie inside the interval opskew widened for "
-                  "Python code under with_stack (opskew.bytecode)")
+                  f"of opskew's tracer; of the others, {inside} lie inside opskew's 95% interval for them "
+                  "(W's CI, delta's spread over operators, Python code's slowdown under with_stack)")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"schema": "opskew.validate_profile/1", "command": cmd.strip(), "conditions": cond,

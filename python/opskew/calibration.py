@@ -315,6 +315,18 @@ def tracer_cost(instrument: str, torch_version: str, device: str | None = None) 
                                 f"W {w['median']:.0f}{interval} ns ({os.path.basename(cal['_path'])})")
 
 
+def delta_range(cal: dict | None) -> list | None:
+    """[lo, hi]: delta's spread over the leaf panel's operators, as `opskew
+    calibrate` stored it (delta_ns.range; docs/correct.md), or None where the
+    calibration has none (or one that is not two finite numbers >= 0 with
+    lo <= hi). The verdict's intervals take delta at its ends."""
+    rng = ((cal or {}).get("delta_ns") or {}).get("range")
+    if (isinstance(rng, (list, tuple)) and len(rng) == 2 and all(_num(x) and x >= 0 for x in rng)
+            and rng[0] <= rng[1]):
+        return [float(rng[0]), float(rng[1])]
+    return None
+
+
 def python_event_constants(py_rounds, name: str, calls: int) -> tuple:
     """(W_py, delta_py) of arm `name` of `python_call_rounds`' rounds, whose
     windows made `calls` empty-function calls each: W_py per Python event

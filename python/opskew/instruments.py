@@ -113,6 +113,7 @@ def count_from_trace(path: str, tr: "Trial", annotations=()) -> None:
     tr.op_events = sum(o["calls"] for o in ops)
     tr.python_events = sum(o["calls"] for o in py)
     tr.reported_op_self_s = sum(o["self_ns"] for o in ops) * 1e-9
+    tr.extra["op_self_ns"] = {o["name"]: (o["calls"], o["self_ns"]) for o in ops}
     if py:
         top = max(py, key=lambda o: o["calls"])
         tr.extra["py_top"] = {"name": top["name"], "calls": top["calls"], "total_ns": top["total_ns"]}
@@ -431,6 +432,8 @@ class OpskewTracer(Instrument):
                     tr.op_events -= r["calls"]
             rows = [r for r in rows if r["name"] not in self.annotations]
         tr.reported_op_self_s = sum(r.get("self_ns", 0) for r in rows) * 1e-9 if rows else None
+        if rows:
+            tr.extra["op_self_ns"] = {r["name"]: (r["calls"], r.get("self_ns", 0)) for r in rows}
         tr.extra["lost"] = rec.lost["total"]
         cal = rec.calibration
         if cal:

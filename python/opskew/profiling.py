@@ -665,7 +665,7 @@ class profile:
             rep["corrected_w_ns"] = wv
             spans = _spans(rep, wv, self._w_py(), self.final)
             v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py(),
-                                 self._waits, spans, self._bytecode())
+                                 self._waits, spans, self._bytecode(), self._delta_range())
             rep["operators"] = _operators(v)
             _trace_steps(rep, v)
 
@@ -693,7 +693,7 @@ class profile:
             self._claim(rep)
             spans = _spans(rep, self._wv, self._w_py(), rep)
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep), self._w_py(), self._waits, spans, self._bytecode())
+                             _metadata(rep), self._w_py(), self._waits, spans, self._bytecode(), self._delta_range())
         return None
 
     @property
@@ -1146,6 +1146,13 @@ class profile:
             self._stored_cal = (cal,)
         return self._stored_cal[0]
 
+    def _delta_range(self) -> list | None:
+        """delta's spread over operators in the stored calibration (its leaf
+        panel), which the verdict's intervals carry; None without one."""
+        from .calibration import delta_range
+
+        return delta_range(self._stored())
+
     def _delta(self, w_median: float, notes: list) -> float:
         """delta (the instrument's time inside each operator's own event)
         from the stored calibration, clamped into [0, W]; with none stored,
@@ -1303,7 +1310,7 @@ class profile:
             self._wv = wv
             spans = _spans(rep, wv, w_py, rep)
             v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits, spans,
-                                 rep.get("bytecode"))
+                                 rep.get("bytecode"), self._delta_range())
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = _operators(v)
@@ -1408,16 +1415,18 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     return spans or None
 
 
-def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None):
+def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None,
+                     delta_range=None):
     """opskew.verdict.per_operator writing the corrected trace to `out` (a
     `.gz` name is written gzipped by the C writer); `spans`: the steps'
     bodies by range name (the report's step_spans_ns); `bytecode`: the
-    interpreter's slowdown under with_stack (opskew.bytecode.measure)."""
+    interpreter's slowdown under with_stack (opskew.bytecode.measure);
+    `delta_range`: delta's spread over operators (calibration.delta_range)."""
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
-                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode)
+                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode, delta_range=delta_range)
     return v
 
 

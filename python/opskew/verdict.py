@@ -56,7 +56,8 @@ def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -
 
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
                  threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
-                 waits: int = -1, spans: dict | None = None, bytecode: dict | None = None) -> dict:
+                 waits: int = -1, spans: dict | None = None, bytecode: dict | None = None,
+                 delta_range: list | None = None) -> dict:
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
@@ -77,29 +78,42 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     opskew.bytecode.runs_bytecode) get the corrected self time over its
     factor as their intervals' low end (row["bytecode_factor"]): the part
     of the interpreter's slowdown under the profile function that W and
-    W_py, costs per event, leave in them."""
+    W_py, costs per event, leave in them.
+    `delta_range`: [lo, hi], the spread of delta over operators (opskew
+    calibrate's leaf panel, calibration.delta_range): the intervals take
+    delta at hi with W's upper end and at lo with W's lower end, so they
+    carry what one delta for every operator cannot know (each clamped into
+    [0, W] at its end, lo at most delta, hi at least delta). None: delta is
+    the same at all three."""
     import json
+    import math
+
     from .tracefile import correct
 
     w_py = w_py or {"median": 0.0, "ci95": [0.0, 0.0]}
 
-    def run(wv, wpv, dest=None, **kw):
+    def run(wv, wpv, dest=None, d=delta_ns, **kw):
         wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
-        return correct(path, wv, min(max(delta_ns, 0.0), wv), dest, w_py_ns=wpv,
+        return correct(path, wv, min(max(d, 0.0), wv), dest, w_py_ns=wpv,
                        delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, spans=spans, **kw)
 
+    d_lo = d_hi = delta_ns
+    if delta_range is not None:
+        if (not isinstance(delta_range, (list, tuple)) or len(delta_range) != 2
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                           for x in delta_range) or delta_range[0] > delta_range[1]):
+            raise ValueError(f"delta_range: [lo, hi], finite, lo <= hi, or None; not {delta_range!r}")
+        d_lo, d_hi = min(delta_range[0], delta_ns), max(delta_range[1], delta_ns)
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
     med = run(w["median"], w_py["median"], out, **extra)
-    # Larger W removes more: its upper end gives the lower corrected bound.
-    low = run(w["ci95"][1], w_py["ci95"][1])
-    high = run(w["ci95"][0], w_py["ci95"][0])
+    # Larger W (and delta) removes more: its upper end gives the lower corrected bound.
+    low = run(w["ci95"][1], w_py["ci95"][1], d=d_hi)
+    high = run(w["ci95"][0], w_py["ci95"][0], d=d_lo)
     lo_of = {o["name"]: o for o in low["ops"]}
     hi_of = {o["name"]: o for o in high["ops"]}
     wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
     dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
     from .bytecode import runs_bytecode
-
-    import math
 
     if bytecode is not None and not isinstance(bytecode, dict):
         raise TypeError(f"bytecode must be opskew.bytecode.measure()'s dict or None, not {type(bytecode).__name__}")
@@ -155,6 +169,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "bytecode": bytecode, "bytecode_rows": sum(1 for r in ops if "bytecode_factor" in r),
             "threshold": threshold, "ci_coverage": w.get("ci_coverage", 0.95),
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
+            "delta_range_ns": [d_lo, d_hi] if delta_range is not None else None,
             "truncated": bool(med["truncated"])}
 
 

@@ -88,6 +88,13 @@ def test_calibrate_stores_and_shows(cache):
     assert d["workload"].startswith("8 leaf operators") and d["method"].startswith("the leaf panel's mean")
     assert d["leaf_reported_ns"] > 0 and d["leaf_in_opskew_ns"] > 0
     assert 0 <= d["torch_add"]["median"] <= max(cal["w_ns"]["median"], 0)
+    # Each panel operator's own delta, and their range (the verdict's interval for delta).
+    panel = {"aten::neg", "aten::add", "aten::addcmul", "aten::cat", "aten::view", "aten::clamp_min",
+             "aten::copy_", "aten::empty"}
+    assert set(d["by_operator"]) >= panel - {"aten::view"}, d["by_operator"]  # a view can be too short to time
+    assert all(0 <= v <= max(cal["w_ns"]["median"], 0) for v in d["by_operator"].values())
+    assert d["range"] == [min(d["by_operator"].values()), max(d["by_operator"].values())]
+    assert "by operator]" in out
     assert cal["validation"]["injected_ns"] == 2000
     p = run_opskew("calibrate", "--show", env={"OPSKEW_CACHE_DIR": str(cache)})
     assert p.returncode == 0 and "minimal" in p.stdout

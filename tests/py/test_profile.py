@@ -665,6 +665,28 @@ def test_delta_from_another_thread_count_or_none_is_said(tmp_path, monkeypatch):
     assert any(n.startswith("no stored calibration of this configuration: delta") for n in notes)
     assert not any("intra-op thread(s)" in n for n in notes)
 
+
+def test_delta_s_spread_in_the_stored_calibration_widens_the_leaves_intervals(tmp_path, monkeypatch):
+    """The stored calibration's delta range (its panel's operators) reaches
+    the report's verdict: a leaf's interval runs from delta at the range's
+    high end to delta at its low end; the median keeps the panel's mean."""
+    from opskew import calibration
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
+    key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
+    calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
+                       "w_ns": {"median": 300.0, "ci95": [250.0, 350.0]},
+                       "delta_ns": {"median": 20.0, "range": [5.0, 120.0]}})
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        schedule=torch.profiler.schedule(wait=8, warmup=1, active=7, repeat=1)),
+                 16, make_body(spin_ns=20_000))
+    r = p.report
+    assert r["delta_ns"] == 20.0
+    add = next(o for o in r["operators"]["ops"] if o["name"] == "aten::add")
+    c, calls = add["corrected_total_ns"], add["calls"]
+    assert c["ci95"][0] == pytest.approx(c["median"] - 100.0 * calls, rel=1e-6)
+    assert c["ci95"][1] == pytest.approx(c["median"] + 15.0 * calls, rel=1e-6)
+
 def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     """Without an exporting on_trace_ready, opskew exports the trace itself
     (Kineto saves it once); the user's export afterwards still works, and

@@ -88,6 +88,42 @@ def test_delta_inside_the_leaves_inflates_them(tmp_path):
     assert v["summary"]["leaf_inflation"] == pytest.approx(0.4, rel=1e-3)
 
 
+
+def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
+    """delta is one number for every operator, while what the instrument adds
+    inside an operator depends on the operator: with its spread over the
+    calibration's panel, the intervals take delta at the spread's ends (the
+    low end with W's upper end), the medians stay."""
+    from opskew import calibration
+
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=600.0, delta_ns=100.0)
+    w = {"median": 600.0, "ci95": [590.0, 610.0]}
+    plain = by_name(verdict.per_operator(str(trace), w, 100.0))
+    v = verdict.per_operator(str(trace), w, 100.0, delta_range=[20.0, 350.0])
+    wide = by_name(v)
+    assert v["delta_range_ns"] == [20.0, 350.0]
+    for name in ("aten::add", "aten::mul"):
+        p, q = plain[name]["corrected_total_ns"], wide[name]["corrected_total_ns"]
+        calls = wide[name]["calls"]
+        assert q["median"] == pytest.approx(p["median"])
+        assert p["ci95"][0] == pytest.approx(p["median"], abs=1e-3 * calls)  # a leaf: W's CI moves nothing
+        assert q["ci95"][0] == pytest.approx(p["median"] - 250.0 * calls, rel=1e-6)
+        assert q["ci95"][1] == pytest.approx(p["median"] + 80.0 * calls, rel=1e-6)
+    # The range is clamped to hold delta, and into [0, W] at each end.
+    v = verdict.per_operator(str(trace), w, 100.0, delta_range=[150.0, 900.0])
+    assert v["delta_range_ns"] == [100.0, 900.0]
+    q = by_name(v)["aten::mul"]["corrected_total_ns"]
+    assert q["ci95"][0] == pytest.approx(q["median"] - (610.0 - 100.0) * by_name(v)["aten::mul"]["calls"], rel=1e-6)
+    for bad in ([1.0], [3.0, 2.0], [float("nan"), 1.0], "12", [True, 2.0]):
+        with pytest.raises(ValueError, match="delta_range"):
+            verdict.per_operator(str(trace), w, 100.0, delta_range=bad)
+    # What a stored calibration says: two finite numbers >= 0, lo <= hi, or nothing.
+    assert calibration.delta_range({"delta_ns": {"median": 5.0, "range": [1, 9]}}) == [1.0, 9.0]
+    for rng in (None, [1.0], [9.0, 1.0], [-1.0, 2.0], [1.0, float("inf")], ["1", 2]):
+        assert calibration.delta_range({"delta_ns": {"median": 5.0, "range": rng}}) is None
+    assert calibration.delta_range(None) is None and calibration.delta_range({}) is None
+
 def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=3000.0, leaf_ns=200, gap_ns=100)

@@ -97,6 +97,9 @@ def _constants(cal: dict) -> str:
     w, d = cal["w_ns"], cal["delta_ns"]
     text = (f"W {fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]  "
             f"delta {fmt_ns(d['median'])}")
+    rng = d.get("range")
+    if isinstance(rng, list) and len(rng) == 2:
+        text += f" [{fmt_ns(rng[0])}, {fmt_ns(rng[1])} by operator]"
     wp = cal.get("w_py_ns")
     if wp:
         text += (f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}]  "
@@ -297,6 +300,17 @@ def run(args) -> int:
                 if t.reported_op_self_s and t.op_events]
         return _engine.quantile(vals, 0.5) * 1e9 if vals else None
 
+    def per_operator(name, src):
+        """Each operator's duration per call (ns) under arm `name`: the median
+        over the trials that recorded it (at least half of them)."""
+        vals = {}
+        for t in src.trials[name]:
+            for op, (calls, self_ns) in (t.extra.get("op_self_ns") or {}).items():
+                if calls:
+                    vals.setdefault(op, []).append(self_ns / calls)
+        need = max(1, len(src.trials[name]) // 2)
+        return {op: _engine.quantile(v, 0.5) for op, v in vals.items() if len(v) >= need}
+
     validation = None
     if args.inject:
         got = per_event_diff(walls(rounds, "busy-wait:0"), walls(rounds, f"busy-wait:{args.inject}"),
@@ -345,8 +359,16 @@ def run(args) -> int:
                        "leaf_in_opskew_ns": tracer_leaf}
             p_leaf = leaf_per_call(name, panel_rounds) if panel_rounds is not None else None
             if p_leaf is not None and panel_tracer is not None:
+                # Each panel operator's own delta: what the instrument adds
+                # inside an operator depends on the operator (docs/correct.md);
+                # their range is the verdict's interval for delta.
+                mine, ref = per_operator(name, panel_rounds), per_operator(tracers[0], panel_rounds)
+                by_op = {op: min(max(mine[op] - ref[op] + tracer_delta, 0.0), wm)
+                         for op in sorted(set(mine) & set(ref))}
                 delta = {"median": min(max(p_leaf - panel_tracer + tracer_delta, 0.0), wm),
                          "leaf_reported_ns": p_leaf, "leaf_in_opskew_ns": panel_tracer,
+                         "by_operator": by_op,
+                         "range": [min(by_op.values()), max(by_op.values())] if by_op else None,
                          "workload": panel_wl.description, "torch_add": add,
                          "method": "the leaf panel's mean operator duration in this trace - in opskew's trace "
                                    "(medians over rounds) + opskew's delta, clamped to [0, W]"}

@@ -246,7 +246,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     import torch
 
     from ..analysis import operator_event_cost, python_event_cost
-    from ..calibration import config_name, find, python_call_rounds
+    from ..calibration import config_name, delta_range, find, python_call_rounds
     from ..verdict import per_operator
 
     w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
@@ -285,7 +285,8 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
         try:
             v = per_operator(raw, {k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta,
                              w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
-                             threshold=args.threshold, out=args.corrected_trace, bytecode=bytecode)
+                             threshold=args.threshold, out=args.corrected_trace, bytecode=bytecode,
+                             delta_range=delta_range(cal))
         except UsageError as exc:  # the corrected trace could not be written: exit 7
             failure = write_failure(exc, args.corrected_trace)
             if failure:
