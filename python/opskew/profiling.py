@@ -571,8 +571,9 @@ class profile:
             # A wait step's step() runs between two bodies, and what it does
             # leaves the next body slower (its code and data in the caches
             # and predictors): torch's step() and opskew's bookkeeping around
-            # it made a small MLP's next body 7% slower, this path 3.5%
-            # (bench/bench_wait_steps.py; docs/profile.md, "Wait steps under a live profiler").
+            # it made a small MLP's next body 5.6% slower than a body after a
+            # body, this path 2.9% (bench/bench_wait_steps.py; docs/profile.md,
+            # "Wait steps under a live profiler").
             # Wait to wait, torch's step() only moves the schedule on:
             # the same, done here; any other transition goes through torch.
             if self._cuda:
@@ -1001,8 +1002,9 @@ class profile:
                          f"{POST_TRACE + NEAR} for every active step to be paired")
         if near_trace:
             notes.append(f"{near_trace} of {len(act_s)} pairs took a wait step within {SETTLE} steps of a trace, "
-                         "whose after-effect makes those steps run slower (docs/profile.md, \"Wait steps under a live profiler\"): W may "
-                         f"be low by that; wait >= {WAIT_ADVICE} pairs each active step with a later one")
+                         "whose after-effect makes those steps run slower (docs/profile.md, \"Wait steps under a "
+                         f"live profiler\"): W may be low by that; wait >= {WAIT_ADVICE} pairs each active step with a "
+                         "later one")
         if single and not act_s:
             notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
                          "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
@@ -1163,8 +1165,9 @@ class profile:
         if cal is None:
             notes.append("no stored calibration of this configuration: delta, the instrument's time inside each "
                          "operator's own event, is taken as 0, so every operator's corrected time still holds it "
-                         "(tens to hundreds of ns a call; docs/correct.md); `opskew calibrate --config ...` once "
-                         "on this machine measures it")
+                         "(tens to hundreds of ns a call; docs/correct.md); `opskew calibrate --config "
+                         f"{','.join(k for k, v in self._options.items() if v) or 'minimal'}` once on this machine "
+                         "measures it")
             return 0.0
         return min(max(cal["delta_ns"]["median"], 0.0), max(w_median, 0.0))
 

@@ -662,7 +662,8 @@ def test_delta_from_another_thread_count_or_none_is_said(tmp_path, monkeypatch):
     assert any("intra-op thread(s), this run has" in n for n in final_notes)
     delta, notes, final_notes = got["none"]
     assert delta == 0.0
-    assert any(n.startswith("no stored calibration of this configuration: delta") for n in notes)
+    assert any(n.startswith("no stored calibration of this configuration: delta") and "`opskew calibrate --config minimal`" in n
+               for n in notes)
     assert not any("intra-op thread(s)" in n for n in notes)
 
 
