@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,15 +63,16 @@ def run_state(it):
         it()
 
 
-def wall_per_iter(it, n, windows=7):
-    times = []
-    for _ in range(windows):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            it()
-        times.append((time.perf_counter() - t0) / n)
-    times.sort()
-    return times[len(times) // 2]
+def loop_s(step, n):
+    """Seconds per iteration of `n` calls of step(). Every timed loop (bare,
+    under torch.profiler, under opskew's tracer) runs here, called from
+    main(): step() then runs at the same depth of Python's frame stack in all
+    of them (a frame layout alone moved a deep-Python step by 12 to 14%:
+    docs/profile-validation.md, "Stack alignment")."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - t0) / n
 
 
 def wrapped(it):
@@ -107,6 +109,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--pairs", type=int, default=9, help="bare/profiled window pairs per row")
     ap.add_argument("--cal-trials", type=int, default=21, help="rounds of each `opskew calibrate` run")
+    ap.add_argument("--json", help="write every row here (the temporary traces and cache are removed)")
     ap.add_argument("--cal-retries", type=int, default=2,
                     help="reruns of a calibration that came out noisy (CI wider than +-20%%)")
     args = ap.parse_args()
@@ -139,6 +142,15 @@ def main():
 
     rows = []
     tmp = tempfile.mkdtemp(prefix="opskew-validate-traces-")
+    try:
+        run(args, configs, calibrate, rows, tmp, cache)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def run(args, configs, calibrate, rows, tmp, cache):
+    """The rows, workload by workload, into `rows` (main's temporary folders)."""
     for wname, make in WORKLOADS.items():
         # Calibrated right before this workload is measured: the machine's
         # speed drifts over minutes on a shared VM, and W drifts with it.
@@ -152,11 +164,9 @@ def main():
         step = wrapped(it)
         tpath = os.path.join(tmp, "opskew.json")
 
-        def opskew_leaf():
-            """Leaf operators' corrected means in opskew's tracer: the reference."""
-            with trace() as t:
-                for _ in range(args.iters):
-                    step()
+        def opskew_leaf(t):
+            """Leaf operators' corrected means in opskew's tracer session `t`
+            (its loop ran from main()): the reference."""
             t.write(tpath)
             ref = correct(tpath, cal_tr["w_ns"]["median"],
                                    min(cal_tr["delta_ns"]["median"], cal_tr["w_ns"]["median"]))
@@ -177,12 +187,9 @@ def main():
                 # The bare window runs the same annotated iterations: the
                 # annotation costs a few us of Python and dispatch even with
                 # no profiler, and that is the workload's, not the profiler's.
-                wall = wall_per_iter(step, args.iters, windows=1)
+                wall = loop_s(step, args.iters)
                 with torch.profiler.profile(**opts) as prof:
-                    t0 = time.perf_counter()
-                    for _ in range(args.iters):
-                        step()
-                    prof_wall = (time.perf_counter() - t0) / args.iters
+                    prof_wall = loop_s(step, args.iters)
                 path = os.path.join(tmp, "torch.json")
                 prof.export_chrome_trace(path)
                 res = correct(path, w, d, w_py_ns=wp, delta_py_ns=dp)
@@ -205,7 +212,9 @@ def main():
                 orc_r.append(oracle * 1e-9 / wall)
                 it_rows.append((itop["reported_total_ns"], n, itop["descendants"], itop["py_descendants"], wall))
                 leaf_runs.append(leaf_means(res))
-                ref_runs.append(opskew_leaf())
+                with trace() as t:
+                    loop_s(step, args.iters)
+                ref_runs.append(opskew_leaf(t))
             med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
             # In-run calibration, as `opskew check --corrected-trace` does it:
             # each trace corrected with the median W the *other* pairs paid.
@@ -255,9 +264,9 @@ def main():
               + (f"{wl['name']}: {wl['corrected_ns']:.0f} vs {wl['opskew_ns']:.0f} ns" if wl else "-")
               + f" | {r['W_in_run_ns']:.0f} | {100 * r['corrected_in_run_err']:+.1f}%"
               + f" | {r['W_in_window_ns']:.0f} ({100 * r['corrected_in_window_err']:+.1f}%) |")
-    with open(os.path.join(tmp, "validation.json"), "w") as f:
-        json.dump(rows, f, indent=2)
-    print(f"\n(raw: {os.path.join(tmp, 'validation.json')})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
 
 
 if __name__ == "__main__":
