@@ -567,7 +567,7 @@ class profile:
                 self.prof.step()
             return
         action = _UNSET
-        if self._phase == "wait" and self._quiet_waits and not self._ended:
+        if self._phase == "wait" and self._quiet_waits:
             # A wait step's step() runs between two bodies, and what it does
             # leaves the next body slower (its code and data in the caches
             # and predictors): torch's step() and opskew's bookkeeping around
@@ -576,15 +576,21 @@ class profile:
             # "Wait steps under a live profiler").
             # Wait to wait, torch's step() only moves the schedule on:
             # the same, done here; any other transition goes through torch.
-            if self._cuda:
-                self._sync()
-            now = time.perf_counter_ns()
-            cpu = self._cpu_clock() if self._cpu_clock else None
+            # `opskew profile`'s driver ends the body itself first (_ended).
+            ended = self._ended
+            if ended:
+                now, cpu = self._call_t0, None
+            else:
+                if self._cuda:
+                    self._sync()
+                now = time.perf_counter_ns()
+                cpu = self._cpu_clock() if self._cpu_clock else None
             prof = self.prof
             nxt = prof.step_num + 1
             action = prof.schedule(nxt)  # before any state changes, as torch's step() calls it
             if action is self._none and prof.current_action is self._none:
-                self._close_body(now, cpu_now=cpu)
+                if not ended:
+                    self._close_body(now, cpu_now=cpu)
                 prof.step_num = nxt
                 if self._prev_action_attr:
                     prof._prev_schedule_action = action
@@ -592,10 +598,12 @@ class profile:
                 self.step_calls.append({"after_step": self._step, "ns": time.perf_counter_ns() - now,
                                         "on_trace_ready_ns": 0})
                 self._step = nxt
+                self._ended = False
                 self._c_end = self._cpu_clock() if self._cpu_clock else None
                 self._t_end = time.perf_counter_ns()
                 return
-            self._end_body(now=now, cpu_now=cpu)
+            if not ended:
+                self._end_body(now=now, cpu_now=cpu)
         else:
             self._end_body()
         self._lost = self._session_gone()

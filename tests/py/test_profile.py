@@ -139,15 +139,16 @@ def _counting_schedule(log, **kw):
     return sched
 
 
-@pytest.mark.parametrize("daemon", ["", "1"])
-def test_wait_steps_take_the_short_way_and_keep_torchs_schedule(tmp_path, monkeypatch, daemon):
+@pytest.mark.parametrize("daemon,driver", [("", False), ("", True), ("1", False)])
+def test_wait_steps_take_the_short_way_and_keep_torchs_schedule(tmp_path, monkeypatch, daemon, driver):
     """From a wait step to a wait step, opskew's step() moves torch's
     schedule on itself (torch's step() does no more there) and keeps its
     step record; every other transition goes through torch. The user's
     schedule is called once per step, with the same step numbers as by torch,
     and the profiler's state after each step() is torch's. Under
     KINETO_USE_DAEMON (torch's step() then moves Kineto's step counter) every
-    step goes through torch."""
+    step goes through torch. `driver`: the body is ended before step(), as
+    `opskew profile`'s step driver does."""
     if daemon:
         monkeypatch.setenv("KINETO_USE_DAEMON", daemon)
     else:
@@ -167,6 +168,8 @@ def test_wait_steps_take_the_short_way_and_keep_torchs_schedule(tmp_path, monkey
         with p:
             for _ in range(16):
                 body()
+                if driver and name == "opskew":
+                    p._end_body()
                 p.step()
                 states[name].append((p.step_num, p.current_action.name,
                                      getattr(p, "_prev_schedule_action", p.current_action).name))
@@ -181,6 +184,7 @@ def test_wait_steps_take_the_short_way_and_keep_torchs_schedule(tmp_path, monkey
     assert waits == [0, 1, 2, 3, 7, 8, 9, 10, 14, 15]
     assert through == ([3, 4, 5, 6, 10, 11, 12, 13] if not daemon else list(range(16)))
     assert [c["after_step"] for c in p.step_calls[:16]] == list(range(16))
+    assert all(s["ns"] > 0 for s in p.steps if not s.get("partial"))
     assert p.report["pairs"] > 0
 
 
