@@ -1006,8 +1006,9 @@ class profile:
                         warm_extra.extend(s["ns"] - base for s in blocks[k][1])
         if short:
             notes.append(f"{short} active step(s) had no warm wait step left to pair with (each wait step "
-                         f"serves one pair; the first {POST_TRACE} after a trace are cold): use wait >= "
-                         f"{POST_TRACE + NEAR} for every active step to be paired")
+                         f"serves one pair; the first {POST_TRACE} after a trace are cold): wait >= "
+                         f"{POST_TRACE + NEAR} pairs every active step, wait >= {WAIT_ADVICE} each with a settled "
+                         "wait step")
         if near_trace:
             notes.append(f"{near_trace} of {len(act_s)} pairs took a wait step within {SETTLE} steps of a trace, "
                          "whose after-effect makes those steps run slower (docs/profile.md, \"Wait steps under a "

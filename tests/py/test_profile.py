@@ -211,6 +211,12 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
     assert got[8][1] == 6 and got[8][2] == 12 and len(got[8][3]) == 1
     assert got[8][3][0].startswith("6 of 12 pairs") and "wait >= 14" in got[8][3][0]
     assert got[14][1] == 0 and got[14][2] == 12 and not got[14][3]
+    # Too short a wait to pair every active step: the note gives both numbers.
+    p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
+                                        schedule=torch.profiler.schedule(wait=4, warmup=1, active=7, repeat=1)),
+                 12, body)
+    said = [n for n in p.report["notes"] if "had no warm wait step left to pair with" in n]
+    assert len(said) == 1 and "wait >= 8 pairs every active step, wait >= 14 each with a settled" in said[0]
 
 RANGES_CHECK = r"""
 import json, os, sys, torch, opskew
