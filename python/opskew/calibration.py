@@ -299,6 +299,22 @@ def find(instrument: str, config: str, torch_version: str, device: str | None = 
     return best
 
 
+def find_for_threads(instrument: str, config: str, torch_version: str, device: str | None,
+                     threads: int) -> tuple[dict | None, str | None]:
+    """The stored calibration made with `threads` intra-op threads, else the
+    newest of another thread count, with a line that says so (an
+    instrument's costs are paid on the thread that dispatches each operator,
+    whatever the intra-op pool); (None, None) when none is stored."""
+    cal = find(instrument, config, torch_version, device, threads=threads)
+    if cal is not None:
+        return cal, None
+    cal = find(instrument, config, torch_version, device)
+    if cal is None:
+        return None, None
+    return cal, (f"the stored calibration was made with {cal['key'].get('threads')} intra-op thread(s), this run "
+                 f"has {threads}: its constants stand in ({cal.get('_path', '')})")
+
+
 def tracer_cost(instrument: str, torch_version: str, device: str | None = None) -> tuple[float, str] | None:
     """The in-window W of opskew's own tracer (instrument "native", "itt",
     ...) stored by `opskew calibrate` for this machine and torch, and a line

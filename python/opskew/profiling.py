@@ -1139,21 +1139,11 @@ class profile:
         (docs/profile.md). One run keeps one calibration's delta, even if
         another is stored while it runs."""
         if self._stored_cal is None:
-            from .calibration import config_name, find
+            from .calibration import config_name, find_for_threads
 
-            args = ("torch.profiler", config_name(self._options), self._torch.__version__,
-                    "cuda" if self._cuda else "cpu")
-            threads = self._torch.get_num_threads()
-            cal = find(*args, threads=threads)
-            if cal is None:
-                # The instrument's costs are paid on the thread that dispatches
-                # each operator, whatever the intra-op pool: another thread
-                # count's calibration stands in, and the report says so.
-                cal = find(*args)
-                if cal is not None:
-                    self._stored_note = (f"the stored calibration was made with {cal['key'].get('threads')} "
-                                         f"intra-op thread(s), this run has {threads}: its constants stand in "
-                                         f"({cal.get('_path', '')})")
+            cal, self._stored_note = find_for_threads("torch.profiler", config_name(self._options),
+                                                      self._torch.__version__, "cuda" if self._cuda else "cpu",
+                                                      self._torch.get_num_threads())
             self._stored_cal = (cal,)
         return self._stored_cal[0]
 

@@ -662,6 +662,13 @@ def test_delta_from_another_thread_count_or_none_is_said(tmp_path, monkeypatch):
             calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
                                "w_ns": {"median": 300.0, "ci95": [250.0, 350.0]},
                                "delta_ns": {"median": 7.0, "ci95": [5.0, 9.0]}})
+            # The one rule check --corrected-trace uses too: exact thread count first.
+            n = torch.get_num_threads()
+            args = ("torch.profiler", "minimal", torch.__version__, "cpu")
+            cal, note = calibration.find_for_threads(*args, n + 1)
+            assert cal["delta_ns"]["median"] == 7.0 and note is None
+            cal, note = calibration.find_for_threads(*args, n)
+            assert cal["delta_ns"]["median"] == 7.0 and note.startswith(f"the stored calibration was made with {n + 1}")
         p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,  # noqa: B023
                                             schedule=torch.profiler.schedule(**sched)), 16, make_body(spin_ns=20_000))
         got[case] = (p.report.get("delta_ns"), p.report["notes"], (p.final or {}).get("notes", []))

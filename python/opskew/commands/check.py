@@ -246,7 +246,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     import torch
 
     from ..analysis import operator_event_cost, python_event_cost
-    from ..calibration import config_name, delta_range, find, python_call_rounds
+    from ..calibration import config_name, delta_range, find_for_threads, python_call_rounds
     from ..verdict import per_operator
 
     w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
@@ -263,7 +263,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     # (no overhead this run could measure) reads as 0: the verdict then
     # removes nothing, and W's upper end still bounds what it could be.
     config = config_name(instrument.options)
-    cal = find("torch.profiler", config, torch.__version__, device)
+    cal, cal_note = find_for_threads("torch.profiler", config, torch.__version__, device, torch.get_num_threads())
     delta = min(max(cal["delta_ns"]["median"], 0.0), w["median"]) if cal else 0.0
     delta_py = min(max((cal.get("delta_py_ns") or {}).get("median", 0.0), 0.0), wp) if cal else 0.0
     # with_stack: how much slower bytecode runs under the profile function
@@ -303,7 +303,8 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
         "w_ns": {k: w[k] for k in ("median", "ci95", "ci_coverage")},
         "w_py_ns": {k: w_py[k] for k in ("median", "ci95")},
         "delta_ns": delta, "delta_py_ns": delta_py,
-        "delta_source": cal["_path"] if cal else "none stored: 0 (leaf operators keep their delta, tens of ns)",
+        "delta_source": ((cal_note or cal["_path"]) if cal
+                         else "none stored: 0 (leaf operators keep their delta, tens of ns)"),
         "trace": args.trace,
         "corrected_trace": os.path.abspath(args.corrected_trace) if args.corrected_trace else None,
         "events": st["corrected_events"], "python_events": st["py_events"],
