@@ -115,10 +115,22 @@ typedef struct {
    * rooted by an event of that name, the root too, costs span_w_scale[i] x
    * W (x W_py) instead of W (delta at most that): opskew.profile's first
    * active step of a cycle, whose events cost more (the profiler's first
-   * recorded step). Finite and > 0. */
+   * recorded step). Finite and > 0.
+   * span_delta_ns (NULL: none): events of that name keep span_delta_ns[i]
+   * of the instrument's time inside their own interval instead of delta
+   * (delta_py for Python-class events): a per-name delta, as opskew.profile
+   * measures it for leaf operators against opskew's tracer in the same run.
+   * W per event is unchanged, so only where the cost is taken out moves:
+   * inside the event, and (W - delta)/2 on each side. It may exceed W (W is
+   * the mean over every event; one operator may pay more inside itself, as
+   * a measured own delta can say): the time on each side then grows by
+   * half the excess, so the corrected total of everything around it still
+   * loses W per event. Below 0: the class's delta. Finite. The cross-thread
+   * rule prices other threads' events with the class's delta. */
   const char *const *span_names;
   const double *span_ns;
   const double *span_w_scale;
+  const double *span_delta_ns;
   size_t n_spans;
 } osk_correct_opts_t;
 

@@ -340,6 +340,15 @@ typedef struct osk_trace_summary osk_trace_summary_t;
 OSK_TRACE_API int osk_trace_summarize(const osk_trace_snapshot_t *snap,
                                       const osk_trace_calib_t *calib,
                                       osk_trace_summary_t **out);
+/* osk_trace_summarize over the events that begin in [from_ns, to_ns) of the
+ * snapshot's clock (CLOCK_MONOTONIC_RAW's nanoseconds: what the Chrome
+ * output writes, in us): one step of several in one session (opskew.profile
+ * summarizes each tracer step apart, because a session's first step runs
+ * cold). An event outside the window is dropped with its children, so a
+ * window that cuts through an operator counts the children inside it as
+ * top-level events. from_ns > to_ns: OSK_EINVAL. */
+OSK_TRACE_API int osk_trace_summarize_window(const osk_trace_snapshot_t *snap, const osk_trace_calib_t *calib,
+                                             int64_t from_ns, int64_t to_ns, osk_trace_summary_t **out);
 /* Frees the summary (not its snapshot); NULL is a no-op. */
 OSK_TRACE_API void osk_trace_summary_free(osk_trace_summary_t *sum);
 /* Rows sorted by self time, descending. */

@@ -78,6 +78,7 @@ typedef struct {
 typedef struct {
   double span;  /* < 0: none */
   double scale; /* on W and W_py for its events and every event inside them */
+  double delta; /* < 0: the class's; else its events' own delta (may exceed W) */
 } named_t;
 
 /* One thread's state in a pass. */
@@ -192,6 +193,18 @@ static osk__cost_t scaled_cost(const osk_correct_t *c, double s) {
     k.w_py_ns *= s;
     if (k.delta_ns > k.w_ns) k.delta_ns = k.w_ns;
     if (k.delta_py_ns > k.w_py_ns) k.delta_py_ns = k.w_py_ns;
+  }
+  return k;
+}
+
+/* The cost of one event of `name` and class `cls` whose W scale is
+ * `scale`: scaled_cost with the name's own delta, where given, in place of
+ * its class's. It may exceed W (osk_correct_opts_t.span_delta_ns). */
+static osk__cost_t cost_for(const osk_correct_t *c, uint32_t name, uint32_t cls, double scale) {
+  osk__cost_t k = scaled_cost(c, scale);
+  if (name < c->n_named && c->named[name].delta >= 0) {
+    if (cls == OSK__CLS_PY) k.delta_py_ns = c->named[name].delta;
+    else k.delta_ns = c->named[name].delta;
   }
   return k;
 }
@@ -413,7 +426,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   osk_correct_t *c = t->c;
   double half, delta;
   line_t *l = &t->line[(size_t)x->user[0] - t->tree_begin];
-  osk__cost_t cost = scaled_cost(c, l->scale);
+  osk__cost_t cost = cost_for(c, x->name, x->cls, l->scale);
   cost_of(&cost, x->cls, &half, &delta);
   int64_t begin2 = l->ts2;
   /* A span's trim still due comes out of x's self time here, after its
@@ -488,7 +501,8 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   if (c->n_named) {
     /* What the scales (x's and its descendants') took out beyond W's. */
     double d0, h0;
-    event_cost(c, x->cls, &h0, &d0);
+    osk__cost_t base = cost_for(c, x->name, x->cls, 1.0); /* its own delta is no scale's */
+    cost_of(&base, x->cls, &h0, &d0);
     double scaled = delta - d0 + l->dcost - (c->cost.w_ns * (double)x->desc[OSK__CLS_OP] +
                                             c->cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
     if (fabs(scaled) > 1e-6 * (l->dcost + 1.0)) op->scaled_ns += scaled;
@@ -556,7 +570,7 @@ static int flush(thr_t *t, int64_t limit) {
     if (!t->started) {
       /* Start the compressed time line at the thread's first event: its
        * pre-begin share is not taken from before the trace's start. */
-      osk__cost_t first = scaled_cost(c, scale_of(c, e->name, 1.0));
+      osk__cost_t first = cost_for(c, e->name, cls, scale_of(c, e->name, 1.0));
       cost_of(&first, cls, &half, &delta);
       t->removed = -half;
       t->last2 = INT64_MIN;
@@ -580,7 +594,7 @@ static int flush(thr_t *t, int64_t limit) {
      * cost: W scaled by its own name's span_w_scale, else its parent's. */
     line_t *pl = f > t->nest.stack ? &t->line[(size_t)f[-1].user[0] - t->tree_begin] : NULL;
     double scale = scale_of(c, e->name, pl ? pl->scale : 1.0);
-    osk__cost_t cost = scaled_cost(c, scale);
+    osk__cost_t cost = cost_for(c, e->name, cls, scale);
     cost_of(&cost, cls, &half, &delta);
     t->removed += half;
     int64_t *owed = t->nest.overlaps != overlaps ? NULL : pl ? &pl->debt : &t->debt;
@@ -878,21 +892,23 @@ static int add_spans(osk_correct_t *c, const osk_correct_opts_t *opts) {
   c->opts.span_names = NULL;
   c->opts.span_ns = NULL;
   c->opts.span_w_scale = NULL;
+  c->opts.span_delta_ns = NULL;
   c->opts.n_spans = 0;
   if (!opts->n_spans) return 0;
   if (!opts->span_names || !opts->span_ns) return OSK_EINVAL;
   for (size_t i = 0; i < opts->n_spans; i++) {
     const char *name = opts->span_names[i];
     double v = opts->span_ns[i], sc = opts->span_w_scale ? opts->span_w_scale[i] : 1.0;
-    if (!name || !isfinite(v) || !(sc > 0) || !isfinite(sc)) return OSK_EINVAL;
+    double d = opts->span_delta_ns ? opts->span_delta_ns[i] : -1.0;
+    if (!name || !isfinite(v) || !(sc > 0) || !isfinite(sc) || !isfinite(d)) return OSK_EINVAL;
     int64_t id = intern_name(c, (osk_str_t){name, strlen(name)});
     if (id < 0) return (int)id;
     if ((size_t)id >= c->n_named) {
       if (osk__grow((void **)&c->named, &c->cap_named, (size_t)id + 1, sizeof *c->named)) return OSK_ENOMEM;
-      for (size_t k = c->n_named; k <= (size_t)id; k++) c->named[k] = (named_t){-1.0, 1.0};
+      for (size_t k = c->n_named; k <= (size_t)id; k++) c->named[k] = (named_t){-1.0, 1.0, -1.0};
       c->n_named = (size_t)id + 1;
     }
-    c->named[id] = (named_t){v < 0 ? -1.0 : v, sc};
+    c->named[id] = (named_t){v < 0 ? -1.0 : v, sc, d < 0 ? -1.0 : d};
   }
   return 0;
 }

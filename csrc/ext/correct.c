@@ -41,18 +41,19 @@ static int str_list(PyObject *obj, const char *what, PyObject **fast, const char
   return 0;
 }
 
-/* spans={name: ns or (ns, w_scale)}: the options' span arrays (ns < 0: no
- * span; w_scale 1 when not given); *keep holds the names' bytes alive.
- * Returns 0, or -1 with an exception set. None leaves them empty. */
+/* spans={name: ns, (ns, w_scale) or (ns, w_scale, delta)}: the options'
+ * span arrays (ns < 0: no span; w_scale 1 and delta -1, the class's, when
+ * not given); *keep holds the names' bytes alive. Returns 0, or -1 with an
+ * exception set. None leaves them empty. */
 static int span_dict(PyObject *obj, PyObject **keep, const char ***names, double **ns, double **scale,
-                     size_t *n) {
+                     double **delta, size_t *n) {
   *keep = NULL;
   *names = NULL;
-  *ns = *scale = NULL;
+  *ns = *scale = *delta = NULL;
   *n = 0;
   if (obj == Py_None) return 0;
   if (!PyDict_Check(obj)) {
-    PyErr_SetString(PyExc_TypeError, "spans must be a dict of str to ns or (ns, w_scale)");
+    PyErr_SetString(PyExc_TypeError, "spans must be a dict of str to ns, (ns, w_scale) or (ns, w_scale, delta)");
     return -1;
   }
   *keep = PyDict_Items(obj);
@@ -62,7 +63,8 @@ static int span_dict(PyObject *obj, PyObject **keep, const char ***names, double
   *names = PyMem_Calloc(m, sizeof **names);
   *ns = PyMem_Calloc(m, sizeof **ns);
   *scale = PyMem_Calloc(m, sizeof **scale);
-  if (!*names || !*ns || !*scale) {
+  *delta = PyMem_Calloc(m, sizeof **delta);
+  if (!*names || !*ns || !*scale || !*delta) {
     PyErr_NoMemory();
     goto fail;
   }
@@ -76,17 +78,21 @@ static int span_dict(PyObject *obj, PyObject **keep, const char ***names, double
     (*names)[i] = PyUnicode_AsUTF8(k);
     if (!(*names)[i]) goto fail;
     (*scale)[i] = 1.0;
+    (*delta)[i] = -1.0;
     if (PyTuple_Check(v)) {
-      if (!PyArg_ParseTuple(v, "dd:spans' (ns, w_scale)", &(*ns)[i], &(*scale)[i])) goto fail;
+      if (!PyArg_ParseTuple(v, "dd|d:spans' (ns, w_scale[, delta])", &(*ns)[i], &(*scale)[i], &(*delta)[i]))
+        goto fail;
     } else if (PyNumber_Check(v) && !PyUnicode_Check(v)) {
       (*ns)[i] = PyFloat_AsDouble(v);
       if ((*ns)[i] == -1.0 && PyErr_Occurred()) goto fail;
     } else {
-      PyErr_Format(PyExc_TypeError, "spans: %R is neither ns nor (ns, w_scale)", v);
+      PyErr_Format(PyExc_TypeError, "spans: %R is neither ns nor (ns, w_scale[, delta])", v);
       goto fail;
     }
-    if (!isfinite((*ns)[i]) || !((*scale)[i] > 0) || !isfinite((*scale)[i])) {
-      PyErr_Format(PyExc_ValueError, "spans: %R needs a finite ns (< 0: no span) and a finite w_scale > 0", v);
+    if (!isfinite((*ns)[i]) || !((*scale)[i] > 0) || !isfinite((*scale)[i]) || !isfinite((*delta)[i])) {
+      PyErr_Format(PyExc_ValueError,
+                   "spans: %R needs a finite ns (< 0: no span), a finite w_scale > 0 and a finite delta "
+                   "(< 0: the class's)", v);
       goto fail;
     }
   }
@@ -96,8 +102,9 @@ fail:
   PyMem_Free(*names);
   PyMem_Free(*ns);
   PyMem_Free(*scale);
+  PyMem_Free(*delta);
   *names = NULL;
-  *ns = *scale = NULL;
+  *ns = *scale = *delta = NULL;
   Py_CLEAR(*keep);
   return -1;
 }
@@ -122,9 +129,10 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
                         &opts.clock_drift))
     return NULL;
   const char **cats = NULL, **py_cats = NULL, **span_names = NULL;
-  double *span_ns = NULL, *span_scale = NULL;
+  double *span_ns = NULL, *span_scale = NULL, *span_delta = NULL;
   PyObject *fast = NULL, *py_fast = NULL, *span_keep = NULL;
-  if (span_dict(spans_obj, &span_keep, &span_names, &span_ns, &span_scale, &opts.n_spans) < 0) return NULL;
+  if (span_dict(spans_obj, &span_keep, &span_names, &span_ns, &span_scale, &span_delta, &opts.n_spans) < 0)
+    return NULL;
   if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0 ||
       str_list(py_cats_obj, "py_categories", &py_fast, &py_cats, &opts.n_py_categories) < 0) {
     PyMem_Free(cats);
@@ -132,6 +140,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     PyMem_Free(span_names);
     PyMem_Free(span_ns);
     PyMem_Free(span_scale);
+    PyMem_Free(span_delta);
     Py_XDECREF(span_keep);
     return NULL;
   }
@@ -140,6 +149,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   opts.span_names = span_names;
   opts.span_ns = span_ns;
   opts.span_w_scale = span_scale;
+  opts.span_delta_ns = span_delta;
   osk_correct_t *c = NULL;
   osk_error_t err = {0, "", 0, 0};
   int rc;
@@ -149,6 +159,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   PyMem_Free(span_names);
   PyMem_Free(span_ns);
   PyMem_Free(span_scale);
+  PyMem_Free(span_delta);
   Py_XDECREF(fast);
   Py_XDECREF(py_fast);
   Py_XDECREF(span_keep);
@@ -213,11 +224,12 @@ static PyMethodDef correct_methods[] = {
      "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
      "- W_py x py_descendants (Python-function events: the second class),\n"
      "per operator, clamped at zero with the residual; writes the corrected trace\n"
-     "to `out` when given. spans={name: ns or (ns, w_scale)}: events of that\n"
-     "name span ns of the code they annotate (opskew.profile's ProfilerStep#N:\n"
-     "the step's body; ns < 0: none), their reported time beyond it and delta\n"
-     "is taken out too; the events of the top-level trees they root cost\n"
-     "w_scale x W (x W_py) each.\n"
+     "to `out` when given. spans={name: ns, (ns, w_scale) or (ns, w_scale,\n"
+     "delta)}: events of that name span ns of the code they annotate\n"
+     "(opskew.profile's ProfilerStep#N: the step's body; ns < 0: none), their\n"
+     "reported time beyond it and delta is taken out too; the events of the\n"
+     "top-level trees they root cost w_scale x W (x W_py) each; delta >= 0 is\n"
+     "the name's own delta (at most its W), < 0 its class's.\n"
      "'status' is 'ok', 'truncated', 'invalid' or 'error';\n"
      "on the last two only 'status' and 'error' ({'code', 'number', 'message',\n"
      "'offset', 'sys_errno'}) are there: use opskew.tracefile.correct, which\n"

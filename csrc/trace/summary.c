@@ -52,9 +52,14 @@ static int cmp_row(const void *pa, const void *pb) {
 
 int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *calib,
                         osk_trace_summary_t **out) {
+  return osk_trace_summarize_window(s, calib, INT64_MIN, INT64_MAX, out);
+}
+
+int osk_trace_summarize_window(const osk_trace_snapshot_t *s, const osk_trace_calib_t *calib, int64_t from_ns,
+                               int64_t to_ns, osk_trace_summary_t **out) {
   if (!out) return OSK_EINVAL;
   *out = NULL;
-  if (!s) return OSK_EINVAL;
+  if (!s || from_ns > to_ns) return OSK_EINVAL;
   uint32_t nn = s->n_names ? s->n_names : 1;
   osk_trace_summary_t *sum = calloc(1, sizeof *sum);
   osk_trace_op_t *by = calloc(nn, sizeof *by);
@@ -80,6 +85,8 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
     const osk__event_t *ev = osk__seg_events(g, buf);
     if (!ev) goto io;
     for (uint32_t j = 0; j < g->end - g->begin; j++) {
+      int64_t t0 = osk__ticks_ns(&s->clock, ev[j].t0);
+      if (t0 < from_ns || t0 >= to_ns) continue;
       uint32_t id = ev[j].name;
       by[id < nn ? id : 0].calls++;
     }
@@ -106,6 +113,12 @@ int osk_trace_summarize(const osk_trace_snapshot_t *s, const osk_trace_calib_t *
       int64_t t0 = osk__ticks_ns(&s->clock, e->t0);
       int64_t dur = osk__dur_ns(&s->clock, e->t0, e->t1);
       osk__acc_t *kids = &acc[d + 1];
+      if (t0 < from_ns || t0 >= to_ns) {
+        /* Outside the window: neither it nor its children count (those
+         * inside it are dropped with it). */
+        memset(kids, 0, sizeof *kids);
+        continue;
+      }
       int64_t kid_sum = 0;
       double kid_corr = 0;
       uint64_t kid_n = 0, desc = 0;

@@ -75,6 +75,24 @@ MAX_RECORRECT = 50
 # schedule, and they are the cycles whose traces stop() corrects again.
 KEEP_CYCLES = MAX_RECORRECT
 
+# The leaf reference (docs/profile.md, "Each leaf's own delta"): opskew's
+# own tracer, whose cost is near the hardware floor, records REF_STEPS wait
+# steps of each wait block after a trace, at positions REF_FIRST on (past the
+# after-effect's slowest steps, 2 and 3, before the steps pairing takes,
+# SETTLE on), in a run whose wait blocks are at least WAIT_ADVICE long. One
+# session holds them and the step before them, which runs cold under a new
+# session (its operators took 2x: bench/bench_leaf_reference.py) and is not
+# used; each step is summarized apart (osk_trace_summarize_window). Each
+# leaf operator's own delta is its mean reported time in the trace less its
+# time under the tracer, from REF_MIN_STEPS tracer steps on (the interval:
+# the sign test's over the tracer steps, 87.5% from 4, 99% from 8). The
+# latest REF_KEEP tracer steps are kept.
+REF_STEPS = 4
+REF_FIRST = SETTLE - REF_STEPS
+REF_MIN_STEPS = 4
+REF_MIN_CALLS = 5
+REF_KEEP = 64
+
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 _UNSET = object()
@@ -240,11 +258,16 @@ class profile:
                     first trace (about a second, once; default True), else
                     use a stored calibration's; and how much slower Python
                     bytecode runs under the profile function (opskew.bytecode,
-                    about 10 ms, once), else widen nothing for it.
+                    about 10 ms, once), else widen nothing for it;
+      leaf_reference
+                    record REF_STEPS wait steps after each trace with opskew's
+                    own tracer (about 0.2 ms of opskew's time each) and give
+                    each leaf operator its own delta from them (default True;
+                    CPU only, in a run whose wait is at least WAIT_ADVICE).
     """
 
     def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
-                 **kwargs):
+                 leaf_reference=True, **kwargs):
         import torch
 
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
@@ -334,6 +357,19 @@ class profile:
         self._w_py_error = None
         self._own_ns = 0  # opskew's own time inside step(): W_py, analysis, corrected trace
         self.final = None  # the run's W from all its steps, set at stop()
+        # The leaf reference (REF_*): opskew's tracer on some wait steps.
+        self._ref_on = bool(leaf_reference) and not self._cuda
+        self._ref_why = (None if self._ref_on else
+                         "leaf_reference=False" if not leaf_reference else
+                         "with CUDA activity (opskew's tracer on wait steps has not been validated on a GPU)")
+        self._ref_live = None  # (the tracer session, its Trace, [step windows]) while its steps run
+        self._ref_open = None  # the running tracer step's begin (CLOCK_MONOTONIC_RAW ns)
+        self._ref_pending: list = []  # (Trace, windows) of tracer sessions, summarized at the next analysis
+        self._ref_steps: list[dict] = []  # per tracer step: {leaf name: ns per call}, the latest REF_KEEP
+        self._wait_pos = 0  # wait steps begun in the current wait block
+        self._last_wait_len = 0  # steps of the last wait block that ended
+        self._leaf_raw: dict = {}  # cycle -> {leaf name: (calls, reported total ns)}, for stop()'s correction
+        self._pair_steps: list = []  # the last estimate's pairs: (active step, wait step) numbers
         self.print_error = None  # why report_file stopped being printed to, if it did
         self._shed_upto = 0  # reports before this index hold no per-operator table (_shed_old_operators)
 
@@ -383,6 +419,8 @@ class profile:
                 # From the last step() to stop(): the loop's end, or a step
                 # cut short by an exception; not a whole step, never used.
                 s["partial"] = True
+            if self._ref_live is not None:
+                s["ref"] = True  # under opskew's tracer: never a baseline
             if not self.steps or self.steps[-1]["phase"] != s["phase"] or self.steps[-1].get("partial"):
                 self._block_start = len(self.steps)
             self.steps.append(s)
@@ -450,6 +488,13 @@ class profile:
         self._phase = self._action()
         self._step = self.prof.step_num
         self._ended = False
+        if self._phase == "wait":
+            self._wait_pos += 1
+        else:
+            if self._wait_pos:
+                self._last_wait_len, self._wait_pos = self._wait_pos, 0
+            if self._ref_live is not None:  # the wait block ended before the tracer's last step
+                self._ref_end()
         # No range around a wait step: torch.profiler records none, and
         # opening and closing it (a dispatcher call each way) was the largest
         # part of opskew's own work in a wait step's step(), which runs
@@ -468,6 +513,8 @@ class profile:
 
                 self.prof.step_rec_fn = autograd_profiler.record_function(name)
                 self.prof.step_rec_fn.__enter__()
+        elif self._ref_on and REF_FIRST <= self._wait_pos <= REF_FIRST + REF_STEPS:
+            self._ref_step_begins()
         self._c_end = self._cpu_clock() if self._cpu_clock else None
         self._t_end = time.perf_counter_ns()
 
@@ -490,6 +537,102 @@ class profile:
         self._close_body(t0, partial=partial, cpu_now=c0)
         self._ready_ns = 0
         self._ended = True
+
+    # ------------------------------------------------- the leaf reference
+    def _ref_step_begins(self):
+        """The wait step about to run is one of the tracer's (REF_*), in a
+        run whose last wait block was at least WAIT_ADVICE long: the first
+        starts the session (a step that runs cold, not used), the others
+        open their window. A tracer that cannot start turns the leaf
+        reference off for the run, and the reports say why."""
+        if self._ref_live is None:
+            if self._wait_pos != REF_FIRST or self._last_wait_len < WAIT_ADVICE:
+                return
+            from .tracing import trace
+
+            ctx = trace(instrument="native")
+            try:
+                self._ref_live = (ctx, ctx.enter_native_only(), [])
+            except Exception as exc:  # noqa: BLE001 - the user's loop goes on, with the stored delta
+                self._ref_on = False
+                self._ref_why = f"opskew's tracer could not start ({type(exc).__name__}: {exc})"
+            return
+        self._ref_open = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+
+    def _ref_step_ended(self):
+        """A tracer step's body just ended: its window is kept, and after
+        the last one the session stops."""
+        if self._ref_open is not None:
+            self._ref_live[2].append((self._ref_open, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)))
+            self._ref_open = None
+        if self._wait_pos >= REF_FIRST + REF_STEPS:
+            self._ref_end()
+
+    def _ref_end(self):
+        """Stops the tracer; its summaries wait for the next analysis (not
+        between two bodies)."""
+        ctx, t, windows = self._ref_live
+        self._ref_live = None
+        self._ref_open = None
+        try:
+            ctx.__exit__(None, None, None)
+            if windows:
+                self._ref_pending.append((t, windows))
+        except Exception as exc:  # noqa: BLE001 - as in _ref_step_begins
+            self._ref_on = False
+            self._ref_why = f"opskew's tracer could not stop ({type(exc).__name__}: {exc})"
+
+    def _ref_collect(self):
+        """Each pending tracer step's leaves, ns per call (the tracer's
+        corrected totals over calls, in C: its summary of the step's
+        window), kept."""
+        pending, self._ref_pending = self._ref_pending, []
+        for t, windows in pending:
+            for a, b in windows:
+                try:
+                    rows = t.window(a, b).rows
+                except Exception as exc:  # noqa: BLE001 - one step lost, said
+                    self._ref_why = f"a tracer step's summary failed ({type(exc).__name__}: {exc})"
+                    continue
+                self._ref_steps.append({r["name"]: r["total_corrected_ns"] / r["calls"] for r in rows
+                                        if r["descendants"] == 0 and r["calls"] > 0})
+        del self._ref_steps[:-REF_KEEP]
+
+    def _op_deltas(self, leaves: dict | None, w_median: float) -> tuple[dict | None, dict]:
+        """Each leaf's own delta for a trace whose leaves are `leaves`
+        ({name: (calls, reported total ns)}): its mean reported time less
+        its time per call under opskew's tracer, the median over the tracer
+        steps with the sign test's interval, at 0 and above. Returns
+        (op_deltas for verdict.per_operator or None, what the report says)."""
+        n = len(self._ref_steps)
+        info = {"tracer_steps": n, "leaves": len(leaves or {}), "names": 0}
+        if not self._ref_on and self._ref_why:
+            info["why"] = f"off: {self._ref_why}"
+        elif n < REF_MIN_STEPS:
+            info["why"] = (f"{n} tracer step(s) so far, {REF_MIN_STEPS} needed: opskew's tracer runs on "
+                           f"{REF_STEPS} wait steps after each trace where the wait is at least {WAIT_ADVICE}")
+        if n < REF_MIN_STEPS or not leaves:
+            return None, info
+        out = {}
+        for name, (calls, total) in leaves.items():
+            ts = [st[name] for st in self._ref_steps if name in st]
+            if len(ts) < REF_MIN_STEPS:
+                continue
+            r = total / calls
+            p = _engine.paired([0.0] * len(ts), [r - t for t in ts])
+            med = max(p["median"], 0.0)
+            lo, hi = max(p["ci"][0], 0.0), max(p["ci"][1], 0.0)
+            out[name] = {"median": med, "ci95": [min(lo, med), max(hi, med)], "ci_coverage": p["ci_coverage"],
+                         "tracer_steps": len(ts), "reported_ns": r,
+                         "source": f"in-run: opskew's tracer on {len(ts)} wait steps"}
+        if not out:
+            info["why"] = "no leaf of this trace was seen in enough tracer steps"
+            return None, info
+        meds = sorted(d["median"] for d in out.values())
+        info.update({"names": len(out), "median_ns": _median(meds), "range_ns": [meds[0], meds[-1]],
+                     "above_w": sorted(k for k, d in out.items() if d["median"] > max(w_median, 0.0)),
+                     "coverage": min(d["ci_coverage"] for d in out.values())})
+        return out, info
 
     def _session_gone(self) -> str | None:
         """Why the recording this profiler expects is not there, or None:
@@ -591,6 +734,8 @@ class profile:
             if action is self._none and prof.current_action is self._none:
                 if not ended:
                     self._close_body(now, cpu_now=cpu)
+                if self._ref_live is not None:
+                    self._ref_step_ended()
                 prof.step_num = nxt
                 if self._prev_action_attr:
                     prof._prev_schedule_action = action
@@ -599,6 +744,9 @@ class profile:
                                         "on_trace_ready_ns": 0})
                 self._step = nxt
                 self._ended = False
+                self._wait_pos += 1
+                if self._ref_on and REF_FIRST <= self._wait_pos <= REF_FIRST + REF_STEPS:
+                    self._ref_step_begins()
                 self._c_end = self._cpu_clock() if self._cpu_clock else None
                 self._t_end = time.perf_counter_ns()
                 return
@@ -606,6 +754,8 @@ class profile:
                 self._end_body(now=now, cpu_now=cpu)
         else:
             self._end_body()
+        if self._ref_live is not None:
+            self._ref_step_ended()
         self._lost = self._session_gone()
         t0 = self._call_t0
         own = self._transit(self.prof.step, action)
@@ -619,6 +769,9 @@ class profile:
         self._running = False
         self._stopped = True
         self._end_body(partial=True)
+        if self._ref_live is not None:
+            self._ref_open = None  # a partial step: not a whole one
+            self._ref_end()
         self._lost = self._session_gone()
         t0 = self._call_t0
         self.prof.stop()
@@ -642,6 +795,8 @@ class profile:
         (`corrected_with`, `corrected_w_ns`); `self.final` holds the run's."""
         if not self.reports:
             return
+        if self._ref_pending:
+            self._ref_collect()
         w, notes, detail = self._estimate()
         if w is None or not w["ci_reaches_95"]:
             return
@@ -673,8 +828,10 @@ class profile:
             rep["corrected_with"] = "the run's final W"
             rep["corrected_w_ns"] = wv
             spans = _spans(rep, wv, self._w_py(), self.final)
+            # Each leaf's own delta from every tracer step of the run.
+            rep["op_deltas_ns"], rep["leaf_delta"] = self._op_deltas(self._leaf_raw.get(rep["cycle"]), wv["median"])
             v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py(),
-                                 self._waits, spans, self._bytecode(), self._delta_range())
+                                 self._waits, spans, self._bytecode(), self._delta_range(), rep["op_deltas_ns"])
             rep["operators"] = _operators(v)
             _trace_steps(rep, v)
 
@@ -702,7 +859,8 @@ class profile:
             self._claim(rep)
             spans = _spans(rep, self._wv, self._w_py(), rep)
             _per_operator_to(self._kept, self._wv, rep.get("delta_ns", 0.0), self._threshold, out,
-                             _metadata(rep), self._w_py(), self._waits, spans, self._bytecode(), self._delta_range())
+                             _metadata(rep), self._w_py(), self._waits, spans, self._bytecode(), self._delta_range(),
+                             rep.get("op_deltas_ns"))
         return None
 
     @property
@@ -767,6 +925,8 @@ class profile:
         self._kept = None
         own0 = self._own_ns
         this_cycle = self._take_active()
+        if self._ref_pending:
+            self._ref_collect()
         try:
             if raw is None and self._exported:
                 raise RuntimeError(f"the trace on_trace_ready exported ({self._exported[0]}) is no longer there "
@@ -847,8 +1007,12 @@ class profile:
                 per_step[int(m.group(1))] = (o["descendants"] + o.get("waited_descendants", 0),
                                              o["py_descendants"] + o.get("waited_py_descendants", 0))
         st = res["stats"]
+        # The leaf operators, for their own delta (_op_deltas).
+        leaves = {o["name"]: (o["calls"], o["reported_total_ns"]) for o in res["ops"]
+                  if o["descendants"] == 0 and o["py_descendants"] == 0 and not o["python"]
+                  and o.get("category") == "cpu_op" and o["calls"] >= REF_MIN_CALLS}
         return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
-                "py_events": st["py_events"]}
+                "py_events": st["py_events"], "leaves": leaves}
 
     def _take_active(self) -> list:
         """The active steps since the last trace, tagged as this cycle's: they
@@ -954,6 +1118,8 @@ class profile:
         # (after the profiler's stop, post-processing and export: 10x a warm
         # step on the 2-core VM, docs/profile.md).
         cold_ids = set() if self._forgot else {id(s) for s in self.steps[:1]}
+        # Steps under opskew's tracer (the leaf reference) are no baseline.
+        cold_ids.update(id(s) for s in self.steps if s.get("ref"))
         post_trace = []
         unsettled = set()  # wait steps past the cold ones but within SETTLE of a trace
         for k, (phase, steps) in enumerate(blocks):
@@ -961,10 +1127,12 @@ class profile:
                 skip = min(POST_TRACE, len(steps))
                 cold_ids.update(id(s) for s in steps[:skip])
                 unsettled.update(id(s) for s in steps[skip:SETTLE])
-                if len(steps) > skip:
-                    rest = _median([s["ns"] for s in steps[skip:skip + NEAR]])
+                warm = [s["ns"] for s in steps[skip:skip + NEAR] if not s.get("ref")]
+                if warm:
+                    rest = _median(warm)
                     post_trace.append([s["ns"] - rest for s in steps[:skip]])
         used = set()
+        pair_steps = []  # (active step, wait step), kept as self._pair_steps
         short = single = near_trace = 0
         for i, (phase, steps) in enumerate(blocks):
             if phase != "active" or not all(s["step"] in self._events for s in steps):
@@ -990,6 +1158,7 @@ class profile:
             short += len(active) - len(pairs)
             for a, b in pairs:
                 used.add(id(b))
+                pair_steps.append((a["step"], b["step"]))
                 near_trace += id(b) in unsettled
                 ev, py = self._events[a["step"]]
                 base_s.append(b["ns"] * 1e-9)
@@ -1027,6 +1196,7 @@ class profile:
                   "baseline_step_ns": _median([b * 1e9 for b in base_s]) if base_s else None,
                   "active_step_ns": _median([a * 1e9 for a in raw_act]) if raw_act else None,
                   "events_per_active_step": _median(events) if events else None}
+        self._pair_steps = pair_steps
         if not act_s:
             return None, notes, detail
         w = per_event_diff(base_s, act_s, events)
@@ -1304,15 +1474,18 @@ class profile:
             with open(trace, "rb") as f:
                 write_file(keep, f.read())
             rep["raw_trace"] = raw = keep
+        self._leaf_raw[self._cycle] = counts.get("leaves") or {}
+        self._leaf_raw.pop(self._cycle - MAX_RECORRECT, None)
         if wv is not None:
             delta = self._delta(wv["median"], rep["notes"])
             out = corrected_path(raw) if raw is not None else None
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
+            rep["op_deltas_ns"], rep["leaf_delta"] = self._op_deltas(counts.get("leaves"), wv["median"])
             self._wv = wv
             spans = _spans(rep, wv, w_py, rep)
             v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits, spans,
-                                 rep.get("bytecode"), self._delta_range())
+                                 rep.get("bytecode"), self._delta_range(), rep["op_deltas_ns"])
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["operators"] = _operators(v)
@@ -1418,17 +1591,19 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
 
 
 def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None,
-                     delta_range=None):
+                     delta_range=None, op_deltas=None):
     """opskew.verdict.per_operator writing the corrected trace to `out` (a
     `.gz` name is written gzipped by the C writer); `spans`: the steps'
     bodies by range name (the report's step_spans_ns); `bytecode`: the
     interpreter's slowdown under with_stack (opskew.bytecode.measure);
-    `delta_range`: delta's spread over operators (calibration.delta_range)."""
+    `delta_range`: delta's spread over operators (calibration.delta_range);
+    `op_deltas`: the leaves' own deltas (profile._op_deltas)."""
     from .verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
-                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode, delta_range=delta_range)
+                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode, delta_range=delta_range,
+                     op_deltas=op_deltas)
     return v
 
 
@@ -1467,6 +1642,14 @@ def render(rep: dict) -> str:
                      f"Python event ({wp['source']})")
     elif rep.get("w_py_note"):
         lines.append(f"  note: {rep['w_py_note']}")
+    ld = rep.get("leaf_delta")
+    if ld and ld.get("names"):
+        lo, hi = ld["range_ns"]
+        lines.append(f"  leaf delta: own for {ld['names']} of {ld['leaves']} leaf operators, from opskew's tracer on "
+                     f"{ld['tracer_steps']} wait steps (median {fmt_ns(ld['median_ns'])}, {fmt_ns(lo)} to "
+                     f"{fmt_ns(hi)}); other operators {fmt_ns(rep.get('delta_ns') or 0.0)}")
+    elif ld and ld.get("why"):
+        lines.append(f"  leaf delta: {fmt_ns(rep.get('delta_ns') or 0.0)} for every operator ({ld['why']})")
     if rep.get("opskew_ns") is not None:
         lines.append(f"  opskew's own time in this step() call: {fmt_ns(rep['opskew_ns'])}"
                      + (f", of which measuring W_py {fmt_ns(rep['w_py_measure_ns'])}" if rep.get("w_py_measure_ns")

@@ -210,9 +210,12 @@ class Summary:
         return f"<opskew.tracing.Summary: {len(self.rows)} operators>"
 
 
-def _summarize(trace: "Trace") -> Summary:
+def _summarize(trace: "Trace", window: Optional[tuple] = None) -> Summary:
     lib, snap, out = trace._lib, trace._snap, ctypes.c_void_p()
-    rc = lib.osk_trace_summarize(snap, None, ctypes.byref(out))
+    if window is None:
+        rc = lib.osk_trace_summarize(snap, None, ctypes.byref(out))
+    else:
+        rc = lib.osk_trace_summarize_window(snap, None, int(window[0]), int(window[1]), ctypes.byref(out))
     s = out.value
     if rc != 0 or not s:  # *out is NULL on failure
         raise from_c_error(rc or _engine.ENOMEM, "opskew tracer: building the summary")
@@ -227,7 +230,9 @@ def _summarize(trace: "Trace") -> Summary:
         residual = int(lib.osk_trace_summary_residual_ns(s))
     finally:
         lib.osk_trace_summary_free(s)
-    data = {"schema": "opskew.trace.summary/1", "instrument": trace.instrument, "events": trace.n_events,
+    data = {"schema": "opskew.trace.summary/1", "instrument": trace.instrument,
+            "events": trace.n_events if window is None else sum(r["calls"] for r in rows),
+            "window_ns": list(window) if window is not None else None,
             "threads": int(lib.osk_trace_snapshot_threads(snap)), "lost": trace.lost,
             "unmatched_ends": int(lib.osk_trace_snapshot_unmatched_ends(snap)),
             "open_at_stop": int(lib.osk_trace_snapshot_open_at_stop(snap)),
@@ -285,6 +290,16 @@ class Trace:
         if self._summary is None:
             self._summary = _summarize(self)
         return self._summary
+
+    def window(self, from_ns: int, to_ns: int) -> Summary:
+        """The summary of the events that begin in [from_ns, to_ns), on
+        CLOCK_MONOTONIC_RAW's time line (time.clock_gettime_ns(
+        time.CLOCK_MONOTONIC_RAW)), as events' ts_ns: one step of several
+        in one session. An operator outside it is dropped with its children."""
+        self._need()
+        if not from_ns <= to_ns:
+            raise ValueError(f"window: from_ns <= to_ns, not [{from_ns}, {to_ns})")
+        return _summarize(self, (from_ns, to_ns))
 
     @property
     def events(self) -> Events:
@@ -397,6 +412,20 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
             return self._started(session, "native")
         fallback = _boot.native_fallback(torch, itt_path is not None, why, "opskew")
         return self._start(fallback, torch, itt_path if fallback == "itt" else None)
+
+    def enter_native_only(self) -> Trace:
+        """__enter__ for the native collector alone, without a fallback
+        (opskew.profile's leaf reference, which needs aten operators as the
+        profiler records them): TracerSetupError when it is unavailable."""
+        import torch
+
+        try:
+            session, why = _boot.start_native_or_why(native, torch, collector_path("native"))
+        except _boot.SetupError as exc:
+            raise TracerSetupError(str(exc)) from None
+        if session is None:
+            raise TracerSetupError(f"opskew's native collector is unavailable ({why})")
+        return self._started(session, "native")
 
     def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
         try:

@@ -57,7 +57,7 @@ def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
                  threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
                  waits: int = -1, spans: dict | None = None, bytecode: dict | None = None,
-                 delta_range: list | None = None) -> dict:
+                 delta_range: list | None = None, op_deltas: dict | None = None) -> dict:
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
@@ -84,7 +84,15 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     delta at hi with W's upper end and at lo with W's lower end, so they
     carry what one delta for every operator cannot know (each clamped into
     [0, W] at its end, lo at most delta, hi at least delta). None: delta is
-    the same at all three."""
+    the same at all three.
+    `op_deltas`: {name: {"median", "ci95": [lo, hi]}}, a name's own delta
+    (opskew.profile's leaf operators against opskew's tracer in the same
+    run): its events take it instead of delta, at its median with W's
+    median, its high end with W's upper end and its low end with W's lower
+    end, and its row says so (row["delta_ns"]). It may exceed W, the mean
+    over all events: the C correction then gives the time around its events
+    the excess back (opskew_correct.h, span_delta_ns). The other names keep
+    delta and delta_range."""
     import json
     import math
 
@@ -95,7 +103,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     def run(wv, wpv, dest=None, d=delta_ns, **kw):
         wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
         return correct(path, wv, min(max(d, 0.0), wv), dest, w_py_ns=wpv,
-                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, spans=spans, **kw)
+                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, **kw)
 
     d_lo = d_hi = delta_ns
     if delta_range is not None:
@@ -104,11 +112,12 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
                            for x in delta_range) or delta_range[0] > delta_range[1]):
             raise ValueError(f"delta_range: [lo, hi], finite, lo <= hi, or None; not {delta_range!r}")
         d_lo, d_hi = min(delta_range[0], delta_ns), max(delta_range[1], delta_ns)
+    own = _own_deltas(op_deltas)
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
-    med = run(w["median"], w_py["median"], out, **extra)
+    med = run(w["median"], w_py["median"], out, spans=_with_deltas(spans, own, 0), **extra)
     # Larger W (and delta) removes more: its upper end gives the lower corrected bound.
-    low = run(w["ci95"][1], w_py["ci95"][1], d=d_hi)
-    high = run(w["ci95"][0], w_py["ci95"][0], d=d_lo)
+    low = run(w["ci95"][1], w_py["ci95"][1], d=d_hi, spans=_with_deltas(spans, own, 2))
+    high = run(w["ci95"][0], w_py["ci95"][0], d=d_lo, spans=_with_deltas(spans, own, 1))
     lo_of = {o["name"]: o for o in low["ops"]}
     hi_of = {o["name"]: o for o in high["ops"]}
     wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
@@ -124,10 +133,12 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     for o in med["ops"]:
         lo, hi = lo_of[o["name"]], hi_of[o["name"]]
         calls = o["calls"]
+        mine = own.get(o["name"])
+        inside = (dpm if o["python"] else dm) if mine is None else mine[0]
         row = {
             "name": o["name"], "calls": calls, "python": bool(o["python"]), "category": o.get("category", ""),
             "reported_self_ns": o["reported_self_ns"], "reported_total_ns": o["reported_total_ns"],
-            "added_ns": {"inside": calls * (dpm if o["python"] else dm),
+            "added_ns": {"inside": calls * inside,
                          "operators_below": wm * o["descendants"],
                          "python_below": wpm * o["py_descendants"],
                          # Other threads' events it waited for (the C
@@ -147,6 +158,10 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             # children's corrected durations outlast their own; docs/correct.md).
             "stretched_ns": o["stretched_ns"],
         }
+        if mine is not None:
+            # Its own delta, which may exceed W (the mean over all events).
+            row["delta_ns"] = {"median": inside, "ci95": [mine[1], mine[2]],
+                               "source": op_deltas[o["name"]].get("source", "given")}
         if factor and runs_bytecode(row):
             # All of the self time could be bytecode run `factor` times slower:
             # the low end. Its total moves down by as much.
@@ -173,6 +188,44 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "truncated": bool(med["truncated"])}
 
 
+def _own_deltas(op_deltas: dict | None) -> dict:
+    """{name: (median, lo, hi)} from per_operator's `op_deltas`, checked:
+    each finite and >= 0, lo <= median <= hi."""
+    import math
+
+    if op_deltas is None:
+        return {}
+    if not isinstance(op_deltas, dict):
+        raise TypeError(f"op_deltas must be a dict of name to {{'median', 'ci95'}} or None, "
+                        f"not {type(op_deltas).__name__}")
+    out = {}
+    for name, d in op_deltas.items():
+        try:
+            m, (lo, hi) = d["median"], d["ci95"]
+        except (TypeError, KeyError, ValueError):
+            raise ValueError(f"op_deltas[{name!r}]: {{'median': ns, 'ci95': [lo, hi]}}, not {d!r}") from None
+        vals = (m, lo, hi)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                   for x in vals) or not lo <= m <= hi:
+            raise ValueError(f"op_deltas[{name!r}]: finite, >= 0, lo <= median <= hi; not {d!r}")
+        out[name] = (float(m), float(lo), float(hi))
+    return out
+
+
+def _with_deltas(spans: dict | None, own: dict, k: int) -> dict | None:
+    """`spans` (per_operator's) with each name of `own` given its own delta,
+    own[name][k] (0 the median, 1 the low end, 2 the high end), as the C
+    correction takes it: {name: (ns, w_scale, delta)}."""
+    if not own:
+        return spans
+    out = dict(spans or {})
+    for name, d in own.items():
+        v = out.get(name, -1.0)
+        ns, scale = (v[0], v[1]) if isinstance(v, tuple) else (v, 1.0)
+        out[name] = (ns, scale, d[k])
+    return out
+
+
 def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_py_ns: float = 0.0) -> dict:
     """Where the instrument's time went, in the trace's terms. Of W per
     operator event (and W_py per Python event) over the window:
@@ -189,7 +242,7 @@ def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_p
     added = max(w_ns * op_events + w_py_ns * s["py_events"], 0.0) + s.get("trimmed_ns", 0.0) + s.get("scaled_ns", 0.0)
     in_events = max(s["reported_top_ns"] - s["corrected_top_ns"], 0.0)
     leaves = [r for r in ops if not r["python"] and r["descendants_per_call"] == 0]
-    in_leaves = sum(r["calls"] * delta_ns for r in leaves)
+    in_leaves = sum(r["added_ns"]["inside"] if "added_ns" in r else r["calls"] * delta_ns for r in leaves)
     leaf_rep = sum(r["reported_total_ns"] for r in leaves)
     leaf_corr = sum(r["corrected_total_ns"]["median"] for r in leaves)
     parents = [r for r in ops if r["descendants_per_call"] > 0]

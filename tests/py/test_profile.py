@@ -1031,3 +1031,121 @@ def test_the_cold_first_step_is_priced_only_where_it_is_a_cost_per_event():
         assert r["cold_step"]["w_scale"] == 1.0 and said in r["cold_step"]["why"], r["cold_step"]
     # Without ranges holding the steps: nothing to give.
     assert _spans({"step_spans_ns": None, "cold_step": None}, w, wpy, {}) is None
+
+
+def spin_op(extra_ns, base_ns):
+    """opskew_test::spin(x) -> x, a leaf operator (its kernel calls no other
+    operator) that busy-waits base_ns, and extra_ns more while the profiler
+    records: a known cost inside its own events, which opskew's tracer on
+    the wait steps does not see."""
+    from opskew import _engine
+
+    if not hasattr(torch.ops.opskew_test, "spin"):
+        lib = torch.library.Library("opskew_test", "DEF")
+        lib.define("spin(Tensor(a) x) -> Tensor(a)")
+        spin_op.lib = lib  # kept alive: the registration goes with it
+        spin_op.extra = [0, 0]
+
+        def kernel(x):
+            e, b = spin_op.extra
+            _engine.spin_ns(b + (e if torch.autograd._profiler_enabled() else 0))
+            return x
+
+        lib.impl("spin", kernel, "CPU")
+    spin_op.extra[:] = [extra_ns, base_ns]
+    return torch.ops.opskew_test.spin
+
+
+def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
+    """Known answer for the leaf reference: a leaf that runs EXTRA ns longer
+    only while the profiler records gets an own delta within 10% of EXTRA
+    (W, the mean over every event, is far below it), its corrected time is
+    its time under opskew's tracer, and the other leaves keep tens to
+    hundreds of ns. opskew's tracer runs on the wait steps at positions
+    REF_FIRST - 1 to REF_FIRST + REF_STEPS - 1 of each wait block after the
+    first (0-based), one session each, and none of them is paired."""
+    from opskew import profiling
+
+    extra, base = 40_000, 3_000
+    spin = spin_op(extra, base)
+    x = torch.ones(4)
+
+    def body():
+        for _ in range(6):
+            spin(x)
+            torch.add(x, x)
+
+    wait, active, repeat = profiling.WAIT_ADVICE, 3, 3
+    cycle = wait + 1 + active
+    for attempt in range(NOISE_ATTEMPTS):
+        p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(  # noqa: B023
+            wait=wait, warmup=1, active=active, repeat=repeat), report_file=None, corrected_dir=str(tmp_path)),
+            repeat * cycle + wait, body)
+        r = p.reports[-1]
+        own = (r.get("op_deltas_ns") or {}).get("opskew_test::spin")
+        if own and abs(own["median"] - extra) <= 0.1 * extra:
+            break
+    ld = r["leaf_delta"]
+    # Tracer steps of the blocks after cycles 1, 2 and 3: 4 each.
+    assert ld["tracer_steps"] == 3 * profiling.REF_STEPS and ld["names"] >= 2
+    assert abs(own["median"] - extra) <= 0.1 * extra, f"injected {extra} ns, own delta {own['median']:.0f} ns"
+    assert own["ci95"][0] <= own["median"] <= own["ci95"][1] and own["tracer_steps"] == ld["tracer_steps"]
+    assert r["w_ns"]["median"] < 0.75 * own["median"] and "opskew_test::spin" in ld["above_w"]
+    row = {o["name"]: o for o in r["operators"]["ops"]}["opskew_test::spin"]
+    per_call = row["corrected_total_ns"]["median"] / row["calls"]
+    assert per_call == pytest.approx(row["reported_total_ns"] / row["calls"] - own["median"], rel=1e-6)
+    assert base * 0.9 <= per_call <= base + 0.5 * extra  # the kernel's call from Python costs some us too
+    assert row["delta_ns"]["median"] == pytest.approx(own["median"])
+    add = r["op_deltas_ns"]["aten::add"]
+    assert 0 <= add["median"] < 5_000
+    # The tracer's steps: 0-based positions REF_FIRST - 1 .. REF_FIRST +
+    # REF_STEPS - 1 after each trace, none before the first.
+    first = profiling.REF_FIRST - 1
+    want = [c * cycle + wait + 1 + active + k for c in range(repeat)
+            for k in range(first, first + profiling.REF_STEPS + 1)]
+    ref = [s["step"] for s in p.steps if s.get("ref")]
+    assert ref == [s for s in want if s < repeat * cycle + wait]
+    assert all(s["phase"] == "wait" for s in p.steps if s.get("ref"))
+    assert p._pair_steps and not {b for _, b in p._pair_steps} & set(ref)
+    # The corrected trace carries them.
+    import json
+
+    with open(r["corrected_trace"]) as f:
+        meta = json.load(f)["opskew"]["run"]
+    assert meta["op_deltas_ns"]["opskew_test::spin"]["median"] == pytest.approx(own["median"])
+    assert "leaf delta: own for" in profiling.render(r)
+
+
+def test_without_the_leaf_reference_every_operator_keeps_one_delta(tmp_path):
+    """leaf_reference=False, or a wait below WAIT_ADVICE: opskew's tracer
+    never runs, every operator keeps the stored (here: no) delta, and the
+    report says why."""
+    from opskew import profiling
+
+    body = make_body()
+    for kw, wait, why in (({"leaf_reference": False}, profiling.WAIT_ADVICE, "off: leaf_reference=False"),
+                          ({}, profiling.WAIT_ADVICE - 1, f"where the wait is at least {profiling.WAIT_ADVICE}")):
+        p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(  # noqa: B023
+            wait=wait, warmup=1, active=3, repeat=3), report_file=None, **kw), 3 * (wait + 4) + wait, body)  # noqa: B023
+        assert not any(s.get("ref") for s in p.steps)
+        r = p.reports[-1]
+        assert r["op_deltas_ns"] is None and why in r["leaf_delta"]["why"], r["leaf_delta"]
+        assert why in profiling.render(r)
+        assert all("delta_ns" not in o for o in r["operators"]["ops"])
+
+
+def test_a_tracer_that_cannot_start_turns_the_leaf_reference_off_and_says_why(tmp_path):
+    """opskew's tracer sessions do not nest: inside the user's own
+    opskew.trace() block, the leaf reference is off for the run, the loop
+    goes on, and the report names the reason."""
+    from opskew import profiling
+
+    body = make_body()
+    wait = profiling.WAIT_ADVICE
+    with opskew.trace(instrument="native") as t:
+        p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(
+            wait=wait, warmup=1, active=3, repeat=3), report_file=None), 3 * (wait + 4) + wait, body)
+    r = p.reports[-1]
+    assert not any(s.get("ref") for s in p.steps) and r["op_deltas_ns"] is None
+    assert "could not start" in r["leaf_delta"]["why"] and "do not nest" in r["leaf_delta"]["why"]
+    assert r["verdict"]["enough_pairs"] and t.n_events > 0

@@ -156,3 +156,38 @@ def test_sessions_of_different_instruments_do_not_nest_either(tmp_path):
     """, tmp_path)
     assert p.returncode == 0 and "refused: an opskew tracing session is already active" in p.stdout \
         and p.stdout.strip().endswith("ok"), p.stdout + p.stderr
+
+
+def test_a_window_summarizes_the_events_that_begin_in_it(tmp_path):
+    """Trace.window(from_ns, to_ns): one step of several in one session
+    (opskew.profile's leaf reference), on the events' own clock
+    (CLOCK_MONOTONIC_RAW); the steps' windows add up to the whole."""
+    p = py("""
+        import time, torch, opskew
+        a = torch.ones(4)
+        marks = []
+        with opskew.trace(instrument="native") as t:
+            for n in (30, 50, 70):
+                t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+                for _ in range(n):
+                    torch.add(a, a)
+                    torch.mul(a, a)
+                marks.append((t0, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)))
+        calls = lambda s, name: {r["name"]: r["calls"] for r in s.rows}.get(name, 0)
+        assert [calls(t.window(*m), "aten::add") for m in marks] == [30, 50, 70]
+        assert [calls(t.window(*m), "aten::mul") for m in marks] == [30, 50, 70]
+        whole = {r["name"]: r for r in t.summary.rows}
+        parts = [{r["name"]: r for r in t.window(*m).rows} for m in marks]
+        assert sum(q["aten::add"]["total_ns"] for q in parts) == whole["aten::add"]["total_ns"]
+        w = t.window(*marks[1])
+        assert w.data["events"] == sum(r["calls"] for r in w.rows) and w.data["window_ns"] == list(marks[1])
+        assert t.window(marks[0][0], marks[0][0]).rows == []
+        try:
+            t.window(2, 1)
+        except ValueError as e:
+            assert "from_ns <= to_ns" in str(e)
+        else:
+            raise AssertionError("an empty window backwards was taken")
+        print("ok")
+    """, tmp_path)
+    assert p.returncode == 0 and "ok" in p.stdout, p.stderr

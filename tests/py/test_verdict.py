@@ -124,6 +124,50 @@ def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
         assert calibration.delta_range({"delta_ns": {"median": 5.0, "range": rng}}) is None
     assert calibration.delta_range(None) is None and calibration.delta_range({}) is None
 
+
+def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
+    """op_deltas (opskew.profile's leaves against its tracer): aten::add's
+    events take their own delta, 300 at the median, its interval's ends
+    at W's ends; aten::mul and the parents keep delta and the range. W per
+    event is unchanged, so a parent's corrected time is too."""
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=600.0, delta_ns=100.0)
+    w = {"median": 600.0, "ci95": [590.0, 610.0]}
+    plain = by_name(verdict.per_operator(str(trace), w, 100.0, delta_range=[20.0, 350.0]))
+    own = {"aten::add": {"median": 300.0, "ci95": [250.0, 340.0], "source": "in-run"}}
+    v = verdict.per_operator(str(trace), w, 100.0, delta_range=[20.0, 350.0], op_deltas=own)
+    ops = by_name(v)
+    add, calls = ops["aten::add"], ops["aten::add"]["calls"]
+    assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"] - 300.0 * calls, rel=1e-9)
+    assert add["corrected_total_ns"]["ci95"] == pytest.approx([add["reported_total_ns"] - 340.0 * calls,
+                                                               add["reported_total_ns"] - 250.0 * calls], rel=1e-9)
+    assert add["delta_ns"] == {"median": 300.0, "ci95": [250.0, 340.0], "source": "in-run"}
+    assert add["added_ns"]["inside"] == pytest.approx(300.0 * calls)
+    for name in ("aten::mul", "opskew::parent"):
+        for k in ("median", "ci95"):
+            assert ops[name]["corrected_total_ns"][k] == pytest.approx(plain[name]["corrected_total_ns"][k])
+        assert "delta_ns" not in ops[name]
+    # The share inside the leaves counts add's own delta.
+    mul = ops["aten::mul"]
+    assert v["summary"]["in_leaves_ns"] == pytest.approx(300.0 * calls + 100.0 * mul["calls"])
+    # Not clamped to W (the mean over all events): 700 and 900 are taken
+    # out of aten::add; the parent still loses W per child.
+    v = verdict.per_operator(str(trace), w, 100.0,
+                             op_deltas={"aten::add": {"median": 700.0, "ci95": [700.0, 900.0]}})
+    add = by_name(v)["aten::add"]
+    assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"] - 700.0 * calls, rel=1e-9)
+    assert add["corrected_total_ns"]["ci95"][0] == pytest.approx(add["reported_total_ns"] - 900.0 * calls, rel=1e-9)
+    assert add["delta_ns"]["median"] == 700.0
+    assert by_name(v)["opskew::parent"]["corrected_total_ns"]["median"] == pytest.approx(
+        plain["opskew::parent"]["corrected_total_ns"]["median"])
+    for bad in ({"aten::add": {"median": -1.0, "ci95": [0.0, 1.0]}}, {"aten::add": {"median": 5.0, "ci95": [6.0, 9.0]}},
+                {"aten::add": {"median": float("nan"), "ci95": [0.0, 1.0]}}, {"aten::add": 5.0},
+                {"aten::add": {"median": 5.0}}):
+        with pytest.raises(ValueError, match="op_deltas"):
+            verdict.per_operator(str(trace), w, 100.0, op_deltas=bad)
+    with pytest.raises(TypeError, match="op_deltas"):
+        verdict.per_operator(str(trace), w, 100.0, op_deltas=[1.0])
+
 def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=3000.0, leaf_ns=200, gap_ns=100)

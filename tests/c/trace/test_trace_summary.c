@@ -103,6 +103,41 @@ int main(void) {
     CHECK(osk_trace_summary_row(sum, i)->total_corrected_ns == 0);
   }
   osk_trace_summary_free(sum);
+
+  /* A window: the events that begin in [from, to). Parents 50 to 149 whole
+   * (the events are stored in the order they ended: each parent's 4
+   * descendants, then it). */
+  int64_t p_ts[200] = {0}, c_ts = 0;
+  int ip = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *nm = osk_trace_snapshot_name(s, ev[i].name);
+    if (!strcmp(nm, "t::parent") && ip < N) p_ts[ip++] = ev[i].ts_ns;
+    if (!strcmp(nm, "t::child") && i / 5 == 10 && !c_ts) c_ts = ev[i].ts_ns; /* parent 10's first child */
+  }
+  CHECK(ip == N && c_ts > p_ts[10]);
+  int64_t wt[3] = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (ev[i].ts_ns < p_ts[50] || ev[i].ts_ns >= p_ts[150]) continue;
+    const char *nm = osk_trace_snapshot_name(s, ev[i].name);
+    wt[!strcmp(nm, "t::parent") ? 0 : !strcmp(nm, "t::child") ? 1 : 2] += ev[i].dur_ns;
+  }
+  err = osk_trace_summarize_window(s, &cal, p_ts[50], p_ts[150], &sum);
+  CHECK(sum && err == 0);
+  rp = row(sum, s, "t::parent");
+  rc = row(sum, s, "t::child");
+  rl = row(sum, s, "t::leaf");
+  CHECK(rp && rc && rl && rp->calls == 100 && rc->calls == 200 && rl->calls == 200);
+  CHECK(rp->total_ns == wt[0] && rc->total_ns == wt[1] && rl->total_ns == wt[2]);
+  CHECK(rp->descendants == 400 && rc->descendants == 200);
+  osk_trace_summary_free(sum);
+  /* One that begins inside parent 10: its children count as top level, it
+   * does not. */
+  err = osk_trace_summarize_window(s, &cal, c_ts, p_ts[11], &sum);
+  CHECK(sum && err == 0 && !row(sum, s, "t::parent"));
+  rc = row(sum, s, "t::child");
+  CHECK(rc && rc->calls == 2 && rc->descendants == 2 && row(sum, s, "t::leaf")->calls == 2);
+  osk_trace_summary_free(sum);
+  CHECK(osk_trace_summarize_window(s, &cal, 2, 1, &sum) == OSK_EINVAL && sum == NULL);
   free(ev);
   osk_trace_snapshot_free(s);
 
