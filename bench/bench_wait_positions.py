@@ -9,7 +9,9 @@ One process. Each round runs, in turn: 60 bare steps (no profiler), then a
 session of each kind with schedule(wait=--wait, warmup=1, active=7, repeat=3):
   torch         torch.profiler.profile, nothing exported;
   torch+export  the same, on_trace_ready exporting the trace (as users run it);
-  opskew        opskew.profile(corrected_dir=<tmp>), its analysis after each cycle.
+  opskew        opskew.profile(corrected_dir=<tmp>), its analysis after each cycle
+                (and its tracer on wait steps 3 to 7 after a trace, where wait >= 14);
+  opskew-noref  the same with leaf_reference=False (no tracer steps).
 Each step body is timed alone (opskew's own timing for opskew.profile). The
 first cycle of each session is left out (no trace before it); for the others,
 each position of the cycle is printed as the median over all rounds, in %
@@ -73,15 +75,16 @@ def run(a, vp, torch, step, opskew, tmp):
                 between()
         return out
 
-    bare, pos = [], {k: {} for k in ("torch", "torch+export", "opskew")}
+    bare, pos = [], {k: {} for k in ("torch", "torch+export", "opskew", "opskew-noref")}
     for r in range(a.rounds):
         print(f"  round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
         for kind in pos:
             bare += timed(60)
             sched = schedule(wait=a.wait, warmup=1, active=ACTIVE, repeat=REPEAT)
-            if kind == "opskew":
+            if kind.startswith("opskew"):
                 with opskew.profile(activities=[ProfilerActivity.CPU], schedule=sched, report_file=None,
-                                    corrected_dir=tempfile.mkdtemp(dir=tmp), **kw) as p:
+                                    corrected_dir=tempfile.mkdtemp(dir=tmp), leaf_reference=kind == "opskew",
+                                    **kw) as p:
                     for _ in range(REPEAT * cycle):
                         step()
                         p.step()

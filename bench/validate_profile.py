@@ -49,8 +49,10 @@ and the table shows the micro W beside the in-run W. --no-calibrate skips it:
 then delta = 0 and, under with_stack, the in-run W carries the Python events'
 cost too (docs/profile.md, "Not yet").
 
-Why this schedule (the defaults: wait=14, warmup=1, active=7, repeat=5, the
-one opskew advises): the first step of each cycle is cold and left out of W,
+Why this schedule (the defaults: wait=21, warmup=1, active=7, repeat=5, the
+one opskew advises; runs up to Z used wait=14, which is enough for W, and
+21 leaves room for opskew's tracer on wait steps 3 to 7 after each trace,
+the leaf reference, and 8 steps for its after-effect to fade): the first step of each cycle is cold and left out of W,
 so active=7 gives 6 warm active steps per cycle; opskew.profile pairs each
 with a wait step of its own, the last ones before the cycle first, and never
 uses the first 2 wait steps after a trace (the profiler's stop,
@@ -473,7 +475,8 @@ def child_profile(a):
     if a.workload in CUDA_WORKLOADS:
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     with opskew.profile(activities=acts, schedule=sched,
-                        corrected_dir=out_dir, report_file=None, **CONFIGS[a.config]) as prof:
+                        corrected_dir=out_dir, report_file=None, leaf_reference=not a.no_leaf_reference,
+                        **CONFIGS[a.config]) as prof:
         def before(i):
             if i >= n_steps:
                 return False
@@ -492,7 +495,8 @@ def child_profile(a):
         c = {k: rep.get(k) for k in ("cycle", "w_ns", "corrected_w_ns", "w_source", "pairs", "inflation",
                                      "baseline_step_ns",
                                      "active_step_ns", "events_per_active_step", "cold_first_active_extra_ns",
-                                     "warmup_extra_per_step_ns", "delta_ns", "w_py_ns", "stop_ns")}
+                                     "warmup_extra_per_step_ns", "delta_ns", "w_py_ns", "stop_ns",
+                                     "leaf_delta")}
         c["skewed"] = rep["verdict"]["skewed"]
         c["marks"] = (rep.get("operators") or {}).get("marks")
         raw = _steps_of(rep["raw_trace"]) if rep.get("raw_trace") else {}
@@ -602,7 +606,8 @@ def _child_cmd(kind, workload, args, tmp, config=None, extra=()):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--workload", workload,
            "--child-out", out, "--tmp", tmp, "--warmup-s", str(args.warmup_s), "--bare-s", str(args.bare_s),
            "--min-bare-steps", str(args.min_bare_steps), "--wait", str(args.wait), "--active", str(args.active),
-           "--repeat", str(args.repeat), "--tracer-steps", str(args.tracer_steps), *extra]
+           "--repeat", str(args.repeat), "--tracer-steps", str(args.tracer_steps),
+           *(["--no-leaf-reference"] if args.no_leaf_reference else []), *extra]
     if config:
         cmd += ["--config", config]
     return cmd, out
@@ -866,7 +871,7 @@ def parse(argv=None):
     ap.add_argument("--json", help="write the conditions and every row (with details) here")
     ap.add_argument("--rounds", type=int, default=3,
                     help="profiled runs per workload and config, each between two bare runs (default 3)")
-    ap.add_argument("--wait", type=int, default=14, help="the schedule's wait steps per cycle (default 14)")
+    ap.add_argument("--wait", type=int, default=21, help="the schedule's wait steps per cycle (default 21)")
     ap.add_argument("--active", type=int, default=7, help="the schedule's active steps per cycle (default 7)")
     ap.add_argument("--repeat", type=int, default=5, help="the schedule's cycles (default 5)")
     ap.add_argument("--bare-s", type=float, default=0.8, help="seconds of timed steps per bare run (default 0.8)")
@@ -874,6 +879,9 @@ def parse(argv=None):
     ap.add_argument("--warmup-s", type=float, default=0.4,
                     help="seconds of warm-up steps before timing, in every child (default 0.4)")
     ap.add_argument("--tracer-steps", type=int, default=20, help="steps under opskew's tracer (default 20)")
+    ap.add_argument("--no-leaf-reference", action="store_true",
+                    help="opskew.profile(leaf_reference=False): one delta for every operator (an A/B of the leaf "
+                         "reference)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="the corrected step's target (default 0.10)")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not run `opskew calibrate` first (no stored delta / W_py; no micro W column)")
@@ -976,6 +984,7 @@ def main(argv=None):
               + f"; load average "
               f"{cond['load_avg_start'][0]:.2f} -> {cond['load_avg_end'][0]:.2f}; "
               f"{'micro calibration stored first' if cond['calibrated'] else 'no stored calibration'}; "
+              f"leaf reference {'off' if args.no_leaf_reference else 'on'}; "
               f"{cond['wall_s']:.0f} s in all\n")
         print(table(rows, args.tolerance))
         passed = sum(r["pass"] for r in rows)

@@ -228,6 +228,12 @@ OSK_TRACE_API const osk_trace_calib_t *osk_trace_snapshot_calib(const osk_trace_
  * is not a number or above 1 ms. Any thread. */
 #define OSK_TRACE_SOURCE_MAX 160
 OSK_TRACE_API int osk_trace_set_cost(double w_ns, const char *source);
+/* Now, in nanoseconds on the time line the snapshots' events are written on
+ * (CLOCK_MONOTONIC_RAW's, through this process's clock calibration): for
+ * bounds that osk_trace_summarize_window compares with events' times. Read
+ * from clock_gettime directly, a long-lived process's calibrated TSC can be
+ * hundreds of us away from it. Any thread. */
+OSK_TRACE_API int64_t osk_trace_now_ns(void);
 /* Where the snapshot's calib.w_ns came from: the source given to
  * osk_trace_set_cost, or "self-calibrated ..." (never NULL). */
 OSK_TRACE_API const char *osk_trace_snapshot_w_source(const osk_trace_snapshot_t *snap);

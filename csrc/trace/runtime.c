@@ -894,6 +894,11 @@ int osk_trace_start(const osk_trace_calib_t *calib) {
   return ok ? 0 : OSK_EINVAL;
 }
 
+int64_t osk_trace_now_ns(void) {
+  const osk_clock_t *clk = osk_clock_get();
+  return osk__ticks_ns(clk, osk_clock_ticks());
+}
+
 int osk_trace_set_cost(double w_ns, const char *source) {
   if (w_ns != w_ns || w_ns > 1e6) return OSK_EINVAL;
   pthread_mutex_lock(&g_lock);

@@ -198,6 +198,7 @@ def declare(lib):
         "osk_trace_write_chrome": (I, [P, ctypes.c_char_p]),
         "osk_trace_summarize": (I, [P, P, PP]),
         "osk_trace_summarize_window": (I, [P, P, ctypes.c_int64, ctypes.c_int64, PP]),
+        "osk_trace_now_ns": (ctypes.c_int64, []),
         "osk_trace_summary_free": (None, [P]),
         "osk_trace_summary_rows": (SZ, [P]),
         "osk_trace_summary_residual_ns": (ctypes.c_int64, [P]),

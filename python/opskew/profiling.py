@@ -77,18 +77,23 @@ KEEP_CYCLES = MAX_RECORRECT
 
 # The leaf reference (docs/profile.md, "Each leaf's own delta"): opskew's
 # own tracer, whose cost is near the hardware floor, records REF_STEPS wait
-# steps of each wait block after a trace, at positions REF_FIRST on (past the
-# after-effect's slowest steps, 2 and 3, before the steps pairing takes,
-# SETTLE on), in a run whose wait blocks are at least WAIT_ADVICE long. One
-# session holds them and the step before them, which runs cold under a new
-# session (its operators took 2x: bench/bench_leaf_reference.py) and is not
-# used; each step is summarized apart (osk_trace_summarize_window). Each
-# leaf operator's own delta is its mean reported time in the trace less its
-# time under the tracer, from REF_MIN_STEPS tracer steps on (the interval:
-# the sign test's over the tracer steps, 87.5% from 4, 99% from 8). The
-# latest REF_KEEP tracer steps are kept.
+# steps of each wait block after a trace. One session holds them and the
+# step before them, which runs cold under a new session (its operators took
+# 1.7x to 2x: bench/bench_leaf_reference.py) and is not used; each step is
+# summarized apart (osk_trace_summarize_window). Stopping a session leaves
+# an after-effect on the steps after it, as the profiler's stop does (the
+# next MLP step +22%, then +8%, +4%, +3%, and about +1.5% ten steps on:
+# bench/bench_wait_positions.py, opskew against opskew-noref), so the
+# session runs right after the cold steps of a trace (its first step is
+# the 1-based REF_FIRST of the block), and only in a run whose wait blocks
+# hold SETTLE more steps before the NEAR that pairing takes: REF_WAIT. Each
+# leaf's own delta is its mean reported time in the trace less its time
+# under the tracer, from REF_MIN_STEPS tracer steps on (the interval: the
+# sign test's over the tracer steps, 87.5% from 4, 99% from 8). The latest
+# REF_KEEP tracer steps are kept.
 REF_STEPS = 4
-REF_FIRST = SETTLE - REF_STEPS
+REF_FIRST = POST_TRACE + 1
+REF_WAIT = POST_TRACE + 1 + REF_STEPS + SETTLE + NEAR
 REF_MIN_STEPS = 4
 REF_MIN_CALLS = 5
 REF_KEEP = 64
@@ -263,7 +268,7 @@ class profile:
                     record REF_STEPS wait steps after each trace with opskew's
                     own tracer (about 0.2 ms of opskew's time each) and give
                     each leaf operator its own delta from them (default True;
-                    CPU only, in a run whose wait is at least WAIT_ADVICE).
+                    CPU only, in a run whose wait is at least REF_WAIT, 21).
     """
 
     def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
@@ -363,7 +368,8 @@ class profile:
                          "leaf_reference=False" if not leaf_reference else
                          "with CUDA activity (opskew's tracer on wait steps has not been validated on a GPU)")
         self._ref_live = None  # (the tracer session, its Trace, [step windows]) while its steps run
-        self._ref_open = None  # the running tracer step's begin (CLOCK_MONOTONIC_RAW ns)
+        self._ref_open = None  # the running tracer step's begin (the tracer's clock, ns)
+        self._ref_clock = None  # that clock: the collector's osk_trace_now_ns
         self._ref_pending: list = []  # (Trace, windows) of tracer sessions, summarized at the next analysis
         self._ref_steps: list[dict] = []  # per tracer step: {leaf name: ns per call}, the latest REF_KEEP
         self._wait_pos = 0  # wait steps begun in the current wait block
@@ -541,29 +547,30 @@ class profile:
     # ------------------------------------------------- the leaf reference
     def _ref_step_begins(self):
         """The wait step about to run is one of the tracer's (REF_*), in a
-        run whose last wait block was at least WAIT_ADVICE long: the first
+        run whose last wait block was at least REF_WAIT long: the first
         starts the session (a step that runs cold, not used), the others
         open their window. A tracer that cannot start turns the leaf
         reference off for the run, and the reports say why."""
         if self._ref_live is None:
-            if self._wait_pos != REF_FIRST or self._last_wait_len < WAIT_ADVICE:
+            if self._wait_pos != REF_FIRST or self._last_wait_len < REF_WAIT:
                 return
             from .tracing import trace
 
             ctx = trace(instrument="native")
             try:
                 self._ref_live = (ctx, ctx.enter_native_only(), [])
+                self._ref_clock = ctx.clock()  # the events' own time line (Trace.window)
             except Exception as exc:  # noqa: BLE001 - the user's loop goes on, with the stored delta
                 self._ref_on = False
                 self._ref_why = f"opskew's tracer could not start ({type(exc).__name__}: {exc})"
             return
-        self._ref_open = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+        self._ref_open = self._ref_clock()
 
     def _ref_step_ended(self):
         """A tracer step's body just ended: its window is kept, and after
         the last one the session stops."""
         if self._ref_open is not None:
-            self._ref_live[2].append((self._ref_open, time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)))
+            self._ref_live[2].append((self._ref_open, self._ref_clock()))
             self._ref_open = None
         if self._wait_pos >= REF_FIRST + REF_STEPS:
             self._ref_end()
@@ -600,25 +607,30 @@ class profile:
 
     def _op_deltas(self, leaves: dict | None, w_median: float) -> tuple[dict | None, dict]:
         """Each leaf's own delta for a trace whose leaves are `leaves`
-        ({name: (calls, reported total ns)}): its mean reported time less
-        its time per call under opskew's tracer, the median over the tracer
-        steps with the sign test's interval, at 0 and above. Returns
-        (op_deltas for verdict.per_operator or None, what the report says)."""
+        ({name: (calls, reported total ns, Python events inside)}): its mean
+        reported time, less W_py per Python event inside it (under
+        with_stack), less its time per call under opskew's tracer; the
+        median over the tracer steps with the sign test's interval, at 0 and
+        above. Returns (op_deltas for verdict.per_operator or None, what the
+        report says)."""
         n = len(self._ref_steps)
         info = {"tracer_steps": n, "leaves": len(leaves or {}), "names": 0}
         if not self._ref_on and self._ref_why:
             info["why"] = f"off: {self._ref_why}"
         elif n < REF_MIN_STEPS:
             info["why"] = (f"{n} tracer step(s) so far, {REF_MIN_STEPS} needed: opskew's tracer runs on "
-                           f"{REF_STEPS} wait steps after each trace where the wait is at least {WAIT_ADVICE}")
+                           f"{REF_STEPS} wait steps after each trace where the wait is at least {REF_WAIT}, so "
+                           "that its after-effect has faded before the wait steps W is paired with")
         if n < REF_MIN_STEPS or not leaves:
             return None, info
+        w_py = self._w_py()
+        wp = max(w_py["median"], 0.0) if w_py else 0.0
         out = {}
-        for name, (calls, total) in leaves.items():
+        for name, (calls, total, py) in leaves.items():
             ts = [st[name] for st in self._ref_steps if name in st]
             if len(ts) < REF_MIN_STEPS:
                 continue
-            r = total / calls
+            r = (total - wp * py) / calls
             p = _engine.paired([0.0] * len(ts), [r - t for t in ts])
             med = max(p["median"], 0.0)
             lo, hi = max(p["ci"][0], 0.0), max(p["ci"][1], 0.0)
@@ -1007,10 +1019,12 @@ class profile:
                 per_step[int(m.group(1))] = (o["descendants"] + o.get("waited_descendants", 0),
                                              o["py_descendants"] + o.get("waited_py_descendants", 0))
         st = res["stats"]
-        # The leaf operators, for their own delta (_op_deltas).
-        leaves = {o["name"]: (o["calls"], o["reported_total_ns"]) for o in res["ops"]
-                  if o["descendants"] == 0 and o["py_descendants"] == 0 and not o["python"]
-                  and o.get("category") == "cpu_op" and o["calls"] >= REF_MIN_CALLS}
+        # The leaves, for their own delta (_op_deltas): operators and
+        # record_function ranges with no operator inside (under with_stack
+        # a range may hold Python events, priced at W_py there).
+        leaves = {o["name"]: (o["calls"], o["reported_total_ns"], o["py_descendants"]) for o in res["ops"]
+                  if o["descendants"] == 0 and not o["python"] and o["calls"] >= REF_MIN_CALLS
+                  and o.get("category") in ("cpu_op", "user_annotation") and not _STEP_NAME.match(o["name"])}
         return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
                 "py_events": st["py_events"], "leaves": leaves}
 
@@ -1341,7 +1355,7 @@ class profile:
         return min(max(cal["delta_ns"]["median"], 0.0), max(w_median, 0.0))
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
-        sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={WAIT_ADVICE}, warmup=1, active=7, repeat=3)"
+        sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={REF_WAIT}, warmup=1, active=7, repeat=3)"
         if not self._has_schedule:
             return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
                     f"pass {sched} or more")

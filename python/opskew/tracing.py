@@ -292,10 +292,10 @@ class Trace:
         return self._summary
 
     def window(self, from_ns: int, to_ns: int) -> Summary:
-        """The summary of the events that begin in [from_ns, to_ns), on
-        CLOCK_MONOTONIC_RAW's time line (time.clock_gettime_ns(
-        time.CLOCK_MONOTONIC_RAW)), as events' ts_ns: one step of several
-        in one session. An operator outside it is dropped with its children."""
+        """The summary of the events that begin in [from_ns, to_ns), on the
+        events' own time line (their ts_ns; take the bounds with now_ns()):
+        one step of several in one session. An operator outside it is
+        dropped with its children."""
         self._need()
         if not from_ns <= to_ns:
             raise ValueError(f"window: from_ns <= to_ns, not [{from_ns}, {to_ns})")
@@ -343,6 +343,14 @@ class Trace:
 
 
 # ------------------------------------------------------------------ trace()
+
+
+def now_ns() -> int:
+    """Now on the tracer's time line, the events' ts_ns (CLOCK_MONOTONIC_RAW's
+    nanoseconds through this process's clock calibration): the bounds for
+    Trace.window. time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW) drifts from
+    it in a long-lived process (by hundreds of us after a minute)."""
+    return int(_boot.load(collector_path("native"), must_be_loaded=False).osk_trace_now_ns())
 
 
 class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
@@ -412,6 +420,12 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
             return self._started(session, "native")
         fallback = _boot.native_fallback(torch, itt_path is not None, why, "opskew")
         return self._start(fallback, torch, itt_path if fallback == "itt" else None)
+
+    def clock(self):
+        """The running session's osk_trace_now_ns (a ctypes function): now on
+        its events' time line, for Trace.window's bounds, at a ctypes call's
+        cost."""
+        return self._session.lib.osk_trace_now_ns
 
     def enter_native_only(self) -> Trace:
         """__enter__ for the native collector alone, without a fallback

@@ -92,7 +92,8 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     end, and its row says so (row["delta_ns"]). It may exceed W, the mean
     over all events: the C correction then gives the time around its events
     the excess back (opskew_correct.h, span_delta_ns). The other names keep
-    delta and delta_range."""
+    delta and delta_range. A row with its own delta is not widened for the
+    interpreter's slowdown (`bytecode`): its own delta measured it."""
     import json
     import math
 
@@ -162,7 +163,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             # Its own delta, which may exceed W (the mean over all events).
             row["delta_ns"] = {"median": inside, "ci95": [mine[1], mine[2]],
                                "source": op_deltas[o["name"]].get("source", "given")}
-        if factor and runs_bytecode(row):
+        if factor and runs_bytecode(row) and mine is None:  # an own delta measured the slowdown
             # All of the self time could be bytecode run `factor` times slower:
             # the low end. Its total moves down by as much.
             cs, ct = row["corrected_self_ns"], row["corrected_total_ns"]

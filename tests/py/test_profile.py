@@ -1075,7 +1075,7 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
             spin(x)
             torch.add(x, x)
 
-    wait, active, repeat = profiling.WAIT_ADVICE, 3, 3
+    wait, active, repeat = profiling.REF_WAIT, 3, 3
     cycle = wait + 1 + active
     for attempt in range(NOISE_ATTEMPTS):
         p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(  # noqa: B023
@@ -1117,14 +1117,14 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
 
 
 def test_without_the_leaf_reference_every_operator_keeps_one_delta(tmp_path):
-    """leaf_reference=False, or a wait below WAIT_ADVICE: opskew's tracer
+    """leaf_reference=False, or a wait below REF_WAIT: opskew's tracer
     never runs, every operator keeps the stored (here: no) delta, and the
     report says why."""
     from opskew import profiling
 
     body = make_body()
-    for kw, wait, why in (({"leaf_reference": False}, profiling.WAIT_ADVICE, "off: leaf_reference=False"),
-                          ({}, profiling.WAIT_ADVICE - 1, f"where the wait is at least {profiling.WAIT_ADVICE}")):
+    for kw, wait, why in (({"leaf_reference": False}, profiling.REF_WAIT, "off: leaf_reference=False"),
+                          ({}, profiling.REF_WAIT - 1, f"where the wait is at least {profiling.REF_WAIT}")):
         p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(  # noqa: B023
             wait=wait, warmup=1, active=3, repeat=3), report_file=None, **kw), 3 * (wait + 4) + wait, body)  # noqa: B023
         assert not any(s.get("ref") for s in p.steps)
@@ -1141,7 +1141,7 @@ def test_a_tracer_that_cannot_start_turns_the_leaf_reference_off_and_says_why(tm
     from opskew import profiling
 
     body = make_body()
-    wait = profiling.WAIT_ADVICE
+    wait = profiling.REF_WAIT
     with opskew.trace(instrument="native") as t:
         p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(
             wait=wait, warmup=1, active=3, repeat=3), report_file=None), 3 * (wait + 4) + wait, body)

@@ -231,7 +231,7 @@ def test_no_step_seen_and_refusals(tmp_path):
     p = run_opskew("profile", "-o", str(out), "--", sys.executable, "-c", code)
     assert p.returncode == 0, p.stderr
     assert "no cycle completed (0 step boundaries from an optimizer (none stepped)" in p.stderr
-    assert "the first cycle needs 32: --skip-first 10" in p.stderr  # 10 + 14 + 1 + 7
+    assert "the first cycle needs 39: --skip-first 10" in p.stderr  # 10 + 21 + 1 + 7
     assert "--step-marker NAME" in p.stderr and "opskew.step()" in p.stderr
     assert report(out)["reports"] == []
     # An optimizer stepping in a helper thread does not take the steps over.

@@ -49,12 +49,15 @@ measures its own W; files carry the rank (opskew-profile-rankR-cycleN.json,
 report.rankR.json) and report.json is the job's: every rank's W, interval and
 inflation (schema opskew.profile.job/1).
 
-The default schedule (skip_first 10, wait 14, warmup 1, active 7, repeat 3: 76
+The default schedule (skip_first 10, wait 21, warmup 1, active 7, repeat 3: 97
 steps) pairs 18 active steps, each with a wait step of its own; 6 pairs give a
 95% interval. The first active step of each cycle, the run's first step and
-the first 2 steps after each trace are cold and are not used; the next 6 still
-run slower after a trace, so the last 6 wait steps, which lie past them, are
-the baseline (docs/profile.md). Fewer pairs: the report says what to raise.
+the first 2 steps after each trace are cold and are not used; the last 6 wait
+steps, which lie past the trace's after-effect, are the baseline. Steps 3 to 7
+after a trace run under opskew's own tracer, which gives each leaf operator
+its own delta (a wait of 21 leaves 8 steps for its after-effect to fade
+before the baseline; with less, every operator keeps one delta; 14 is enough
+for W). docs/profile.md has it all. Fewer pairs: the report says what to raise.
 
 examples:
   opskew profile -o prof -- python train.py --epochs 1
@@ -78,10 +81,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output-dir", default="opskew-profile", metavar="OUT",
                    help="folder for the traces and report.json (default: %(default)s)")
     g = p.add_argument_group("schedule (torch.profiler.schedule)")
-    g.add_argument("--wait", type=int, default=14, metavar="N",
+    g.add_argument("--wait", type=int, default=21, metavar="N",
                    help="unrecorded steps before each cycle: the baseline; each serves one pair, the first 2 "
-                        "after a trace are cold and the next 6 still slow, so the last 6 are paired "
-                        "(default %(default)s)")
+                        "after a trace are cold, the next 5 run under opskew's tracer (each leaf's own delta, "
+                        "from a wait of 21) and the last 6 are paired (default %(default)s; 14 is enough for W)")
     g.add_argument("--warmup", type=int, default=1, metavar="N", help="default %(default)s")
     g.add_argument("--active", type=int, default=7, metavar="N",
                    help="recorded steps per cycle (default %(default)s)")
