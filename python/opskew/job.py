@@ -283,19 +283,29 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     """The spans opskew.profile's own correction of a cycle's trace passed
     (docs/profile.md): each ProfilerStep#N held to the body opskew timed
     (the report's step_spans_ns) and, where the cycle's report priced its
-    cold first step, that step's events at a scale on W, recomputed for
-    this W (the same extra over this W's instrument time, within the same
-    COLD_MAX_SCALE). None without a report."""
+    cold first step (or its second), that step's events at a scale on W,
+    recomputed for this W (the same extra over this W's instrument time,
+    within the same COLD_MAX_SCALE); and each leaf's own delta where the
+    report has them (op_deltas_ns). None without a report."""
     from .profiling import COLD_MAX_SCALE, cold_w_scale
 
     if not rep:
         return None
     spans = {k: float(v) for k, v in (rep.get("step_spans_ns") or {}).items() if isinstance(v, (int, float))}
-    cold = rep.get("cold_step") or {}
-    if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0:
-        scale = cold_w_scale(cold.get("extra_ns"), cold, w_ns, w_py_ns)
-        if 1.0 < scale <= COLD_MAX_SCALE:
-            spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    for key in ("cold_step", "second_step"):
+        cold = rep.get(key) or {}
+        if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0:
+            scale = cold_w_scale(cold.get("extra_ns"), cold, w_ns, w_py_ns)
+            if 1.0 < scale <= COLD_MAX_SCALE:
+                spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    own = rep.get("op_deltas_ns")
+    if isinstance(own, dict) and own:
+        from .verdict import _own_deltas, _with_deltas
+
+        try:  # each leaf's own delta, at its median (docs/profile.md, "Each leaf's own delta")
+            spans = _with_deltas(spans, _own_deltas(own), 0)
+        except (TypeError, ValueError):
+            pass  # a report edited by hand: every operator keeps the one delta
     return spans or None
 
 

@@ -822,6 +822,8 @@ class profile:
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
                       "cold_first_active_extra_ns": detail.get("cold_first_active_extra_ns"),
+                      "cold_second_active_extra_ns": detail.get("cold_second_active_extra_ns"),
+                      "cold_second_active_cycles": detail.get("cold_second_active_cycles"),
                       "cold_first_active_cycles": detail.get("cold_first_active_cycles"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
@@ -1123,7 +1125,7 @@ class profile:
         blocks = self._blocks()
         w_py = self._w_py()
         wp = max(w_py["median"], 0.0) if w_py else 0.0
-        base_s, act_s, raw_act, events, cold = [], [], [], [], []
+        base_s, act_s, raw_act, events, cold, second = [], [], [], [], [], []
         cpu_base, cpu_act = [], []
         warm_extra = []
         notes = []
@@ -1156,6 +1158,11 @@ class profile:
             rest = steps[1:]
             if rest:
                 cold.append(steps[0]["ns"] - _median([s["ns"] for s in rest]))
+            if len(steps) > 2:
+                # The second runs slow too, less so (docs/profile.md): over
+                # the cycle's later steps. It is paired: one pair of the
+                # cycle's, which the median over pairs hardly sees.
+                second.append(steps[1]["ns"] - _median([s["ns"] for s in steps[2:]]))
             else:
                 single += 1
             active = [s for s in rest if self._events[s["step"]][0] > 0]
@@ -1204,6 +1211,7 @@ class profile:
         detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
                   "pairs_near_trace": near_trace,
                   "cold_first_active_extra_ns": _median(cold), "cold_first_active_cycles": len(cold),
+                  "cold_second_active_extra_ns": _median(second), "cold_second_active_cycles": len(second),
                   "warmup_extra_per_step_ns": _median(warm_extra),
                   "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])
                                                for j in range(POST_TRACE)] if post_trace else None,
@@ -1371,15 +1379,15 @@ class profile:
                 f"first {POST_TRACE} after a trace are cold, and the first active step of a cycle is not paired)")
 
     # ---------------------------------------------------------------- report
-    def _cold_step(self, this_cycle: list) -> dict | None:
-        """The cycle's first active step (cold: _estimate never pairs it),
-        whose events the correction prices higher (_spans): its range's name
-        and its events."""
-        first = min(this_cycle, key=lambda s: s["step"], default=None)
-        if first is None or first["step"] not in self._events:
+    def _cold_step(self, this_cycle: list, k: int = 0) -> dict | None:
+        """The cycle's first active step (k 0; cold: _estimate never pairs
+        it) or its second (k 1, which runs slow too), whose events the
+        correction prices higher (_spans): its range's name and its events."""
+        steps = sorted(this_cycle, key=lambda s: s["step"])
+        if len(steps) <= k or steps[k]["step"] not in self._events:
             return None
-        ev, py = self._events[first["step"]]
-        return {"name": f"ProfilerStep#{first['step']}", "op_events": ev, "py_events": py}
+        ev, py = self._events[steps[k]["step"]]
+        return {"name": f"ProfilerStep#{steps[k]['step']}", "op_events": ev, "py_events": py}
 
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
         has_wait = any(s["phase"] == "wait" for s in self.steps)
@@ -1400,6 +1408,7 @@ class profile:
                "step_spans_ns": ({f"ProfilerStep#{s['step']}": s["ns"] for s in this_cycle}
                                  if counted_per_step else None),
                "cold_step": self._cold_step(this_cycle) if counted_per_step else None,
+               "second_step": self._cold_step(this_cycle, 1) if counted_per_step else None,
                **detail}
         source = "in-run"
         wv = None
@@ -1571,12 +1580,21 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     COLD_MIN_CYCLES cycles on, when the extra is > 0, W's 95% CI lies above 0
     (else W x events is no base to price it on) and the scale comes to at
     most COLD_MAX_SCALE; what was used, and why not, goes into
-    rep["cold_step"]."""
+    rep["cold_step"]. The cycle's second active step, which runs slow too
+    (less so), is priced the same way from its extra over the cycle's later
+    steps (cold_second_active_extra_ns), into rep["second_step"]."""
     spans = dict(rep.get("step_spans_ns") or {})
-    cold = rep.get("cold_step")
-    if cold is None:
-        return spans or None
-    extra, n = est.get("cold_first_active_extra_ns"), est.get("cold_first_active_cycles") or 0
+    for key, which, fig in (("cold_step", "first", "cold_first_active"), ("second_step", "second",
+                                                                          "cold_second_active")):
+        cold = rep.get(key)
+        if cold is not None:
+            _price(spans, cold, which, est.get(f"{fig}_extra_ns"), est.get(f"{fig}_cycles") or 0, wv, w_py)
+    return spans or None
+
+
+def _price(spans: dict, cold: dict, which: str, extra, n: int, wv: dict, w_py: dict | None):
+    """_spans for one of a cycle's slow active steps (`which`: "first" or
+    "second"): its scale into `spans` and `cold`, or why not into `cold`."""
     wm = max((wv or {}).get("median") or 0.0, 0.0)
     wpm = max((w_py or {}).get("median") or 0.0, 0.0)
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
@@ -1596,12 +1614,12 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     else:
         why = None
     scale = want if why is None else 1.0
+    later = "others" if which == "first" else "later ones"
     cold.update({"w_scale": scale, "extra_ns": extra, "cycles": n,
-                 "why": why or (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
-                                f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)")})
+                 "why": why or (f"its events priced at {scale:.2f} x W: the {which} active step of a cycle ran "
+                                f"{fmt_ns(extra)} over the cycle's {later} (median over {n} cycles)")})
     if scale != 1.0:
         spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
-    return spans or None
 
 
 def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None,
@@ -1642,9 +1660,10 @@ def render(rep: dict) -> str:
         band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
         lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
                      f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
-    cold = rep.get("cold_step") or {}
-    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
-        lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
+    for key, what in (("cold_step", "first active step, cold"), ("second_step", "second active step")):
+        cold = rep.get(key) or {}
+        if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
+            lines.append(f"  {cold['name']} (the cycle's {what}): {cold['why']}")
     w = rep.get("w_ns")
     if w is not None:
         ci = w.get("ci95")

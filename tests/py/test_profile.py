@@ -550,6 +550,16 @@ def test_corrected_trace_and_report(tmp_path):
     else:  # left in the step, and said why
         assert cold["w_scale"] == 1.0 and row["added_ns"]["scaled"] == 0
         assert cold["why"].startswith("priced at W")
+    # The second active step: priced from its own extra over the later ones.
+    second = r["second_step"]
+    assert second["name"] == sorted(spans, key=lambda n: int(n.split("#")[1]))[1] and second["cycles"] == 3
+    extra2 = p.final["cold_second_active_extra_ns"]
+    want2 = 1 + max(extra2, 0) / (p.final["w_ns"]["median"] * second["op_events"])
+    if extra2 > 0 and p.final["w_ns"]["ci95"][0] > 0 and want2 <= COLD_MAX_SCALE:
+        assert second["w_scale"] == pytest.approx(want2)
+        assert rows[second["name"]]["added_ns"]["scaled"] == pytest.approx(extra2, rel=1e-6)
+    else:
+        assert second["w_scale"] == 1.0 and second["why"].startswith("priced at W")
 
 
 def test_a_stretched_step_range_is_reported_and_said_once():
@@ -1003,7 +1013,7 @@ def test_a_step_counts_the_events_it_waited_for(tmp_path):
     assert off["per_step"] == {1: (1, 0), 2: (1, 0)}
 
 
-def test_the_cold_first_step_is_priced_only_where_it_is_a_cost_per_event():
+def test_the_cold_first_and_second_steps_are_priced_only_where_it_is_a_cost_per_event():
     """opskew.profiling._spans: the cold first active step's extra is spread
     over its events as a scale on W from COLD_MIN_CYCLES cycles on, where W's
     CI lies above 0 and the scale stays within COLD_MAX_SCALE; otherwise it
@@ -1029,6 +1039,21 @@ def test_the_cold_first_step_is_priced_only_where_it_is_a_cost_per_event():
         r = rep()
         assert _spans(r, wv, wpy, est) == r["step_spans_ns"]  # the bodies still, no scale
         assert r["cold_step"]["w_scale"] == 1.0 and said in r["cold_step"]["why"], r["cold_step"]
+    # The second active step, slow too, is priced the same way from its own
+    # extra over the cycle's later steps; each step keeps its own answer.
+    r = rep()
+    r["step_spans_ns"]["ProfilerStep#11"] = 3000.0
+    r["second_step"] = {"name": "ProfilerStep#10", "op_events": 10, "py_events": 20}
+    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5,
+                               "cold_second_active_extra_ns": 600.0, "cold_second_active_cycles": 5})
+    assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)), "ProfilerStep#10": (4000.0, pytest.approx(1.5)),
+                     "ProfilerStep#11": 3000.0}
+    assert "the second active step of a cycle ran" in r["second_step"]["why"]
+    r = rep()
+    r["second_step"] = {"name": "ProfilerStep#10", "op_events": 10, "py_events": 20}
+    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5,
+                               "cold_second_active_extra_ns": 600.0, "cold_second_active_cycles": 1})
+    assert spans["ProfilerStep#10"] == 4000.0 and "it takes" in r["second_step"]["why"]
     # Without ranges holding the steps: nothing to give.
     assert _spans({"step_spans_ns": None, "cold_step": None}, w, wpy, {}) is None
 
