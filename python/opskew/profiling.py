@@ -374,7 +374,7 @@ class profile:
         self._ref_steps: list[dict] = []  # per tracer step: {leaf name: ns per call}, the latest REF_KEEP
         self._wait_pos = 0  # wait steps begun in the current wait block
         self._last_wait_len = 0  # steps of the last wait block that ended
-        self._leaf_raw: dict = {}  # cycle -> {leaf name: (calls, reported total ns)}, for stop()'s correction
+        self._leaf_raw: dict = {}  # cycle -> {leaf: (calls, reported total ns, Python events)}, for stop()
         self._pair_steps: list = []  # the last estimate's pairs: (active step, wait step) numbers
         self.print_error = None  # why report_file stopped being printed to, if it did
         self._shed_upto = 0  # reports before this index hold no per-operator table (_shed_old_operators)
