@@ -844,6 +844,8 @@ class profile:
             spans = _spans(rep, wv, self._w_py(), self.final)
             # Each leaf's own delta from every tracer step of the run.
             rep["op_deltas_ns"], rep["leaf_delta"] = self._op_deltas(self._leaf_raw.get(rep["cycle"]), wv["median"])
+            if rep["op_deltas_ns"]:
+                self.final["notes"] = _leaves_own(self.final["notes"])
             v = _per_operator_to(rep["raw_trace"], wv, delta, self._threshold, out, _metadata(rep), self._w_py(),
                                  self._waits, spans, self._bytecode(), self._delta_range(), rep["op_deltas_ns"])
             rep["operators"] = _operators(v)
@@ -1505,6 +1507,8 @@ class profile:
             rep["corrected_trace"] = out
             rep["delta_ns"] = delta
             rep["op_deltas_ns"], rep["leaf_delta"] = self._op_deltas(counts.get("leaves"), wv["median"])
+            if rep["op_deltas_ns"]:
+                rep["notes"] = _leaves_own(rep["notes"])
             self._wv = wv
             spans = _spans(rep, wv, w_py, rep)
             v = _per_operator_to(trace, wv, delta, self._threshold, out, _metadata(rep), w_py, self._waits, spans,
@@ -1620,6 +1624,17 @@ def _price(spans: dict, cold: dict, which: str, extra, n: int, wv: dict, w_py: d
                                 f"{fmt_ns(extra)} over the cycle's {later} (median over {n} cycles)")})
     if scale != 1.0:
         spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+
+
+_NO_DELTA = "is taken as 0, so every operator's corrected time still holds it"
+
+
+def _leaves_own(notes: list) -> list:
+    """`notes` with the note on a missing delta (_delta's) narrowed where
+    the leaves took their own (op_deltas): it holds for the others only."""
+    return [n.replace(_NO_DELTA, "is taken as 0 for every operator but the leaves (they took their own from "
+                      "opskew's tracer: leaf_delta), so the others' corrected times still hold it", 1)
+            for n in notes]
 
 
 def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None,

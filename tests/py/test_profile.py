@@ -1139,6 +1139,9 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
         meta = json.load(f)["opskew"]["run"]
     assert meta["op_deltas_ns"]["opskew_test::spin"]["median"] == pytest.approx(own["median"])
     assert "leaf delta: own for" in profiling.render(r)
+    # No calibration is stored here: the note on delta 0 holds for the other operators only.
+    said = [n for n in r["notes"] if n.startswith("no stored calibration of this configuration")]
+    assert said and all("but the leaves" in n and "every operator's corrected time" not in n for n in said)
 
 
 def test_without_the_leaf_reference_every_operator_keeps_one_delta(tmp_path):
