@@ -12,7 +12,7 @@ One process, after a warm-up. Each round runs, in turn:
              (Trace.window);
   profiler   torch.profiler.profile over --steps steps (no schedule), its
              leaves' reported times, for scale.
-It prints, per leaf operator with at least 5 calls a step, the median over
+It prints, per leaf operator (one call a step or more), the median over
 rounds of its mean time per call (the tracer's corrected totals over calls)
 at each step of the one-session run, and the per-step sessions' median, as
 ratios to the one-session run's later steps (its 2nd to last). Timing only:
@@ -62,7 +62,7 @@ def main(argv=None):
                 t = ctx.enter_native_only()
                 step()
                 ctx.__exit__(None, None, None)
-                per_step.append(leaves(t.summary.rows, 5))
+                per_step.append(leaves(t.summary.rows, 1))
             ctx = trace(instrument="native")
             t = ctx.enter_native_only()
             marks = []
@@ -72,7 +72,7 @@ def main(argv=None):
                 marks.append((t0, now_ns()))
             ctx.__exit__(None, None, None)
             for k, (b, e) in enumerate(marks):
-                one[k].append(leaves(t.window(b, e).rows, 5))
+                one[k].append(leaves(t.window(b, e).rows, 1))
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
                 for _ in range(a.steps):
                     step()
@@ -80,7 +80,7 @@ def main(argv=None):
             p.export_chrome_trace(path)
             res = correct(path, 0.0, 0.0)
             prof.append({o["name"]: o["reported_total_ns"] / o["calls"] for o in res["ops"]
-                         if o["descendants"] == 0 and o["calls"] >= 5 * a.steps})
+                         if o["descendants"] == 0 and o["calls"] >= a.steps})
 
     def med(runs, name):
         xs = [x[name] for x in runs if name in x]

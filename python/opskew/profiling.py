@@ -79,7 +79,7 @@ KEEP_CYCLES = MAX_RECORRECT
 # own tracer, whose cost is near the hardware floor, records REF_STEPS wait
 # steps of each wait block after a trace. One session holds them and the
 # step before them, which runs cold under a new session (its operators took
-# 1.7x to 2x: bench/bench_leaf_reference.py) and is not used; each step is
+# a median 1.74x: bench/bench_leaf_reference.py) and is not used; each step is
 # summarized apart (osk_trace_summarize_window). Stopping a session leaves
 # an after-effect on the steps after it, as the profiler's stop does (the
 # next MLP step +22%, then +8%, +4%, +3%, and about +1.5% ten steps on:
