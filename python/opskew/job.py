@@ -283,7 +283,8 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     """The spans opskew.profile's own correction of a cycle's trace passed
     (docs/profile.md): each ProfilerStep#N held to the body opskew timed
     (the report's step_spans_ns) and, where the cycle's report priced its
-    cold first step (or its second), that step's events at a scale on W,
+    cold first step, that step's events at a scale on W (and the other
+    active steps at their position's scale),
     recomputed for this W (the same extra over this W's instrument time,
     within the same COLD_MAX_SCALE); and each leaf's own delta where the
     report has them (op_deltas_ns). None without a report."""
@@ -292,12 +293,15 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     if not rep:
         return None
     spans = {k: float(v) for k, v in (rep.get("step_spans_ns") or {}).items() if isinstance(v, (int, float))}
-    for key in ("cold_step", "second_step"):
-        cold = rep.get(key) or {}
-        if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0:
-            scale = cold_w_scale(cold.get("extra_ns"), cold, w_ns, w_py_ns)
-            if 1.0 < scale <= COLD_MAX_SCALE:
-                spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    cold = rep.get("cold_step") or {}
+    if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0:
+        scale = cold_w_scale(cold.get("extra_ns"), cold, w_ns, w_py_ns)
+        if 1.0 < scale <= COLD_MAX_SCALE:
+            spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    for st in rep.get("position_steps") or []:  # priced by position: the same ratio to W
+        sc = st.get("w_scale") if isinstance(st, dict) else None
+        if st.get("name") and isinstance(sc, (int, float)) and sc > 0 and sc != 1.0:
+            spans[st["name"]] = (spans.get(st["name"], -1.0), float(sc))
     own = rep.get("op_deltas_ns")
     if isinstance(own, dict) and own:
         from .verdict import _own_deltas, _with_deltas

@@ -822,8 +822,7 @@ class profile:
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
                       "cold_first_active_extra_ns": detail.get("cold_first_active_extra_ns"),
-                      "cold_second_active_extra_ns": detail.get("cold_second_active_extra_ns"),
-                      "cold_second_active_cycles": detail.get("cold_second_active_cycles"),
+                      "w_by_position": detail.get("w_by_position"),
                       "cold_first_active_cycles": detail.get("cold_first_active_cycles"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
@@ -1127,7 +1126,8 @@ class profile:
         blocks = self._blocks()
         w_py = self._w_py()
         wp = max(w_py["median"], 0.0) if w_py else 0.0
-        base_s, act_s, raw_act, events, cold, second = [], [], [], [], [], []
+        base_s, act_s, raw_act, events, cold = [], [], [], [], []
+        by_pos: dict = {}  # position in its cycle -> the pairs' W per event there
         cpu_base, cpu_act = [], []
         warm_extra = []
         notes = []
@@ -1160,13 +1160,9 @@ class profile:
             rest = steps[1:]
             if rest:
                 cold.append(steps[0]["ns"] - _median([s["ns"] for s in rest]))
-            if len(steps) > 2:
-                # The second runs slow too, less so (docs/profile.md): over
-                # the cycle's later steps. It is paired: one pair of the
-                # cycle's, which the median over pairs hardly sees.
-                second.append(steps[1]["ns"] - _median([s["ns"] for s in steps[2:]]))
             else:
                 single += 1
+            position = {id(s): k for k, s in enumerate(steps)}
             active = [s for s in rest if self._events[s["step"]][0] > 0]
             # Candidates by nearness in time: the block before (from its
             # end; usually blocks[i-2], with warmup between), then the block
@@ -1184,6 +1180,10 @@ class profile:
                 pair_steps.append((a["step"], b["step"]))
                 near_trace += id(b) in unsettled
                 ev, py = self._events[a["step"]]
+                # The profiler's cost per event falls over a cycle's first
+                # active steps (docs/profile.md, "W by position"): each
+                # position's pairs, apart.
+                by_pos.setdefault(position[id(a)], []).append((a["ns"] - wp * py - b["ns"]) / ev)
                 base_s.append(b["ns"] * 1e-9)
                 raw_act.append(a["ns"] * 1e-9)
                 act_s.append((a["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
@@ -1213,7 +1213,8 @@ class profile:
         detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
                   "pairs_near_trace": near_trace,
                   "cold_first_active_extra_ns": _median(cold), "cold_first_active_cycles": len(cold),
-                  "cold_second_active_extra_ns": _median(second), "cold_second_active_cycles": len(second),
+                  "w_by_position": [{"position": k, "w_ns": _median(v), "pairs": len(v)}
+                                    for k, v in sorted(by_pos.items())],
                   "warmup_extra_per_step_ns": _median(warm_extra),
                   "post_trace_wait_extra_ns": [_median([p[j] for p in post_trace if len(p) > j])
                                                for j in range(POST_TRACE)] if post_trace else None,
@@ -1381,15 +1382,25 @@ class profile:
                 f"first {POST_TRACE} after a trace are cold, and the first active step of a cycle is not paired)")
 
     # ---------------------------------------------------------------- report
-    def _cold_step(self, this_cycle: list, k: int = 0) -> dict | None:
-        """The cycle's first active step (k 0; cold: _estimate never pairs
-        it) or its second (k 1, which runs slow too), whose events the
-        correction prices higher (_spans): its range's name and its events."""
-        steps = sorted(this_cycle, key=lambda s: s["step"])
-        if len(steps) <= k or steps[k]["step"] not in self._events:
+    def _cold_step(self, this_cycle: list) -> dict | None:
+        """The cycle's first active step (cold: _estimate never pairs it),
+        whose events the correction prices higher (_spans): its range's name
+        and its events."""
+        first = min(this_cycle, key=lambda s: s["step"], default=None)
+        if first is None or first["step"] not in self._events:
             return None
-        ev, py = self._events[steps[k]["step"]]
-        return {"name": f"ProfilerStep#{steps[k]['step']}", "op_events": ev, "py_events": py}
+        ev, py = self._events[first["step"]]
+        return {"name": f"ProfilerStep#{first['step']}", "op_events": ev, "py_events": py}
+
+    def _position_steps(self, this_cycle: list) -> list:
+        """The cycle's other active steps, each with its position in the
+        cycle (1 on), which _spans prices by (w_by_position)."""
+        out = []
+        for k, s in enumerate(sorted(this_cycle, key=lambda s: s["step"])[1:], 1):
+            if s["step"] in self._events:
+                ev, py = self._events[s["step"]]
+                out.append({"name": f"ProfilerStep#{s['step']}", "position": k, "op_events": ev, "py_events": py})
+        return out
 
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
         has_wait = any(s["phase"] == "wait" for s in self.steps)
@@ -1410,7 +1421,7 @@ class profile:
                "step_spans_ns": ({f"ProfilerStep#{s['step']}": s["ns"] for s in this_cycle}
                                  if counted_per_step else None),
                "cold_step": self._cold_step(this_cycle) if counted_per_step else None,
-               "second_step": self._cold_step(this_cycle, 1) if counted_per_step else None,
+               "position_steps": self._position_steps(this_cycle) if counted_per_step else None,
                **detail}
         source = "in-run"
         wv = None
@@ -1584,21 +1595,60 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     COLD_MIN_CYCLES cycles on, when the extra is > 0, W's 95% CI lies above 0
     (else W x events is no base to price it on) and the scale comes to at
     most COLD_MAX_SCALE; what was used, and why not, goes into
-    rep["cold_step"]. The cycle's second active step, which runs slow too
-    (less so), is priced the same way from its extra over the cycle's later
-    steps (cold_second_active_extra_ns), into rep["second_step"]."""
+    rep["cold_step"]. Each of the cycle's other active steps is priced at
+    the W of the pairs at its position in the cycle (est's w_by_position,
+    over W: the profiler's cost per event falls over a cycle's first steps),
+    into rep["position_steps"]: _price_position."""
     spans = dict(rep.get("step_spans_ns") or {})
-    for key, which, fig in (("cold_step", "first", "cold_first_active"), ("second_step", "second",
-                                                                          "cold_second_active")):
-        cold = rep.get(key)
-        if cold is not None:
-            _price(spans, cold, which, est.get(f"{fig}_extra_ns"), est.get(f"{fig}_cycles") or 0, wv, w_py)
+    cold = rep.get("cold_step")
+    if cold is not None:
+        _price(spans, cold, est.get("cold_first_active_extra_ns"), est.get("cold_first_active_cycles") or 0, wv,
+               w_py)
+    figs = {p["position"]: p for p in (est.get("w_by_position") or [])}
+    for st in rep.get("position_steps") or []:
+        _price_position(spans, st, figs.get(st["position"]), wv, w_py)
     return spans or None
 
 
-def _price(spans: dict, cold: dict, which: str, extra, n: int, wv: dict, w_py: dict | None):
-    """_spans for one of a cycle's slow active steps (`which`: "first" or
-    "second"): its scale into `spans` and `cold`, or why not into `cold`."""
+def _price_position(spans: dict, st: dict, fig: dict | None, wv: dict, w_py: dict | None):
+    """_spans for a paired active step at position k of its cycle: its
+    operator events at w_k instead of W, w_k the median of the run's pairs
+    at that position (docs/profile.md, "W by position"), its Python events
+    at W_py still (W_py is measured apart and taken out of the pairs first):
+    one scale on both, (w_k x ops + W_py x py) / (W x ops + W_py x py). From
+    COLD_MIN_CYCLES pairs on, where W's 95% CI lies above 0, w_k > 0 and the
+    scale lies within [1 / COLD_MAX_SCALE, COLD_MAX_SCALE]; else at W, and
+    `why` says so."""
+    wm = max((wv or {}).get("median") or 0.0, 0.0)
+    wpm = max((w_py or {}).get("median") or 0.0, 0.0)
+    ci = (wv or {}).get("ci95") or [0.0, 0.0]
+    n = (fig or {}).get("pairs") or 0
+    wk = (fig or {}).get("w_ns")
+    ops, py = st.get("op_events") or 0, st.get("py_events") or 0
+    base = wm * ops + wpm * py
+    scale = ((wk * ops + wpm * py) / base if isinstance(wk, (int, float)) and wk > 0 and wm > 0 and base > 0
+             else None)
+    if n < COLD_MIN_CYCLES:
+        why = f"priced at W: {n} pair(s) at this position (it takes {COLD_MIN_CYCLES})"
+    elif not ci[0] > 0:
+        why = "priced at W: W's 95% CI reaches 0"
+    elif scale is None:
+        why = "priced at W: its position's pairs gave a W of 0 or less"
+    elif not 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
+        why = f"priced at W: its position's pairs gave {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x either way"
+    else:
+        why = None
+    scale = scale if why is None else 1.0
+    st.update({"w_scale": scale, "w_ns": wk, "pairs": n,
+               "why": why or (f"its events priced at {scale:.2f} x W (and W_py): its operator events at the "
+                              f"median of {n} pairs at its position")})
+    if scale != 1.0:
+        spans[st["name"]] = (spans.get(st["name"], -1.0), scale)
+
+
+def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None):
+    """_spans for the cycle's cold first active step: its scale into
+    `spans` and `cold`, or why not into `cold`."""
     wm = max((wv or {}).get("median") or 0.0, 0.0)
     wpm = max((w_py or {}).get("median") or 0.0, 0.0)
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
@@ -1618,10 +1668,9 @@ def _price(spans: dict, cold: dict, which: str, extra, n: int, wv: dict, w_py: d
     else:
         why = None
     scale = want if why is None else 1.0
-    later = "others" if which == "first" else "later ones"
     cold.update({"w_scale": scale, "extra_ns": extra, "cycles": n,
-                 "why": why or (f"its events priced at {scale:.2f} x W: the {which} active step of a cycle ran "
-                                f"{fmt_ns(extra)} over the cycle's {later} (median over {n} cycles)")})
+                 "why": why or (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
+                                f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)")})
     if scale != 1.0:
         spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
 
@@ -1675,10 +1724,13 @@ def render(rep: dict) -> str:
         band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
         lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
                      f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
-    for key, what in (("cold_step", "first active step, cold"), ("second_step", "second active step")):
-        cold = rep.get(key) or {}
-        if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
-            lines.append(f"  {cold['name']} (the cycle's {what}): {cold['why']}")
+    cold = rep.get("cold_step") or {}
+    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
+        lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
+    priced = [p for p in rep.get("position_steps") or [] if p.get("w_scale", 1.0) != 1.0]
+    if priced:
+        lines.append("  active steps priced by position in the cycle (W of their pairs there, over W): "
+                     + ", ".join(f"{p['position'] + 1}: {p['w_scale']:.2f}" for p in priced))
     w = rep.get("w_ns")
     if w is not None:
         ci = w.get("ci95")

@@ -550,16 +550,24 @@ def test_corrected_trace_and_report(tmp_path):
     else:  # left in the step, and said why
         assert cold["w_scale"] == 1.0 and row["added_ns"]["scaled"] == 0
         assert cold["why"].startswith("priced at W")
-    # The second active step: priced from its own extra over the later ones.
-    second = r["second_step"]
-    assert second["name"] == sorted(spans, key=lambda n: int(n.split("#")[1]))[1] and second["cycles"] == 3
-    extra2 = p.final["cold_second_active_extra_ns"]
-    want2 = 1 + max(extra2, 0) / (p.final["w_ns"]["median"] * second["op_events"])
-    if extra2 > 0 and p.final["w_ns"]["ci95"][0] > 0 and want2 <= COLD_MAX_SCALE:
-        assert second["w_scale"] == pytest.approx(want2)
-        assert rows[second["name"]]["added_ns"]["scaled"] == pytest.approx(extra2, rel=1e-6)
-    else:
-        assert second["w_scale"] == 1.0 and second["why"].startswith("priced at W")
+    # The other active steps: each at the W of the run's pairs at its
+    # position in the cycle, over W (3 cycles: 3 pairs a position).
+    names = sorted(spans, key=lambda n: int(n.split("#")[1]))
+    figs = {f["position"]: f for f in p.final["w_by_position"]}
+    assert [f["pairs"] for f in p.final["w_by_position"]] == [3, 3, 3]
+    wm = p.final["w_ns"]["median"]
+    for st in r["position_steps"]:
+        assert st["name"] == names[st["position"]]
+        want = figs[st["position"]]["w_ns"] / wm
+        if p.final["w_ns"]["ci95"][0] > 0 and 1 / COLD_MAX_SCALE <= want <= COLD_MAX_SCALE:
+            assert st["w_scale"] == pytest.approx(want) and st["pairs"] == 3
+            assert rows[st["name"]]["added_ns"]["scaled"] == pytest.approx(
+                (want - 1) * wm * rows[st["name"]]["descendants_per_call"], rel=1e-6, abs=1e-3)
+        else:
+            assert st["w_scale"] == 1.0 and st["why"].startswith("priced at W")
+    from opskew.profiling import render
+
+    assert ("priced by position in the cycle" in render(r)) == any(st["w_scale"] != 1.0 for st in r["position_steps"])
 
 
 def test_a_stretched_step_range_is_reported_and_said_once():
@@ -1013,7 +1021,7 @@ def test_a_step_counts_the_events_it_waited_for(tmp_path):
     assert off["per_step"] == {1: (1, 0), 2: (1, 0)}
 
 
-def test_the_cold_first_and_second_steps_are_priced_only_where_it_is_a_cost_per_event():
+def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it_is_a_cost_per_event():
     """opskew.profiling._spans: the cold first active step's extra is spread
     over its events as a scale on W from COLD_MIN_CYCLES cycles on, where W's
     CI lies above 0 and the scale stays within COLD_MAX_SCALE; otherwise it
@@ -1039,21 +1047,34 @@ def test_the_cold_first_and_second_steps_are_priced_only_where_it_is_a_cost_per_
         r = rep()
         assert _spans(r, wv, wpy, est) == r["step_spans_ns"]  # the bodies still, no scale
         assert r["cold_step"]["w_scale"] == 1.0 and said in r["cold_step"]["why"], r["cold_step"]
-    # The second active step, slow too, is priced the same way from its own
-    # extra over the cycle's later steps; each step keeps its own answer.
-    r = rep()
-    r["step_spans_ns"]["ProfilerStep#11"] = 3000.0
-    r["second_step"] = {"name": "ProfilerStep#10", "op_events": 10, "py_events": 20}
-    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5,
-                               "cold_second_active_extra_ns": 600.0, "cold_second_active_cycles": 5})
-    assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)), "ProfilerStep#10": (4000.0, pytest.approx(1.5)),
-                     "ProfilerStep#11": 3000.0}
-    assert "the second active step of a cycle ran" in r["second_step"]["why"]
-    r = rep()
-    r["second_step"] = {"name": "ProfilerStep#10", "op_events": 10, "py_events": 20}
-    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5,
-                               "cold_second_active_extra_ns": 600.0, "cold_second_active_cycles": 1})
-    assert spans["ProfilerStep#10"] == 4000.0 and "it takes" in r["second_step"]["why"]
+    # The other active steps: each at the W of the run's pairs at its
+    # position in the cycle, over W, under the same guards; each keeps its
+    # own answer.
+    def with_positions():
+        r = rep()
+        r["step_spans_ns"].update({"ProfilerStep#11": 3000.0, "ProfilerStep#12": 3000.0})
+        r["position_steps"] = [{"name": f"ProfilerStep#{9 + k}", "position": k, "op_events": 10, "py_events": 20}
+                               for k in (1, 2, 3)]
+        return r
+
+    est = {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5,
+           "w_by_position": [{"position": 1, "w_ns": 150.0, "pairs": 5}, {"position": 2, "w_ns": 80.0, "pairs": 5},
+                             {"position": 3, "w_ns": 90.0, "pairs": COLD_MIN_CYCLES - 1}]}
+    r = with_positions()
+    spans = _spans(r, w, wpy, est)
+    # Its operator events at the position's W, its Python events at W_py:
+    # (150 x 10 + 10 x 20) / (100 x 10 + 10 x 20), and (80 x 10 + 200) / 1200.
+    assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)),
+                     "ProfilerStep#10": (4000.0, pytest.approx(1700 / 1200)),
+                     "ProfilerStep#11": (3000.0, pytest.approx(1000 / 1200)), "ProfilerStep#12": 3000.0}
+    assert "1.42 x W" in r["position_steps"][0]["why"] and "it takes" in r["position_steps"][2]["why"]
+    for figs, wv, said in (([{"position": 1, "w_ns": -5.0, "pairs": 5}], w, "0 or less"),
+                           ([{"position": 1, "w_ns": 100.0 * (COLD_MAX_SCALE + 1), "pairs": 5}], w, "past"),
+                           ([{"position": 1, "w_ns": 150.0, "pairs": 5}], {"median": 100.0, "ci95": [-20.0, 220.0]},
+                            "CI reaches 0")):
+        r = with_positions()
+        spans = _spans(r, wv, wpy, dict(est, w_by_position=figs))
+        assert spans["ProfilerStep#10"] == 4000.0 and said in r["position_steps"][0]["why"], r["position_steps"]
     # Without ranges holding the steps: nothing to give.
     assert _spans({"step_spans_ns": None, "cold_step": None}, w, wpy, {}) is None
 
