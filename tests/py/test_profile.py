@@ -877,6 +877,14 @@ def test_a_single_active_step_is_never_paired():
     r = p.report
     assert r["pairs"] == 0 and r["single_active_cycles"] == 4
     assert "active >= 2" in r["advice"] and any("single active step" in n for n in r["notes"])
+    # active=2: one pair a cycle, and no cycle counted as single; the one
+    # position paired gets its own W.
+    p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None,
+                                        schedule=torch.profiler.schedule(wait=8, warmup=1, active=2, repeat=4)),
+                 44, body)
+    r = p.report
+    assert r["single_active_cycles"] == 0 and r["pairs"] == 4
+    assert [f["position"] for f in r["w_by_position"]] == [1] and r["w_by_position"][0]["pairs"] == 4
 
 
 def test_exit_does_the_rest_of_torchs_exit(tmp_path):
