@@ -1638,12 +1638,18 @@ def _price_position(spans: dict, st: dict, fig: dict | None, wv: dict, w_py: dic
         why = f"priced at W: its position's pairs gave {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x either way"
     else:
         why = None
+    _priced(spans, st, scale, why, f"its events priced at {{:.2f}} x W (and W_py): its operator events at the "
+                                   f"median of {n} pairs at its position", w_ns=wk, pairs=n)
+
+
+def _priced(spans: dict, step: dict, scale, why: str | None, said: str, **figures):
+    """A priced step's answer: its scale (1.0 where `why` says why not)
+    into `step` with `figures` and the reason (`said`, formatted with the
+    scale, when priced), and into `spans` beside its body when not 1."""
     scale = scale if why is None else 1.0
-    st.update({"w_scale": scale, "w_ns": wk, "pairs": n,
-               "why": why or (f"its events priced at {scale:.2f} x W (and W_py): its operator events at the "
-                              f"median of {n} pairs at its position")})
+    step.update(figures, w_scale=scale, why=why or said.format(scale))
     if scale != 1.0:
-        spans[st["name"]] = (spans.get(st["name"], -1.0), scale)
+        spans[step["name"]] = (spans.get(step["name"], -1.0), scale)
 
 
 def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None):
@@ -1667,12 +1673,9 @@ def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None):
                f"gives its events (past {COLD_MAX_SCALE - 1:.0f}: a lump, not a cost per event); it stays in the step")
     else:
         why = None
-    scale = want if why is None else 1.0
-    cold.update({"w_scale": scale, "extra_ns": extra, "cycles": n,
-                 "why": why or (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
-                                f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)")})
-    if scale != 1.0:
-        spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
+    _priced(spans, cold, want, why, f"its events priced at {{:.2f}} x W: the first active step of a cycle ran "
+                                    f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)",
+            extra_ns=extra, cycles=n)
 
 
 _NO_DELTA = "is taken as 0, so every operator's corrected time still holds it"
