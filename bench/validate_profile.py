@@ -496,7 +496,7 @@ def child_profile(a):
                                      "baseline_step_ns",
                                      "active_step_ns", "events_per_active_step", "cold_first_active_extra_ns",
                                      "warmup_extra_per_step_ns", "delta_ns", "w_py_ns", "stop_ns",
-                                     "leaf_delta")}
+                                     "leaf_delta", "w_by_cycle")}
         c["skewed"] = rep["verdict"]["skewed"]
         c["marks"] = (rep.get("operators") or {}).get("marks")
         raw = _steps_of(rep["raw_trace"]) if rep.get("raw_trace") else {}

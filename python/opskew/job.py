@@ -295,8 +295,11 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     spans = {k: float(v) for k, v in (rep.get("step_spans_ns") or {}).items() if isinstance(v, (int, float))}
     cold = rep.get("cold_step") or {}
     if cold.get("name") and (cold.get("w_scale") or 1.0) != 1.0:
-        scale = cold_w_scale(cold.get("extra_ns"), cold, w_ns, w_py_ns)
-        if 1.0 < scale <= COLD_MAX_SCALE:
+        # The extra where the report priced it, and its cycle's own level.
+        extra = cold.get("extra_ns") if cold.get("extra_priced", True) else 0.0
+        f = cold.get("cycle_factor")
+        scale = cold_w_scale(extra, cold, w_ns, w_py_ns, f if isinstance(f, (int, float)) and f > 0 else 1.0)
+        if scale != 1.0 and 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
             spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
     for st in rep.get("position_steps") or []:  # priced by position: the same ratio to W
         sc = st.get("w_scale") if isinstance(st, dict) else None

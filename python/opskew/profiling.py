@@ -30,7 +30,7 @@ import time
 import weakref
 
 from . import _engine
-from .analysis import per_event_diff
+from .analysis import estimate, per_event_diff
 
 # The phases of a step, by the schedule's ProfilerAction name.
 _PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active"}
@@ -822,7 +822,7 @@ class profile:
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
                       "cold_first_active_extra_ns": detail.get("cold_first_active_extra_ns"),
-                      "w_by_position": detail.get("w_by_position"),
+                      "w_by_position": detail.get("w_by_position"), "w_by_cycle": detail.get("w_by_cycle"),
                       "cold_first_active_cycles": detail.get("cold_first_active_cycles"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
                       "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
@@ -1128,6 +1128,7 @@ class profile:
         wp = max(w_py["median"], 0.0) if w_py else 0.0
         base_s, act_s, raw_act, events, cold = [], [], [], [], []
         by_pos: dict = {}  # position in its cycle -> the pairs' W per event there
+        by_cycle = []  # (the cycle's first active step, position, the pair's W per event)
         cpu_base, cpu_act = [], []
         warm_extra = []
         notes = []
@@ -1183,7 +1184,9 @@ class profile:
                 # The profiler's cost per event falls over a cycle's first
                 # active steps (docs/profile.md, "W by position"): each
                 # position's pairs, apart.
-                by_pos.setdefault(position[id(a)], []).append((a["ns"] - wp * py - b["ns"]) / ev)
+                d = (a["ns"] - wp * py - b["ns"]) / ev
+                by_pos.setdefault(position[id(a)], []).append(d)
+                by_cycle.append((steps[0]["step"], position[id(a)], d))
                 base_s.append(b["ns"] * 1e-9)
                 raw_act.append(a["ns"] * 1e-9)
                 act_s.append((a["ns"] - wp * py) * 1e-9)  # W_py per Python event out first
@@ -1245,6 +1248,7 @@ class profile:
         ci = w.get("ci95") if w.get("ci_reaches_95") else None
         detail["corrected_step_w_ci_ns"] = [step_at(ci[1]), step_at(ci[0])] if ci else None
         detail["w_own_ns"] = self._w_own(cpu_base, cpu_act, events)
+        detail["w_by_cycle"] = _cycle_factors(by_cycle, detail["w_by_position"], w["median"])
         return w, notes, detail
 
     def _w_own(self, cpu_base, cpu_act, events):
@@ -1390,16 +1394,19 @@ class profile:
         if first is None or first["step"] not in self._events:
             return None
         ev, py = self._events[first["step"]]
-        return {"name": f"ProfilerStep#{first['step']}", "op_events": ev, "py_events": py}
+        return {"name": f"ProfilerStep#{first['step']}", "op_events": ev, "py_events": py,
+                "cycle_first_step": first["step"]}
 
     def _position_steps(self, this_cycle: list) -> list:
         """The cycle's other active steps, each with its position in the
         cycle (1 on), which _spans prices by (w_by_position)."""
         out = []
-        for k, s in enumerate(sorted(this_cycle, key=lambda s: s["step"])[1:], 1):
+        steps = sorted(this_cycle, key=lambda s: s["step"])
+        for k, s in enumerate(steps[1:], 1):
             if s["step"] in self._events:
                 ev, py = self._events[s["step"]]
-                out.append({"name": f"ProfilerStep#{s['step']}", "position": k, "op_events": ev, "py_events": py})
+                out.append({"name": f"ProfilerStep#{s['step']}", "position": k, "op_events": ev, "py_events": py,
+                            "cycle_first_step": steps[0]["step"]})
         return out
 
     def _report(self, trace, raw, stop_ns, user_ns, counts, this_cycle, counted_per_step, w, notes, detail):
@@ -1423,6 +1430,9 @@ class profile:
                "cold_step": self._cold_step(this_cycle) if counted_per_step else None,
                "position_steps": self._position_steps(this_cycle) if counted_per_step else None,
                **detail}
+        # This cycle's own level only (the run's are in prof.final).
+        first = min((s["step"] for s in this_cycle), default=None)
+        rep["w_by_cycle"] = [c for c in detail.get("w_by_cycle") or [] if c["first_step"] == first]
         source = "in-run"
         wv = None
         if w is not None and w["ci_reaches_95"]:
@@ -1576,13 +1586,19 @@ COLD_MIN_CYCLES = 3  # cycles whose cold first step was measured, before its ext
 COLD_MAX_SCALE = 4.0
 
 
-def cold_w_scale(extra, cold: dict, w_ns: float, w_py_ns: float) -> float:
+def cold_w_scale(extra, cold: dict, w_ns: float, w_py_ns: float, factor: float = 1.0) -> float:
     """The W scale that prices a cycle's cold first step (its report's
     cold_step: op_events, py_events) at `extra` ns over the instrument time
-    W and W_py give its events: 1 + extra / that time; 1.0 without an extra
-    or without that time. The guards on using it are the callers'."""
-    base = w_ns * (cold.get("op_events") or 0) + w_py_ns * (cold.get("py_events") or 0)
-    return 1.0 + extra / base if isinstance(extra, (int, float)) and extra > 0 and base > 0 else 1.0
+    W and W_py give its events, its operator events at `factor` x W (its
+    cycle's own level, _cycle_factors): (factor x W x ops + W_py x py +
+    extra) / (W x ops + W_py x py); 1.0 without that time. An extra of 0 or
+    less adds nothing. The guards on using it are the callers'."""
+    ops, py = cold.get("op_events") or 0, cold.get("py_events") or 0
+    base = w_ns * ops + w_py_ns * py
+    if not base > 0:
+        return 1.0
+    more = extra if isinstance(extra, (int, float)) and extra > 0 else 0.0
+    return (factor * w_ns * ops + w_py_ns * py + more) / base
 
 
 def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
@@ -1600,46 +1616,97 @@ def _spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
     over W: the profiler's cost per event falls over a cycle's first steps),
     into rep["position_steps"]: _price_position."""
     spans = dict(rep.get("step_spans_ns") or {})
+    levels = {c["first_step"]: c for c in est.get("w_by_cycle") or []}
     cold = rep.get("cold_step")
     if cold is not None:
         _price(spans, cold, est.get("cold_first_active_extra_ns"), est.get("cold_first_active_cycles") or 0, wv,
-               w_py)
+               w_py, levels.get(cold.get("cycle_first_step")))
     figs = {p["position"]: p for p in (est.get("w_by_position") or [])}
     for st in rep.get("position_steps") or []:
-        _price_position(spans, st, figs.get(st["position"]), wv, w_py)
+        _price_position(spans, st, figs.get(st["position"]), wv, w_py, levels.get(st.get("cycle_first_step")))
     return spans or None
 
 
-def _price_position(spans: dict, st: dict, fig: dict | None, wv: dict, w_py: dict | None):
+def _cycle_factors(pairs: list, by_position: list, w_ns: float) -> list:
+    """Each cycle's own level (docs/profile.md, "W by cycle"): the ratio
+    of each of its pairs' W per event to the W its position is priced at
+    (w_by_position's, from COLD_MIN_CYCLES pairs on, else W), and the median
+    of those ratios with the sign test's interval for it. `differs` where
+    that interval reaches 95% and leaves out 1: every one of 6 pairs or
+    more on the same side. `pairs` is [(the cycle's first active step,
+    position, the pair's W per event)]."""
+    if not (isinstance(w_ns, (int, float)) and w_ns > 0):
+        return []
+    ref = {p["position"]: p["w_ns"] for p in by_position or []
+           if p["pairs"] >= COLD_MIN_CYCLES and isinstance(p["w_ns"], (int, float)) and p["w_ns"] > 0}
+    ratios: dict = {}
+    for first, k, d in pairs:
+        ratios.setdefault(first, []).append(d / ref.get(k, w_ns))
+    out = []
+    for first, rs in sorted(ratios.items()):
+        e = estimate(rs)
+        ci = e.get("ci95")
+        out.append({"first_step": first, "factor": e["median"], "ci95": ci, "pairs": len(rs),
+                    "differs": bool(ci) and (ci[0] > 1.0 or ci[1] < 1.0)})
+    return out
+
+
+def _level(level: dict | None) -> float:
+    """The factor on W a cycle's own level gives (1.0 where it does not
+    differ from the run's): _cycle_factors."""
+    f = (level or {}).get("factor")
+    ok = (level or {}).get("differs") and isinstance(f, (int, float)) and 1 / COLD_MAX_SCALE <= f <= COLD_MAX_SCALE
+    return float(f) if ok else 1.0
+
+
+def _level_said(level: dict | None) -> str:
+    f = _level(level)
+    if f == 1.0:
+        return ""
+    return (f", and x {f:.2f} for its cycle's own level (all {level['pairs']} of the cycle's pairs "
+            f"{'above' if f > 1 else 'below'} their position's W)")
+
+
+def _price_position(spans: dict, st: dict, fig: dict | None, wv: dict, w_py: dict | None,
+                    level: dict | None = None):
     """_spans for a paired active step at position k of its cycle: its
     operator events at w_k instead of W, w_k the median of the run's pairs
-    at that position (docs/profile.md, "W by position"), its Python events
-    at W_py still (W_py is measured apart and taken out of the pairs first):
-    one scale on both, (w_k x ops + W_py x py) / (W x ops + W_py x py). From
-    COLD_MIN_CYCLES pairs on, where W's 95% CI lies above 0, w_k > 0 and the
-    scale lies within [1 / COLD_MAX_SCALE, COLD_MAX_SCALE]; else at W, and
-    `why` says so."""
+    at that position (docs/profile.md, "W by position"), times its cycle's
+    own level where that differs from the run's (`level`: _cycle_factors),
+    its Python events at W_py still (W_py is measured apart and taken out of
+    the pairs first): one scale on both, (w_k x f x ops + W_py x py) /
+    (W x ops + W_py x py). w_k from COLD_MIN_CYCLES pairs on and where > 0
+    (else W); priced where W's 95% CI lies above 0 and the scale lies within
+    [1 / COLD_MAX_SCALE, COLD_MAX_SCALE]; else at W, and `why` says so."""
     wm = max((wv or {}).get("median") or 0.0, 0.0)
     wpm = max((w_py or {}).get("median") or 0.0, 0.0)
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
     n = (fig or {}).get("pairs") or 0
     wk = (fig or {}).get("w_ns")
+    f = _level(level)
     ops, py = st.get("op_events") or 0, st.get("py_events") or 0
     base = wm * ops + wpm * py
-    scale = ((wk * ops + wpm * py) / base if isinstance(wk, (int, float)) and wk > 0 and wm > 0 and base > 0
-             else None)
     if n < COLD_MIN_CYCLES:
-        why = f"priced at W: {n} pair(s) at this position (it takes {COLD_MIN_CYCLES})"
-    elif not ci[0] > 0:
+        at_w = f"{n} pair(s) at this position (it takes {COLD_MIN_CYCLES})"
+    elif not (isinstance(wk, (int, float)) and wk > 0):
+        at_w = "its position's pairs gave a W of 0 or less"
+    else:
+        at_w = None
+    w_at = wm if at_w else wk
+    scale = (w_at * f * ops + wpm * py) / base if wm > 0 and base > 0 else None
+    if not ci[0] > 0:
         why = "priced at W: W's 95% CI reaches 0"
     elif scale is None:
-        why = "priced at W: its position's pairs gave a W of 0 or less"
+        why = "priced at W: W is 0"
+    elif at_w and f == 1.0:
+        why = f"priced at W: {at_w}"
     elif not 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
-        why = f"priced at W: its position's pairs gave {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x either way"
+        why = f"priced at W: its pairs gave {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x either way"
     else:
         why = None
-    _priced(spans, st, scale, why, f"its events priced at {{:.2f}} x W (and W_py): its operator events at the "
-                                   f"median of {n} pairs at its position", w_ns=wk, pairs=n)
+    where = (f"at W ({at_w})" if at_w else f"at the median of {n} pairs at its position") + _level_said(level)
+    _priced(spans, st, scale, why, f"its events priced at {{:.2f}} x W (and W_py): its operator events {where}",
+            w_ns=wk, pairs=n, cycle_factor=f)
 
 
 def _priced(spans: dict, step: dict, scale, why: str | None, said: str, **figures):
@@ -1652,12 +1719,15 @@ def _priced(spans: dict, step: dict, scale, why: str | None, said: str, **figure
         spans[step["name"]] = (spans.get(step["name"], -1.0), scale)
 
 
-def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None):
+def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None, level: dict | None = None):
     """_spans for the cycle's cold first active step: its scale into
-    `spans` and `cold`, or why not into `cold`."""
+    `spans` and `cold`, or why not into `cold`. Where its cycle's own level
+    differs from the run's (`level`), its operator events pay that too, on
+    top of the extra: cold_w_scale."""
     wm = max((wv or {}).get("median") or 0.0, 0.0)
     wpm = max((w_py or {}).get("median") or 0.0, 0.0)
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
+    f = _level(level)
     want = cold_w_scale(extra, cold, wm, wpm)
     from .report import fmt_ns
 
@@ -1673,9 +1743,18 @@ def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None):
                f"gives its events (past {COLD_MAX_SCALE - 1:.0f}: a lump, not a cost per event); it stays in the step")
     else:
         why = None
-    _priced(spans, cold, want, why, f"its events priced at {{:.2f}} x W: the first active step of a cycle ran "
-                                    f"{fmt_ns(extra)} over the cycle's others (median over {n} cycles)",
-            extra_ns=extra, cycles=n)
+    if why is None:
+        said = (f"its events priced at {{:.2f}} x W: the first active step of a cycle ran {fmt_ns(extra)} over the "
+                f"cycle's others (median over {n} cycles)" + _level_said(level))
+    else:
+        said = f"its events priced at {{:.2f}} x W{_level_said(level)}; its extra {why}"
+    # Its cycle's own level, whether or not the extra is priced (while W's
+    # CI lies above 0).
+    scale = cold_w_scale(extra if why is None else 0.0, cold, wm, wpm, f) if ci[0] > 0 else 1.0
+    if not 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
+        scale, why = 1.0, f"priced at W: with its cycle's own level it came to {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x"
+    _priced(spans, cold, scale, why if scale == 1.0 else None, said, extra_ns=extra, cycles=n, cycle_factor=f,
+            extra_priced=why is None and scale != 1.0)
 
 
 _NO_DELTA = "is taken as 0, so every operator's corrected time still holds it"
@@ -1734,6 +1813,10 @@ def render(rep: dict) -> str:
     if priced:
         lines.append("  active steps priced by position in the cycle (W of their pairs there, over W): "
                      + ", ".join(f"{p['position'] + 1}: {p['w_scale']:.2f}" for p in priced))
+    for c in rep.get("w_by_cycle") or []:
+        if _level(c) != 1.0:
+            lines.append(f"  this cycle's own level: its operator events at {c['factor']:.2f} x their position's W "
+                         f"(all {c['pairs']} of its pairs {'above' if c['factor'] > 1 else 'below'} it)")
     w = rep.get("w_ns")
     if w is not None:
         ci = w.get("ci95")

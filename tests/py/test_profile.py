@@ -1087,6 +1087,69 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
     assert _spans({"step_spans_ns": None, "cold_step": None}, w, wpy, {}) is None
 
 
+def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
+    """opskew.profiling._cycle_factors and _spans: a cycle's pairs over the
+    W their position is priced at; where the sign test's 95% interval for
+    their median leaves out 1 (6 pairs or more, every one on the same
+    side), its steps' operator events pay that factor too, and its cold
+    first step's (on top of the extra); 5 pairs never reach 95%."""
+    from opskew.job import job_spans
+    from opskew.profiling import COLD_MIN_CYCLES, _cycle_factors, _spans
+
+    by_pos = [{"position": k, "w_ns": w, "pairs": 5} for k, w in ((1, 200.0), (2, 100.0))] + \
+             [{"position": 3, "w_ns": 90.0, "pairs": COLD_MIN_CYCLES - 1}]  # too few: its pairs go against W
+    slow = [(9, 1, 300.0), (9, 2, 150.0), (9, 3, 120.0), (9, 1, 260.0), (9, 2, 130.0), (9, 3, 200.0)]
+    mixed = [(40, 1, 260.0), (40, 2, 80.0), (40, 3, 100.0), (40, 1, 190.0), (40, 2, 120.0), (40, 3, 90.0)]
+    five = [(70, k, 2 * w) for k, w in ((1, 200.0), (2, 100.0), (1, 200.0), (2, 100.0), (1, 200.0))]
+    got = {c["first_step"]: c for c in _cycle_factors(slow + mixed + five, by_pos, 100.0)}
+    # Ratios 1.5, 1.5, 1.2, 1.3, 1.3, 2.0 (position 3 against W = 100): median 1.4.
+    assert got[9]["differs"] and got[9]["factor"] == pytest.approx(1.4) and got[9]["pairs"] == 6
+    assert got[9]["ci95"][0] > 1
+    assert not got[40]["differs"] and not got[70]["differs"] and got[70]["ci95"] is None  # 2.0 five times
+    assert _cycle_factors(slow, by_pos, 0.0) == [] and _cycle_factors(slow, by_pos, None) == []
+
+    w, wpy = {"median": 100.0, "ci95": [80.0, 120.0]}, {"median": 10.0}
+    est = {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5, "w_by_position": by_pos,
+           "w_by_cycle": list(got.values())}
+
+    def rep(first):
+        return {"step_spans_ns": {f"ProfilerStep#{first + k}": 3000.0 for k in range(4)},
+                "cold_step": {"name": f"ProfilerStep#{first}", "op_events": 10, "py_events": 20,
+                              "cycle_first_step": first},
+                "position_steps": [{"name": f"ProfilerStep#{first + k}", "position": k, "op_events": 10,
+                                    "py_events": 20, "cycle_first_step": first} for k in (1, 2, 3)]}
+
+    r = rep(9)
+    spans = _spans(r, w, wpy, est)
+    # The cold step: (1.4 x 100 x 10 + 10 x 20 + 1800) / 1200; the others
+    # (w_k x 1.4 x 10 + 200) / 1200, position 3 at W x 1.4.
+    assert spans == {"ProfilerStep#9": (3000.0, pytest.approx(3400 / 1200)),
+                     "ProfilerStep#10": (3000.0, pytest.approx(3000 / 1200)),
+                     "ProfilerStep#11": (3000.0, pytest.approx(1600 / 1200)),
+                     "ProfilerStep#12": (3000.0, pytest.approx(1600 / 1200))}
+    assert all(st["cycle_factor"] == pytest.approx(1.4) and "own level" in st["why"] for st in r["position_steps"])
+    assert r["cold_step"]["extra_priced"] and "own level" in r["cold_step"]["why"]
+    # A cycle at the run's level: by position alone, the cold step at its extra.
+    r = rep(40)
+    spans = _spans(r, w, wpy, est)
+    assert spans["ProfilerStep#40"] == (3000.0, pytest.approx(3000 / 1200))
+    assert spans["ProfilerStep#41"] == (3000.0, pytest.approx(2200 / 1200)) and spans["ProfilerStep#43"] == 3000.0
+    assert all(st["cycle_factor"] == 1.0 for st in r["position_steps"])
+    # The extra too few cycles measured: the cold step pays its level only.
+    r = rep(9)
+    spans = _spans(r, w, wpy, dict(est, cold_first_active_cycles=COLD_MIN_CYCLES - 1))
+    assert spans["ProfilerStep#9"] == (3000.0, pytest.approx(1600 / 1200)) and not r["cold_step"]["extra_priced"]
+    # A multi-rank job's correction at another W keeps both parts, as priced.
+    r = rep(9)
+    _spans(r, w, wpy, est)
+    js = job_spans(r, 200.0, 10.0)  # (1.4 x 200 x 10 + 200 + 1800) / 2200
+    assert js["ProfilerStep#9"] == (3000.0, pytest.approx(4800 / 2200))
+    assert js["ProfilerStep#10"] == (3000.0, pytest.approx(3000 / 1200))  # the same ratio to W
+    r = rep(9)
+    _spans(r, w, wpy, dict(est, cold_first_active_cycles=COLD_MIN_CYCLES - 1))
+    assert job_spans(r, 200.0, 10.0)["ProfilerStep#9"] == (3000.0, pytest.approx(3000 / 2200))
+
+
 def spin_op(extra_ns, base_ns):
     """opskew_test::spin(x) -> x, a leaf operator (its kernel calls no other
     operator) that busy-waits base_ns, and extra_ns more while the profiler
