@@ -637,12 +637,21 @@ class profile:
             out[name] = {"median": med, "ci95": [min(lo, med), max(hi, med)], "ci_coverage": p["ci_coverage"],
                          "tracer_steps": len(ts), "reported_ns": r,
                          "source": f"in-run: opskew's tracer on {len(ts)} wait steps"}
+            if p["ci_reaches_level"] and p["ci"][1] < 0:
+                # Faster in the trace than under opskew's tracer, beyond
+                # doubt: no instrument cost makes an event shorter, so the
+                # trace's figure lies below the operator's own time (a state
+                # of the profiled steps; docs/profile.md, "Faster in the
+                # trace"). Its interval reaches the tracer's time.
+                out[name]["below_ns"] = {"median": -p["median"], "ci95": [-p["ci"][1], -p["ci"][0]],
+                                         "tracer_ns": _median(ts)}
         if not out:
             info["why"] = "no leaf of this trace was seen in enough tracer steps"
             return None, info
         meds = sorted(d["median"] for d in out.values())
         info.update({"names": len(out), "median_ns": _median(meds), "range_ns": [meds[0], meds[-1]],
                      "above_w": sorted(k for k, d in out.items() if d["median"] > max(w_median, 0.0)),
+                     "below_tracer": sorted(k for k, d in out.items() if "below_ns" in d),
                      "coverage": min(d["ci_coverage"] for d in out.values())})
         return out, info
 
@@ -1834,6 +1843,12 @@ def render(rep: dict) -> str:
         lines.append(f"  leaf delta: own for {ld['names']} of {ld['leaves']} leaf operators, from opskew's tracer on "
                      f"{ld['tracer_steps']} wait steps (median {fmt_ns(ld['median_ns'])}, {fmt_ns(lo)} to "
                      f"{fmt_ns(hi)}); other operators {fmt_ns(rep.get('delta_ns') or 0.0)}")
+        below = ld.get("below_tracer") or []
+        if below:
+            lines.append(f"  faster in the trace than under opskew's tracer on the wait steps, beyond doubt (no "
+                         f"instrument cost shortens an event: the trace's figure is below their own time; their "
+                         f"intervals reach the tracer's): {', '.join(below[:5])}"
+                         + (f" and {len(below) - 5} more" if len(below) > 5 else ""))
     elif ld and ld.get("why"):
         lines.append(f"  leaf delta: {fmt_ns(rep.get('delta_ns') or 0.0)} for every operator ({ld['why']})")
     if rep.get("opskew_ns") is not None:

@@ -93,7 +93,12 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     over all events: the C correction then gives the time around its events
     the excess back (opskew_correct.h, span_delta_ns). The other names keep
     delta and delta_range. A row with its own delta is not widened for the
-    interpreter's slowdown (`bytecode`): its own delta measured it."""
+    interpreter's slowdown (`bytecode`): its own delta measured it. An
+    entry may carry `below_ns` ({"median", "ci95": [lo, hi]}, > 0): the
+    name ran that much faster per call in the trace than in the reference,
+    beyond doubt (its own delta is then 0); its intervals' high ends reach
+    the reference's time (calls x hi above the median), which makes its
+    mark "unknowable", and its row says so (row["below_tracer_ns"])."""
     import json
     import math
 
@@ -163,6 +168,15 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             # Its own delta, which may exceed W (the mean over all events).
             row["delta_ns"] = {"median": inside, "ci95": [mine[1], mine[2]],
                                "source": op_deltas[o["name"]].get("source", "given")}
+            below = _below(o["name"], op_deltas[o["name"]])
+            if below is not None:
+                # Faster in the trace than in the reference: its own time
+                # may be up to the reference's, so its intervals reach it.
+                row["below_tracer_ns"] = below
+                up = calls * below["ci95"][1]
+                for fig in ("total", "self"):
+                    c = row[f"corrected_{fig}_ns"]
+                    c["ci95"][1] = max(c["ci95"][1], c["median"] + up)
         if factor and runs_bytecode(row) and mine is None:  # an own delta measured the slowdown
             # All of the self time could be bytecode run `factor` times slower:
             # the low end. Its total moves down by as much.
@@ -177,6 +191,8 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         for fig in ("self", "total"):
             c = row[f"corrected_{fig}_ns"]
             marks[fig] = _mark(row[f"reported_{fig}_ns"], c["median"], c["ci95"][0], c["ci95"][1], threshold)
+            if "below_tracer_ns" in row and c["ci95"][1] > row[f"reported_{fig}_ns"] * (1 + threshold):
+                marks[fig] = "unknowable"  # its own time may lie well above the trace's
         row["marks"] = marks
         row["mark"] = marks["total"]
         ops.append(row)
@@ -211,6 +227,25 @@ def _own_deltas(op_deltas: dict | None) -> dict:
             raise ValueError(f"op_deltas[{name!r}]: finite, >= 0, lo <= median <= hi; not {d!r}")
         out[name] = (float(m), float(lo), float(hi))
     return out
+
+
+def _below(name: str, d: dict) -> dict | None:
+    """An op_deltas entry's `below_ns` ({"median", "ci95": [lo, hi]}, how
+    much less per call the trace gave the name than the reference did, each
+    finite and > 0, lo <= median <= hi), checked; None without one."""
+    import math
+
+    b = d.get("below_ns")
+    if b is None:
+        return None
+    try:
+        m, (lo, hi) = b["median"], b["ci95"]
+    except (TypeError, KeyError, ValueError):
+        raise ValueError(f"op_deltas[{name!r}]['below_ns']: {{'median': ns, 'ci95': [lo, hi]}}, not {b!r}") from None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+               for x in (m, lo, hi)) or not lo <= m <= hi:
+        raise ValueError(f"op_deltas[{name!r}]['below_ns']: finite, > 0, lo <= median <= hi; not {b!r}")
+    return {**b, "median": float(m), "ci95": [float(lo), float(hi)]}
 
 
 def _with_deltas(spans: dict | None, own: dict, k: int) -> dict | None:

@@ -1236,6 +1236,44 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     assert said and all("but the leaves" in n and "every operator's corrected time" not in n for n in said)
 
 
+def test_a_leaf_faster_in_the_trace_than_under_the_tracer_is_said_and_its_interval_reaches_the_tracer(tmp_path):
+    """Known answer, the other way: a leaf that runs LESS ns shorter only
+    while the profiler records (no instrument does that; a state of the
+    profiled steps can) keeps its reported time (own delta 0), its row says
+    by how much the trace fell below the tracer (within 10% of LESS), its
+    interval's high end reaches the tracer's time, and it is unknowable."""
+    from opskew import profiling
+
+    less, base = 20_000, 30_000
+    spin = spin_op(-less, base)
+    x = torch.ones(4)
+
+    def body():
+        for _ in range(6):
+            spin(x)
+            torch.add(x, x)
+
+    wait, active, repeat = profiling.REF_WAIT, 3, 3
+    for attempt in range(NOISE_ATTEMPTS):
+        p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(  # noqa: B023
+            wait=wait, warmup=1, active=active, repeat=repeat), report_file=None, corrected_dir=str(tmp_path)),
+            repeat * (wait + 1 + active) + wait, body)
+        r = p.reports[-1]
+        own = (r.get("op_deltas_ns") or {}).get("opskew_test::spin") or {}
+        if abs((own.get("below_ns") or {}).get("median", 0.0) - less) <= 0.1 * less:
+            break
+    spin_op(0, 0)
+    assert own["median"] == 0.0 and abs(own["below_ns"]["median"] - less) <= 0.1 * less, own
+    assert own["below_ns"]["ci95"][0] > 0 and own["below_ns"]["tracer_ns"] >= base * 0.9
+    assert r["leaf_delta"]["below_tracer"] == ["opskew_test::spin"]
+    row = {o["name"]: o for o in r["operators"]["ops"]}["opskew_test::spin"]
+    calls = row["calls"]
+    assert row["corrected_total_ns"]["median"] == pytest.approx(own["reported_ns"] * calls, rel=1e-6)
+    assert row["corrected_total_ns"]["ci95"][1] >= calls * (base * 0.9)  # reaches the tracer's time
+    assert row["mark"] == "unknowable" and row["below_tracer_ns"]["median"] == own["below_ns"]["median"]
+    assert "faster in the trace than under opskew's tracer" in profiling.render(r)
+
+
 def test_without_the_leaf_reference_every_operator_keeps_one_delta(tmp_path):
     """leaf_reference=False, or a wait below REF_WAIT: opskew's tracer
     never runs, every operator keeps the stored (here: no) delta, and the

@@ -168,6 +168,33 @@ def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
     with pytest.raises(TypeError, match="op_deltas"):
         verdict.per_operator(str(trace), w, 100.0, op_deltas=[1.0])
 
+
+def test_a_name_faster_in_the_trace_than_in_the_reference_reaches_it_and_is_unknowable(tmp_path):
+    """op_deltas' below_ns: the name ran that much less per call in the
+    trace than under the reference, beyond doubt, so no cost is taken out of
+    it (own delta 0) and its intervals' high ends reach the reference's time:
+    "unknowable", whatever W says; the other names are as before."""
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=600.0, delta_ns=100.0)
+    w = {"median": 600.0, "ci95": [590.0, 610.0]}
+    plain = by_name(verdict.per_operator(str(trace), w, 100.0))
+    below = {"median": 2000.0, "ci95": [1500.0, 2500.0], "tracer_ns": 9000.0}
+    own = {"aten::add": {"median": 0.0, "ci95": [0.0, 0.0], "below_ns": below}}
+    ops = by_name(verdict.per_operator(str(trace), w, 100.0, op_deltas=own))
+    add, calls = ops["aten::add"], ops["aten::add"]["calls"]
+    assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"], rel=1e-9)
+    assert add["corrected_total_ns"]["ci95"][1] == pytest.approx(add["reported_total_ns"] + 2500.0 * calls, rel=1e-9)
+    assert add["corrected_self_ns"]["ci95"][1] == pytest.approx(add["corrected_self_ns"]["median"] + 2500.0 * calls)
+    assert add["below_tracer_ns"]["ci95"] == [1500.0, 2500.0] and add["below_tracer_ns"]["tracer_ns"] == 9000.0
+    assert add["mark"] == "unknowable" and plain["aten::add"]["mark"] != "unknowable"
+    assert "below_tracer_ns" not in ops["aten::mul"]
+    assert ops["aten::mul"]["corrected_total_ns"] == plain["aten::mul"]["corrected_total_ns"]
+    for bad in ({"median": -5.0, "ci95": [1.0, 2.0]}, {"median": 5.0, "ci95": [6.0, 9.0]}, {"median": 5.0},
+                {"median": 0.0, "ci95": [0.0, 0.0]}, 7.0):
+        with pytest.raises(ValueError, match="below_ns"):
+            verdict.per_operator(str(trace), w, 100.0,
+                                 op_deltas={"aten::add": {"median": 0.0, "ci95": [0.0, 0.0], "below_ns": bad}})
+
 def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=3000.0, leaf_ns=200, gap_ns=100)
