@@ -27,6 +27,10 @@ end.
 
     .venv/bin/python bench/bench_correct.py --sizes 200,2000
 
+With --w-ns 2000 (a W over the blocks' gaps: each train_block comes out of the
+forward placement longer than its formula) every block is relaid
+(docs/correct.md), and the `relaid` column counts them: the relayout's cost.
+
 Speed is shown here, never asserted by tests (docs/design.md).
 """
 
@@ -140,7 +144,7 @@ def run_child(cmd, tmp):
     return wall, ru.ru_maxrss / 1024.0, p.returncode, text
 
 
-def calibration(tmp: str) -> str:
+def calibration(tmp: str, w_ns: float = W_NS) -> str:
     """A calibration file both installations accept for the synthetic
     traces (torch.profiler, no option marks: minimal). Made in a child: this
     process stays small, since a child's peak RSS counts the parent's memory
@@ -149,17 +153,17 @@ def calibration(tmp: str) -> str:
     code = ("import json, sys, torch; from opskew.calibration import make_key; "
             "json.dump({'schema': 'opskew.calibration/1', "
             "'key': make_key('torch.profiler', 'minimal', torch.__version__, 'cpu', 1), "
-            f"'w_ns': {{'median': {W_NS!r}}}, 'delta_ns': {{'median': {DELTA_NS!r}}}}}, open(sys.argv[1], 'w'))")
+            f"'w_ns': {{'median': {w_ns!r}}}, 'delta_ns': {{'median': {DELTA_NS!r}}}}}, open(sys.argv[1], 'w'))")
     subprocess.run([sys.executable, "-c", code, path], check=True)
     return path
 
 
-def one_row(label, python, mode, trace, tmp, cal):
+def one_row(label, python, mode, trace, tmp, cal, w_ns=W_NS):
     out = os.path.join(tmp, "corrected.json")
     if mode in ("engine", "waits"):
         # The engine's default (-1: the rule where the trace holds GPU
         # activity, which these traces do not) for `engine`.
-        cmd = [python, "-c", ENGINE % (W_NS, DELTA_NS, ", waits=1" if mode == "waits" else ""), trace, out]
+        cmd = [python, "-c", ENGINE % (w_ns, DELTA_NS, ", waits=1" if mode == "waits" else ""), trace, out]
     else:
         cmd = [python, "-m", "opskew", "correct", trace, "--calibration", cal, "-o", out,
                "--json", os.path.join(tmp, "r.json"), "--top", "1"]
@@ -194,6 +198,8 @@ def main() -> int:
     ap.add_argument("--modes", default="engine,waits,cli",
                     help="comma-separated, of engine, waits, cli (default: all three)")
     ap.add_argument("--dir", default=None, help="where to put the traces (default: a new temporary directory)")
+    ap.add_argument("--w-ns", type=float, default=W_NS,
+                    help=f"W per event (default {W_NS:g}; 2000 relays every block: the relayout's cost)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of each installation per mode, the order of the two alternating from one repeat "
                          "to the next; the fastest is shown (default 2: the first run after a trace is written "
@@ -206,12 +212,12 @@ def main() -> int:
         impls.append(("old", args.baseline_python))
     tmp = tempfile.mkdtemp(prefix="opskew-bench-correct-", dir=args.dir)
     print(f"bench_correct: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-          f"W {W_NS:g} ns, delta {DELTA_NS:g} ns; new = {sys.executable}"
+          f"W {args.w_ns:g} ns, delta {DELTA_NS:g} ns; new = {sys.executable}"
           + (f", old = {args.baseline_python}" if args.baseline_python else ""))
     try:
-        cal = calibration(tmp)
+        cal = calibration(tmp, args.w_ns)
         print(f"\n{'size':>7s} {'order':>6s} {'mode':>6s} {'impl':>4s} {'wall s':>8s} {'Mev/s':>7s} "
-              f"{'peak RSS MiB':>12s} {'passes':>6s} {'held peak':>10s} {'summary':>7s}")
+              f"{'peak RSS MiB':>12s} {'passes':>6s} {'held peak':>10s} {'summary':>7s} {'relaid':>8s}")
         for size in sizes:
             for order in ("pre", "post"):
                 if order == "post" and size > args.ooo_max_mb:
@@ -225,7 +231,7 @@ def main() -> int:
                         for label, python in (impls if k % 2 == 0 else impls[::-1]):
                             if mode == "waits" and label != "new":
                                 continue  # an earlier opskew has no cross-thread rule
-                            row, out = one_row(label, python, mode, trace, tmp, cal)
+                            row, out = one_row(label, python, mode, trace, tmp, cal, args.w_ns)
                             row["summary"] = ""
                             if label == "new" and mode == modes[0] and row["rc"] == 0 and k == 0:
                                 row["summary"] = f"{summary_passes(out, tmp)} pass"
@@ -247,7 +253,8 @@ def main() -> int:
                         print(f"{g['bytes'] / 1e6:6.0f}M {order:>6s} {mode:>6s} {label:>4s} {row['wall']:8.2f} "
                               f"{g['events'] / row['wall'] / 1e6:7.2f} {row['rss']:12.1f} "
                               f"{st.get('passes', '-')!s:>6s} {st.get('held_peak', '-')!s:>10s} "
-                              f"{row['summary']:>7s}" + ("" if row["rc"] == 0 else f"  exit {row['rc']}"),
+                              f"{row['summary']:>7s} {st.get('relaid', '-')!s:>8s}"
+                              + ("" if row["rc"] == 0 else f"  exit {row['rc']}"),
                               flush=True)
                 for mode in modes:
                     new = next((r for r in rows if r["mode"] == mode and r["label"] == "new"), None)

@@ -233,6 +233,15 @@ typedef struct {
   /* What W scales (osk_correct_opts_t.span_w_scale) priced the events they
    * cover at beyond W, each event once. */
   double scaled_ns;
+  /* Top-level trees written longer than their root's corrected duration by
+   * the forward placement (a shortfall found after the self time that could
+   * hold it had passed: under with_stack, W per operator event holds the
+   * interpreter's slowdown, which ran in the Python frames' self time before
+   * the operators), whose excess was then taken from the self time of their
+   * events that were written stretched, in proportion to it (compensate.c,
+   * relayout; docs/correct.md); and the nanoseconds taken so. */
+  uint64_t relaid;
+  double relaid_ns;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */

@@ -72,6 +72,7 @@ typedef struct {
   int head;
   double scale; /* on W and W_py: its own name's span_w_scale, else its parent's */
   double dcost; /* its descendants' W (W_py), each at its own scale, as they closed */
+  double want;  /* once closed: its corrected duration (the formula's total) */
 } line_t;
 
 /* A name's entry of osk_correct_opts_t.span_*. */
@@ -417,6 +418,112 @@ static int64_t place(thr_t *t, int64_t r, int64_t *debt, osk__nest_frame_t *in) 
   return p;
 }
 
+static int cmp_i64(const void *pa, const void *pb) {
+  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+  return (a > b) - (a < b);
+}
+
+/* The index of boundary v in the sorted, unique b[0..m). */
+static size_t bound_at(const int64_t *b, size_t m, int64_t v) {
+  size_t lo = 0, hi = m;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (b[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* A closed top-level tree of n events (lines 0..n, the root first, parents
+ * before children) whose root the forward placement wrote longer than its
+ * corrected duration: place() can only carry a shortfall forward, into
+ * later self time, and under with_stack W per operator event holds the
+ * interpreter's slowdown, which ran in the Python frames' self time before
+ * the operators whose gaps cannot hold it, so the root's end comes late.
+ * That excess is taken here from the self time of the tree's events that
+ * were written stretched (longer than their own corrected durations): each
+ * interval between two of the tree's boundaries that lies in no leaf and
+ * whose innermost enclosing event is stretched shrinks in proportion to its
+ * length, all of them together by the root's excess at most; the boundaries
+ * after it move back by as much, so nesting and every leaf's duration stay.
+ * The thread's line then goes on from the root's new end, with what the
+ * root owed the time between trees paid by it. Returns 0, or OSK_ENOMEM. */
+static int relayout(thr_t *t, size_t n) {
+  osk_correct_t *c = t->c;
+  line_t *l = t->line;
+  if (n < 2) return 0;
+  double excess = (double)(l[0].end2 - l[0].ts2) - l[0].want;
+  if (!(excess > 1.0)) return 0;
+  size_t m = 2 * n;
+  int64_t *b = malloc(m * sizeof *b), *moved = malloc(m * sizeof *moved);
+  signed char *mark = malloc(m);
+  if (!b || !moved || !mark) {
+    free(b);
+    free(moved);
+    free(mark);
+    return OSK_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++) {
+    b[2 * i] = l[i].ts2;
+    b[2 * i + 1] = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
+  }
+  qsort(b, m, sizeof *b, cmp_i64);
+  size_t u = 0;
+  for (size_t i = 0; i < m; i++)
+    if (!u || b[i] != b[u - 1]) b[u++] = b[i];
+  m = u;
+  /* mark[k] for the interval (b[k], b[k+1]): 1 where its innermost event is
+   * stretched, -1 inside a leaf, 0 otherwise. The lines are in pre-order, so
+   * an event inside another comes after it and overwrites its marks there:
+   * each interval ends up marked by its innermost event. */
+  memset(mark, 0, m);
+  for (size_t i = 0; i < n; i++) {
+    int64_t e = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
+    int leaf = l[i].desc[OSK__CLS_OP] == 0 && l[i].desc[OSK__CLS_PY] == 0;
+    signed char v = leaf ? -1 : (double)(e - l[i].ts2) - l[i].want > 1.0 ? 1 : 0;
+    for (size_t k = bound_at(b, m, l[i].ts2), k1 = bound_at(b, m, e); k < k1; k++) mark[k] = v;
+  }
+  double room = 0.0;
+  for (size_t k = 0; k + 1 < m; k++)
+    if (mark[k] > 0) room += (double)(b[k + 1] - b[k]);
+  int64_t gone = 0;
+  if (room > 0) {
+    /* Each boundary moves back by what the intervals before it gave up,
+     * rounded as it accumulates. */
+    double f = excess < room ? excess / room : 1.0, taken = 0.0;
+    moved[0] = b[0];
+    for (size_t k = 0; k + 1 < m; k++) {
+      if (mark[k] > 0) taken += f * (double)(b[k + 1] - b[k]);
+      gone = (int64_t)floor(taken + 0.5);
+      moved[k + 1] = b[k + 1] - gone;
+    }
+    for (size_t i = 0; i < n; i++) {
+      int64_t e = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
+      l[i].ts2 = moved[bound_at(b, m, l[i].ts2)];
+      l[i].end2 = moved[bound_at(b, m, e)];
+    }
+  }
+  if (gone > 0) {
+    c->stats.relaid++;
+    c->stats.relaid_ns += (double)gone;
+    /* The line goes on from the tree's new end (the root's, or a later
+     * boundary's), and what the root owed the time between trees
+     * (t->debt) is paid by what came out here. */
+    if (t->last2 >= b[m - 1]) t->last2 -= gone;
+    else {
+      size_t k = bound_at(b, m, t->last2);
+      t->last2 = moved[k < m ? k : m - 1];
+    }
+    int64_t pay = t->debt < gone ? (t->debt > 0 ? t->debt : 0) : gone;
+    t->debt -= pay;
+    t->removed += (double)pay;
+  }
+  free(b);
+  free(moved);
+  free(mark);
+  return 0;
+}
+
 /* The nesting rule closed x: correct it (osk__correct_event), account it,
  * and place its end on the compressed time line. When x is a top-level
  * event, its tree (every event pushed since the tree began) is complete: it
@@ -514,15 +621,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
       c->stats.trimmed_ns += (double)trim;
     }
   }
-  double longer = (double)(end2 - begin2) - k.total_ns;
-  if (longer > 1.0) { /* more than the rounding of its two boundaries */
-    c->stats.stretched++;
-    c->stats.stretched_ns += longer;
-    op->stretched_ns += longer;
-  } else if (longer < -1.0) {
-    c->stats.shortened++;
-    c->stats.shortened_ns -= longer;
-  }
+  l->want = k.total_ns;
   if (k.residual_ns > 0) {
     op->clamped++;
     op->residual_ns += k.residual_ns;
@@ -533,10 +632,21 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
     c->stats.reported_top_ns += x->dur;
     c->stats.corrected_top_ns += k.total_ns;
     /* The stack is empty: every event pushed since the tree began closed. */
-    if (c->o) {
-      const osk__thread_id_t *th = &c->th.th[t->id];
-      for (size_t i = t->tree_begin; i < t->pushing; i++)
-        write_event(c, th, &t->buf[i], &t->line[i - t->tree_begin]);
+    size_t n = t->pushing - t->tree_begin;
+    if (relayout(t, n)) return OSK_ENOMEM;
+    const osk__thread_id_t *th = &c->th.th[t->id];
+    for (size_t i = t->tree_begin; i < t->pushing; i++) {
+      const line_t *li = &t->line[i - t->tree_begin];
+      double longer = (double)(li->end2 - li->ts2) - li->want;
+      if (longer > 1.0) { /* more than the rounding of its two boundaries */
+        c->stats.stretched++;
+        c->stats.stretched_ns += longer;
+        c->ops[t->buf[i].name].stretched_ns += longer;
+      } else if (longer < -1.0) {
+        c->stats.shortened++;
+        c->stats.shortened_ns -= longer;
+      }
+      if (c->o) write_event(c, th, &t->buf[i], li);
     }
     t->tree_begin = t->pushing;
   }

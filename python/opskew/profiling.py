@@ -640,9 +640,9 @@ class profile:
             if p["ci_reaches_level"] and p["ci"][1] < 0:
                 # Faster in the trace than under opskew's tracer, beyond
                 # doubt: no instrument cost makes an event shorter, so the
-                # trace's figure lies below the operator's own time (a state
-                # of the profiled steps; docs/profile.md, "Faster in the
-                # trace"). Its interval reaches the tracer's time.
+                # profiled steps ran it faster, or the wait steps slower,
+                # than it runs (docs/profile.md, "Faster in the trace"). Its
+                # interval reaches the tracer's time.
                 out[name]["below_ns"] = {"median": -p["median"], "ci95": [-p["ci"][1], -p["ci"][0]],
                                          "tracer_ns": _median(ts)}
         if not out:
@@ -1846,8 +1846,8 @@ def render(rep: dict) -> str:
         below = ld.get("below_tracer") or []
         if below:
             lines.append(f"  faster in the trace than under opskew's tracer on the wait steps, beyond doubt (no "
-                         f"instrument cost shortens an event: the trace's figure is below their own time; their "
-                         f"intervals reach the tracer's): {', '.join(below[:5])}"
+                         f"instrument cost shortens an event: the profiled steps ran them faster, or the wait steps "
+                         f"slower, than they run; their intervals reach the tracer's time): {', '.join(below[:5])}"
                          + (f" and {len(below) - 5} more" if len(below) > 5 else ""))
     elif ld and ld.get("why"):
         lines.append(f"  leaf delta: {fmt_ns(rep.get('delta_ns') or 0.0)} for every operator ({ld['why']})")

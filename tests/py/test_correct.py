@@ -450,6 +450,31 @@ def test_a_shortfall_goes_down_into_later_frames(tmp_path):
     assert (written["C"], written["D"], written["L"]) == pytest.approx((200, 60, 200), abs=1)
 
 
+def test_a_root_written_long_is_relaid_from_its_stretched_events_self_time(tmp_path):
+    """docs/correct.md: a top-level event the forward placement wrote longer
+    than its formula (its late children's gaps could not hold W, its early
+    self time could) is written back at it from the self time of its
+    stretched events; leaves keep theirs and the stats say so (W 400 ns,
+    delta 0; the C unit test test_relayout has the arithmetic)."""
+    from opskew.tracefile import correct
+
+    def ev(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+    path, out = tmp_path / "t.json", tmp_path / "o.json"
+    path.write_text(json.dumps({"traceEvents": [
+        ev("P", 0, 11.6), ev("F", 3, 4), ev("A", 5, 0.5), ev("G", 7.5, 4), ev("L1", 7.6, 1), ev("L2", 8.65, 1),
+        ev("L3", 9.7, 1), ev("L4", 10.75, 0.7)]}))
+    r = correct(str(path), 400.0, 0.0, str(out))
+    st = r["stats"]
+    assert st["relaid"] == 1 and 1000 < st["relaid_ns"] < 11600 - 8800
+    ops = {o["name"]: o for o in r["ops"]}
+    assert ops["P"]["stretched_ns"] == 0 and ops["G"]["stretched_ns"] >= 1300
+    written = {e["name"]: e["dur"] * 1e3 for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"}
+    assert written["P"] == pytest.approx(8800, abs=1) and written["F"] == pytest.approx(3600, abs=1)
+    assert [written[n] for n in ("A", "L1", "L2", "L3", "L4")] == pytest.approx([500, 1000, 1000, 1000, 700], abs=1)
+
+
 def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
     """spans={name: ns} (opskew.profile's steps' bodies): a range's time
     beyond its span and delta is its own instrument time, taken out of its

@@ -196,6 +196,10 @@ def print_human(res: dict, out=None) -> None:
         out.write(f"  {s['shortened']} event(s) are shorter in the corrected trace than their corrected duration "
                   f"({fmt_time(s['shortened_ns'] * 1e-9)} in all): they hold what an enclosing event's own self "
                   f"time could not (docs/correct.md)\n")
+    if s.get("relaid"):
+        out.write(f"  {s['relaid']} top-level event(s) came out longer than their corrected duration and were "
+                  f"written back toward it: {fmt_time(s['relaid_ns'] * 1e-9)} taken from the self time of their "
+                  f"stretched events, in proportion (docs/correct.md)\n")
     from ..tables import op_table
 
     out.write("\n")

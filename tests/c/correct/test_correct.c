@@ -35,16 +35,18 @@ static const char *TRACE =
     "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":7,\"ts\":0.100,\"dur\":0.200}\n"
     "]}\n";
 
+#define SEEN_MAX 12
 typedef struct {
   int n;
-  int64_t ts[8], dur[8];
-  char name[8][8];
+  int64_t ts[SEEN_MAX], dur[SEEN_MAX];
+  char name[SEEN_MAX][8];
 } seen_t;
 
 static int collect(void *ctx, const osk_reader_event_t *ev) {
   seen_t *s = ctx;
   if (ev->ph.len != 1 || ev->ph.ptr[0] != 'X') return 0;
-  CHECK(s->n < 8);
+  CHECK(s->n < SEEN_MAX);
+  if (s->n >= SEEN_MAX) return 0;
   s->ts[s->n] = ev->ts_ns;
   s->dur[s->n] = ev->dur_ns;
   memcpy(s->name[s->n], ev->name.ptr, ev->name.len < 7 ? ev->name.len : 7);
@@ -486,6 +488,68 @@ static void test_shortfall_goes_down(void) {
   remove("correct_down_out.json");
 }
 
+/* A shortfall found late, with room early (W = 400, delta 0): G's four
+ * leaves sit 50 ns apart, so G cannot nest them at its formula's 2400 ns
+ * (they take 3700) and is written longer; the forward placement carries
+ * that into P's later self time, 100 ns, and P came out longer than its
+ * formula, 11600 - 7 x 400 = 8800, though its self time before F (3 us)
+ * had room. The relayout takes P's excess from the self time of its
+ * stretched events (P's own here; G's gaps have none left, F is not
+ * stretched) in proportion: P is written at 8800, F at its formula, every
+ * leaf exact, nesting kept, and O, the next tree, starts after P's end at
+ * the place the time line gives it. */
+static void test_relayout(void) {
+  write_file("correct_relay_in.json",
+             "{\"traceEvents\":[\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":11.6},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"F\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":4},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":0.5},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"G\",\"pid\":1,\"tid\":1,\"ts\":7.5,\"dur\":4},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L1\",\"pid\":1,\"tid\":1,\"ts\":7.6,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L2\",\"pid\":1,\"tid\":1,\"ts\":8.65,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L3\",\"pid\":1,\"tid\":1,\"ts\":9.7,\"dur\":1},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L4\",\"pid\":1,\"tid\":1,\"ts\":10.75,\"dur\":0.7},\n"
+             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"O\",\"pid\":1,\"tid\":1,\"ts\":20,\"dur\":1}\n"
+             "]}\n");
+  osk_correct_opts_t opts = {.w_ns = 400.0, .delta_ns = 0.0};
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_relay_in.json", "correct_relay_out.json", &opts, &c, &err) == 0);
+  const osk_correct_stats_t *st = osk_correct_stats(c);
+  CHECK_NEAR(op_named(c, "P")->corrected_total_ns, 8800, 1e-9);
+  CHECK_NEAR(op_named(c, "F")->corrected_total_ns, 3600, 1e-9);
+  CHECK_NEAR(op_named(c, "G")->corrected_total_ns, 2400, 1e-9);
+  CHECK(st->relaid == 1 && st->relaid_ns > 1000);
+  CHECK(op_named(c, "P")->stretched_ns == 0 && op_named(c, "F")->stretched_ns == 0);
+  CHECK(op_named(c, "G")->stretched_ns >= 1300 - 1e-9);
+  double relaid = st->relaid_ns;
+  osk_correct_free(c);
+  seen_t s;
+  read_back("correct_relay_out.json", &s);
+  int ip = find(&s, "P"), iff = find(&s, "F"), ia = find(&s, "A"), ig = find(&s, "G"), io = find(&s, "O");
+  int il[4] = {find(&s, "L1"), find(&s, "L2"), find(&s, "L3"), find(&s, "L4")};
+  CHECK(s.n == 9 && ip >= 0 && iff >= 0 && ia >= 0 && ig >= 0 && io >= 0);
+  CHECK(llabs(s.dur[ip] - 8800) <= 1 && s.dur[iff] == 3600 && s.dur[ia] == 500 && s.dur[io] == 1000);
+  const int64_t leaf[4] = {1000, 1000, 1000, 700};
+  for (int k = 0; k < 4; k++) {
+    CHECK(il[k] >= 0 && s.dur[il[k]] == leaf[k]);
+    CHECK(s.ts[il[k]] >= s.ts[ig] && s.ts[il[k]] + s.dur[il[k]] <= s.ts[ig] + s.dur[ig]);
+    if (k) CHECK(s.ts[il[k]] >= s.ts[il[k - 1]] + s.dur[il[k - 1]]);
+  }
+  CHECK(s.ts[ia] >= s.ts[iff] && s.ts[ia] + s.dur[ia] <= s.ts[iff] + s.dur[iff]);
+  CHECK(s.ts[iff] >= s.ts[ip] && s.ts[iff] + s.dur[iff] <= s.ts[ig]);
+  CHECK(s.ts[ig] + s.dur[ig] <= s.ts[ip] + s.dur[ip]);
+  /* O: the 8 events before it removed 400 each (the line starts at P's
+   * begin, so P's half before it is not taken, and O's is), so it begins
+   * 20000 - 8 x 400 after P: the relayout moved P's tree, not the line. */
+  CHECK(s.ts[io] >= s.ts[ip] + s.dur[ip]);
+  CHECK(llabs((s.ts[io] - s.ts[ip]) - (20000 - 8 * 400)) <= 1);
+  /* What it took is P's excess over its formula. */
+  CHECK(relaid > 1000 && relaid < 11600 - 8800);
+  remove("correct_relay_in.json");
+  remove("correct_relay_out.json");
+}
+
 /* Spans (opts.span_*; opskew.profile's steps' bodies), W = 100, delta 10.
  * S1 reports 10000 ns for a span of 7000: 2990 beyond it and delta, taken
  * out of its self time: 945 before its first child (what the 1000 ns there
@@ -749,6 +813,7 @@ int main(void) {
   test_known_nesting();
   test_short_gap();
   test_shortfall_goes_down();
+  test_relayout();
   test_spans();
   test_clock_map();
   test_python_class();
