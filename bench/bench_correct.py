@@ -27,9 +27,11 @@ end.
 
     .venv/bin/python bench/bench_correct.py --sizes 200,2000
 
-With --w-ns 2000 (a W over the blocks' gaps: each train_block comes out of the
-forward placement longer than its formula) every block is relaid
-(docs/correct.md), and the `relaid` column counts them: the relayout's cost.
+With --w-ns 2000 --head-us 40 (a W over the blocks' gaps, and 40 us of each
+train_block's own time before its first child: each block comes out of the
+forward placement longer than its formula, with room early) every block is
+relaid (docs/correct.md), and the `relaid` column counts them: the relayout's
+cost.
 
 Speed is shown here, never asserted by tests (docs/design.md).
 """
@@ -53,10 +55,11 @@ TIDS = (4242, 4251, 4263)
 # ------------------------------------------------------------------ traces
 
 
-def _block():
-    """One top-level tree: (name, cat, start us, dur us, depth) in pre-order."""
-    ev = [("train_block", "user_annotation", 0.0, 96.0, 0)]
-    t = 1.0
+def _block(head_us: float = 0.0):
+    """One top-level tree: (name, cat, start us, dur us, depth) in pre-order;
+    head_us more of the root's own time before its first child."""
+    ev = [("train_block", "user_annotation", 0.0, 96.0 + head_us, 0)]
+    t = 1.0 + head_us
     for _ in range(3):
         ev += [("aten::linear", "cpu_op", t, 20.0, 1), ("aten::t", "cpu_op", t + 1, 5.0, 2),
                ("aten::transpose", "cpu_op", t + 2, 3.0, 3), ("aten::as_strided", "cpu_op", t + 3, 1.25, 4),
@@ -73,8 +76,8 @@ def _post_order(ev):
     return sorted(ev, key=lambda e: (e[2] + e[3], -e[4]))
 
 
-def _template(order: str, tid: int):
-    ev = _block()
+def _template(order: str, tid: int, head_us: float = 0.0):
+    ev = _block(head_us)
     if order == "post":
         ev = _post_order(ev)
     parts, offs = [], []
@@ -90,11 +93,11 @@ HEADER = ('{\n"schemaVersion": 1,\n"deviceProperties": [],\n"displayTimeUnit": "
           '"baseTimeNanoseconds": 1719853884000000000,\n"traceEvents": [\n')
 
 
-def generate(path: str, target_bytes: int, order: str) -> dict:
+def generate(path: str, target_bytes: int, order: str, head_us: float = 0.0) -> dict:
     """Writes a trace of about target_bytes, blocks of each thread in turn."""
-    tpl = [_template(order, tid) for tid in TIDS]
+    tpl = [_template(order, tid, head_us) for tid in TIDS]
     t0 = 1212076812000.0
-    block_us = 100.0
+    block_us = 100.0 + head_us
     blocks = events = 0
     written = 0
     with open(path, "w", buffering=1 << 22) as f:
@@ -198,6 +201,8 @@ def main() -> int:
     ap.add_argument("--modes", default="engine,waits,cli",
                     help="comma-separated, of engine, waits, cli (default: all three)")
     ap.add_argument("--dir", default=None, help="where to put the traces (default: a new temporary directory)")
+    ap.add_argument("--head-us", type=float, default=0.0,
+                    help="each block's own time before its first child, in us (default 0)")
     ap.add_argument("--w-ns", type=float, default=W_NS,
                     help=f"W per event (default {W_NS:g}; 2000 relays every block: the relayout's cost)")
     ap.add_argument("--repeat", type=int, default=2,
@@ -223,7 +228,7 @@ def main() -> int:
                 if order == "post" and size > args.ooo_max_mb:
                     continue
                 trace = os.path.join(tmp, f"trace-{order}-{size:g}.json")
-                g = generate(trace, int(size * 1e6), order)
+                g = generate(trace, int(size * 1e6), order, args.head_us)
                 rows = []
                 for mode in modes:
                     best = {}

@@ -106,6 +106,10 @@ typedef struct {
   int have_r;         /* a boundary was placed */
   int64_t span_lo, span_hi; /* this read: the first start and the latest end of its events */
   int spanned;
+  int64_t *rb, *rmoved;     /* relayout's scratch: boundaries, and where they move */
+  signed char *rmark;
+  size_t *rstack;
+  size_t rb_cap, rmoved_cap, rmark_cap, rstack_cap;
 } thr_t;
 
 /* The cross-thread rule's profile of one process: the starts and the ends
@@ -246,9 +250,16 @@ static void thr_release(thr_t *t) {
   osk__nest_free(&t->nest);
   free(t->buf);
   free(t->line);
+  free(t->rb);
+  free(t->rmoved);
+  free(t->rmark);
+  free(t->rstack);
   t->buf = NULL;
   t->line = NULL;
-  t->n = t->cap = t->line_cap = 0;
+  t->rb = t->rmoved = NULL;
+  t->rmark = NULL;
+  t->rstack = NULL;
+  t->n = t->cap = t->line_cap = t->rb_cap = t->rmoved_cap = t->rmark_cap = t->rstack_cap = 0;
 }
 
 /* ------------------------------------------------------------ the output */
@@ -418,22 +429,6 @@ static int64_t place(thr_t *t, int64_t r, int64_t *debt, osk__nest_frame_t *in) 
   return p;
 }
 
-static int cmp_i64(const void *pa, const void *pb) {
-  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
-  return (a > b) - (a < b);
-}
-
-/* The index of boundary v in the sorted, unique b[0..m). */
-static size_t bound_at(const int64_t *b, size_t m, int64_t v) {
-  size_t lo = 0, hi = m;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (b[mid] < v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 /* A closed top-level tree of n events (lines 0..n, the root first, parents
  * before children) whose root the forward placement wrote longer than its
  * corrected duration: place() can only carry a shortfall forward, into
@@ -455,19 +450,40 @@ static int relayout(thr_t *t, size_t n) {
   double excess = (double)(l[0].end2 - l[0].ts2) - l[0].want;
   if (!(excess > 1.0)) return 0;
   size_t m = 2 * n;
-  int64_t *b = malloc(m * sizeof *b), *moved = malloc(m * sizeof *moved);
-  signed char *mark = malloc(m);
-  if (!b || !moved || !mark) {
-    free(b);
-    free(moved);
-    free(mark);
+  /* Scratch kept by the thread across trees (thr_release frees it). */
+  if (osk__grow((void **)&t->rb, &t->rb_cap, m, sizeof *t->rb) ||
+      osk__grow((void **)&t->rmoved, &t->rmoved_cap, m, sizeof *t->rmoved) ||
+      osk__grow((void **)&t->rmark, &t->rmark_cap, m, sizeof *t->rmark) ||
+      osk__grow((void **)&t->rstack, &t->rstack_cap, n, sizeof *t->rstack))
     return OSK_ENOMEM;
-  }
+  int64_t *b = t->rb, *moved = t->rmoved;
+  signed char *mark = t->rmark;
+  /* The boundaries in time order: the begins in pre-order, each end when
+   * its event is left (a stack), which is time order where the events nest
+   * properly; an insertion sort puts the rest (improper overlaps) in place,
+   * or qsort where that would take long. */
+  size_t *stk = t->rstack, top = 0, k = 0;
   for (size_t i = 0; i < n; i++) {
-    b[2 * i] = l[i].ts2;
-    b[2 * i + 1] = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
+    while (top && (l[stk[top - 1]].end2 > l[stk[top - 1]].ts2 ? l[stk[top - 1]].end2 : l[stk[top - 1]].ts2) <=
+                      l[i].ts2) {
+      const line_t *x = &l[stk[--top]];
+      b[k++] = x->end2 > x->ts2 ? x->end2 : x->ts2;
+    }
+    b[k++] = l[i].ts2;
+    stk[top++] = i;
   }
-  qsort(b, m, sizeof *b, cmp_i64);
+  while (top) {
+    const line_t *x = &l[stk[--top]];
+    b[k++] = x->end2 > x->ts2 ? x->end2 : x->ts2;
+  }
+  size_t shifts = 0;
+  for (size_t i = 1; i < m && shifts <= 4 * m; i++) {
+    int64_t v = b[i];
+    size_t j = i;
+    for (; j && b[j - 1] > v && shifts <= 4 * m; j--, shifts++) b[j] = b[j - 1];
+    b[j] = v;
+  }
+  if (shifts > 4 * m) qsort(b, m, sizeof *b, osk__cmp_i64);
   size_t u = 0;
   for (size_t i = 0; i < m; i++)
     if (!u || b[i] != b[u - 1]) b[u++] = b[i];
@@ -481,7 +497,7 @@ static int relayout(thr_t *t, size_t n) {
     int64_t e = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
     int leaf = l[i].desc[OSK__CLS_OP] == 0 && l[i].desc[OSK__CLS_PY] == 0;
     signed char v = leaf ? -1 : (double)(e - l[i].ts2) - l[i].want > 1.0 ? 1 : 0;
-    for (size_t k = bound_at(b, m, l[i].ts2), k1 = bound_at(b, m, e); k < k1; k++) mark[k] = v;
+    for (size_t k = osk__count_below(b, m, l[i].ts2), k1 = osk__count_below(b, m, e); k < k1; k++) mark[k] = v;
   }
   double room = 0.0;
   for (size_t k = 0; k + 1 < m; k++)
@@ -499,8 +515,8 @@ static int relayout(thr_t *t, size_t n) {
     }
     for (size_t i = 0; i < n; i++) {
       int64_t e = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
-      l[i].ts2 = moved[bound_at(b, m, l[i].ts2)];
-      l[i].end2 = moved[bound_at(b, m, e)];
+      l[i].ts2 = moved[osk__count_below(b, m, l[i].ts2)];
+      l[i].end2 = moved[osk__count_below(b, m, e)];
     }
   }
   if (gone > 0) {
@@ -511,16 +527,13 @@ static int relayout(thr_t *t, size_t n) {
      * (t->debt) is paid by what came out here. */
     if (t->last2 >= b[m - 1]) t->last2 -= gone;
     else {
-      size_t k = bound_at(b, m, t->last2);
+      size_t k = osk__count_below(b, m, t->last2);
       t->last2 = moved[k < m ? k : m - 1];
     }
     int64_t pay = t->debt < gone ? (t->debt > 0 ? t->debt : 0) : gone;
     t->debt -= pay;
     t->removed += (double)pay;
   }
-  free(b);
-  free(moved);
-  free(mark);
   return 0;
 }
 
