@@ -1173,18 +1173,14 @@ def spin_op(extra_ns, base_ns):
     return torch.ops.opskew_test.spin
 
 
-def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
-    """Known answer for the leaf reference: a leaf that runs EXTRA ns longer
-    only while the profiler records gets an own delta within 10% of EXTRA
-    (W, the mean over every event, is far below it), its corrected time is
-    its time under opskew's tracer, and the other leaves keep tens to
-    hundreds of ns. opskew's tracer runs on the wait steps at positions
-    REF_FIRST - 1 to REF_FIRST + REF_STEPS - 1 of each wait block after the
-    first (0-based), one session each, and none of them is paired."""
+def spin_run(tmp_path, extra_ns, base_ns, good):
+    """A loop of opskew_test::spin (spin_op) and aten::add under
+    opskew.profile with the leaf reference on (wait REF_WAIT, 3 cycles of 3
+    active steps), run again (NOISE_ATTEMPTS) until good(spin's op_deltas
+    entry) holds: (the profile, its last report, that entry, the cycle)."""
     from opskew import profiling
 
-    extra, base = 40_000, 3_000
-    spin = spin_op(extra, base)
+    spin = spin_op(extra_ns, base_ns)
     x = torch.ones(4)
 
     def body():
@@ -1199,9 +1195,26 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
             wait=wait, warmup=1, active=active, repeat=repeat), report_file=None, corrected_dir=str(tmp_path)),
             repeat * cycle + wait, body)
         r = p.reports[-1]
-        own = (r.get("op_deltas_ns") or {}).get("opskew_test::spin")
-        if own and abs(own["median"] - extra) <= 0.1 * extra:
+        own = (r.get("op_deltas_ns") or {}).get("opskew_test::spin") or {}
+        if own and good(own):
             break
+    spin_op(0, 0)
+    return p, r, own, cycle
+
+
+def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
+    """Known answer for the leaf reference: a leaf that runs EXTRA ns longer
+    only while the profiler records gets an own delta within 10% of EXTRA
+    (W, the mean over every event, is far below it), its corrected time is
+    its time under opskew's tracer, and the other leaves keep tens to
+    hundreds of ns. opskew's tracer runs on the wait steps at positions
+    REF_FIRST - 1 to REF_FIRST + REF_STEPS - 1 of each wait block after the
+    first (0-based), one session each, and none of them is paired."""
+    from opskew import profiling
+
+    extra, base = 40_000, 3_000
+    p, r, own, cycle = spin_run(tmp_path, extra, base, lambda own: abs(own["median"] - extra) <= 0.1 * extra)
+    wait, active, repeat = profiling.REF_WAIT, 3, 3
     ld = r["leaf_delta"]
     # Tracer steps of the blocks after cycles 1, 2 and 3: 4 each.
     assert ld["tracer_steps"] == 3 * profiling.REF_STEPS and ld["names"] >= 2
@@ -1245,24 +1258,8 @@ def test_a_leaf_faster_in_the_trace_than_under_the_tracer_is_said_and_its_interv
     from opskew import profiling
 
     less, base = 20_000, 30_000
-    spin = spin_op(-less, base)
-    x = torch.ones(4)
-
-    def body():
-        for _ in range(6):
-            spin(x)
-            torch.add(x, x)
-
-    wait, active, repeat = profiling.REF_WAIT, 3, 3
-    for attempt in range(NOISE_ATTEMPTS):
-        p = run_loop(lambda: opskew.profile(schedule=torch.profiler.schedule(  # noqa: B023
-            wait=wait, warmup=1, active=active, repeat=repeat), report_file=None, corrected_dir=str(tmp_path)),
-            repeat * (wait + 1 + active) + wait, body)
-        r = p.reports[-1]
-        own = (r.get("op_deltas_ns") or {}).get("opskew_test::spin") or {}
-        if abs((own.get("below_ns") or {}).get("median", 0.0) - less) <= 0.1 * less:
-            break
-    spin_op(0, 0)
+    p, r, own, _ = spin_run(tmp_path, -less, base,
+                            lambda own: abs((own.get("below_ns") or {}).get("median", 0.0) - less) <= 0.1 * less)
     assert own["median"] == 0.0 and abs(own["below_ns"]["median"] - less) <= 0.1 * less, own
     assert own["below_ns"]["ci95"][0] > 0 and own["below_ns"]["tracer_ns"] >= base * 0.9
     assert r["leaf_delta"]["below_tracer"] == ["opskew_test::spin"]
