@@ -516,3 +516,68 @@ def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
                      ({"ProfilerStep#1": (5.0,)}, TypeError)):
         with pytest.raises(err):
             correct(str(path), 100.0, 10.0, spans=bad)
+
+
+def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formula(tmp_path):
+    """Properties of the corrected trace over random properly nested traces
+    (the relayout among them, docs/correct.md): every written event lies in
+    its parent and after its previous sibling, every leaf is written at
+    reported - delta, no root is written shorter than its formula, and the
+    roots stay in order; some of the traces are relaid."""
+    import random
+
+    from opskew.tracefile import correct
+
+    rng = random.Random(20261205)
+    relaid = 0
+    for case in range(120):
+        events, parent = [], {}
+
+        def node(ts, dur, depth, up):
+            k = len(events)
+            events.append({"ph": "X", "cat": "cpu_op" if depth else "user_annotation", "name": f"e{k}",
+                           "pid": 1, "tid": 1, "ts": ts / 1000, "dur": dur / 1000})
+            parent[k] = up
+            if depth >= 4 or dur < 400 or rng.random() < 0.25:
+                return
+            t, end = ts + rng.choice((5, 50, 500, 3000)), ts + dur
+            while True:
+                d = rng.randint(100, max(100, (end - t) // rng.choice((2, 3, 6))))
+                if t + d > end - 5:
+                    break
+                node(t, d, depth + 1, k)
+                t += d + rng.choice((5, 20, 100, 1000, 4000))
+
+        t = 0
+        for _ in range(rng.randint(1, 4)):
+            dur = rng.randint(2_000, 60_000)
+            node(t, dur, 0, None)
+            t += dur + rng.choice((10, 1000, 20_000))
+        w, delta = rng.choice((200.0, 800.0, 2000.0)), rng.choice((0.0, 50.0))
+        path, out = tmp_path / f"t{case}.json", tmp_path / f"o{case}.json"
+        path.write_text(json.dumps({"traceEvents": events}))
+        r = correct(str(path), w, delta, str(out))
+        assert r["status"] == "ok", r
+        relaid += r["stats"]["relaid"]
+        formula = {o["name"]: o["corrected_total_ns"] for o in r["ops"]}
+        got = {e["name"]: (round(e["ts"] * 1000), round(e["dur"] * 1000))
+               for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"}
+        assert len(got) == len(events)
+        children = {}
+        for k, up in parent.items():
+            children.setdefault(up, []).append(k)
+        for k, e in enumerate(events):
+            ts, dur = got[e["name"]]
+            assert dur >= 0
+            if k not in children:  # a leaf keeps reported - delta
+                assert abs(dur - (round(e["dur"] * 1000) - delta)) <= 2, (case, e, dur)
+            up = parent[k]
+            if up is not None:
+                pts, pdur = got[f"e{up}"]
+                assert pts - 2 <= ts and ts + dur <= pts + pdur + 2, (case, k, up)
+            else:
+                assert dur >= formula[e["name"]] - 2, (case, e["name"], dur, formula[e["name"]])
+        for up, ks in children.items():
+            ends = [got[f"e{k}"] for k in ks]
+            assert all(a[0] + a[1] <= b[0] + 2 for a, b in zip(ends, ends[1:])), (case, up)
+    assert relaid > 0, relaid  # the shapes reach the relayout
