@@ -44,7 +44,8 @@ ctest: $(STAMP)
 pytest: install
 	$(BIN)/python -m pytest
 
-# A short libFuzzer pass over the trace reader (fuzz/run.sh installs clang
+# A short libFuzzer pass over the trace reader and the correction, each
+# FUZZ_SECONDS (fuzz/run.sh installs clang
 # with apt-get when missing and running as root, as CI does).
 FUZZ_SECONDS ?= 30
 fuzz:

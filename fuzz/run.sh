@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the reader's libFuzzer target and runs it for a while.
+# Builds the libFuzzer targets of the trace reader and of the correction, and
+# runs each for a while (SECONDS each).
 #
 #   fuzz/run.sh [SECONDS] [extra libFuzzer flags...]    (default 60 s)
 #
@@ -38,15 +39,28 @@ if [ -z "$CC" ] || ! probe "$WORK"; then
   fi
 fi
 
-BIN=$WORK/fuzz_reader
-"$CC" -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
-  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Iinclude -Icsrc/tracecore fuzz/fuzz_reader.c csrc/reader/reader.c csrc/reader/summary.c \
-  csrc/tracecore/intern.c csrc/tracecore/nest.c csrc/core/error.c \
-  -lz -lm -lpthread -o "$BIN"
+FLAGS=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Icsrc/tracecore)
+READER=(csrc/reader/reader.c csrc/reader/summary.c csrc/tracecore/intern.c csrc/tracecore/nest.c
+  csrc/core/error.c)
+"$CC" "${FLAGS[@]}" fuzz/fuzz_reader.c "${READER[@]}" -lz -lm -lpthread -o "$WORK/fuzz_reader"
+"$CC" "${FLAGS[@]}" fuzz/fuzz_correct.c csrc/correct/compensate.c "${READER[@]}" csrc/tracecore/correct.c \
+  csrc/tracecore/chrome_out.c -lz -lm -lpthread -o "$WORK/fuzz_correct"
 
-mkdir -p "$WORK/corpus" fuzz/out
+mkdir -p "$WORK/corpus" "$WORK/corpus_correct" fuzz/out
 cp fuzz/corpus/* "$WORK/corpus/"
-echo "fuzz/run.sh: fuzzing for ${SECONDS_TO_RUN}s with $CC" >&2
-"$BIN" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-  -dict=fuzz/json.dict -artifact_prefix=fuzz/out/ -print_final_stats=1 "$@" "$WORK/corpus"
+# The correction's target reads its model from the first byte: each seed
+# under three models (W 3100 ns; 2600, delta 50, a span, the cross-thread rule;
+# 1200 with a W scale of 2.5).
+for f in fuzz/corpus/*; do
+  for b in 1f 7a 8c; do
+    { printf "\\x$b"; cat "$f"; } >"$WORK/corpus_correct/$b-$(basename "$f")"
+  done
+done
+for target in reader correct; do
+  corpus=$WORK/corpus
+  [ "$target" = correct ] && corpus=$WORK/corpus_correct
+  echo "fuzz/run.sh: fuzzing the $target for ${SECONDS_TO_RUN}s with $CC" >&2
+  TMPDIR=$WORK "$WORK/fuzz_$target" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -dict=fuzz/json.dict -artifact_prefix="fuzz/out/$target-" -print_final_stats=1 "$@" "$corpus"
+done

@@ -1,0 +1,101 @@
+/* fuzz_correct.c: libFuzzer target for the compensation (csrc/correct).
+ *
+ * The first input byte picks the model: W from 0 to 3100 ns, delta 0 or
+ * 50, W_py, a span with a W scale on "ProfilerStep#1", and the cross-thread
+ * rule off, on or automatic; large W over-compensates, which is where the
+ * placement carries shortfalls, stretches events and relays roots. The rest
+ * is the trace, written to a temporary file and corrected into another.
+ * Besides "no crash, no sanitizer report" it checks what the correction
+ * promises of its figures whatever the input: every count and sum finite
+ * and not negative where it cannot be, corrected top-level time at most the
+ * reported where W >= delta (nothing is added), and the corrected trace,
+ * when written, read back by the reader. Built and run by fuzz/run.sh. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opskew_correct.h"
+#include "opskew_reader.h"
+
+static char dir[64];
+
+static void remove_dir(void) {
+  char p[96];
+  snprintf(p, sizeof p, "%s/in.json", dir);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/out.json", dir);
+  unlink(p);
+  rmdir(dir);
+}
+
+static int count_event(void *ctx, const osk_reader_event_t *ev) {
+  if (ev->ph.len == 1 && ev->ph.ptr[0] == 'X') (*(uint64_t *)ctx)++;
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  if (!dir[0]) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/osk-fuzz-XXXXXX", tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+    if (!mkdtemp(dir)) abort();
+    atexit(remove_dir);
+  }
+  char in[96], out[96];
+  snprintf(in, sizeof in, "%s/in.json", dir);
+  snprintf(out, sizeof out, "%s/out.json", dir);
+  FILE *f = fopen(in, "wb");
+  if (!f) abort();
+  if (size > 1 && fwrite(data + 1, 1, size - 1, f) != size - 1) abort();
+  fclose(f);
+
+  uint8_t m = data[0];
+  const char *names[] = {"ProfilerStep#1"};
+  const double spans[] = {(m & 0x40) ? 500.0 : -1.0}, scales[] = {(m & 0x80) ? 2.5 : 1.0};
+  osk_correct_opts_t opts = {.w_ns = 100.0 * (m & 0x1f), .delta_ns = (m & 0x20) ? 50.0 : 0.0};
+  if (opts.delta_ns > opts.w_ns) opts.delta_ns = opts.w_ns;
+  opts.w_py_ns = opts.w_ns / 4;
+  opts.delta_py_ns = 0.0;
+  opts.waits = (int)(m % 3) - 1;
+  opts.span_names = names;
+  opts.span_ns = spans;
+  opts.span_w_scale = scales;
+  opts.n_spans = 1;
+
+  osk_correct_t *c = NULL;
+  osk_error_t err;
+  int rc = osk_correct_path(in, out, &opts, &c, &err);
+  if (rc == 0 || rc == OSK_ETRUNCATED) {
+    const osk_correct_stats_t *s = osk_correct_stats(c);
+    if (!c || !s) abort();
+    const double sums[] = {s->residual_ns, s->corrected_top_ns, s->stretched_ns, s->waited_ns,
+                           s->shortened_ns, s->trimmed_ns, s->relaid_ns};
+    for (size_t i = 0; i < sizeof sums / sizeof *sums; i++)
+      if (!isfinite(sums[i]) || sums[i] < 0) abort();
+    if (s->relaid_ns > 0 && !s->relaid) abort();
+    /* The formula only takes time out; a span's W scale above 1 too. */
+    if (s->corrected_top_ns > (double)s->reported_top_ns + 1.0 + 1e-9 * (double)s->reported_top_ns) abort();
+    for (size_t i = 0; i < osk_correct_op_count(c); i++) {
+      const osk_correct_op_t *op = osk_correct_op(c, i);
+      if (!op || !isfinite(op->corrected_total_ns) || op->corrected_total_ns < 0 || op->stretched_ns < 0) abort();
+    }
+    /* The corrected trace reads back, with as many events as it corrected. */
+    osk_reader_t *r = NULL;
+    if (osk_reader_open(&r, out, NULL, NULL) == 0) {
+      uint64_t n = 0;
+      int rr = osk_reader_run(r, count_event, &n, NULL);
+      if (rr != 0 && rc == 0) abort();
+      if (rr == 0 && n != s->corrected_events) abort();
+      osk_reader_free(r);
+    } else if (rc == 0) {
+      abort();
+    }
+  }
+  osk_correct_free(c);
+  unlink(in);
+  unlink(out);
+  return 0;
+}
