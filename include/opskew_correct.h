@@ -34,7 +34,7 @@
  * corrected duration equals the formula above.
  *
  * Memory: bounded by the largest top-level tree, not by the trace. Each
- * thread's events are held (32 bytes each, 56 more while their tree is
+ * thread's events are held (32 bytes each, 64 more while their tree is
  * written) from one gap to the next: until an event starts at or after the
  * end of every event before it. The events before the gap are then sorted,
  * nested, corrected and written, parents first, and dropped. A thread whose
@@ -205,8 +205,8 @@ typedef struct {
   double stretched_ns;
   int truncated;              /* the input ended early; what was read is used */
   /* Memory and reads: the most corrected events held at once, over all
-   * threads and reads (the bound above: 32 bytes each, plus 56 for those of
-   * the tree being written); the threads held whole in the last read; the
+   * threads and reads (the bound above: 32 bytes each, plus 64 for those of
+   * the tree being written, and 42 more while it is relaid); the threads held whole in the last read; the
    * reads of the input (1, or 2 when a thread broke the gap rule). */
   uint64_t held_peak;
   uint64_t held_threads;

@@ -56,7 +56,8 @@ typedef struct {
 } held_t;
 
 /* What the pass computes for a buffered event of the tree being written,
- * 56 bytes: its place on the compressed time line and its descendants. */
+ * 64 bytes: its place on the compressed time line and its descendants
+ * (and, relaid, 42 bytes more of the thread's scratch: relayout). */
 typedef struct {
   int64_t ts2;
   union {
