@@ -210,6 +210,8 @@ def main() -> int:
                          "to the next; the fastest is shown (default 2: the first run after a trace is written "
                          "was 1.2 to 1.5x slower whichever installation it was)")
     args = ap.parse_args()
+    if args.head_us < 0 or args.w_ns < 0:
+        ap.error("--head-us and --w-ns must be 0 or more")
     sizes = [float(s) for s in args.sizes.split(",") if s]
     modes = [m for m in args.modes.split(",") if m]
     impls = [("new", sys.executable)]
