@@ -1,7 +1,7 @@
 """bench/bench_wait_steps.py, bench/bench_wait_positions.py,
-bench/bench_pairing.py and bench/bench_tracer_ir.py, the diagnostic benchmarks behind
-docs/profile-validation.md ("What it is", run I) and docs/tracer.md (the
-instruction counts): they run, refuse bad input, and
+bench/bench_pairing.py, bench/bench_after_effect.py and bench/bench_tracer_ir.py, the
+diagnostic benchmarks behind docs/profile-validation.md ("What it is", run I, "The leaf
+outside in every run") and docs/tracer.md (the instruction counts): they run, refuse bad input, and
 print a row per kind. Behaviour only: no speed threshold."""
 
 import os
@@ -66,7 +66,26 @@ def test_pairing_compares_two_bare_processes_each_way(tmp_path):
     assert not left, f"temporary folders left behind: {left}"
 
 
+def test_after_effect_prints_every_burst_against_none(tmp_path):
+    p = run("bench_after_effect.py", ["--workload", "tiny_loop", "--rounds", "1", "--steps", "18"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    kinds = ["none", "py-objects", "c-heap", "big-block", "profiler", "opskew-trace"]
+    tables = p.stdout.split("\n\n")[1:]
+    assert len(tables) == 2 and tables[0].startswith("probe:") and tables[1].startswith("step body"), p.stdout
+    for t in tables:
+        rows = t.strip().splitlines()[2:]
+        assert [r.split()[0] for r in rows] == kinds, t
+        for r in rows:
+            ratios = re.findall(r"\d+\.\d (\d+\.\d\d)x", r)
+            assert len(ratios) == 8, r  # steps 1, 2, 3, 5, 9, 13, 17 and the last
+            if r.startswith("none"):
+                assert set(ratios) == {"1.00"}, r
+    assert "torch 2." in p.stdout.splitlines()[0] and "tiny_loop" in p.stdout.splitlines()[0]
+
+
 @pytest.mark.parametrize("script,args,want", [
+    ("bench_after_effect.py", ["--steps", "17"], "--steps at least 18"),
+    ("bench_after_effect.py", ["--workload", "cuda_train"], "--workload: one of"),
     ("bench_pairing.py", ["--chunk", "1"], "--chunk at least 2"),
     ("bench_pairing.py", ["--workload", "cuda_train"], "--workload: one of"),
     ("bench_wait_positions.py", ["--wait", "5"], "--wait must be at least 6"),
