@@ -120,10 +120,14 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         d_lo, d_hi = min(delta_range[0], delta_ns), max(delta_range[1], delta_ns)
     own = _own_deltas(op_deltas)
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
-    med = run(w["median"], w_py["median"], out, spans=_with_deltas(spans, own, 0), **extra)
-    # Larger W (and delta) removes more: its upper end gives the lower corrected bound.
-    low = run(w["ci95"][1], w_py["ci95"][1], d=d_hi, spans=_with_deltas(spans, own, 2))
-    high = run(w["ci95"][0], w_py["ci95"][0], d=d_lo, spans=_with_deltas(spans, own, 1))
+    # The three corrections read the trace apart; the C releases the GIL, so
+    # they run side by side where the process may use more than one CPU
+    # (bench/bench_verdict.py; docs/correct.md, "Speed").
+    med, low, high = _side_by_side(
+        lambda: run(w["median"], w_py["median"], out, spans=_with_deltas(spans, own, 0), **extra),
+        # Larger W (and delta) removes more: its upper end gives the lower corrected bound.
+        lambda: run(w["ci95"][1], w_py["ci95"][1], d=d_hi, spans=_with_deltas(spans, own, 2)),
+        lambda: run(w["ci95"][0], w_py["ci95"][0], d=d_lo, spans=_with_deltas(spans, own, 1)))
     lo_of = {o["name"]: o for o in low["ops"]}
     hi_of = {o["name"]: o for o in high["ops"]}
     wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
@@ -203,6 +207,32 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
             "delta_range_ns": [d_lo, d_hi] if delta_range is not None else None,
             "truncated": bool(med["truncated"])}
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the system
+    has one, else the count)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _side_by_side(*calls):
+    """Each call's result, in order: in threads of their own where the
+    process may use more than one CPU (as many as it may, up to one per
+    call), else one after another. The first exception, in call order, is
+    raised once every call has ended."""
+    n = min(len(calls), usable_cpus())
+    if n <= 1:
+        return [f() for f in calls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="opskew-verdict") as ex:
+        futures = [ex.submit(f) for f in calls]
+    return [f.result() for f in futures]
 
 
 def _own_deltas(op_deltas: dict | None) -> dict:

@@ -335,3 +335,67 @@ def test_check_marks_the_parent_of_an_injected_cost_inflated_and_its_children_be
 def test_check_without_the_verdict_window(check_json):
     p, r = check_json("--trials", "3", "--iters", "3", "--calls", "100", "--warmup", "0.05", "--no-verdict")
     assert "operators" not in r and "per-operator verdict" not in p.stdout
+
+
+def test_the_three_corrections_give_the_same_verdict_one_after_another_and_side_by_side(tmp_path, monkeypatch):
+    trace = tmp_path / "t.json"
+    injected_trace(trace, w_ns=400.0, delta_ns=100.0)
+    w = {"median": 400.0, "ci95": [300.0, 500.0]}
+    runs = {}
+    for cpus in (1, 3):
+        monkeypatch.setattr(verdict, "usable_cpus", lambda cpus=cpus: cpus)
+        out = tmp_path / f"c{cpus}.json"
+        runs[cpus] = verdict.per_operator(str(trace), w, 50.0, out=str(out), delta_range=[0.0, 100.0])
+        assert json.loads(out.read_text())["traceEvents"]  # the median's correction wrote it, in either way
+    assert runs[1]["ops"] == runs[3]["ops"] and runs[1]["summary"] == runs[3]["summary"]
+    ops = by_name(runs[3])
+    # Each end of the interval is its own correction's: W's upper end gives the low end.
+    assert ops["opskew::parent"]["corrected_total_ns"]["ci95"][0] < ops["opskew::parent"]["corrected_total_ns"]["median"]
+    assert ops["opskew::parent"]["corrected_total_ns"]["median"] < ops["opskew::parent"]["corrected_total_ns"]["ci95"][1]
+    assert (tmp_path / "c1.json").read_bytes() == (tmp_path / "c3.json").read_bytes()
+
+
+def test_side_by_side_keeps_call_order_and_raises_the_first_failure_after_all_ended(monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(verdict, "usable_cpus", lambda: 3)
+    threads = set()
+
+    def slow(x, wait=0.0):
+        def f():
+            threads.add(threading.get_ident())
+            time.sleep(wait)
+            return x
+        return f
+
+    assert verdict._side_by_side(slow("a", 0.05), slow("b"), slow("c", 0.02)) == ["a", "b", "c"]
+    assert len(threads) >= 2 and threading.get_ident() not in threads  # in threads of their own
+    ended = []
+
+    def boom(msg, wait):
+        def f():
+            time.sleep(wait)
+            ended.append(msg)
+            raise ValueError(msg)
+        return f
+
+    def last():
+        time.sleep(0.05)
+        ended.append("last")
+        return 1
+
+    with pytest.raises(ValueError, match="second"):
+        verdict._side_by_side(slow("a"), boom("second", 0.03), boom("third", 0.0), last)
+    assert sorted(ended) == ["last", "second", "third"]  # every call ended before the raise
+    monkeypatch.setattr(verdict, "usable_cpus", lambda: 1)
+    threads.clear()
+    assert verdict._side_by_side(slow("x"), slow("y")) == ["x", "y"]
+    assert threads == {threading.get_ident()}  # one after another, in the caller's thread
+
+
+def test_usable_cpus_is_the_affinity_mask():
+    import os
+
+    want = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    assert verdict.usable_cpus() == want >= 1
