@@ -1,7 +1,8 @@
 """bench/bench_wait_steps.py, bench/bench_wait_positions.py,
-bench/bench_pairing.py, bench/bench_after_effect.py and bench/bench_tracer_ir.py, the
-diagnostic benchmarks behind docs/profile-validation.md ("What it is", run I, "The leaf
-outside in every run") and docs/tracer.md (the instruction counts): they run, refuse bad input, and
+bench/bench_pairing.py, bench/bench_after_effect.py, bench/bench_verdict.py and
+bench/bench_tracer_ir.py, the diagnostic benchmarks behind docs/profile-validation.md
+("What it is", run I, "The leaf outside in every run"), docs/profile.md ("The verdict")
+and docs/tracer.md (the instruction counts): they run, refuse bad input, and
 print a row per kind. Behaviour only: no speed threshold."""
 
 import os
@@ -83,7 +84,20 @@ def test_after_effect_prints_every_burst_against_none(tmp_path):
     assert "torch 2." in p.stdout.splitlines()[0] and "tiny_loop" in p.stdout.splitlines()[0]
 
 
+def test_verdict_prints_both_arms_per_trace(tmp_path):
+    p = run("bench_verdict.py", ["--steps", "2", "--configs", "minimal", "--repeat", "1"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = [ln.split() for ln in p.stdout.splitlines() if ln.startswith("minimal")]
+    assert len(rows) == 1 and rows[0][1] == "2", p.stdout
+    serial, threads, ratio, rss1, rss2 = rows[0][3:8]
+    assert float(serial) > 0 and float(threads) > 0 and ratio.endswith("x")
+    assert float(rss1) > 10 and float(rss2) > 10  # MiB of a process with torch imported
+    assert not [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-")]
+
+
 @pytest.mark.parametrize("script,args,want", [
+    ("bench_verdict.py", ["--steps", "0"], "--steps and --repeat must be at least 1"),
+    ("bench_verdict.py", ["--configs", "nope"], "--configs: unknown nope"),
     ("bench_after_effect.py", ["--steps", "17"], "--steps at least 18"),
     ("bench_after_effect.py", ["--workload", "cuda_train"], "--workload: one of"),
     ("bench_pairing.py", ["--chunk", "1"], "--chunk at least 2"),
