@@ -94,8 +94,7 @@ def main(argv=None):
     sys.path.insert(0, HERE)
     import validate_profile as vp
 
-    if a.workload not in vp.WORKLOADS or a.workload in vp.CUDA_WORKLOADS:
-        ap.error(f"--workload: one of {', '.join(w for w in vp.WORKLOADS if w not in vp.CUDA_WORKLOADS)}")
+    vp.check_cpu_workload(ap, a.workload)
     torch, step = vp._setup(a.workload)
     vp._warm(step, 0.4)
     x = torch.randn(8, 8, 16, 16)

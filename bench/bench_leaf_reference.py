@@ -46,8 +46,7 @@ def main(argv=None):
     sys.path.insert(0, HERE)
     import validate_profile as vp
 
-    if a.workload not in vp.WORKLOADS or a.workload in vp.CUDA_WORKLOADS:
-        ap.error(f"--workload is one of the CPU workloads of bench/validate_profile.py")
+    vp.check_cpu_workload(ap, a.workload)
     torch, step = vp._setup(a.workload)
     from opskew.tracefile import correct
     from opskew.tracing import now_ns, trace

@@ -76,8 +76,7 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=16, help="steps per turn (16, a validation cycle's)")
     ap.add_argument("--turns", type=int, default=60, help="turns per process (60)")
     a = ap.parse_args(argv)
-    if a.workload not in vp.WORKLOADS or a.workload in vp.CUDA_WORKLOADS:
-        ap.error(f"--workload: one of {', '.join(w for w in vp.WORKLOADS if w not in vp.CUDA_WORKLOADS)}")
+    vp.check_cpu_workload(ap, a.workload)
     if a.pairs < 1 or a.chunk < 2 or a.turns < 1:
         ap.error("--pairs and --turns at least 1, --chunk at least 2")
     args = vp.parse(["--workloads", a.workload])

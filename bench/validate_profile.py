@@ -314,6 +314,13 @@ WORKLOADS = {
 CUDA_WORKLOADS = {"cuda_train"}
 
 
+def check_cpu_workload(ap, name):
+    """For the diagnostic benches: a usage error through `ap` (exit 2) unless
+    `name` is one of the workloads that run without a GPU."""
+    if name not in WORKLOADS or name in CUDA_WORKLOADS:
+        ap.error(f"--workload: one of {', '.join(w for w in WORKLOADS if w not in CUDA_WORKLOADS)}")
+
+
 # ------------------------------------------------------------------ children
 def _setup(name):
     import torch
