@@ -45,6 +45,16 @@ def test_snippet_for_user_training_step_runs_and_traces(opskew, tmp_path):
     assert est["stop_export_s"] == pytest.approx(est["events"] * (c["stop_per_event_ns"]
                                                                   + c["export_per_event_ns"]) * 1e-9)
     assert "schedule=schedule(" in p.stdout and snip.read_text() == r["snippet"]
+    # The same options under opskew.profile, with the wait its pairing needs.
+    from opskew.profiling import REF_WAIT
+
+    sc = rec["self_correcting"]
+    assert sc["schedule"]["wait"] == REF_WAIT and sc["schedule"]["active"] >= 2
+    flag = "--" + next(iter(rec["options"])).replace("_", "-")
+    assert sc["command"].startswith("opskew profile -o OUT") and flag in sc["command"]
+    assert sc["command"].endswith(" -- python train.py") and "--device" not in sc["command"]
+    assert f"{next(iter(rec['options']))}=True" in sc["python"] and f"wait={REF_WAIT}" in sc["python"]
+    assert sc["command"] in p.stdout and "corrected traces:" in p.stdout
     ops = run_snippet(snip, tmp_path)
     names = {e["name"] for e in ops}
     assert "aten::addmm" in names or "aten::linear" in names

@@ -165,6 +165,28 @@ def wait_reason(sch: dict, stabilization: dict) -> str:
             f"(stable from iteration {stable_from})")
 
 
+def self_correcting(options: dict, device: str) -> dict:
+    """The same configuration under opskew.profile, whose traces are
+    corrected from the run's own wait steps (docs/profile.md): the schedule
+    it needs (wait >= REF_WAIT, for the pairs and opskew's leaf reference),
+    as a drop-in and as `opskew profile`'s command line."""
+    from ..profiling import REF_WAIT
+
+    sch = {"skip_first": 10, "wait": REF_WAIT, "warmup": 1, "active": 7, "repeat": 3}
+    flags = "".join(f" --{k.replace('_', '-')}" for k, v in sorted(options.items()) if v)
+    kwargs = "".join(f", {k}=True" for k, v in sorted(options.items()) if v)
+    sched = ", ".join(f"{k}={v}" for k, v in sch.items())
+    acts = "CPU, ProfilerActivity.CUDA" if device == "cuda" else "CPU"
+    return {"schedule": sch,
+            "python": (f"opskew.profile(activities=[ProfilerActivity.{acts}]{kwargs}, "
+                       f"schedule=torch.profiler.schedule({sched}))"),
+            "command": (f"opskew profile -o OUT{flags}" + (" --device cuda" if device == "cuda" else "")
+                        + " -- python train.py"),
+            "why": ("each trace corrected from this run's own wait steps: W per event measured on your "
+                    f"workload; wait={REF_WAIT} gives every active step a settled wait step to pair with "
+                    "(docs/profile.md)")}
+
+
 def snippet(result: dict, args) -> str:
     cfg = result["recommended"]["options"]
     sch = result["recommended"]["schedule"]
@@ -252,6 +274,10 @@ def print_human(result, out=None):
         out.write(f"  estimate: {est['events']:.6g} events, trace {est['trace_mb']:.3g} MB; each active "
                   f"iteration runs {100 * est['active_slowdown']:.0f}% slower; stop+export "
                   f"{fmt_time(est['stop_export_s'])} (the snippet runs no key_averages())\n")
+        sc = rec.get("self_correcting")
+        if sc:
+            out.write(f"  corrected traces: the same options under {sc['python']}, or no code change: "
+                      f"{sc['command']}; {sc['why']}\n")
     sc = result.get("scope")
     if sc:
         out.write(f"\n  scope {sc['path']}: whole step adds {fmt_time(sc['whole_added_per_iter_s'])}/iteration "
@@ -349,7 +375,7 @@ def compute(args) -> Computed:
                f"active={sch['active']} keeps the trace near {events:.3g} events (<= {args.max_events})")
         result["recommended"] = {
             "name": best_name, "label": best["label"], "options": best["options"],
-            "schedule": sch, "why": why,
+            "schedule": sch, "why": why, "self_correcting": self_correcting(best["options"], result["conditions"]["device"]),
             "estimate": {
                 "events": events,
                 "trace_mb": events * best["export_bytes_per_event"] / 1e6,
