@@ -98,6 +98,18 @@ REF_MIN_STEPS = 4
 REF_MIN_CALLS = 5
 REF_KEEP = 64
 
+# The schedule opskew advises for a run that corrects itself (the report's
+# advice, `opskew profile`'s defaults, `opskew advise`): the loop warms up
+# for skip_first steps, every wait block holds REF_WAIT steps (pairs and the
+# leaf reference), active=7 gives 6 warm pairs a cycle.
+ADVISED_SCHEDULE = {"skip_first": 10, "wait": REF_WAIT, "warmup": 1, "active": 7, "repeat": 3}
+
+
+def schedule_call(sch: dict) -> str:
+    """`torch.profiler.schedule(k=v, ...)` for a schedule's arguments."""
+    return "torch.profiler.schedule(" + ", ".join(f"{k}={v}" for k, v in sch.items()) + ")"
+
+
 _STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 _UNSET = object()
@@ -1379,7 +1391,7 @@ class profile:
         return min(max(cal["delta_ns"]["median"], 0.0), max(w_median, 0.0))
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
-        sched = f"schedule=torch.profiler.schedule(skip_first=10, wait={REF_WAIT}, warmup=1, active=7, repeat=3)"
+        sched = "schedule=" + schedule_call(ADVISED_SCHEDULE)
         if not self._has_schedule:
             return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
                     f"pass {sched} or more")

@@ -122,7 +122,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
     # The three corrections read the trace apart; the C releases the GIL, so
     # they run side by side where the process may use more than one CPU
-    # (bench/bench_verdict.py; docs/correct.md, "Speed").
+    # (bench/bench_verdict.py; docs/profile.md, "The verdict").
     med, low, high = _side_by_side(
         lambda: run(w["median"], w_py["median"], out, spans=_with_deltas(spans, own, 0), **extra),
         # Larger W (and delta) removes more: its upper end gives the lower corrected bound.

@@ -170,16 +170,15 @@ def self_correcting(options: dict, device: str) -> dict:
     corrected from the run's own wait steps (docs/profile.md): the schedule
     it needs (wait >= REF_WAIT, for the pairs and opskew's leaf reference),
     as a drop-in and as `opskew profile`'s command line."""
-    from ..profiling import REF_WAIT
+    from ..profiling import ADVISED_SCHEDULE, REF_WAIT, schedule_call
 
-    sch = {"skip_first": 10, "wait": REF_WAIT, "warmup": 1, "active": 7, "repeat": 3}
+    sch = dict(ADVISED_SCHEDULE)  # `opskew profile`'s defaults too: its command line needs no schedule flags
     flags = "".join(f" --{k.replace('_', '-')}" for k, v in sorted(options.items()) if v)
     kwargs = "".join(f", {k}=True" for k, v in sorted(options.items()) if v)
-    sched = ", ".join(f"{k}={v}" for k, v in sch.items())
     acts = "CPU, ProfilerActivity.CUDA" if device == "cuda" else "CPU"
     return {"schedule": sch,
             "python": (f"opskew.profile(activities=[ProfilerActivity.{acts}]{kwargs}, "
-                       f"schedule=torch.profiler.schedule({sched}))"),
+                       f"schedule={schedule_call(sch)})"),
             "command": (f"opskew profile -o OUT{flags}" + (" --device cuda" if device == "cuda" else "")
                         + " -- python train.py"),
             "why": ("each trace corrected from this run's own wait steps: W per event measured on your "

@@ -10,6 +10,7 @@ import sys
 import tempfile
 
 from ..errors import UsageError
+from ..profiling import ADVISED_SCHEDULE
 from ._common import finite_float
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
@@ -81,16 +82,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output-dir", default="opskew-profile", metavar="OUT",
                    help="folder for the traces and report.json (default: %(default)s)")
     g = p.add_argument_group("schedule (torch.profiler.schedule)")
-    g.add_argument("--wait", type=int, default=21, metavar="N",
+    g.add_argument("--wait", type=int, default=ADVISED_SCHEDULE["wait"], metavar="N",
                    help="unrecorded steps before each cycle: the baseline; each serves one pair, the first 2 "
                         "after a trace are cold, the next 5 run under opskew's tracer (each leaf's own delta, "
                         "from a wait of 21) and the last 6 are paired (default %(default)s; 14 is enough for W)")
-    g.add_argument("--warmup", type=int, default=1, metavar="N", help="default %(default)s")
-    g.add_argument("--active", type=int, default=7, metavar="N",
+    g.add_argument("--warmup", type=int, default=ADVISED_SCHEDULE["warmup"], metavar="N", help="default %(default)s")
+    g.add_argument("--active", type=int, default=ADVISED_SCHEDULE["active"], metavar="N",
                    help="recorded steps per cycle (default %(default)s)")
-    g.add_argument("--repeat", type=int, default=3, metavar="N",
+    g.add_argument("--repeat", type=int, default=ADVISED_SCHEDULE["repeat"], metavar="N",
                    help="cycles (0: until the script ends; default %(default)s)")
-    g.add_argument("--skip-first", type=int, default=10, metavar="N",
+    g.add_argument("--skip-first", type=int, default=ADVISED_SCHEDULE["skip_first"], metavar="N",
                    help="steps before the first cycle, unrecorded: the loop warms up (allocator, caches) and "
                         "the last of them join the first baseline (default %(default)s)")
     o = p.add_argument_group("profiler options (torch.profiler.profile's)")
