@@ -69,7 +69,7 @@ def bursts(torch, step):
                 step()
 
     def opskew_trace():
-        from opskew.tracing import trace
+        from opskew.tracer.session import trace
 
         ctx = trace(instrument="native")
         ctx.enter_native_only()

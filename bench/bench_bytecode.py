@@ -50,7 +50,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from opskew import _engine, bytecode
+    from opskew import _engine
+    from opskew.measure import bytecode
 
     torch.set_num_threads(1)
     model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)])

@@ -153,7 +153,7 @@ def calibration(tmp: str, w_ns: float = W_NS) -> str:
     process stays small, since a child's peak RSS counts the parent's memory
     it was forked with until it execs."""
     path = os.path.join(tmp, "cal.json")
-    code = ("import json, sys, torch; from opskew.calibration import make_key; "
+    code = ("import json, sys, torch; from opskew.calibration.store import make_key; "
             "json.dump({'schema': 'opskew.calibration/1', "
             "'key': make_key('torch.profiler', 'minimal', torch.__version__, 'cpu', 1), "
             f"'w_ns': {{'median': {w_ns!r}}}, 'delta_ns': {{'median': {DELTA_NS!r}}}}}, open(sys.argv[1], 'w'))")

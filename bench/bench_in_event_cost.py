@@ -38,12 +38,12 @@ def main(argv=None) -> int:
     if a.rounds < 1:
         ap.error("--rounds must be >= 1")
 
-    from opskew.tracing import arrange, trace
+    from opskew.tracer.session import arrange, trace
 
     arrange("itt")  # before torch loads
     import torch
 
-    from opskew.tracefile import summarize
+    from opskew.analyze.tracefile import summarize
 
     torch.set_num_threads(1)
     x, y, z = torch.randn(16), torch.randn(16), torch.randn(16)

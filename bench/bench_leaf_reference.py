@@ -48,8 +48,8 @@ def main(argv=None):
 
     vp.check_cpu_workload(ap, a.workload)
     torch, step = vp._setup(a.workload)
-    from opskew.tracefile import correct
-    from opskew.tracing import now_ns, trace
+    from opskew.analyze.tracefile import correct
+    from opskew.tracer.session import now_ns, trace
 
     vp._warm(step, 0.4)
     per_step, one, prof = [], [[] for _ in range(a.steps)], []

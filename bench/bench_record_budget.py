@@ -56,7 +56,7 @@ def run(ops, budget_mb, folder, instrument):
     r = json.loads(subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout)
     if r["rc"] != 0:
         raise SystemExit(f"record failed ({r['rc']}): {r['stderr']}")
-    from opskew import tracefile
+    from opskew.analyze import tracefile
     meta = tracefile.scan(out, header_only=True)["objects"]["opskew"]
     r.update(events=meta["events"], spilled=meta["spill"]["events"], lost=meta["lost"]["total"],
              budget_bytes=meta["spill"]["budget_bytes"], trace_bytes=os.path.getsize(out),

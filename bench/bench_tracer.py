@@ -69,7 +69,7 @@ elif any(i.startswith("opskew-") or i.startswith("native-") for i in insts):
     import opskew
 import torch
 if any(i.startswith("native-floor") for i in insts):
-    from opskew import native
+    from opskew.tracer import native
     shim, why = native.shim(torch)
     if shim is None:
         raise SystemExit("native shim unavailable: " + why)

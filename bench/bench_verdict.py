@@ -50,7 +50,7 @@ _CPUS = []
 
 
 def verdict(path, serial):
-    from opskew import verdict as v
+    from opskew.analyze import verdict as v
 
     if not _CPUS:
         _CPUS.append(v.usable_cpus)
@@ -90,7 +90,7 @@ def main(argv=None):
     bad = [c for c in configs if c not in CONFIGS]
     if bad:
         ap.error(f"--configs: unknown {', '.join(bad)}; one of {', '.join(CONFIGS)}")
-    from opskew.verdict import usable_cpus
+    from opskew.analyze.verdict import usable_cpus
 
     import torch
 

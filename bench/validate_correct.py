@@ -35,13 +35,13 @@ import tempfile
 import time
 
 # The tracer's collector must be configured before torch loads.
-from opskew.tracing import arrange, trace
+from opskew.tracer.session import arrange, trace
 
 arrange()
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import torch  # noqa: E402
 
-from opskew.tracefile import correct  # noqa: E402  (failures raised as opskew errors)
+from opskew.analyze.tracefile import correct  # noqa: E402  (failures raised as opskew errors)
 
 
 # The three workloads, shared with bench/validate_profile.py (one definition;

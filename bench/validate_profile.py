@@ -442,7 +442,7 @@ def child_bare(a):
 
 def _steps_of(path):
     """ProfilerStep#N -> duration (ns) in the trace at `path`, by opskew's C reader."""
-    from opskew.tracefile import summarize
+    from opskew.analyze.tracefile import summarize
 
     s = summarize(path, categories=["user_annotation"])
     return {int(o["name"].split("#")[1]): o["total_ns"] for o in s["ops"]
@@ -457,7 +457,7 @@ def child_profile(a):
     by up to 30%)."""
     turns = _Turns(a) if a.token_in is not None else None
     if a.tracer_steps:
-        from opskew.tracing import arrange
+        from opskew.tracer.session import arrange
 
         arrange("itt")  # the ITT collector must be configured before torch loads
     import opskew
@@ -583,8 +583,8 @@ def _tracer_leaves(step, a):
     """Leaf operators' durations in opskew's own tracer (ITT), corrected
     with its own self-calibrated delta. A generator (yield from it in a
     child): its steps run under _steps, at the profiled loop's depth."""
-    from opskew.tracefile import correct
-    from opskew.tracing import trace
+    from opskew.analyze.tracefile import correct
+    from opskew.tracer.session import trace
 
     _warm(step, 0.1, min_steps=5)
     path = os.path.join(tempfile.mkdtemp(prefix="vp-tracer-", dir=a.tmp), "opskew.json")

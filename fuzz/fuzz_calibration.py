@@ -15,8 +15,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from opskew import calibration
-    from opskew.calibration import CalibrationError, loads
+    from opskew.calibration import store as calibration
+    from opskew.calibration.store import CalibrationError, loads
 
 SEED = json.dumps({
     "schema": calibration.SCHEMA, "date": "2026-12-03T06:00:00+0000",

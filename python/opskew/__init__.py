@@ -4,8 +4,8 @@ The engine is C (``opskew._engine``); this package drives torch and parses the
 command line. ``import opskew`` does not import torch.
 """
 
-from ._engine import version as __version__  # noqa: E402  (meson.build is its one source)
-from .tracing import trace  # noqa: E402,F401  (the C operator tracer; does not import torch)
+from opskew._engine import version as __version__  # noqa: E402  (meson.build is its one source)
+from opskew.tracer.session import trace  # noqa: E402,F401  (the C operator tracer; does not import torch)
 
 # The Python API (docs/api.md), loaded on first use: `import opskew` stays
 # free of torch.
@@ -23,7 +23,7 @@ def __getattr__(name):
         globals()["profile"], globals()["step"] = mod.profile, mod.step
         return globals()[name]
     if name in _API:
-        from . import api
+        from opskew import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'opskew' has no attribute {name!r}")

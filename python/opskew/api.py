@@ -27,7 +27,7 @@ import os
 __all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare"]
 
 # Options of the command line that the API does not take, and why.
-_CLI_ONLY = {"json": "use .to_dict() (or opskew.report.write_json) for the JSON",
+_CLI_ONLY = {"json": "use .to_dict() (or opskew.output.write_json) for the JSON",
              "fail_on_skew": "read .verdict['skewed']",
              "csv": "use .rows() or .to_pandas()",
              "target": "pass fn", "setup": "pass setup",
@@ -97,7 +97,7 @@ def _namespace(command: str, options: dict, fixed: dict) -> argparse.Namespace:
 def _workload_fields(fn, setup) -> dict:
     """`fn` a callable (setup: a callable run once, or a value; None: none),
     or a TARGET string as on the command line (setup: a name or None)."""
-    from .workload import NO_SETUP, callable_target
+    from opskew.measure.workload import NO_SETUP, callable_target
 
     if fn is None or isinstance(fn, str):
         if setup is not None and not isinstance(setup, str):
@@ -178,7 +178,7 @@ def summary(path, **options) -> "Result":
     are the table of all ranks merged."""
     trace = [_path(p) for p in path] if isinstance(path, (list, tuple)) else [_path(path)]
     args = _namespace("summary", options, {"trace": trace})
-    from .commands import summary as cmd
+    from opskew.commands import summary as cmd
 
     result = Result("summary", cmd.compute(args), args)
     if result._data.get("warnings"):
@@ -196,7 +196,7 @@ def compare(*paths, **options) -> "Result":
     if len(paths) == 1 and isinstance(paths[0], (list, tuple)):
         paths = tuple(paths[0])  # compare([a, b]) as compare(a, b)
     args = _namespace("compare", options, {"inputs": [_path(p) for p in paths]})
-    from .commands import compare as cmd
+    from opskew.commands import compare as cmd
 
     done = cmd.compute(args)
     result = Result("compare", done.result, args)
@@ -265,7 +265,7 @@ class Result:
         buf = io.StringIO()
         mod = importlib.import_module(f"opskew.commands.{self.kind}")
         if self.kind == "summary" and "merged" in self._data:
-            from . import job
+            from opskew.analyze import job
 
             job.render(self._data, buf, top=getattr(self._args, "top", 30))
         elif self.kind == "summary":
@@ -326,12 +326,12 @@ class Result:
                                     if self._data.get("correction_error") else ""))
             if not str(path).lower().endswith((".png", ".svg")):
                 raise ValueError("plot path must end in .png or .svg")
-            from .verdict import plot
+            from opskew.analyze.verdict import plot
 
             plot(self._data["operators"], str(path), title=self._data["conditions"]["workload"]["description"])
             return str(path)
         if self.kind == "sweep":
-            from .commands.sweep import plot
+            from opskew.commands.sweep import plot
 
             return plot(self._data, str(path))
         raise TypeError(f"a {self.kind} result has no plot")
@@ -341,7 +341,7 @@ class Result:
         verdict window's trace (inside leaf operators or between events)."""
         if self.kind != "check" or "operators" not in self._data:
             raise ValueError("only a check with a per-operator verdict says where the skew lands")
-        from .verdict import sentence
+        from opskew.analyze.verdict import sentence
 
         return sentence(self._data["operators"]["summary"])
 
@@ -360,13 +360,13 @@ class Result:
                          + "".join("<tr>" + "".join(cell for cell in r) + "</tr>" for r in body)
                          + "</table>")
         if self.kind == "check" and "operators" in self._data:
-            from .verdict import sentence
+            from opskew.analyze.verdict import sentence
 
             parts.append(f"<p>where the skew lands: {e(sentence(self._data['operators']['summary']))}</p>")
         return "".join(parts) + "</div>"
 
     def _headline(self) -> list:
-        from .report import fmt_ns, fmt_time
+        from opskew.render.units import fmt_ns, fmt_time
 
         d = self._data
         c = d.get("conditions", {})
@@ -385,7 +385,7 @@ class Result:
                 rows.append(("added per event (W)", f"{fmt_ns(w['median'])} "
                              f"[{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]"))
                 v = d["verdict"]
-                from .verdict import skew_words
+                from opskew.analyze.verdict import skew_words
 
                 rows.append(("verdict", skew_words(v)))
         elif self.kind == "summary":
@@ -405,7 +405,7 @@ class Result:
         return rows
 
     def _html_rows(self):
-        from .report import fmt_ns, fmt_time
+        from opskew.render.units import fmt_ns, fmt_time
 
         e = html.escape
         d = self._data
@@ -422,8 +422,8 @@ class Result:
         if self.kind == "check":
             if "operators" not in d:
                 return [], []
-            from .tables import cell, column
-            from .verdict import MARK_COLOURS, VERDICT_COLUMNS, verdict_rows
+            from opskew.render.tables import cell, column
+            from opskew.analyze.verdict import MARK_COLOURS, VERDICT_COLUMNS, verdict_rows
 
             v = d["operators"]
             ops = v["ops"] if not v.get("top") else v["ops"][: v["top"]]
@@ -435,7 +435,7 @@ class Result:
                                      f"<b>{e(row[-1])}</b></td>"])
             return cols_of(VERDICT_COLUMNS), body
         if self.kind == "summary":
-            from .tables import SUMMARY_COLUMNS, cell, column, summary_rows
+            from opskew.render.tables import SUMMARY_COLUMNS, cell, column, summary_rows
 
             top = getattr(self._args, "top", 30)
             ops = d["ops"] if not top else d["ops"][:top]
@@ -461,7 +461,7 @@ class Result:
                            td(ci(r.get("marginal_in_window_ns"))), tname(r.get("marginal_over", ""))]
                           for r in d.get("rows", []) if r["row"] != "baseline"]
         if self.kind == "compare":
-            from .commands.compare import table_cells
+            from opskew.commands.compare import table_cells
 
             cols, cells, _ = table_cells(d)
             return tuple(c.title for c in cols), [[tname(r[0])] + [td(x) for x in r[1:]] for r in cells]
@@ -489,7 +489,7 @@ def _compare_csv_header(d: dict) -> list:
 
 
 def _compare_rows(d: dict) -> list:
-    from .commands.compare import csv_rows
+    from opskew.commands.compare import csv_rows
 
     out = []
     for r in csv_rows(d):

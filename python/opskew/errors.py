@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import os
 
-# Exit codes, documented in docs/check.md, docs/reader.md, docs/correct.md,
-# docs/outputs.md (7, and `record`'s) and `opskew --help` (cli.EPILOG).
-EXIT_OK = 0          # measured (or done)
-EXIT_USAGE = 2       # bad input: one line on stderr says why
-EXIT_SKEW = 3        # --fail-on-skew and a significant skew was found
-EXIT_WORKLOAD = 4    # the user's workload raised; what was measured is still reported
-EXIT_TRUNCATED = 5   # the trace ended early (a profiler killed mid-write): what was read is used
-EXIT_RUNTIME = 6     # opskew itself failed while running (out of memory, a step after the
-                     # measurement such as check's in-run correction): not the input's fault
-EXIT_OUTPUT = 7      # an output could not be written (disk full, no permission, an I/O error);
-                     # one line names the path and why. A target refused before anything runs
-                     # (a directory, the input, the script) is EXIT_USAGE. docs/outputs.md
-EXIT_INTERRUPTED = 130
+# The exit codes (opskew/exitcodes.py is their one table), re-exported here
+# with the exceptions that carry them.
+from opskew.exitcodes import (  # noqa: F401
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_RUNTIME, EXIT_SETUP, EXIT_SKEW, EXIT_TRUNCATED,
+    EXIT_USAGE, EXIT_WORKLOAD)
 
 
 class OpskewError(Exception):
@@ -84,7 +76,7 @@ def from_c_error(code: int, context: str, *, message: str | None = None, offset:
     anything else: RuntimeFailure (exit 6). The result carries `code`,
     `name` (the C's symbolic name), `offset`, `sys_errno`, `path`, `context`.
     """
-    from . import _engine
+    from opskew import _engine
 
     text = message or _engine.strerror(code)
     name = _engine.err_name(code)

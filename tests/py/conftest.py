@@ -121,7 +121,7 @@ def seed_native_cache(cache_dir):
 
     import torch
 
-    from opskew import native
+    from opskew.tracer import native
 
     if native.shim(torch)[0] is not None:
         shutil.copytree(native.cache_root(), os.path.join(str(cache_dir), "native"), dirs_exist_ok=True)

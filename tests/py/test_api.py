@@ -19,7 +19,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import opskew  # noqa: E402
-from opskew import cli, measure  # noqa: E402
+from opskew import cli  # noqa: E402
+from opskew.measure import rounds as measure
 from opskew.errors import WorkloadError  # noqa: E402
 
 SMALL = {"trials": 4, "iters": 2, "calls": 50, "warmup": 0.0}

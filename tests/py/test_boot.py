@@ -16,8 +16,8 @@ from conftest import exited
 
 torch = pytest.importorskip("torch")
 import opskew._pyhook  # noqa: E402
-from opskew import _boot  # noqa: E402
-from opskew.tracing import collector_path  # noqa: E402
+from opskew.tracer import collectors as _boot  # noqa: E402
+from opskew.tracer.session import collector_path  # noqa: E402
 
 PY = sys.executable
 HAS_ITT = torch.profiler.itt.is_available()
@@ -94,7 +94,7 @@ def test_record_child_without_opskew_importable(tmp_path, instrument):
             torch.add(a, a)
     """)
     # The parent (opskew record) drops the poison from its own path.
-    parent = ("import sys; sys.path.remove(%r); from opskew.cli import main; sys.exit(main())" % poison)
+    parent = ("import sys; sys.path.remove(%r); from opskew.cli.main import main; sys.exit(main())" % poison)
     p = subprocess.run([PY, "-c", parent, "record", "-o", str(out), "--instrument", instrument, "--", PY, "-c",
                         user], capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stdout + p.stderr

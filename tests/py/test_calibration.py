@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from conftest import run_opskew
-from opskew import calibration
-from opskew.calibration import CalibrationError, loads, validate
+from opskew.calibration import store as calibration
+from opskew.calibration.store import CalibrationError, loads, validate
 
 
 def good_cal(instrument="torch.profiler", config="minimal"):
@@ -245,7 +245,7 @@ def test_a_calibration_under_95_percent_says_its_coverage():
 def test_calibrate_json_report_is_not_taken_for_a_calibration():
     """`correct --calibration` given calibrate --json's report: the error says
     what the file is and which file to pass instead."""
-    from opskew.calibration import validate
+    from opskew.calibration.store import validate
 
     with pytest.raises(ValueError, match=r"calibrate --json`'s report, not a calibration.*--show"):
         validate({"schema": "opskew.calibrate/1", "calibrations": []})
@@ -277,8 +277,8 @@ def test_the_leaf_panel_s_operators_are_leaves_under_every_configuration(tmp_pat
     inside it) in torch.profiler's trace, whatever the options."""
     import torch
 
-    from opskew.tracefile import summarize
-    from opskew.workload import leaf_panel
+    from opskew.analyze.tracefile import summarize
+    from opskew.measure.workload import leaf_panel
 
     wl = leaf_panel("cpu", 16)
     wl.iteration()

@@ -143,9 +143,9 @@ def test_gpu_side_analysis_without_a_gpu():
     """The CUDA arithmetic, on synthetic windows: 10 iterations, 100 events per
     trial; the instrument adds 2 us of issue time per event and leaves the GPU
     idle 150 us more per iteration."""
-    from opskew.analysis import gpu_side
-    from opskew.instruments import Trial
-    from opskew.measure import Window
+    from opskew.stats.estimators import gpu_side
+    from opskew.measure.instruments import Trial
+    from opskew.measure.rounds import Window
 
     base = [Window(wall_s=0.01 + i * 1e-5, gpu_s=0.008 + i * 1e-5, issue_s=0.002 + i * 1e-6)
             for i in range(7)]
@@ -162,7 +162,7 @@ def test_gpu_side_analysis_without_a_gpu():
 def test_cupti_overhead_events_are_counted_from_the_trace(tmp_path):
     """CUPTI's overhead activities (cat "overhead", as Kineto exports them on
     CUDA) are counted by the C reader; here on a hand-written trace."""
-    from opskew.instruments import count_cupti_overhead
+    from opskew.measure.instruments import count_cupti_overhead
 
     p = tmp_path / "ov.json"
     p.write_text('{"traceEvents":['
@@ -215,7 +215,8 @@ def test_failed_in_run_correction_has_its_own_exit_code(tmp_path, monkeypatch, c
     figures are still reported, and the error is in the JSON."""
     import json
 
-    from opskew import cli, errors
+    from opskew import errors
+    from opskew import cli
     from opskew.commands import check
 
     def broken(*a, **kw):
@@ -236,7 +237,8 @@ def test_failed_in_run_correction_has_its_own_exit_code(tmp_path, monkeypatch, c
 def test_in_run_correction_keeps_an_opskew_errors_own_exit_code(tmp_path, monkeypatch, capsys):
     """Bad input met while writing the corrected trace (an unwritable PATH)
     stays bad input, exit 2; only failures inside opskew are exit 6."""
-    from opskew import cli, errors
+    from opskew import errors
+    from opskew import cli
     from opskew.commands import check
 
     def unwritable(*a, **kw):

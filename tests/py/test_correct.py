@@ -120,8 +120,8 @@ def test_trace_count_matches_key_averages():
     sys.path.insert(0, os.path.join(HERE, "workloads"))
     import wl
 
-    from opskew.instruments import TorchProfiler
-    from opskew.measure import make_window
+    from opskew.measure.instruments import TorchProfiler
+    from opskew.measure.rounds import make_window
 
     s = wl.mlp_setup()
     window = make_window(lambda: wl.mlp_step(s), 3, "cpu")
@@ -300,7 +300,7 @@ def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
     every event keeps its reported times (the outlived event's end was placed
     first, which shifted every later event of the thread)."""
     torch = pytest.importorskip("torch")
-    from opskew import tracefile
+    from opskew.analyze import tracefile
 
     m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     x = torch.randn(8, 16)
@@ -380,7 +380,7 @@ def test_waiting_thread_sheds_the_workers_instrument_time(cache, tmp_path):
     assert not any("cross-thread rule" in n for n in r_off["notes"])
     # Without GPU activity, auto leaves it off; the C API counts at W = 0 too
     # (opskew.profile counts a step's events that way).
-    from opskew.tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     cpu = _cuda_shaped_trace(tmp_path / "cpu.json", kernel=False)
     assert correct(str(cpu), 0.0, 0.0)["stats"]["passes"] == 1
@@ -396,7 +396,7 @@ def test_the_rule_keeps_the_threads_aligned(tmp_path):
     trace each backward stays inside the step that waited for it (8 steps of
     10 operators on the caller, 4 on the worker: each thread compressed by
     its own events alone, 9 of the 32 land elsewhere)."""
-    from opskew.tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     ev = []
     for k in range(8):
@@ -429,7 +429,7 @@ def test_a_shortfall_goes_down_into_later_frames(tmp_path):
     its leaf L), so the step is written at its formula's duration; N is
     counted as shortened, the leaves keep theirs (W 100 ns, delta 0; the C
     unit test test_shortfall_goes_down has the arithmetic)."""
-    from opskew.tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -456,7 +456,7 @@ def test_a_root_written_long_is_relaid_from_its_stretched_events_self_time(tmp_p
     self time could) is written back at it from the self time of its
     stretched events; leaves keep theirs and the stats say so (W 400 ns,
     delta 0; the C unit test test_relayout has the arithmetic)."""
-    from opskew.tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -480,8 +480,8 @@ def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
     beyond its span and delta is its own instrument time, taken out of its
     self time and its corrected duration (the C unit test test_spans has the
     arithmetic: W 100, delta 10); bad spans are refused before any read."""
-    from opskew.tracefile import correct, summarize
-    from opskew.verdict import per_operator
+    from opskew.analyze.tracefile import correct, summarize
+    from opskew.analyze.verdict import per_operator
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -526,7 +526,7 @@ def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formu
     roots stay in order; some of the traces are relaid."""
     import random
 
-    from opskew.tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     rng = random.Random(20261205)
     relaid = 0

@@ -40,7 +40,7 @@ def calibration(path, config, w, delta, w_py=0.0, delta_py=0.0):
     besides the trace)."""
     import torch
 
-    from opskew.calibration import make_key
+    from opskew.calibration.store import make_key
 
     cal = {"schema": "opskew.calibration/1",
            "key": make_key("torch.profiler", config, torch.__version__, "cpu", 1),
@@ -224,7 +224,7 @@ def test_corrected_header_survives_many_members_and_overlaps_keep_children_insid
     gaps) ended before its own child's corrected end."""
     from opskew.commands.correct import detect
     from opskew.errors import UsageError
-    from opskew.tracefile import correct as c_correct
+    from opskew.analyze.tracefile import correct as c_correct
 
     evs = [{"ph": "X", "cat": "python_function", "name": "enter", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
            {"ph": "X", "cat": "cpu_op", "name": "c1", "pid": 1, "tid": 1, "ts": 0.5, "dur": 1.5},

@@ -19,7 +19,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import opskew  # noqa: E402
-from opskew import native  # noqa: E402
+from opskew.tracer import native  # noqa: E402
 
 PY = sys.executable
 

@@ -29,7 +29,7 @@ print(json.dumps({"instrument": t.instrument, "calibration": t.calibration, "sum
 def store_tracer_calibrations(cache):
     import torch
 
-    from opskew import calibration
+    from opskew.calibration import store as calibration
 
     d = cache / "calibrations"
     d.mkdir(parents=True, exist_ok=True)

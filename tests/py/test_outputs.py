@@ -9,7 +9,10 @@ import stat
 
 import pytest
 
-from opskew import _engine, cli, report
+from opskew import _engine
+from opskew import cli
+from opskew import output
+from opskew.render.plots import figure_bytes
 from opskew.errors import EXIT_OUTPUT, EXIT_USAGE, OutputError, UsageError
 
 TRACE = {"traceEvents": [
@@ -76,7 +79,7 @@ def test_planted_links_at_every_temporary_name_touch_nothing(trace, tmp_path, ca
         for n in range(K):
             os.symlink(victim, _engine.out_tmp_name(str(out), n))
     assert cli.main(["summary", str(trace), "--json", str(outs[0])]) == 0
-    report.write_file(str(outs[1]), "import torch\n")
+    output.write_file(str(outs[1]), "import torch\n")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,7 +87,7 @@ def test_planted_links_at_every_temporary_name_touch_nothing(trace, tmp_path, ca
 
     fig, ax = plt.subplots()
     ax.plot([1, 2], [3, 4])
-    report.write_file(str(outs[2]), report.figure_bytes(fig, "png"))
+    output.write_file(str(outs[2]), figure_bytes(fig, "png"))
     plt.close(fig)
     assert json.loads(outs[0].read_text())["ops"]
     assert outs[1].read_text() == "import torch\n"
@@ -105,7 +108,7 @@ def test_a_directory_is_refused_in_one_line(opskew, trace, tmp_path):
     one_line(opskew("summary", str(trace), "--json", ""), "path is empty", EXIT_USAGE)
     assert not (tmp_path / "nd").exists()
     with pytest.raises(OutputError, match="is a directory"):
-        report.write_file(str(d), b"x")
+        output.write_file(str(d), b"x")
 
 
 def test_a_link_loop_is_refused_in_one_line(opskew, trace, tmp_path):
@@ -172,14 +175,14 @@ def test_an_output_that_is_the_input_is_refused(opskew, trace, tmp_path, how):
 
 
 def test_check_output_in_process(trace, tmp_path):
-    report.check_output(str(tmp_path / "new.json"))
-    report.check_output("-")
+    output.check_output(str(tmp_path / "new.json"))
+    output.check_output("-")
     with pytest.raises(UsageError, match="standard output"):
-        report.check_output("-", stdout=False)
+        output.check_output("-", stdout=False)
     with pytest.raises(UsageError, match="directory does not exist"):
-        report.check_output(str(tmp_path / "missing" / "x.json"))
+        output.check_output(str(tmp_path / "missing" / "x.json"))
     with pytest.raises(UsageError, match="is the script"):
-        report.check_output(str(trace), inputs=[("the script", str(trace))])
+        output.check_output(str(trace), inputs=[("the script", str(trace))])
 
 
 def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace, tmp_path):
@@ -191,7 +194,7 @@ def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace,
     cal = tmp_path / "cal.json"
     import torch
 
-    from opskew.calibration import make_key
+    from opskew.calibration.store import make_key
 
     key = make_key(found["instrument"], found["config"], torch.__version__, "cpu", 1)
     cal.write_text(json.dumps({"schema": "opskew.calibration/1", "key": key,
@@ -257,7 +260,7 @@ def test_write_failure_reads_the_c_message_not_the_paths():
     """A read error on an input whose path contains "output" is not a
     failure to write the output (exit 7): only the C's own words decide."""
     from opskew import errors
-    from opskew.report import write_failure
+    from opskew.output import write_failure
 
     exc = errors.from_c_error(-5, "correct runs/outputs/t.json", message="cannot read the trace", sys_errno=5)
     assert write_failure(exc, "c.json") is None
@@ -272,8 +275,8 @@ def test_write_file_gzips_a_gz_name(tmp_path):
     import gzip
 
     data = json.dumps({"traceEvents": [{"ph": "X", "name": "a" * 100}] * 1000}).encode()
-    report.write_file(str(tmp_path / "t.json.gz"), data)
+    output.write_file(str(tmp_path / "t.json.gz"), data)
     raw = (tmp_path / "t.json.gz").read_bytes()
     assert raw[:2] == b"\x1f\x8b" and gzip.decompress(raw) == data and len(raw) < len(data) // 10
-    report.write_file(str(tmp_path / "t.json"), data)
+    output.write_file(str(tmp_path / "t.json"), data)
     assert (tmp_path / "t.json").read_bytes() == data

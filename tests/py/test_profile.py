@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import opskew  # noqa: E402
 from conftest import NOISE_ATTEMPTS  # noqa: E402
-from opskew import tracefile  # noqa: E402
+from opskew.analyze import tracefile  # noqa: E402
 
 OPS = 20  # torch.add calls per step: one aten::add event each
 
@@ -58,7 +58,7 @@ def run_loop(make_prof, steps, body):
 def store_calibration(config, w, delta, **extra):
     """A stored torch.profiler calibration of `config` for this torch and
     thread count: W and delta as (median, [lo, hi]), and any other members."""
-    from opskew import calibration
+    from opskew.calibration import store as calibration
 
     key = calibration.make_key("torch.profiler", config, torch.__version__, "cpu", torch.get_num_threads())
     calibration.store({"schema": calibration.SCHEMA, "key": key, "date": "2026-01-01",
@@ -74,7 +74,7 @@ def op_counts(path):
 
 def test_import_opskew_does_not_import_torch_and_profile_is_the_class():
     code = ("import sys, opskew; assert 'torch' not in sys.modules; p = opskew.profile; "
-            "from opskew.profiling import profile as c; import opskew.profiling; "
+            "from opskew.profiler.core import profile as c; import opskew.profiler.core; "
             "assert opskew.profile is p is c; "
             "assert 'torch' not in sys.modules; print(p.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -192,7 +192,7 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
     """The wait steps 2 to 7 after a trace still run slow (docs/profile.md,
     "Wait steps under a live profiler"): pairs that take them are counted and
     the report says so; with wait=14 the last 6 wait steps lie past them."""
-    from opskew.profiling import SETTLE, WAIT_ADVICE
+    from opskew.profiler.core import SETTLE, WAIT_ADVICE
 
     assert WAIT_ADVICE == SETTLE + 6 == 14
     body = make_body()
@@ -243,7 +243,7 @@ def test_step_ranges_open_through_the_native_shim_or_record_function(tmp_path, n
     torch's record_function, without torch.ops' dispatch inside the range);
     with the shim unavailable (OPSKEW_NATIVE=0) through record_function, and
     the report says so. The trace is torch's either way."""
-    from opskew import native
+    from opskew.tracer import native
 
     if native_env == "1" and native.shim(torch)[0] is None:
         pytest.skip(f"the native shim is unavailable here: {native.shim(torch)[1]}")
@@ -311,7 +311,7 @@ def test_long_wait_blocks_keep_only_the_steps_pairing_uses(tmp_path):
     (and a wait can be thousands of steps): a wait block keeps its first
     POST_TRACE + NEAR steps and its last NEAR, counts the rest, and pairs
     exactly as it would with all of them."""
-    from opskew.profiling import NEAR, POST_TRACE
+    from opskew.profiler.core import NEAR, POST_TRACE
 
     body = make_body()
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
@@ -334,8 +334,8 @@ def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
     last KEEP_CYCLES traced cycles (and the baseline before the oldest), the
     older steps are counted, not kept, and the first kept wait block's first
     POST_TRACE steps stay cold (it follows a trace)."""
-    from opskew import profiling
-    from opskew.profiling import NEAR, POST_TRACE
+    from opskew.profiler import core as profiling
+    from opskew.profiler.core import NEAR, POST_TRACE
 
     monkeypatch.setattr(profiling, "KEEP_CYCLES", 3)
     monkeypatch.setattr(profiling, "MAX_RECORRECT", 3)  # equal, as in opskew
@@ -542,7 +542,7 @@ def test_corrected_trace_and_report(tmp_path):
     extra = p.final["cold_first_active_extra_ns"]
     row = rows[cold["name"]]
     want = 1 + max(extra, 0) / (p.final["w_ns"]["median"] * cold["op_events"])
-    from opskew.profiling import COLD_MAX_SCALE
+    from opskew.profiler.core import COLD_MAX_SCALE
 
     if extra > 0 and p.final["w_ns"]["ci95"][0] > 0 and want <= COLD_MAX_SCALE:
         assert cold["w_scale"] == pytest.approx(want)
@@ -565,7 +565,7 @@ def test_corrected_trace_and_report(tmp_path):
                 (want - 1) * wm * rows[st["name"]]["descendants_per_call"], rel=1e-6, abs=1e-3)
         else:
             assert st["w_scale"] == 1.0 and st["why"].startswith("priced at W")
-    from opskew.profiling import render
+    from opskew.profiler.core import render
 
     assert ("priced by position in the cycle" in render(r)) == any(st["w_scale"] != 1.0 for st in r["position_steps"])
 
@@ -575,7 +575,7 @@ def test_a_stretched_step_range_is_reported_and_said_once():
     # rows, from the C pass that writes it): the median over the trace's
     # ranges, a note past 2% of a step, replaced when the trace is corrected
     # again (stop()'s final W).
-    from opskew.profiling import _trace_steps
+    from opskew.profiler.core import _trace_steps
 
     def rows(stretch):
         return {"ops": [{"name": f"ProfilerStep#{k}", "calls": 1, "stretched_ns": x,
@@ -641,7 +641,7 @@ def test_without_a_schedule_it_falls_back_to_a_stored_calibration(tmp_path, monk
 def test_the_stored_calibration_is_looked_up_once_per_profiler(tmp_path, monkeypatch):
     # The lookup reads every stored calibration; it ran 2 to 3 times a cycle
     # between two bodies. Once per profiler, and every cycle keeps its delta.
-    from opskew import calibration
+    from opskew.calibration import store as calibration
 
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
     store_calibration("minimal", (300.0, [250.0, 350.0]), (1.0, [0.5, 1.5]))
@@ -668,7 +668,7 @@ def test_delta_from_another_thread_count_or_none_is_said(tmp_path, monkeypatch):
     """delta comes from the stored calibration of this configuration; made
     with another intra-op thread count it stands in, and the report says so;
     with none stored, delta is 0 and the report says what that leaves."""
-    from opskew import calibration
+    from opskew.calibration import store as calibration
 
     sched = dict(wait=8, warmup=1, active=7, repeat=1)
     got = {}
@@ -706,7 +706,7 @@ def test_delta_s_spread_in_the_stored_calibration_widens_the_leaves_intervals(tm
     """The stored calibration's delta range (its panel's operators) reaches
     the report's verdict: a leaf's interval runs from delta at the range's
     high end to delta at its low end; the median keeps the panel's mean."""
-    from opskew import calibration
+    from opskew.calibration import store as calibration
 
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
     key = calibration.make_key("torch.profiler", "minimal", torch.__version__, "cpu", torch.get_num_threads())
@@ -781,7 +781,7 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
     assert not any("slowdown under with_stack" in n for n in r["notes"])
     # Where the slowdown cannot be measured (another profile function was
     # set then), nothing is widened, and the report says so.
-    from opskew import bytecode
+    from opskew.measure import bytecode
 
     monkeypatch.setattr(bytecode, "measured", lambda: None)
     r = run("unmeasured").report
@@ -947,7 +947,7 @@ def test_report_file_threshold_and_a_failing_stream(tmp_path):
 
 
 def test_verdict_words_say_inconclusive_not_unskewed():
-    from opskew.verdict import skew_words
+    from opskew.analyze.verdict import skew_words
 
     v = {"skewed": False, "significant": False, "enough_pairs": True}
     assert skew_words(v) == "no significant skew detected"
@@ -1007,7 +1007,7 @@ def test_a_step_counts_the_events_it_waited_for(tmp_path):
     import json
     import types
 
-    from opskew.profiling import profile
+    from opskew.profiler.core import profile
 
     ev = [{"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1,
            "tid": 2, "ts": 10 + 10 * i, "dur": 5} for i in range(5)]
@@ -1034,7 +1034,7 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
     over its events as a scale on W from COLD_MIN_CYCLES cycles on, where W's
     CI lies above 0 and the scale stays within COLD_MAX_SCALE; otherwise it
     stays in the step and `why` says so (docs/profile.md)."""
-    from opskew.profiling import COLD_MAX_SCALE, COLD_MIN_CYCLES, _spans
+    from opskew.profiler.core import COLD_MAX_SCALE, COLD_MIN_CYCLES, _spans
 
     def rep():
         return {"step_spans_ns": {"ProfilerStep#9": 5000.0, "ProfilerStep#10": 4000.0},
@@ -1093,8 +1093,8 @@ def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
     their median leaves out 1 (6 pairs or more, every one on the same
     side), its steps' operator events pay that factor too, and its cold
     first step's (on top of the extra); 5 pairs never reach 95%."""
-    from opskew.job import job_spans
-    from opskew.profiling import COLD_MIN_CYCLES, _cycle_factors, _spans
+    from opskew.analyze.job import job_spans
+    from opskew.profiler.core import COLD_MIN_CYCLES, _cycle_factors, _spans
 
     by_pos = [{"position": k, "w_ns": w, "pairs": 5} for k, w in ((1, 200.0), (2, 100.0))] + \
              [{"position": 3, "w_ns": 90.0, "pairs": COLD_MIN_CYCLES - 1}]  # too few: its pairs go against W
@@ -1178,7 +1178,7 @@ def spin_run(tmp_path, extra_ns, base_ns, good):
     opskew.profile with the leaf reference on (wait REF_WAIT, 3 cycles of 3
     active steps), run again (NOISE_ATTEMPTS) until good(spin's op_deltas
     entry) holds: (the profile, its last report, that entry, the cycle)."""
-    from opskew import profiling
+    from opskew.profiler import core as profiling
 
     spin = spin_op(extra_ns, base_ns)
     x = torch.ones(4)
@@ -1210,7 +1210,7 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     hundreds of ns. opskew's tracer runs on the wait steps at positions
     REF_FIRST - 1 to REF_FIRST + REF_STEPS - 1 of each wait block after the
     first (0-based), one session each, and none of them is paired."""
-    from opskew import profiling
+    from opskew.profiler import core as profiling
 
     extra, base = 40_000, 3_000
     p, r, own, cycle = spin_run(tmp_path, extra, base, lambda own: abs(own["median"] - extra) <= 0.1 * extra)
@@ -1255,7 +1255,7 @@ def test_a_leaf_faster_in_the_trace_than_under_the_tracer_is_said_and_its_interv
     profiled steps can) keeps its reported time (own delta 0), its row says
     by how much the trace fell below the tracer (within 10% of LESS), its
     interval's high end reaches the tracer's time, and it is unknowable."""
-    from opskew import profiling
+    from opskew.profiler import core as profiling
 
     less, base = 20_000, 30_000
     p, r, own, _ = spin_run(tmp_path, -less, base,
@@ -1275,7 +1275,7 @@ def test_without_the_leaf_reference_every_operator_keeps_one_delta(tmp_path):
     """leaf_reference=False, or a wait below REF_WAIT: opskew's tracer
     never runs, every operator keeps the stored (here: no) delta, and the
     report says why."""
-    from opskew import profiling
+    from opskew.profiler import core as profiling
 
     body = make_body()
     for kw, wait, why in (({"leaf_reference": False}, profiling.REF_WAIT, "off: leaf_reference=False"),
@@ -1293,7 +1293,7 @@ def test_a_tracer_that_cannot_start_turns_the_leaf_reference_off_and_says_why(tm
     """opskew's tracer sessions do not nest: inside the user's own
     opskew.trace() block, the leaf reference is off for the run, the loop
     goes on, and the report names the reason."""
-    from opskew import profiling
+    from opskew.profiler import core as profiling
 
     body = make_body()
     wait = profiling.REF_WAIT

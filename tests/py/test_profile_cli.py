@@ -403,7 +403,7 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
     # `opskew summary --corrected-dir` corrects each rank's traces with its own
     # W and what opskew.profile's own correction got from the cycle's report:
     # its delta, and the ProfilerStep#N ranges held to the bodies it timed.
-    from opskew.tracefile import correct, summarize
+    from opskew.analyze.tracefile import correct, summarize
 
     cor = tmp_path / "cor"
     p = run_opskew("summary", str(out), "--corrected-dir", str(cor))

@@ -436,7 +436,7 @@ def test_a_scripts_own_profiler_under_itt_is_named_in_one_line(tmp_path):
 
 
 def test_a_scripts_own_profiler_runs_under_native(tmp_path):
-    from opskew import native
+    from opskew.tracer import native
 
     if native.shim(torch)[0] is None:
         pytest.skip("the native shim cannot be built here")

@@ -29,7 +29,7 @@ def record(tmp_path, code, *extra, timeout=300):
 
 
 def test_nvtx_collector_is_installed_and_exports_the_injection_entry():
-    import opskew.tracing as tr
+    import opskew.tracer.session as tr
 
     lib = ctypes.CDLL(tr.collector_path("nvtx"))
     assert lib.InitializeInjectionNvtx2 and lib.osk_collector_bound and lib.osk_collector_finish
@@ -55,7 +55,7 @@ def test_record_cuda_absent_is_one_line_exit_2(tmp_path, extra):
 def test_trace_cuda_absent_raises_setup_error(tmp_path):
     code = """
         import opskew
-        from opskew.tracing import TracerSetupError
+        from opskew.tracer.session import TracerSetupError
         try:
             with opskew.trace(device="cuda"):
                 pass
@@ -72,7 +72,7 @@ def test_bad_device_and_nvtx_after_torch(tmp_path):
     code = """
         import torch, opskew
         from opskew.errors import UsageError
-        from opskew.tracing import TracerSetupError
+        from opskew.tracer.session import TracerSetupError
         try:
             opskew.trace(device="tpu")
         except UsageError as e:

@@ -11,7 +11,8 @@ import sys
 
 from conftest import run_opskew
 
-from opskew import tables, verdict
+from opskew.render import tables
+from opskew.analyze import verdict
 from test_correct_stream import calibration
 from test_verdict import injected_trace
 

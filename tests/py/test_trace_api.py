@@ -166,7 +166,7 @@ def test_a_window_summarizes_the_events_that_begin_in_it(tmp_path):
         import time, torch, opskew
         a = torch.ones(4)
         marks = []
-        from opskew.tracing import now_ns
+        from opskew.tracer.session import now_ns
         with opskew.trace(instrument="native") as t:
             for n in (30, 50, 70):
                 t0 = now_ns()

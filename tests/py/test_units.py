@@ -11,10 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from opskew import _engine, analysis, calibration, errors
+from opskew import _engine, errors
+from opskew.stats import estimators as analysis
+from opskew.calibration import store as calibration
 from opskew.commands.correct import detect
-from opskew.instruments import Trial
-from opskew.measure import Window
+from opskew.measure.instruments import Trial
+from opskew.measure.rounds import Window
 
 # ------------------------------------------------------------------ analysis
 
@@ -268,7 +270,7 @@ def test_detect_bad_input(tmp_path):
 
 
 def test_times_keep_three_figures_across_unit_boundaries():
-    from opskew.report import fmt_ns, fmt_time
+    from opskew.render.units import fmt_ns, fmt_time
 
     assert fmt_ns(999.6) == "1 us" and fmt_ns(999_600) == "1 ms" and fmt_ns(999.4) == "999 ns"
     assert fmt_time(0.9996) == "1 s" and fmt_time(1.5e-6) == "1.5 us" and fmt_ns(None) == "n/a"

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import NOISE_ATTEMPTS
-from opskew import verdict
+from opskew.analyze import verdict
 
 
 def injected_trace(path, *, w_ns, delta_ns=0.0, parents=200, children=4, leaf_ns=1000, gap_ns=500,
@@ -94,7 +94,7 @@ def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
     inside an operator depends on the operator: with its spread over the
     calibration's panel, the intervals take delta at the spread's ends (the
     low end with W's upper end), the medians stay."""
-    from opskew import calibration
+    from opskew.calibration import store as calibration
 
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=600.0, delta_ns=100.0)
@@ -280,7 +280,7 @@ def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tm
 def test_bytecode_measure_keeps_another_profile_function_and_reports_its_conditions():
     import sys
 
-    from opskew import bytecode
+    from opskew.measure import bytecode
 
     seen = []
 

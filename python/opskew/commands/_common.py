@@ -9,7 +9,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ..errors import EXIT_INTERRUPTED, UsageError, WorkloadError
+from opskew.errors import EXIT_INTERRUPTED, UsageError, WorkloadError
 
 
 def finite_float(text: str) -> float:
@@ -30,7 +30,7 @@ def workload_files(args) -> list:
     """(description, path) of the files a workload comes from: TARGET's
     file.py (or a module's source) and sweep's --op file.py. No output may
     overwrite them (report.check_output's `inputs`)."""
-    from ..workload import source_file
+    from opskew.measure.workload import source_file
 
     out = []
     for desc, spec in [("TARGET's file", getattr(args, "target", None))] + \
@@ -86,7 +86,7 @@ def prepare(args) -> str:
     validate(args)
     import torch  # after argument checks: a typo should not wait for torch to load
 
-    from ..measure import resolve_device
+    from opskew.measure.rounds import resolve_device
 
     device = resolve_device(args.device)
     torch.set_num_threads(args.threads)
@@ -94,7 +94,7 @@ def prepare(args) -> str:
 
 
 def load_workload(args, device: str):
-    from ..workload import from_callable, load_target
+    from opskew.measure.workload import from_callable, load_target
 
     try:
         if getattr(args, "fn", None) is not None:  # the Python API's callable (opskew.api)
@@ -131,7 +131,7 @@ class Computed:
 
 def conclude(rounds, result: dict) -> Computed:
     """Sets `status` (and `error`) of what was measured in `rounds`."""
-    from ..measure import workload_error
+    from opskew.measure.rounds import workload_error
 
     result["status"] = status_of(rounds)
     err = None

@@ -9,11 +9,12 @@ import os
 import sys
 import time
 
-from .. import _engine
-from ..analysis import estimate, per_event_diff
-from ..errors import EXIT_OK, UsageError
-from ..report import check_output, count_of, fmt_ns, fmt_time, write_file, write_json
-from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
+from opskew import _engine
+from opskew.stats.estimators import estimate, per_event_diff
+from opskew.errors import EXIT_OK, UsageError
+from opskew.output import check_output, write_file, write_json
+from opskew.render.units import count_of, fmt_ns, fmt_time
+from opskew.commands._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
 
 SCHEMA = "opskew.advise/1"
 NEEDS = {"shapes": "record_shapes", "stacks": "with_stack", "memory": "profile_memory",
@@ -74,7 +75,7 @@ def stabilization(times: list) -> dict:
 
 def candidates(needs: list, device: str) -> dict:
     """Configurations that give what is needed, cheapest in principle first."""
-    from ..instruments import TorchProfiler
+    from opskew.measure.instruments import TorchProfiler
 
     base = {NEEDS[n]: True for n in needs}
     out = {"+".join(sorted(base)) or "minimal": TorchProfiler(device, export=True, **base)}
@@ -170,7 +171,7 @@ def self_correcting(options: dict, device: str) -> dict:
     corrected from the run's own wait steps (docs/profile.md): the schedule
     it needs (wait >= REF_WAIT, for the pairs and opskew's leaf reference),
     as a drop-in and as `opskew profile`'s command line."""
-    from ..profiling import ADVISED_SCHEDULE, REF_WAIT, schedule_call
+    from opskew.profiler.core import ADVISED_SCHEDULE, REF_WAIT, schedule_call
 
     sch = dict(ADVISED_SCHEDULE)  # `opskew profile`'s defaults too: its command line needs no schedule flags
     flags = "".join(f" --{k.replace('_', '-')}" for k, v in sorted(options.items()) if v)
@@ -310,7 +311,7 @@ def compute(args) -> Computed:
         # unless the user asked for a log level.
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     device = prepare(args)
-    from ..measure import conditions, make_window, progress_printer, run_rounds
+    from opskew.measure.rounds import conditions, make_window, progress_printer, run_rounds
 
     workload = load_workload(args, device)
     scope_mod = resolve_scope(args.scope, workload) if args.scope else None

@@ -6,9 +6,10 @@ import argparse
 import sys
 import time
 
-from ..errors import EXIT_OK, UsageError
-from ..report import check_output, count_of, fmt_ns, write_json
-from ._common import finite_float, workload_files
+from opskew.errors import EXIT_OK, UsageError
+from opskew.output import check_output, write_json
+from opskew.render.units import count_of, fmt_ns
+from opskew.commands._common import finite_float, workload_files
 
 HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
 DESCRIPTION = """\
@@ -78,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _configs(specs):
-    from ..instruments import PROFILER_OPTIONS
+    from opskew.measure.instruments import PROFILER_OPTIONS
 
     out = {}
     for spec in specs or ["minimal"]:
@@ -111,7 +112,7 @@ def _constants(cal: dict) -> str:
 
 def show(out=None) -> int:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
-    from ..calibration import cache_dir, stored
+    from opskew.calibration.store import cache_dir, stored
 
     cals = stored()
     out.write(f"calibrations in {cache_dir()}: {len(cals)}\n")
@@ -160,7 +161,7 @@ def _iters_for(iteration, window_s: float, device: str) -> int:
     """Iterations whose bare run lasts at least `window_s` (after a warm-up)."""
     import time as _t
 
-    from ..measure import make_window
+    from opskew.measure.rounds import make_window
 
     for _ in range(3):
         iteration()
@@ -176,8 +177,8 @@ def _iters_for(iteration, window_s: float, device: str) -> int:
 
 def clear(out=None) -> int:
     out = out or sys.stdout
-    from ..calibration import cache_dir
-    from ..calibration import clear as clear_cache
+    from opskew.calibration.store import cache_dir
+    from opskew.calibration.store import clear as clear_cache
 
     removed, left = clear_cache()
     out.write(f"calibrations in {cache_dir()}: removed {len(removed)}\n")
@@ -204,20 +205,20 @@ def run(args) -> int:
     check_output(args.json, inputs=workload_files(args))  # before the rounds, not after (docs/outputs.md)
     configs = _configs(args.config)
     if not args.no_tracer:
-        from ..tracing import arrange
+        from opskew.tracer.session import arrange
 
         arrange()  # before torch: the tracer's collector must be configured first
-    from ._common import prepare
+    from opskew.commands._common import prepare
 
     device = prepare(args)
     import torch
 
-    from .. import _engine
-    from ..analysis import operator_event_cost, per_event_diff
-    from ..calibration import SCHEMA, make_key, python_call_rounds, python_event_constants, store, validate
-    from ..instruments import BusyWait, OpskewTracer, TorchProfiler
-    from ..measure import progress_printer, run_rounds
-    from ..workload import load_target
+    from opskew import _engine
+    from opskew.stats.estimators import operator_event_cost, per_event_diff
+    from opskew.calibration.store import SCHEMA, make_key, python_call_rounds, python_event_constants, store, validate
+    from opskew.measure.instruments import BusyWait, OpskewTracer, TorchProfiler
+    from opskew.measure.rounds import progress_printer, run_rounds
+    from opskew.measure.workload import load_target
 
     def profiler(opts):
         # Events counted by the C reader over the export: long windows stay cheap.
@@ -239,7 +240,7 @@ def run(args) -> int:
     # others, delta from its own self-calibration.
     use_native = False
     if not args.no_tracer:
-        from .. import native
+        from opskew.tracer import native
 
         use_native = native.shim(torch)[0] is not None
     if use_native:
@@ -256,7 +257,7 @@ def run(args) -> int:
     # their own; torch.add's own figure is kept beside it.
     panel_rounds = panel_wl = None
     if configs and (use_tracer or use_native):
-        from ..workload import leaf_panel
+        from opskew.measure.workload import leaf_panel
 
         panel_wl = leaf_panel(device, args.calls)
         p_arms = {n: arms[n] for n in configs}
@@ -275,7 +276,7 @@ def run(args) -> int:
     user = u_rounds = None
     u_iters = args.iters
     if args.target:
-        from ._common import load_workload
+        from opskew.commands._common import load_workload
 
         user = load_workload(args, device)
         u_iters = max(args.iters, _iters_for(user.iteration, args.window_ms / 1e3, device))

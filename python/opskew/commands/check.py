@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailure, UsageError
-from ..instruments import PROFILER_OPTIONS, parse_instrument
-from ..analysis import analyze_check, busy_wait_spun
-from ._common import (Computed, add_workload_arguments, conclude, finish, finite_float, load_workload, prepare,
+from opskew.errors import EXIT_OK, EXIT_RUNTIME, EXIT_SKEW, OpskewError, RuntimeFailure, UsageError
+from opskew.measure.instruments import PROFILER_OPTIONS, parse_instrument
+from opskew.stats.estimators import analyze_check, busy_wait_spun
+from opskew.commands._common import (Computed, add_workload_arguments, conclude, finish, finite_float, load_workload, prepare,
                       workload_files)
-from ..report import check_output, count_of, fmt_ci, fmt_ns, fmt_time, table, write_failure, write_file, write_json
+from opskew.output import check_output, write_failure, write_file, write_json
+from opskew.render.units import count_of, fmt_ci, fmt_ns, fmt_time, table
 
 SCHEMA = "opskew.check/1"
 
@@ -178,7 +179,7 @@ def _print_human(result: dict, out=None) -> None:
                          "per-operator verdict below reads it)"
                          + (f"; corrected trace {cr['corrected_trace']}" if cr["corrected_trace"] else "")
                          + (f"; raw trace {cr['trace']}" if cr["trace"] else "")))
-        from ..verdict import skew_words
+        from opskew.analyze.verdict import skew_words
 
         v = result["verdict"]
         rows.append(("", ""))
@@ -197,7 +198,7 @@ def _print_human(result: dict, out=None) -> None:
         rows.append(("error", result["error"]))
     table(rows, title, out)
     if "operators" in result:
-        from ..verdict import render
+        from opskew.analyze.verdict import render
 
         out.write("\nper-operator verdict (one profiled window, corrected with the in-run W):\n")
         render(result["operators"], out, top=result["operators"]["top"])
@@ -245,9 +246,9 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
 
     import torch
 
-    from ..analysis import operator_event_cost, python_event_cost
-    from ..calibration import config_name, delta_range, find_for_threads, python_call_rounds
-    from ..verdict import per_operator
+    from opskew.stats.estimators import operator_event_cost, python_event_cost
+    from opskew.calibration.store import config_name, delta_range, find_for_threads, python_call_rounds
+    from opskew.analyze.verdict import per_operator
 
     w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
     if instrument.options.get("with_stack"):
@@ -270,7 +271,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     # (opskew.bytecode), measured here before the profiler sets one.
     bytecode = None
     if instrument.options.get("with_stack"):
-        from ..bytecode import measured
+        from opskew.measure.bytecode import measured
 
         bytecode = measured()
     prof = torch.profiler.profile(activities=instrument._activities(), **instrument.options)
@@ -322,7 +323,7 @@ def compute(args) -> Computed:
         raise UsageError("--threshold must be >= 0")
     _check_paths(args)
     device = prepare(args)
-    from ..measure import conditions, progress_printer, run_rounds
+    from opskew.measure.rounds import conditions, progress_printer, run_rounds
 
     options = {k: getattr(args, k) for k in PROFILER_OPTIONS}
     instrument = parse_instrument(args.instrument, device=device, export=args.export, options=options)
@@ -350,14 +351,14 @@ def compute(args) -> Computed:
                         and not args.no_verdict)
     if (verdict_possible and rounds.error is None and not rounds.interrupted
             and result.get("events_per_iter")):
-        from ..measure import make_window
+        from opskew.measure.rounds import make_window
 
         try:
             result["correction"], result["operators"] = in_run_correction(
                 args, rounds, instrument, make_window(workload.iteration, args.iters, device), device,
                 progress_printer("opskew check (W_py)"))
             if args.plot:
-                from ..verdict import plot
+                from opskew.analyze.verdict import plot
 
                 plot(result["operators"], args.plot, title=result["conditions"]["workload"]["description"])
         except Exception as exc:  # the check's own figures are still reported
@@ -373,7 +374,7 @@ def compute(args) -> Computed:
 
 def run(args) -> int:
     if getattr(args, "nproc", None) is not None:
-        from .. import jobcheck
+        from opskew.experiments import jobcheck
 
         check_output(args.json, inputs=workload_files(args))
         try:

@@ -8,9 +8,10 @@ import json
 import string
 import sys
 
-from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
-from ..report import check_output, fmt_ns, write_json
-from ._common import Computed
+from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
+from opskew.output import check_output, write_json
+from opskew.render.units import fmt_ns
+from opskew.commands._common import Computed
 
 SCHEMA = "opskew.compare/1"
 
@@ -95,7 +96,7 @@ def load(path: str, label: str) -> dict:
     pipe or "-" is copied once to a file of our own: tracefile.rereadable)
     and says from its header whether it is an opskew result ("schema") or a
     trace; a trace is then summarized in C, a result parsed as JSON."""
-    from ..tracefile import DEFAULT_EXCLUDED, rereadable, scan, summarize, warnings_of
+    from opskew.analyze.tracefile import DEFAULT_EXCLUDED, rereadable, scan, summarize, warnings_of
 
     with rereadable(path) as src:
         meta = scan(src, header_only=True).get("metadata") or {}
@@ -193,7 +194,7 @@ def _ci95(d: dict) -> tuple:
 def _estimate(xs: list) -> tuple:
     """(95% interval or None, why not or None) of per-trial values: the
     sign-test interval of their median (analysis.estimate, in the C engine)."""
-    from ..analysis import estimate
+    from opskew.stats.estimators import estimate
 
     return _ci95(estimate(xs)) if len(xs) > 1 else (None, None)
 
@@ -390,7 +391,7 @@ def _fmt(v, unit: str) -> str:
 
 
 def _columns(result: dict) -> tuple:
-    from ..tables import Col
+    from opskew.render.tables import Col
 
     labels = [i["label"] for i in result["inputs"]]
     a = labels[0]
@@ -408,7 +409,7 @@ def _columns(result: dict) -> tuple:
 
 def print_human(result: dict, out=None) -> None:
     out = out or sys.stdout
-    from ..tables import op_table
+    from opskew.render.tables import op_table
 
     what = {"operators": f"{METRIC_TEXT.get(result['metric'], '')}, per operator",
             "correct": f"corrected {METRIC_TEXT.get(result['metric'], '')}, per operator",
@@ -464,7 +465,7 @@ def run(args) -> int:
     if args.json:
         write_json(result, args.json)
     if args.csv:
-        from ..tables import write_csv
+        from opskew.render.tables import write_csv
 
         write_csv(args.csv, csv_rows(result), _columns(result)[1])
     for w in result["warnings"]:

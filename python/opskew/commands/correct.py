@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 
-from ..errors import EXIT_OK, EXIT_TRUNCATED, UsageError
-from ..report import check_output, count_of, fmt_time, write_failure, write_json
+from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
+from opskew.output import check_output, write_failure, write_json
+from opskew.render.units import count_of, fmt_time
 
 SCHEMA = "opskew.correct/1"
 
@@ -65,7 +66,7 @@ def detect(path: str) -> dict:
     its events carry. All of it comes from one pass of the C reader over the
     whole trace (tracefile.scan); a trace that `opskew correct` wrote is
     refused."""
-    from ..tracefile import scan
+    from opskew.analyze.tracefile import scan
 
     found = scan(path)
     header = found["objects"].get("opskew")
@@ -87,7 +88,7 @@ def detect(path: str) -> dict:
         opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
         if opts["with_flops"]:
             opts["record_shapes"] = False  # with_flops implies shapes
-    from ..calibration import config_name
+    from opskew.calibration.store import config_name
 
     return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
 
@@ -95,7 +96,7 @@ def detect(path: str) -> dict:
 def choose_calibration(args, found: dict) -> dict:
     import torch
 
-    from ..calibration import find, load
+    from opskew.calibration.store import find, load
 
     if args.calibration:
         cal = load(args.calibration)
@@ -128,7 +129,7 @@ def choose_calibration(args, found: dict) -> dict:
 def _from_header(header: dict, found: dict, torch_version: str) -> dict:
     """The tracer's own W and delta, from its trace's header, as a
     calibration (validated like a stored one)."""
-    from ..calibration import CalibrationError, SCHEMA, make_key, validate
+    from opskew.calibration.store import CalibrationError, SCHEMA, make_key, validate
 
     cal = {"schema": SCHEMA, "key": make_key("opskew", found["config"], torch_version, "cpu", 1),
            "w_ns": {"median": header.get("w_ns")}, "delta_ns": {"median": header.get("delta_ns")}}
@@ -174,7 +175,7 @@ def print_human(res: dict, out=None) -> None:
               f"{s['other_events']} complete events of other categories not written (the corrected trace "
               f"holds the corrected categories)\n")
     if s.get("unusable_events"):
-        from ..tracefile import warnings_of
+        from opskew.analyze.tracefile import warnings_of
 
         for w in warnings_of({"status": "ok", "stats": {"unusable_events": s["unusable_events"]}}):
             out.write(f"  WARNING: {w}\n")
@@ -200,7 +201,7 @@ def print_human(res: dict, out=None) -> None:
         out.write(f"  {s['relaid']} top-level event(s) came out longer than their corrected duration and were "
                   f"written back toward it: {fmt_time(s['relaid_ns'] * 1e-9)} taken from the self time of their "
                   f"stretched events, in proportion (docs/correct.md)\n")
-    from ..tables import op_table
+    from opskew.render.tables import op_table
 
     out.write("\n")
     op_table(correct_rows(res["ops"]), CORRECT_COLUMNS, omitted=res.get("omitted", 0), out=out)
@@ -209,7 +210,7 @@ def print_human(res: dict, out=None) -> None:
 
 
 def run(args) -> int:
-    from ..tracefile import rereadable
+    from opskew.analyze.tracefile import rereadable
 
     if args.top < 0:
         raise UsageError("--top must be >= 0")
@@ -256,7 +257,7 @@ def _run(args, src: str) -> int:
                      + ", so their corrected times stay too high. For an in-run W with its interval, profile "
                      "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
                      "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
-    from ..tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     try:
         r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
@@ -294,7 +295,7 @@ def _run(args, src: str) -> int:
         res["ops"] = ops
         write_json(res, args.json)
     if args.csv:
-        from ..tables import write_csv
+        from opskew.render.tables import write_csv
 
         write_csv(args.csv, correct_rows(ops), CORRECT_COLUMNS)
     if r["truncated"]:

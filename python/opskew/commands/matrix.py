@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import _engine
-from ..analysis import estimate, gpu_side, per_event_diff
-from ..errors import EXIT_OK, UsageError
-from ..instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
-from ..report import check_output, columns, count_of, fmt_ns, write_json
-from ._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
+from opskew import _engine
+from opskew.stats.estimators import estimate, gpu_side, per_event_diff
+from opskew.errors import EXIT_OK, UsageError
+from opskew.measure.instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
+from opskew.output import check_output, write_json
+from opskew.render.units import columns, count_of, fmt_ns
+from opskew.commands._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
 
 SCHEMA = "opskew.matrix/1"
 
@@ -142,7 +143,7 @@ def tracer_row(args, device: str, export: bool, events_per_iter: float | None) -
     import json
     import subprocess
 
-    from ..instruments import OpskewTracer
+    from opskew.measure.instruments import OpskewTracer
 
     row = {"row": "opskew", "label": OpskewTracer().label(),
            "note": "measured in a separate process (the collector must be configured before torch "
@@ -150,7 +151,7 @@ def tracer_row(args, device: str, export: bool, events_per_iter: float | None) -
     cfg = {"target": getattr(args, "target", None), "setup": getattr(args, "setup", None),
            "device": device, "threads": args.threads, "calls": args.calls, "numel": args.numel,
            "trials": args.trials, "iters": args.iters, "warmup": args.warmup, "export": export}
-    p = subprocess.run([sys.executable, "-m", "opskew._arm_worker", json.dumps(cfg)],
+    p = subprocess.run([sys.executable, "-m", "opskew._entry.arm_worker", json.dumps(cfg)],
                        capture_output=True, text=True)
     if p.returncode != 0:
         tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
@@ -341,7 +342,7 @@ def compute(args) -> Computed:
         raise UsageError("--inject must be >= 0 ns")
     check_output(args.json, inputs=workload_files(args))
     device = prepare(args)
-    from ..measure import conditions, progress_printer, run_rounds
+    from opskew.measure.rounds import conditions, progress_printer, run_rounds
 
     workload = load_workload(args, device)
     arms, skipped = build_arms(device, not args.no_export, args.inject, args.no_tracer)

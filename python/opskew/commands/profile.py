@@ -9,9 +9,9 @@ import shutil
 import sys
 import tempfile
 
-from ..errors import UsageError
-from ..profiling import ADVISED_SCHEDULE
-from ._common import finite_float
+from opskew.errors import UsageError
+from opskew.profiler.core import ADVISED_SCHEDULE
+from opskew.commands._common import finite_float
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
 
@@ -73,7 +73,7 @@ a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except:
   7    the command exited 0 but no report could be written (one line says why)
 """
 
-BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_profile_boot.py")
+BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_entry", "profile_boot.py")
 
 _OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
 
@@ -112,7 +112,7 @@ def _output_dir(path: str) -> str:
     out = os.path.abspath(path)
     if os.path.lexists(out) and not os.path.isdir(out):
         raise UsageError(f"-o {path}: not a folder")
-    from ..job import SCHEMA as JOB_SCHEMA
+    from opskew.analyze.job import SCHEMA as JOB_SCHEMA
 
     ours = {n: "opskew.profile" for n in _reports(out)}
     if os.path.lexists(os.path.join(out, "job-summary.json")):
@@ -139,7 +139,7 @@ def _output_dir(path: str) -> str:
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
     else:
-        from ..profiling import TRACE_NAME
+        from opskew.profiler.core import TRACE_NAME
 
         old = [n for n in os.listdir(out) if TRACE_NAME.match(n)]
         if old:
@@ -150,7 +150,7 @@ def _output_dir(path: str) -> str:
 
 
 def run(args) -> int:
-    from .record import _exit_code, _split_python, run_child
+    from opskew.commands.record import _exit_code, _split_python, run_child
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -293,9 +293,10 @@ def _job_report(out: str, names: list) -> None:
     """The job's report (report.json, schema opskew.profile.job/1): each
     rank's W, interval, inflation and traces, from its report.rankN.json;
     and a table of them on stderr."""
-    from ..report import fmt_ns, write_file
+    from opskew.render.units import fmt_ns
+    from opskew.output import write_file
 
-    from ..job import rank_reports
+    from opskew.analyze.job import rank_reports
 
     ranks = []
     for n, doc in rank_reports(out, names):
@@ -328,8 +329,9 @@ def _job_summary(out: str, names: list) -> None:
     name), written as job-summary.json beside them, with a few lines on
     stderr: each rank's own cost and what it absorbed, the stragglers. A
     failure here only says so: the job's traces and reports stand."""
-    from .. import job
-    from ..report import fmt_ns, write_file
+    from opskew.analyze import job
+    from opskew.render.units import fmt_ns
+    from opskew.output import write_file
 
     traces, earlier = [], 0
     for _, doc in job.rank_reports(out, names):
@@ -401,7 +403,7 @@ def _outcome(report: str, doc: dict | None = None) -> str:
     final = doc.get("final") or {}
     w = final.get("w_ns") or last.get("w_ns") or {}
     ci = w.get("ci95")
-    from ..report import fmt_ns
+    from opskew.render.units import fmt_ns
 
     wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
              + (f" per operator event (in-run, {_pairs_of(final)})" if final

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from ..errors import EXIT_INTERRUPTED, EXIT_OUTPUT, OpskewError, UsageError
+from opskew.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, OpskewError, UsageError
 
 HELP = "run a Python command under opskew's operator tracer and write a Chrome trace"
 
@@ -62,8 +62,7 @@ A file already at TRACE is replaced only when this run's trace is complete;
 until then, and when the run writes nothing, it is left as it was.
 """
 
-BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_record_boot.py")
-BOOT_EXIT_SETUP = 86  # _record_boot.EXIT_SETUP
+BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_entry", "record_boot.py")
 _PY_RE = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$")
 # Interpreter options that take a value (`python -X dev -W error script.py`).
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "--check-hash-based-pycs"}
@@ -154,13 +153,13 @@ def _wait_forwarding(proc: subprocess.Popen) -> int:
 def run_child(argv: list, env: dict, setup_failed: str) -> int:
     """Runs a bootstrap child (record's or profile's), forwarding signals;
     its exit status. A setup failure the child described in
-    env["OPSKEW_BOOT_ERROR"] (exit BOOT_EXIT_SETUP) is raised as UsageError."""
+    env["OPSKEW_BOOT_ERROR"] (exit EXIT_SETUP) is raised as UsageError."""
     try:
         proc = subprocess.Popen(argv, env=env)
     except OSError as exc:
         raise UsageError(f"cannot run {argv[0]!r}: {exc.strerror}") from None
     rc = _wait_forwarding(proc)
-    if rc == BOOT_EXIT_SETUP:
+    if rc == EXIT_SETUP:
         try:
             with open(env["OPSKEW_BOOT_ERROR"], encoding="utf-8") as f:
                 why = f.read().strip()
@@ -175,7 +174,7 @@ def _header(path: str) -> dict:
     stopping where the events begin);
     {} when the trace has none or cannot be read (the line printed then says
     "?")."""
-    from ..tracefile import scan
+    from opskew.analyze.tracefile import scan
 
     try:
         header = scan(path, header_only=True)["objects"].get("opskew")
@@ -190,8 +189,8 @@ def _stored_costs(device: str) -> dict:
     tracer); the child checks that its torch is the one they were found for."""
     from importlib import metadata
 
-    from .. import _boot
-    from ..calibration import tracer_cost
+    from opskew.tracer import collectors as _boot
+    from opskew.calibration.store import tracer_cost
 
     try:
         version = metadata.version("torch")
@@ -204,8 +203,8 @@ def _stored_costs(device: str) -> dict:
 
 
 def run(args) -> int:
-    from ..report import check_output
-    from ..tracing import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
+    from opskew.output import check_output
+    from opskew.tracer.session import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -247,7 +246,7 @@ def run(args) -> int:
         if not foreign:
             env[COLLECTOR_ENV] = collector
     if inst in ("pyhook", "auto", "native"):
-        from .. import _pyhook
+        from opskew import _pyhook
 
         env["OPSKEW_PYHOOK_PATH"] = os.path.abspath(_pyhook.__file__)
 
@@ -296,7 +295,7 @@ def run(args) -> int:
                 else:
                     import json
 
-                    from ..tables import trace_summary
+                    from opskew.render.tables import trace_summary
 
                     trace_summary(json.loads(text), top=args.top, out=sys.stdout)
                 sys.stdout.flush()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_OK, UsageError
-from ..report import check_output, count_of, fmt_ns, write_json
-from ..tracefile import DEFAULT_EXCLUDED, EXIT_TRUNCATED, losses_line, losses_of, summarize, warnings_of
+from opskew.errors import EXIT_OK, UsageError
+from opskew.output import check_output, write_json
+from opskew.render.units import count_of, fmt_ns
+from opskew.analyze.tracefile import DEFAULT_EXCLUDED, EXIT_TRUNCATED, losses_line, losses_of, summarize, warnings_of
 
 SCHEMA = "opskew.summary/1"
 
@@ -92,7 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _print_table(result, ops, top, out, losses=None):
     """The table through the one renderer (opskew.tables), then the totals."""
-    from ..tables import SUMMARY_COLUMNS, op_table, summary_rows
+    from opskew.render.tables import SUMMARY_COLUMNS, op_table, summary_rows
 
     self_sum = sum(o["self_ns"] for o in result["ops"])  # shares are of all self time
     op_table(summary_rows(ops, SUMMARY_COLUMNS, self_sum), SUMMARY_COLUMNS, top=top, out=out)
@@ -136,7 +137,7 @@ def compute(args) -> dict:
     # An explicit --cat list is taken as is; by default Kineto's "Trace" span
     # (profiler bookkeeping, as long as the whole window) is left out.
     if _is_job(args):
-        from .. import job
+        from opskew.analyze import job
 
         if getattr(args, "csv", None):
             raise UsageError("--csv is for one trace; a job's tables are in --json")
@@ -180,13 +181,13 @@ def run(args) -> int:
     if _is_job(args):
         doc = compute(args)
         if args.json != "-":
-            from .. import job
+            from opskew.analyze import job
 
             job.render(doc, sys.stdout, top=args.top, per_rank=args.per_rank)
         if args.json:
             write_json(doc, args.json)
         if args.corrected_dir:
-            from .. import job
+            from opskew.analyze import job
 
             paths = job.write_corrected(doc, args.corrected_dir)
             print(f"opskew summary: {len(paths)} corrected trace(s) in {args.corrected_dir}", file=sys.stderr)
@@ -204,7 +205,7 @@ def run(args) -> int:
     if args.json:
         write_json(doc, args.json)
     if csv_path:
-        from ..tables import SUMMARY_COLUMNS, summary_rows, write_csv
+        from opskew.render.tables import SUMMARY_COLUMNS, summary_rows, write_csv
 
         write_csv(csv_path, summary_rows(doc["ops"], SUMMARY_COLUMNS), SUMMARY_COLUMNS)
     for w in doc["warnings"]:

@@ -7,9 +7,11 @@ import math
 import sys
 import time
 
-from ..errors import EXIT_OK, UsageError
-from ..report import check_output, columns, count_of, figure_bytes, fmt_time, write_file, write_json
-from ._common import finish, finite_float, workload_files
+from opskew.errors import EXIT_OK, UsageError
+from opskew.output import check_output, write_file, write_json
+from opskew.render.units import columns, count_of, fmt_time
+from opskew.render.plots import figure_bytes
+from opskew.commands._common import finish, finite_float, workload_files
 
 SCHEMA = "opskew.sweep/1"
 BUILTIN_OPS = ("add", "mul", "matmul")
@@ -95,7 +97,7 @@ def _op_factory(spec: str, device: str):
             return lambda: torch.matmul(a, b)
         return "matmul", make
     if ":" in spec:
-        from ..workload import _load_module
+        from opskew.measure.workload import _load_module
 
         modspec, _, fn = spec.rpartition(":")
         mod = _load_module(modspec)
@@ -134,7 +136,7 @@ def _check_signature(spec: str, f, inner: bool = False) -> None:
 
 
 def _instruments(specs, device):
-    from ..instruments import PROFILER_OPTIONS, IttFloor, OpskewTracer, TorchProfiler
+    from opskew.measure.instruments import PROFILER_OPTIONS, IttFloor, OpskewTracer, TorchProfiler
 
     out = {}
     for spec in specs:
@@ -147,7 +149,7 @@ def _instruments(specs, device):
         elif spec == "opskew-native":
             import torch
 
-            from .. import native
+            from opskew.tracer import native
 
             why = native.shim(torch)[1]
             if why:
@@ -179,7 +181,7 @@ def _sizes(args):
 
 def _probe(call, device) -> float:
     """Rough seconds per call, to size the timed window."""
-    from ..measure import make_window
+    from opskew.measure.rounds import make_window
 
     n = 1
     while True:
@@ -246,8 +248,8 @@ def noisy_why(w: dict) -> str | None:
 def point_figures(rounds, instruments, calls: int) -> dict:
     """One size's figures from its rounds: per instrument the added cost, the
     leaf's reported time and the enclosing annotation's."""
-    from .. import _engine
-    from ..analysis import estimate, per_event_diff
+    from opskew import _engine
+    from opskew.stats.estimators import estimate, per_event_diff
 
     base = [w.wall_s for w in rounds.windows("baseline")]
     true_loop = _engine.quantile(base, 0.5)
@@ -309,8 +311,8 @@ def measure(args, device, ops, instruments, progress=True):
     """The curves measured; stops at Ctrl-C (`interrupted`) or at the user's
     op raising (`error`, a WorkloadError whose partial result is what was
     measured before it). Returns (curves, interrupted, error)."""
-    from ..errors import WorkloadError
-    from ..measure import run_rounds, user_traceback
+    from opskew.errors import WorkloadError
+    from opskew.measure.rounds import run_rounds, user_traceback
 
     for inst in instruments.values():
         inst.annotations = (ANNOTATION,)
@@ -559,7 +561,7 @@ def print_human(result, out=None):
 def compute(args):
     """Measures and analyses (and draws the plot unless --no-plot); prints
     nothing. `run` prints and writes the JSON; opskew.api.sweep returns it."""
-    from ._common import Computed
+    from opskew.commands._common import Computed
 
     if args.trials < 2:
         raise UsageError("--trials must be at least 2")
@@ -581,14 +583,14 @@ def compute(args):
     specs = args.instrument or ["torch", "torch:record_shapes,with_stack", "opskew"]
     if "opskew" in specs:
         # The collector must be configured before torch loads (docs/tracer.md).
-        from ..tracing import arrange
+        from opskew.tracer.session import arrange
 
         arrange()
-    from ._common import prepare
+    from opskew.commands._common import prepare
 
     args.warmup = 0.0
     device = prepare(args)
-    from ..measure import conditions
+    from opskew.measure.rounds import conditions
 
     ops = [_op_factory(s, device) for s in (args.op or ["add"])]
     instruments = _instruments(specs, device)

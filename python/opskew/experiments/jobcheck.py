@@ -19,13 +19,13 @@ import subprocess
 import sys
 import tempfile
 
-from .errors import RuntimeFailure, UsageError, WorkloadError
+from opskew.errors import RuntimeFailure, UsageError, WorkloadError
 
 SCHEMA = "opskew.check_job/1"
 
 
 def _analyze(raw: dict, iters: int) -> dict:
-    from .analysis import per_event_diff
+    from opskew.stats.estimators import per_event_diff
 
     ranks = []
     for r in sorted(raw["ranks"], key=lambda x: x["rank"]):
@@ -44,7 +44,7 @@ def _analyze(raw: dict, iters: int) -> dict:
     n = min(len(r["base_s"]) for r in raw["ranks"])
     job_base = [max(r["base_s"][i] for r in raw["ranks"]) for i in range(n)]
     job_prof = [max(r["prof_s"][i] for r in raw["ranks"]) for i in range(n)]
-    from . import _engine
+    from opskew import _engine
 
     paired = _engine.paired([b * 1e9 / iters for b in job_base], [p * 1e9 / iters for p in job_prof])
     added = paired["median"]
@@ -89,7 +89,7 @@ def run(args) -> dict:
         with open(os.path.join(tmp, "spec.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc), "--standalone",
-               "-m", "opskew._check_rank", os.path.join(tmp, "spec.json")]
+               "-m", "opskew._entry.check_rank", os.path.join(tmp, "spec.json")]
         env = dict(os.environ, TMPDIR=tmp)  # torchrun's own log folder
         print(f"opskew check: {args.nproc} ranks under torchrun, {args.trials} trials x {args.iters} iterations "
               "each, baseline and profiled windows interleaved", file=sys.stderr)
@@ -168,7 +168,7 @@ def _partial(tmp: str, spec: dict, nproc: int):
 
 
 def render(doc: dict, out) -> None:
-    from .report import columns, fmt_ci, fmt_ns
+    from opskew.render.units import columns, fmt_ci, fmt_ns
 
     c = doc["conditions"]
     j = doc["job"]

@@ -19,6 +19,10 @@ import threading
 
 # Per instrument that torch loads: the variable torch reads at import, the
 # library's file next to this one, and the variable that overrides it.
+# The opskew package's folder, where meson installs the collector libraries
+# and the extension modules (this file is in its tracer/ folder).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 ENV = {"itt": "INTEL_LIBITTNOTIFY64", "nvtx": "NVTX_INJECTION64_PATH"}
 FILE = {"itt": "libopskew_itt.so", "nvtx": "libopskew_nvtx.so", "native": "libopskew_native.so"}
 OVERRIDE = {"itt": "OPSKEW_ITT_COLLECTOR", "nvtx": "OPSKEW_NVTX_COLLECTOR", "native": "OPSKEW_NATIVE_COLLECTOR"}
@@ -38,8 +42,7 @@ class SetupError(Exception):
 
 def default_path(instrument):
     """Where the collector library for `instrument` ("itt", "nvtx", "native") is, unless overridden."""
-    return os.environ.get(OVERRIDE[instrument]) or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), FILE[instrument])
+    return os.environ.get(OVERRIDE[instrument]) or os.path.join(PACKAGE_DIR, FILE[instrument])
 
 
 def has_itt(torch):
@@ -283,9 +286,8 @@ def active_anywhere():
     own sessions: a trace(instrument="itt") inside a native one started."""
     import importlib.machinery
 
-    here = os.path.dirname(os.path.abspath(__file__))
     paths = [default_path(i) for i in FILE]
-    paths += [os.path.join(here, "_pyhook" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
+    paths += [os.path.join(PACKAGE_DIR, "_pyhook" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
     for p in paths:
         lib = load(p) if os.path.isfile(p) else None
         if lib is not None and lib.osk_trace_active():

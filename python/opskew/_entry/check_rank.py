@@ -36,7 +36,7 @@ def main(spec_path: str) -> int:
     dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(seconds=spec["timeout"]))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(spec["threads"])
-    from .workload import load_target
+    from opskew.measure.workload import load_target
 
     try:
         wl = load_target(spec["target"], device=spec["device"], setup=spec["setup"], calls=spec["calls"],
@@ -86,7 +86,7 @@ def main(spec_path: str) -> int:
         sync()
         return time.perf_counter() - w0, time.thread_time() - c0
 
-    from .report import write_file
+    from opskew.output import write_file
 
     for t in range(spec["trials"]):
         order = ("base", "prof") if t % 2 == 0 else ("prof", "base")
@@ -121,7 +121,7 @@ if __name__ == "__main__":
     except BaseException as exc:  # noqa: BLE001 - told to the launcher, which names it
         import traceback
 
-        from .report import write_file
+        from opskew.output import write_file
 
         rank = os.environ.get("RANK", "0")
         cause = exc.__cause__ if isinstance(exc, WorkloadFailed) and exc.__cause__ else exc

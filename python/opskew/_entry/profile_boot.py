@@ -41,12 +41,13 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
 if "opskew" not in sys.modules:
     import importlib.util
 
-    _spec = importlib.util.spec_from_file_location("opskew", os.path.join(_HERE, "__init__.py"),
-                                                   submodule_search_locations=[_HERE])
+    _PKG = os.path.dirname(_HERE)  # this file is in the package's _entry/ folder
+    _spec = importlib.util.spec_from_file_location("opskew", os.path.join(_PKG, "__init__.py"),
+                                                   submodule_search_locations=[_PKG])
     sys.modules["opskew"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["opskew"])
 
-EXIT_SETUP = 86  # as _record_boot: `opskew profile` reads it as a setup failure
+from opskew.exitcodes import EXIT_SETUP  # noqa: E402  (after the package is loaded by its spec)
 
 
 class Driver:
@@ -248,8 +249,8 @@ class Driver:
         return f"the first optimizer that stepped ({self.first_optimizer[1]})"
 
     def write_report(self, ended_by):
-        from opskew.profiling import KEEP_CYCLES, _metadata
-        from opskew.report import write_file
+        from opskew.profiler.core import KEEP_CYCLES, _metadata
+        from opskew.output import write_file
 
         steps = self.prof.steps
         doc = {
@@ -415,7 +416,7 @@ def _hook_own_profilers(torch, driver):
 
 
 def main():
-    from opskew import _record_boot as rb
+    from opskew._entry import record_boot as rb
 
     signal.signal(signal.SIGTERM, rb.on_sigterm)
     rb._die_with_parent()
@@ -430,7 +431,7 @@ def main():
         rb._fail("cannot import torch in the profiled interpreter: %s" % exc)
     if spec["device"] == "cuda" and not torch.cuda.is_available():
         rb._fail("--device cuda: this torch sees no CUDA device (torch %s)" % torch.__version__)
-    from opskew import profiling as mod
+    from opskew.profiler import core as mod
     driver = Driver(spec, torch, mod.profile)
     mod._driver = driver
     _count_children(driver)
@@ -477,7 +478,7 @@ if __name__ == "__main__":
     try:
         main()
     except BaseException as _exc:  # raised on with the user's frames (_record_boot.for_user)
-        from opskew._record_boot import for_user
+        from opskew._entry.record_boot import for_user
 
         if for_user(_exc) is None:
             raise

@@ -47,9 +47,11 @@ import os
 import sys
 from typing import Iterator, NamedTuple, Optional
 
-from . import _boot, _engine, native
-from ._boot import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
-from .errors import OpskewError, UsageError, from_c_error
+from opskew import _engine
+from opskew.tracer import collectors as _boot
+from opskew.tracer import native
+from opskew.tracer.collectors import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
+from opskew.errors import OpskewError, UsageError, from_c_error
 
 COLLECTOR_ENV = _boot.ENV["itt"]
 NVTX_ENV = _boot.ENV["nvtx"]
@@ -94,7 +96,7 @@ _TORCH_FIRST = {
     "itt": (
         "torch was imported before opskew could arrange its ITT collector, and PyTorch "
         "creates its ITT domain when it is imported. Do one of: (1) call opskew.trace() "
-        "or opskew.tracing.arrange() before `import torch`; (2) start Python with "
+        "or opskew.tracer.arrange() before `import torch`; (2) start Python with "
         "{env}={path} in the environment; (3) run the script under "
         "`opskew record -o trace.json -- python script.py`; (4) use the default instrument, "
         "native (opskew.trace() without instrument=\"itt\"), which needs no import order; or "
@@ -197,7 +199,7 @@ class Summary:
     def table(self) -> str:
         import io
 
-        from .tables import trace_summary
+        from opskew.render.tables import trace_summary
 
         buf = io.StringIO()
         trace_summary(self.data, top=0, out=buf)
@@ -444,7 +446,7 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
     def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
         try:
             if inst == "pyhook":
-                from . import _pyhook
+                from opskew import _pyhook
 
                 session = _boot.start_pyhook(_pyhook, torch)
             else:
@@ -459,7 +461,7 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         # One W for the tracer (docs/tracer.md): the in-window W opskew
         # calibrate stored for this instrument, when there is one.
         try:
-            from .calibration import tracer_cost
+            from opskew.calibration.store import tracer_cost
 
             found = tracer_cost(inst, torch.__version__, self.device)
         except Exception:  # noqa: BLE001 - a cache we cannot read: the self-calibration stands

@@ -15,14 +15,14 @@ import sys
 
 def main() -> int:
     cfg = json.loads(sys.argv[1])
-    from .tracing import arrange
+    from opskew.tracer.session import arrange
 
     arrange()  # before torch
     import torch
 
-    from .instruments import OpskewTracer
-    from .measure import run_rounds
-    from .workload import load_target
+    from opskew.measure.instruments import OpskewTracer
+    from opskew.measure.rounds import run_rounds
+    from opskew.measure.workload import load_target
 
     torch.set_num_threads(cfg["threads"])
     wl = load_target(cfg["target"], device=cfg["device"], setup=cfg["setup"], calls=cfg["calls"],

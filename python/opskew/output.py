@@ -1,84 +1,17 @@
-"""Formatting helpers for terminal tables and JSON output."""
+"""The one way opskew writes a file: every output (JSON, CSV, traces, plots,
+reports) goes through write_file, which calls the C writer (docs/outputs.md).
+check_output refuses, before any work, a path the writer would refuse or that
+would destroy an input."""
 
 from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import sys
 
-from .errors import OutputError, UsageError
-
-
-def fmt_time(seconds: float | None) -> str:
-    """A duration with a unit that keeps 3 significant figures."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "n/a"
-    # Rounded to 3 significant figures first, so that 999.6 ns reads "1 us",
-    # not "1e+03 ns".
-    a = abs(float(f"{seconds:.3g}"))
-    if a >= 1:
-        return f"{seconds:.3g} s"
-    if a >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if a >= 1e-6:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e9:.3g} ns"
-
-
-def count_of(n, word: str, plural: str | None = None) -> str:
-    """"1 thread", "2 threads": a count with its noun in the right number."""
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
-
-
-def fmt_ns(ns: float | None) -> str:
-    return "n/a" if ns is None else fmt_time(ns * 1e-9)
-
-
-def fmt_ci(lo: float, hi: float, fmt=fmt_ns) -> str:
-    return f"[{fmt(lo)}, {fmt(hi)}]"
-
-
-def fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p >= 1e-4 else "<1e-4"
-
-
-def table(rows: list[tuple[str, str]], title: str | None = None, out=None) -> None:
-    """Two-column key/value table."""
-    out = out or sys.stdout
-    width = max((len(k) for k, _ in rows), default=0)
-    if title:
-        out.write(f"{title}\n{'-' * len(title)}\n")
-    for k, v in rows:
-        if k == "":
-            out.write("\n")
-            continue
-        out.write(f"  {k.ljust(width)}  {v}\n")
-
-
-def columns(header: list[str], rows: list[list[str]], right: set[int] = frozenset(), gap: int = 2) -> list[str]:
-    """A table's lines (header, rule, rows) with each column as wide as its
-    widest cell, so that every row's cells start where the header's do. Cells
-    in `right` (column indices) are right-aligned; the last column is never
-    padded. A row of one cell is a free-text line (a note), written as is."""
-    cells = [header] + [r for r in rows if len(r) > 1]
-    widths = [max(len(r[i]) for r in cells if i < len(r)) for i in range(len(header))]
-
-    def line(r):
-        parts = []
-        for i, c in enumerate(r):
-            last = i == len(r) - 1
-            if i in right:
-                parts.append(c.rjust(widths[i]))
-            else:
-                parts.append(c if last else c.ljust(widths[i]))
-        return (" " * gap).join(parts).rstrip()
-
-    out = [line(header), "-" * sum(widths) + "-" * (gap * (len(widths) - 1))]
-    for r in rows:
-        out.append(r[0] if len(r) == 1 else line(r))
-    return out
+from opskew import _engine
+from opskew.errors import OutputError, UsageError
 
 
 def _reason(err: int, reason: str | None) -> str:
@@ -119,8 +52,6 @@ def write_file(path, data) -> None:
         except OSError as exc:
             raise OutputError(f"cannot write to standard output: {_reason(exc.errno, exc.strerror)}") from None
         return
-    from . import _engine
-
     if isinstance(data, str):
         data = data.encode("utf-8")
     try:
@@ -163,8 +94,6 @@ def check_output(path, *, inputs=(), stdout: bool = True, what: str = "output") 
         if not stdout:
             raise UsageError(f"the {what} cannot go to standard output (-) here: give a file")
         return
-    from . import _engine
-
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"directory does not exist: {folder} (for {path})")
@@ -203,13 +132,3 @@ def write_json(obj, path: str) -> None:
     """Writes JSON to `path` ("-" for stdout) through write_file: a reader
     never sees half a file."""
     write_file(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
-def figure_bytes(fig, fmt: str, **kw) -> bytes:
-    """A matplotlib figure rendered in memory (savefig into a BytesIO), for
-    write_file: plots go through the one writer like every output."""
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, **kw)
-    return buf.getvalue()

@@ -82,7 +82,7 @@ def measure(rounds: int = 21, n: int = 200, reps: int = 5) -> dict | None:
     """{"factor": {"median", "ci95", "ci_coverage"}, "rounds", "applies",
     "why", "python", "measure"}; None when another profile function is set
     (it is not replaced). `applies`: the factor's CI lies above MIN_FACTOR."""
-    from .analysis import estimate
+    from opskew.stats.estimators import estimate
 
     if sys.getprofile() is not None:
         return None

@@ -37,7 +37,20 @@ import shutil
 import signal
 import sys
 
-EXIT_SETUP = 86  # `opskew record` reads this as "the tracer could not start"
+# The opskew package's folder (this file is in its _entry/ folder).
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load_by_path(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The one exit-code table, by path like collectors.py (opskew may not be importable here).
+EXIT_SETUP = _load_by_path("_opskew_exitcodes", os.path.join(_PACKAGE, "exitcodes.py")).EXIT_SETUP
+
 # What the parent learns at the end (OPSKEW_RECORD_STATUS), filled as it happens.
 _STATUS = {}
 # The line the trace writer's C side prints on failure; the parent prints its own.
@@ -180,17 +193,10 @@ def _parse(argv):
     return "path", argv[0], list(argv)
 
 
-def _load_by_path(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _load_boot():
     # By path, not by name: sys.path[0] is this folder only when the
     # interpreter runs without -P / -I, and opskew may not be importable.
-    return _load_by_path("_opskew_boot", os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot.py"))
+    return _load_by_path("_opskew_boot", os.path.join(_PACKAGE, "tracer", "collectors.py"))
 
 
 def _load_pyhook(path):
@@ -222,9 +228,8 @@ def _start_native(boot, torch):
     """The native instrument's record session, or, after one line saying why
     it is unavailable, the name of the instrument to fall back to: ITT if
     `opskew record` arranged opskew's collector and torch has ITT, else pyhook."""
-    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        native = _load_by_path("_opskew_native", os.path.join(here, "native.py"))
+        native = _load_by_path("_opskew_native", os.path.join(_PACKAGE, "tracer", "native.py"))
         session, why = boot.start_native_or_why(native, torch, boot.default_path("native"), record=True)
     except boot.SetupError as exc:  # a session already active
         _fail(str(exc))
@@ -331,7 +336,7 @@ def user_frames(tb):
     """The traceback from the first frame of the user's code: without the
     frames of opskew's bootstraps (this folder) and of runpy, which ran the
     script, so that an error reads as it would without opskew."""
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    here = _PACKAGE + os.sep
 
     def ours(f):
         return f.startswith("<frozen runpy") or f == runpy.__file__ or os.path.abspath(f).startswith(here)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import errno
 
-from .errors import EXIT_TRUNCATED, TraceError, from_c_error  # noqa: F401  (EXIT_TRUNCATED, TraceError: for commands)
+from opskew.errors import EXIT_TRUNCATED, TraceError, from_c_error  # noqa: F401  (EXIT_TRUNCATED, TraceError: for commands)
 
 
 # Kineto's own bookkeeping: the "PyTorch Profiler (N)" span over the whole
@@ -57,7 +57,7 @@ class rereadable:
                     return self.path
             except OSError:
                 pass  # osk_reader_spool names why it cannot open it
-        from . import _reader
+        from opskew import _reader
 
         fd, code, message, sys_errno = _reader.spool(self.path)
         if fd < 0:
@@ -100,7 +100,7 @@ def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -
     "status" is "ok" or "truncated"; raises TraceError, with the byte offset,
     when the file is missing or is not valid trace JSON.
     """
-    from . import _reader
+    from opskew import _reader
 
     result = _reader.summarize(path, categories=categories,
                                exclude_categories=list(exclude_categories or ()))
@@ -116,7 +116,7 @@ def scan(path: str, *, header_only: bool = False) -> dict:
     (opskew's writers put their "opskew" object before it), so the cost does
     not grow with the trace; the marks then count nothing. Raises as
     summarize() does."""
-    from . import _reader
+    from opskew import _reader
 
     return _raise_unless_read(_reader.scan(path, header_only=header_only), path, f"trace {path}")
 
@@ -128,7 +128,7 @@ def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, **k
     w_py_ns, delta_py_ns, py_categories, run_json, clock, and waits (the
     cross-thread rule: 1 on, 0 off, -1, the default, where the trace holds GPU
     activity; docs/correct.md, "Threads that wait")."""
-    from . import _correct
+    from opskew import _correct
 
     return _raise_unless_read(_correct.correct(path, w_ns, delta_ns, out, **kw), path, f"correct {path}")
 
@@ -157,7 +157,7 @@ def warnings_of(result: dict) -> list[str]:
         out.append(f"{st['bad_fields']} traceEvents elements had fields of the wrong type")
     resorted = [t for t in result.get("threads", []) if t.get("resorted")]
     if resorted:
-        from .report import count_of
+        from opskew.render.units import count_of
 
         out.append(f"events of {count_of(len(resorted), 'thread')} were out of time order: the trace was "
                    f"read twice and {st.get('resorted_events', 0)} events were sorted in memory")

@@ -13,7 +13,7 @@ import socket
 import stat
 import sys
 
-from .errors import UsageError
+from opskew.errors import UsageError
 
 SCHEMA = "opskew.calibration/1"
 
@@ -21,13 +21,13 @@ SCHEMA = "opskew.calibration/1"
 def cache_dir() -> str:
     """<cache home>/calibrations (native.cache_home: $OPSKEW_CACHE_DIR, else
     $XDG_CACHE_HOME/opskew, else ~/.cache/opskew)."""
-    from .native import cache_home
+    from opskew.tracer.native import cache_home
 
     return os.path.join(cache_home(), "calibrations")
 
 
 def machine() -> str:
-    from .measure import cpu_model
+    from opskew.measure.rounds import cpu_model
 
     return f"{socket.gethostname()} ({cpu_model()})"
 
@@ -66,7 +66,7 @@ def store(cal: dict) -> str:
     d = cache_dir()
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, key_id(cal["key"]) + ".json")
-    from .report import write_file
+    from opskew.output import write_file
 
     # The one writer (docs/outputs.md): a temporary file made with O_EXCL,
     # never a predictable name a planted link could redirect.
@@ -349,8 +349,8 @@ def python_event_constants(py_rounds, name: str, calls: int) -> tuple:
     with its CI, and delta_py, the empty function's reported duration less a
     bare call's cost (bare window / calls; that includes the loop, so
     delta_py errs low), clamped to [0, W_py]."""
-    from . import _engine
-    from .analysis import python_event_cost
+    from opskew import _engine
+    from opskew.stats.estimators import python_event_cost
 
     w = python_event_cost(py_rounds, name)
     bare_call = _engine.quantile([t.wall_s for t in py_rounds.windows("baseline")], 0.5) * 1e9 / calls
@@ -371,9 +371,9 @@ def python_call_rounds(device: str, configs: dict, *, calls: int, trials: int, i
     event and no operator, which prices the Python tracer alone. Returns the
     rounds and the workload's description; raises UsageError when the rounds
     did not complete."""
-    from .instruments import TorchProfiler
-    from .measure import run_rounds
-    from .workload import python_calls
+    from opskew.measure.instruments import TorchProfiler
+    from opskew.measure.rounds import run_rounds
+    from opskew.measure.workload import python_calls
 
     wl = python_calls(calls)
     arms = {"baseline": None, **{n: TorchProfiler(device, count="trace", **o) for n, o in configs.items()}}

@@ -13,8 +13,8 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
+from opskew import __version__
+from opskew.errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
 COMMANDS = ("check", "matrix", "sweep", "advise", "record", "profile", "summary", "calibrate", "correct",
             "compare")
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     except MemoryError:
         # Out of memory in Python (or in a binding building its result) exits
         # as the C's OSK_ENOMEM does, through the same route.
-        from . import _engine
+        from opskew import _engine
 
         exc = from_c_error(_engine.ENOMEM, "running")
         print(f"opskew {args.command}: {exc}", file=sys.stderr)
@@ -132,6 +132,3 @@ def main(argv=None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

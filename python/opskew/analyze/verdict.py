@@ -102,7 +102,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     import json
     import math
 
-    from .tracefile import correct
+    from opskew.analyze.tracefile import correct
 
     w_py = w_py or {"median": 0.0, "ci95": [0.0, 0.0]}
 
@@ -132,7 +132,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     hi_of = {o["name"]: o for o in high["ops"]}
     wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
     dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
-    from .bytecode import runs_bytecode
+    from opskew.measure.bytecode import runs_bytecode
 
     if bytecode is not None and not isinstance(bytecode, dict):
         raise TypeError(f"bytecode must be opskew.bytecode.measure()'s dict or None, not {type(bytecode).__name__}")
@@ -369,7 +369,7 @@ def verdict_rows(ops: list) -> list:
 def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
     """A key_averages()-style table of the top operators by reported self
     time, through the one renderer (opskew.tables), then where the skew lands."""
-    from .tables import Col, op_table
+    from opskew.render.tables import Col, op_table
 
     # The interval's title says its real coverage (that of W's CI).
     cov = f"{100 * verdict.get('ci_coverage', 0.95):.3g}% CI"
@@ -412,7 +412,8 @@ def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from .report import figure_bytes, write_file
+    from opskew.render.plots import figure_bytes
+    from opskew.output import write_file
 
     ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.38 * max(len(ops), 1)))

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import UsageError
+from opskew.errors import UsageError
 
 BUILTIN = "builtin:add"
 
@@ -235,8 +235,8 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
         except Exception as exc:
             # The user's code failed, not the command line: exit 4 with its
             # traceback, as when TARGET itself raises.
-            from .errors import WorkloadError
-            from .measure import user_traceback
+            from opskew.errors import WorkloadError
+            from opskew.measure.rounds import user_traceback
 
             err = WorkloadError(f"--setup {setup} raised {type(exc).__name__}: {exc} (nothing was measured)",
                                 cause=exc)

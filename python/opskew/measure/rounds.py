@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .errors import UsageError, WorkloadError
-from .instruments import Instrument, Trial
+from opskew.errors import UsageError, WorkloadError
+from opskew.measure.instruments import Instrument, Trial
 
 # Kineto logs two lines per profiler start/stop on stderr; quiet unless asked.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -130,7 +130,7 @@ def sync_cost_s(repeats: int = 50) -> float:
 def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -> dict:
     import torch
 
-    from . import __version__, _engine
+    from opskew import __version__, _engine
 
     cond = {
         "opskew": __version__,
@@ -209,7 +209,7 @@ def user_traceback(exc: BaseException) -> str:
     Empty when no frame is the user's."""
     import traceback
 
-    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the opskew package
     tb = exc.__traceback__
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):
         tb = tb.tb_next

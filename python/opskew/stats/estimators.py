@@ -6,8 +6,8 @@ module only arranges per-trial numbers (one per trial, never one per event).
 
 from __future__ import annotations
 
-from . import _engine
-from .report import fmt_p
+from opskew import _engine
+from opskew.render.units import fmt_p
 
 
 def estimate(samples: list[float]) -> dict:

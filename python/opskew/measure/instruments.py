@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import UsageError
+from opskew.errors import UsageError
 
 # Names of the Python tracer's events (with_stack): "<built-in method add ...>",
 # "file.py(123): function" and "nn.Module: Linear_0". key_averages() does not
@@ -76,7 +76,7 @@ def count_cupti_overhead(path: str, extra: dict) -> None:
     """CUPTI's own overhead activities, as Kineto exports them (cat
     "overhead"), counted by the C reader: how much the GPU-side instrument
     itself reports costing."""
-    from .tracefile import summarize
+    from opskew.analyze.tracefile import summarize
 
     res = summarize(path, categories=["overhead"])
     extra["cupti_overhead_events"] = res["stats"]["complete_events"]
@@ -100,7 +100,7 @@ def count_from_trace(path: str, tr: "Trial", annotations=()) -> None:
     the C reader (the same split key_averages gives, at a fraction of the
     cost); also the operators' reported self time and the most-called Python
     function (the calibration's Python micro-workload reads its duration)."""
-    from .tracefile import summarize
+    from opskew.analyze.tracefile import summarize
 
     t0 = time.perf_counter()
     res = summarize(path, categories=list(OP_CATEGORIES + PY_CATEGORIES))
@@ -261,7 +261,7 @@ class BusyWait(Instrument):
         return f"busy-wait({self.ns} ns/event)"
 
     def trial(self, window):
-        from . import _engine
+        from opskew import _engine
 
         t0 = time.perf_counter()
         _engine.inject_start(self.ns)
@@ -366,7 +366,7 @@ class NativeFloor(_Timed):
         """None when usable here, else why not (and builds the shim once)."""
         import torch
 
-        from . import native
+        from opskew.tracer import native
 
         return native.shim(torch)[1]
 
@@ -376,7 +376,7 @@ class NativeFloor(_Timed):
     def _open(self):
         import torch
 
-        from . import native
+        from opskew.tracer import native
 
         self._shim = native.shim(torch)[0]
         self._shim.osk_shim_attach_thread(1)
@@ -403,7 +403,7 @@ class OpskewTracer(Instrument):
         return f"opskew tracer ({'ITT' if self.instrument == 'itt' else self.instrument} collector)"
 
     def trial(self, window):
-        from .tracing import trace
+        from opskew.tracer.session import trace
 
         session = trace(None, instrument=self.instrument)  # aten operators
         t0 = time.perf_counter()

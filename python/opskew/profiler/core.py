@@ -29,8 +29,8 @@ import threading
 import time
 import weakref
 
-from . import _engine
-from .analysis import estimate, per_event_diff
+from opskew import _engine
+from opskew.stats.estimators import estimate, per_event_diff
 
 # The phases of a step, by the schedule's ProfilerAction name.
 _PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active"}
@@ -566,7 +566,7 @@ class profile:
         if self._ref_live is None:
             if self._wait_pos != REF_FIRST or self._last_wait_len < REF_WAIT:
                 return
-            from .tracing import trace
+            from opskew.tracer.session import trace
 
             ctx = trace(instrument="native")
             try:
@@ -703,7 +703,7 @@ class profile:
                 {"route": "torch", "why": "this torch's profile has no record_steps/step_rec_fn: torch opens its "
                                           "own ranges"})
             return
-        from . import native
+        from opskew.tracer import native
 
         try:
             lib, why = native.shim(self._torch)
@@ -883,7 +883,7 @@ class profile:
             if self._in_ready:
                 self._exported.append(path)
             return out
-        from .report import write_file
+        from opskew.output import write_file
 
         with open(self._kept, "rb") as f:
             data = f.read()
@@ -1033,7 +1033,7 @@ class profile:
         those of other threads it waited for (a CUDA backward runs on the
         autograd engine's device thread: the C correction's cross-thread rule,
         on where the trace holds GPU activity)."""
-        from .tracefile import correct
+        from opskew.analyze.tracefile import correct
 
         res = correct(trace, 0.0, 0.0, waits=self._waits)
         per_step = {}
@@ -1307,7 +1307,7 @@ class profile:
         if not self._options["with_stack"] or not self._measure_py:
             return None
         if self._bytecode_value is None:
-            from .bytecode import measured
+            from opskew.measure.bytecode import measured
 
             t0 = time.perf_counter_ns()
             try:
@@ -1329,8 +1329,8 @@ class profile:
         """W_py from paired rounds of an empty Python function, bare and under
         this profiler configuration (calibrate's method, calibration.
         python_call_rounds), in this process: about a second, once."""
-        from .calibration import python_call_rounds, python_event_constants
-        from .errors import OpskewError
+        from opskew.calibration.store import python_call_rounds, python_event_constants
+        from opskew.errors import OpskewError
 
         calls, iters = 200, 5
         opts = {k: v for k, v in self._options.items() if v}
@@ -1359,7 +1359,7 @@ class profile:
         (docs/profile.md). One run keeps one calibration's delta, even if
         another is stored while it runs."""
         if self._stored_cal is None:
-            from .calibration import config_name, find_for_threads
+            from opskew.calibration.store import config_name, find_for_threads
 
             cal, self._stored_note = find_for_threads("torch.profiler", config_name(self._options),
                                                       self._torch.__version__, "cuda" if self._cuda else "cpu",
@@ -1370,7 +1370,7 @@ class profile:
     def _delta_range(self) -> list | None:
         """delta's spread over operators in the stored calibration (its leaf
         panel), which the verdict's intervals carry; None without one."""
-        from .calibration import delta_range
+        from opskew.calibration.store import delta_range
 
         return delta_range(self._stored())
 
@@ -1536,7 +1536,7 @@ class profile:
             # The raw trace is kept whether or not W is known.
             os.makedirs(self._corrected_dir, exist_ok=True)
             keep = os.path.join(self._corrected_dir, f"{self._stem}-cycle{self._cycle}.json")
-            from .report import write_file
+            from opskew.output import write_file
 
             with open(trace, "rb") as f:
                 write_file(keep, f.read())
@@ -1592,7 +1592,7 @@ def _trace_steps(rep: dict, v: dict):
 
 
 def _operators(v: dict) -> dict:
-    """The report's per-operator part, from opskew.verdict.per_operator."""
+    """The report's per-operator part, from opskew.analyze.verdict.per_operator."""
     return {"ops": v["ops"], "summary": v["summary"], "bytecode_rows": v.get("bytecode_rows", 0),
             "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}
 
@@ -1750,7 +1750,7 @@ def _price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None, 
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
     f = _level(level)
     want = cold_w_scale(extra, cold, wm, wpm)
-    from .report import fmt_ns
+    from opskew.render.units import fmt_ns
 
     if n < COLD_MIN_CYCLES:
         why = f"priced at W: {n} cycle(s) measured it (it takes {COLD_MIN_CYCLES})"
@@ -1797,7 +1797,7 @@ def _per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits
     interpreter's slowdown under with_stack (opskew.bytecode.measure);
     `delta_range`: delta's spread over operators (calibration.delta_range);
     `op_deltas`: the leaves' own deltas (profile._op_deltas)."""
-    from .verdict import per_operator
+    from opskew.analyze.verdict import per_operator
 
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
@@ -1814,7 +1814,7 @@ def _metadata(rep: dict) -> dict:
 
 def render(rep: dict) -> str:
     """The short per-cycle report."""
-    from .report import fmt_ns
+    from opskew.render.units import fmt_ns
 
     who = f" rank {rep['rank']}/{rep['world_size']}" if rep.get("rank") is not None else ""
     lines = [f"opskew.profile{who} cycle {rep['cycle']}: {rep['steps']['active']} active, "
@@ -1876,14 +1876,14 @@ def render(rep: dict) -> str:
         lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
         return "\n".join(lines) + "\n"
     v = rep["verdict"]
-    from .verdict import skew_words
+    from opskew.analyze.verdict import skew_words
 
     lines.append(f"  verdict: {skew_words(v, v['enough_pairs'])} ({v['test']})")
     if rep.get("operators"):
         m = rep["operators"]["marks"]
         lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
                      f"{m['unknowable']} unknowable")
-        from .verdict import bytecode_sentence
+        from opskew.analyze.verdict import bytecode_sentence
 
         note = bytecode_sentence({"bytecode": rep.get("bytecode"),
                                   "bytecode_rows": rep["operators"].get("bytecode_rows")})

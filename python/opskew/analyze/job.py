@@ -15,8 +15,8 @@ import os
 import re
 import statistics
 
-from .errors import UsageError, from_c_error
-from .tracefile import DEFAULT_EXCLUDED, _raise_unless_read, scan
+from opskew.errors import UsageError, from_c_error
+from opskew.analyze.tracefile import DEFAULT_EXCLUDED, _raise_unless_read, scan
 
 SCHEMA = "opskew.job_summary/1"
 
@@ -132,7 +132,7 @@ def parse_costs(specs: list) -> dict:
 
 def compute(paths: list, *, costs=None, align: str = "auto", categories=None) -> dict:
     """The job summary document (schema opskew.job_summary/1)."""
-    from . import _reader
+    from opskew import _reader
 
     files = trace_files(paths)
     ids = [identify(p) for p in files]
@@ -267,7 +267,7 @@ def _cycle_report(src: str, found: dict) -> dict | None:
     rep = found.get(os.path.realpath(src))
     if rep is not None:
         return rep
-    from .profiling import corrected_path
+    from opskew.profiler.core import corrected_path
 
     cor = corrected_path(src)
     if not os.path.isfile(cor):
@@ -288,7 +288,7 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     recomputed for this W (the same extra over this W's instrument time,
     within the same COLD_MAX_SCALE); and each leaf's own delta where the
     report has them (op_deltas_ns). None without a report."""
-    from .profiling import COLD_MAX_SCALE, cold_w_scale
+    from opskew.profiler.core import COLD_MAX_SCALE, cold_w_scale
 
     if not rep:
         return None
@@ -307,7 +307,7 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
             spans[st["name"]] = (spans.get(st["name"], -1.0), float(sc))
     own = rep.get("op_deltas_ns")
     if isinstance(own, dict) and own:
-        from .verdict import _own_deltas, _with_deltas
+        from opskew.analyze.verdict import _own_deltas, _with_deltas
 
         try:  # each leaf's own delta, at its median (docs/profile.md, "Each leaf's own delta")
             spans = _with_deltas(spans, _own_deltas(own), 0)
@@ -325,8 +325,8 @@ def write_corrected(doc: dict, out_dir: str) -> list:
     cycle's report: its `delta` (else 0), each ProfilerStep#N held to the
     body it timed, and the cold first step's price (job_spans). The
     recomputed waits stay in the job summary. Returns the paths."""
-    from .report import check_output
-    from .tracefile import correct
+    from opskew.output import check_output
+    from opskew.analyze.tracefile import correct
 
     if not doc["corrected"]:
         raise UsageError("--corrected-dir needs every rank's W (--w, or opskew profile's reports beside the "
@@ -383,8 +383,8 @@ def stragglers(result: dict) -> list:
 
 def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
     """The job summary as text."""
-    from .report import columns, fmt_ns
-    from .tables import SUMMARY_COLUMNS, op_table, summary_rows
+    from opskew.render.units import columns, fmt_ns
+    from opskew.render.tables import SUMMARY_COLUMNS, op_table, summary_rows
 
     ranks = doc["ranks"]
     out.write(f"job: {doc['world_size']} ranks, {len(doc['traces'])} traces"
