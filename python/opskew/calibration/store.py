@@ -9,27 +9,14 @@ import json
 import math
 import os
 import re
-import socket
 import stat
 import sys
 
 from opskew.errors import UsageError
+from opskew.host import cache_dir, machine
+from opskew.output import write_file
 
 SCHEMA = "opskew.calibration/1"
-
-
-def cache_dir() -> str:
-    """<cache home>/calibrations (native.cache_home: $OPSKEW_CACHE_DIR, else
-    $XDG_CACHE_HOME/opskew, else ~/.cache/opskew)."""
-    from opskew.tracer.native import cache_home
-
-    return os.path.join(cache_home(), "calibrations")
-
-
-def machine() -> str:
-    from opskew.measure.rounds import cpu_model
-
-    return f"{socket.gethostname()} ({cpu_model()})"
 
 
 def config_name(options: dict) -> str:
@@ -66,8 +53,6 @@ def store(cal: dict) -> str:
     d = cache_dir()
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, key_id(cal["key"]) + ".json")
-    from opskew.output import write_file
-
     # The one writer (docs/outputs.md): a temporary file made with O_EXCL,
     # never a predictable name a planted link could redirect.
     write_file(path, json.dumps({k: v for k, v in cal.items() if k != "_path"}, indent=2))
@@ -341,47 +326,3 @@ def delta_range(cal: dict | None) -> list | None:
             and rng[0] <= rng[1]):
         return [float(rng[0]), float(rng[1])]
     return None
-
-
-def python_event_constants(py_rounds, name: str, calls: int) -> tuple:
-    """(W_py, delta_py) of arm `name` of `python_call_rounds`' rounds, whose
-    windows made `calls` empty-function calls each: W_py per Python event
-    with its CI, and delta_py, the empty function's reported duration less a
-    bare call's cost (bare window / calls; that includes the loop, so
-    delta_py errs low), clamped to [0, W_py]."""
-    from opskew import _engine
-    from opskew.stats.estimators import python_event_cost
-
-    w = python_event_cost(py_rounds, name)
-    bare_call = _engine.quantile([t.wall_s for t in py_rounds.windows("baseline")], 0.5) * 1e9 / calls
-    reported = [t.extra["py_top"]["total_ns"] / t.extra["py_top"]["calls"] for t in py_rounds.trials[name]
-                if "py_top" in t.extra]
-    dp = _engine.quantile(reported, 0.5) - bare_call if reported else 0.0
-    delta = {"median": min(max(dp, 0.0), max(w["median"], 0.0)), "bare_call_ns": bare_call,
-             "method": "the empty Python function's reported duration - the bare call's cost "
-                       "(bare window / calls), clamped to [0, W_py]"}
-    return w, delta
-
-
-def python_call_rounds(device: str, configs: dict, *, calls: int, trials: int, iters: int,
-                       warmup_s: float, progress=None):
-    """Paired rounds of an empty Python function called `calls` times per
-    iteration: the bare arm "baseline" and one torch.profiler arm per entry of
-    `configs` (name -> options). Under with_stack every call is one Python
-    event and no operator, which prices the Python tracer alone. Returns the
-    rounds and the workload's description; raises UsageError when the rounds
-    did not complete."""
-    from opskew.measure.instruments import TorchProfiler
-    from opskew.measure.rounds import run_rounds
-    from opskew.measure.workload import python_calls
-
-    wl = python_calls(calls)
-    arms = {"baseline": None, **{n: TorchProfiler(device, count="trace", **o) for n, o in configs.items()}}
-    r = run_rounds(wl.iteration, arms, trials=trials, iters=iters, device=device, warmup_s=warmup_s,
-                   progress=progress)
-    if r.interrupted:
-        raise KeyboardInterrupt  # Ctrl-C is the user's, wherever it lands
-    if r.error is not None or r.n < 2:
-        raise UsageError(f"measuring W_py on empty Python calls did not complete "
-                         f"({r.error or 'interrupted'})")
-    return r, wl.description

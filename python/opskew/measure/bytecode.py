@@ -30,6 +30,8 @@ import platform
 import sys
 import time
 
+from opskew.stats.estimators import estimate
+
 # The factor's CI must lie above this for the widening to apply: below it the
 # slowdown is within what the loop's own noise and cache effects give.
 MIN_FACTOR = 1.05
@@ -82,8 +84,6 @@ def measure(rounds: int = 21, n: int = 200, reps: int = 5) -> dict | None:
     """{"factor": {"median", "ci95", "ci_coverage"}, "rounds", "applies",
     "why", "python", "measure"}; None when another profile function is set
     (it is not replaced). `applies`: the factor's CI lies above MIN_FACTOR."""
-    from opskew.stats.estimators import estimate
-
     if sys.getprofile() is not None:
         return None
     objs = [_Obj(i) for i in range(n)]

@@ -23,7 +23,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from opskew import _engine
+from opskew.analyze.tracefile import summarize
 from opskew.errors import UsageError
+from opskew.tracer import native
+from opskew.tracer import session as tracer_session
 
 # Names of the Python tracer's events (with_stack): "<built-in method add ...>",
 # "file.py(123): function" and "nn.Module: Linear_0". key_averages() does not
@@ -76,8 +80,6 @@ def count_cupti_overhead(path: str, extra: dict) -> None:
     """CUPTI's own overhead activities, as Kineto exports them (cat
     "overhead"), counted by the C reader: how much the GPU-side instrument
     itself reports costing."""
-    from opskew.analyze.tracefile import summarize
-
     res = summarize(path, categories=["overhead"])
     extra["cupti_overhead_events"] = res["stats"]["complete_events"]
     extra["cupti_overhead_ns"] = sum(op["total_ns"] for op in res["ops"])
@@ -100,8 +102,6 @@ def count_from_trace(path: str, tr: "Trial", annotations=()) -> None:
     the C reader (the same split key_averages gives, at a fraction of the
     cost); also the operators' reported self time and the most-called Python
     function (the calibration's Python micro-workload reads its duration)."""
-    from opskew.analyze.tracefile import summarize
-
     t0 = time.perf_counter()
     res = summarize(path, categories=list(OP_CATEGORIES + PY_CATEGORIES))
     ops = [o for o in res["ops"] if o["cat"] in OP_CATEGORIES]
@@ -261,8 +261,6 @@ class BusyWait(Instrument):
         return f"busy-wait({self.ns} ns/event)"
 
     def trial(self, window):
-        from opskew import _engine
-
         t0 = time.perf_counter()
         _engine.inject_start(self.ns)
         t1 = time.perf_counter()
@@ -366,8 +364,6 @@ class NativeFloor(_Timed):
         """None when usable here, else why not (and builds the shim once)."""
         import torch
 
-        from opskew.tracer import native
-
         return native.shim(torch)[1]
 
     def label(self):
@@ -375,8 +371,6 @@ class NativeFloor(_Timed):
 
     def _open(self):
         import torch
-
-        from opskew.tracer import native
 
         self._shim = native.shim(torch)[0]
         self._shim.osk_shim_attach_thread(1)
@@ -403,9 +397,7 @@ class OpskewTracer(Instrument):
         return f"opskew tracer ({'ITT' if self.instrument == 'itt' else self.instrument} collector)"
 
     def trial(self, window):
-        from opskew.tracer.session import trace
-
-        session = trace(None, instrument=self.instrument)  # aten operators
+        session = tracer_session.trace(None, instrument=self.instrument)  # aten operators
         t0 = time.perf_counter()
         rec = session.__enter__()
         t1 = time.perf_counter()

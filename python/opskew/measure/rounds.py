@@ -14,10 +14,13 @@ import os
 import platform
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Callable
 
+from opskew import _engine
 from opskew.errors import UsageError, WorkloadError
+from opskew.host import cpu_model
 from opskew.measure.instruments import Instrument, Trial
 
 # Kineto logs two lines per profiler start/stop on stderr; quiet unless asked.
@@ -100,18 +103,6 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
     return window
 
 
-def cpu_model() -> str:
-    """The processor's model name (Linux), else what platform knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def sync_cost_s(repeats: int = 50) -> float:
     """Median time of torch.cuda.synchronize() with nothing queued: the cost
     every synchronized window pays once, reported rather than hidden."""
@@ -130,10 +121,8 @@ def sync_cost_s(repeats: int = 50) -> float:
 def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -> dict:
     import torch
 
-    from opskew import __version__, _engine
-
     cond = {
-        "opskew": __version__,
+        "opskew": _engine.version,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
@@ -207,8 +196,6 @@ def user_traceback(exc: BaseException) -> str:
     """The exception's traceback from the first frame outside opskew, as
     Python prints it: the user's own code, not opskew's loop around it.
     Empty when no frame is the user's."""
-    import traceback
-
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the opskew package
     tb = exc.__traceback__
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here):

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from opskew.errors import UsageError
+from opskew.errors import UsageError, WorkloadError
+from opskew.measure.rounds import user_traceback
 
 BUILTIN = "builtin:add"
 
@@ -171,8 +173,6 @@ def python_calls(calls: int) -> Workload:
 def _check_signature(target: str, fn, setup: str | None) -> None:
     """Refuses, before anything runs, a TARGET that cannot be called the way
     opskew calls it: with no argument, or with --setup's result alone."""
-    import inspect
-
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -235,9 +235,6 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
         except Exception as exc:
             # The user's code failed, not the command line: exit 4 with its
             # traceback, as when TARGET itself raises.
-            from opskew.errors import WorkloadError
-            from opskew.measure.rounds import user_traceback
-
             err = WorkloadError(f"--setup {setup} raised {type(exc).__name__}: {exc} (nothing was measured)",
                                 cause=exc)
             err.user_traceback = user_traceback(exc)

@@ -7,7 +7,13 @@ module only arranges per-trial numbers (one per trial, never one per event).
 from __future__ import annotations
 
 from opskew import _engine
-from opskew.render.units import fmt_p
+
+
+def p_text(p: float) -> str:
+    """A p-value as the check's test sentence (JSON "test") spells it: two
+    significant digits, or "<1e-4" (the same text as render.units.fmt_p; the
+    sentence is part of the result, built here, where render is out of reach)."""
+    return f"{p:.2g}" if p >= 1e-4 else "<1e-4"
 
 
 def estimate(samples: list[float]) -> dict:
@@ -162,8 +168,8 @@ def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: f
         # Its interval may well exclude 0; at this coverage that is no verdict.
         about_ci = f"W's interval has {cov:.1f}% coverage"
     test = (f"sign test over {n} paired trials (exact, two-sided): {w['n_positive']} of {n} "
-            f"profiled trials slower, p = {fmt_p(w['sign_p'])}; {about_ci}; Wilcoxon signed-rank "
-            f"p = {fmt_p(w['wilcoxon_p'])}; in-window slowdown {100 * (res['inflation'] - 1):+.1f}% "
+            f"profiled trials slower, p = {p_text(w['sign_p'])}; {about_ci}; Wilcoxon signed-rank "
+            f"p = {p_text(w['wilcoxon_p'])}; in-window slowdown {100 * (res['inflation'] - 1):+.1f}% "
             f"vs threshold {100 * threshold:.0f}%")
     if not w["ci_reaches_95"]:
         test += f"; {n} pairs cannot give a 95% CI (need 6), so no verdict of skew"
