@@ -36,7 +36,7 @@
  * is void: three reads then). A pipe, held whole, notes them as it goes.
  */
 #include "opskew_correct.h"
-#include "analysis.h"
+#include "reader_analysis.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -265,9 +265,9 @@ static void thr_release(thr_t *t) {
 
 /* ------------------------------------------------------------ the output */
 
-static void put_id(osk__out_t *o, const osk_reader_id_t *id) {
-  if (id->kind == OSK_READER_ID_INT) osk__out_i64(o, id->num);
-  else if (id->kind == OSK_READER_ID_STR) osk__out_str(o, id->str.ptr, id->str.len);
+static void put_id(osk__out_t *o, const osk__id_t *id) {
+  if (id->kind == OSK__ID_INT) osk__out_i64(o, id->num);
+  else if (id->kind == OSK__ID_STR) osk__out_str(o, id->str.ptr, id->str.len);
   else osk__out_puts(o, "0");
 }
 
@@ -921,7 +921,7 @@ static uint64_t overlapping_threads(const osk_correct_t *c) {
 static int on_event(void *ctx, const osk_reader_event_t *ev) {
   osk_correct_t *c = ctx;
   c->stats.events++;
-  if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata(&c->th, ev, NULL);
+  if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata_ev(&c->th, ev, NULL, NULL);
   if (!osk__str_is(ev->ph, "X", 1)) {
     if ((osk__str_is(ev->ph, "B", 1) || osk__str_is(ev->ph, "E", 1)) && category_index(c, ev->cat) >= 0)
       c->stats.begin_end_events++;
@@ -942,7 +942,7 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
     if (!c->gpu && is_gpu_category(ev->cat)) c->gpu = 1;
     return 0;
   }
-  int64_t thread = osk__threads_intern(&c->th, &ev->pid, &ev->tid);
+  int64_t thread = osk__threads_intern_ev(&c->th, ev);
   if (thread < 0) return (int)thread;
   thr_t *t = thr_at(c, thread);
   if (!t) return OSK_ENOMEM;
@@ -1112,7 +1112,7 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
 static void write_trailer(osk_correct_t *c, const osk_reader_t *r) {
   osk__out_t *o = c->o;
   for (size_t i = 0; i < c->th.n_procs; i++) {
-    const osk_summary_process_t *p = &c->th.procs[i];
+    const osk__process_t *p = &c->th.procs[i];
     osk__out_puts(o, c->first ? "" : ",\n");
     c->first = 0;
     osk__out_puts(o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");

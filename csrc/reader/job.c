@@ -2,7 +2,7 @@
  * steps, collectives matched across ranks, clock alignment and TAU's
  * parallel correction (the model is at the top of opskew_job.h). */
 #include "opskew_job.h"
-#include "analysis.h"
+#include "reader_analysis.h"
 #include "reader_internal.h"
 
 #include <math.h>

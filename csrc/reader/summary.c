@@ -13,7 +13,7 @@
  * an event closes (self times per name) and the statistics.
  */
 #include "opskew_reader.h"
-#include "analysis.h"
+#include "reader_analysis.h"
 #include "reader_internal.h"
 
 #include <stdlib.h>
@@ -180,6 +180,8 @@ struct osk_summary {
   size_t n_ops, ops_cap;
 
   osk__threads_t th; /* thread ids, names, and the processes */
+  osk_summary_process_t *procs; /* th's processes, as osk_summary_process hands them out */
+  size_t n_procs, procs_cap;
   thread_t *threads;  /* by thread id */
   size_t n_threads, threads_cap;
 
@@ -246,15 +248,15 @@ static thread_t *thread_at(osk_summary_t *s, int64_t id) {
   for (size_t i = s->n_threads; i <= (size_t)id; i++) {
     thread_t *t = &s->threads[i];
     memset(t, 0, sizeof *t);
-    t->pub.pid = s->th.th[i].pid;
-    t->pub.tid = s->th.th[i].tid;
+    t->pub.pid = osk__reader_id(&s->th.th[i].pid);
+    t->pub.tid = osk__reader_id(&s->th.th[i].tid);
   }
   s->n_threads = (size_t)id + 1;
   return &s->threads[id];
 }
 
-static thread_t *thread_get(osk_summary_t *s, const osk_reader_id_t *pid, const osk_reader_id_t *tid) {
-  return thread_at(s, osk__threads_intern(&s->th, pid, tid));
+static thread_t *thread_get(osk_summary_t *s, const osk_reader_event_t *ev) {
+  return thread_at(s, osk__threads_intern_ev(&s->th, ev));
 }
 
 static self_t *self_slot(thread_t *t, uint32_t name) {
@@ -403,10 +405,19 @@ static int usable(osk_summary_t *s, const osk_reader_event_t *ev, unsigned need,
   return 1;
 }
 
-/* The metadata rule is the trace core's; a thread it names is one of ours. */
+/* The metadata rule is the trace core's; a thread it names is one of ours,
+ * and a process it names is listed as the public type. */
 static int on_metadata(osk_summary_t *s, const osk_reader_event_t *ev) {
-  int64_t named;
-  int rc = osk__threads_metadata(&s->th, ev, &named);
+  int64_t named, named_proc;
+  int rc = osk__threads_metadata_ev(&s->th, ev, &named, &named_proc);
+  const osk__threads_t *th = &s->th;
+  if (th->n_procs > s->n_procs || named_proc >= 0) {
+    if (osk__grow((void **)&s->procs, &s->procs_cap, th->n_procs, sizeof *s->procs)) return OSK_ENOMEM;
+    for (; s->n_procs < th->n_procs; s->n_procs++)
+      s->procs[s->n_procs] = (osk_summary_process_t){osk__reader_id(&th->procs[s->n_procs].pid),
+                                                     th->procs[s->n_procs].name};
+    if (named_proc >= 0) s->procs[named_proc].name = th->procs[named_proc].name;
+  }
   if (rc || named < 0) return rc;
   thread_t *t = thread_at(s, named);
   if (!t) return OSK_ENOMEM;
@@ -470,7 +481,7 @@ int osk_summary_add(void *summary, const osk_reader_event_t *ev) {
   switch (ev->ph.ptr[0]) {
   case 'X': {
     if (!usable(s, ev, OSK__EV_COMPLETE, 1)) return 0;
-    thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+    thread_t *t = thread_get(s, ev);
     if (!t) return OSK_ENOMEM;
     int64_t id = op_intern(s, ev->name, ev->cat);
     if (id < 0) return (int)id;
@@ -501,7 +512,7 @@ int osk_summary_add(void *summary, const osk_reader_event_t *ev) {
     int keep = !begin || !s->filter || cat_selected(s, ev->cat);
     if (!keep) s->stats.filtered_events++;
     if (!usable(s, ev, begin ? OSK_READER_EV_NAME | OSK_READER_EV_TS : OSK_READER_EV_TS, 0)) return 0;
-    thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+    thread_t *t = thread_get(s, ev);
     if (!t) return OSK_ENOMEM;
     return on_begin_end(s, t, ev, begin, keep);
   }
@@ -524,7 +535,7 @@ int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev) {
   if (ev->ph.len != 1 || ev->ph.ptr[0] != 'X') return 0;
   if (s->filter && !cat_selected(s, ev->cat)) return 0;
   if (!osk__event_usable(ev, OSK__EV_COMPLETE)) return 0;
-  thread_t *t = thread_get(s, &ev->pid, &ev->tid);
+  thread_t *t = thread_get(s, ev);
   if (!t) return OSK_ENOMEM;
   if (!t->unsorted) return 0;
   int64_t id = op_intern(s, ev->name, ev->cat);
@@ -672,10 +683,10 @@ const osk_summary_thread_t *osk_summary_thread(const osk_summary_t *s, size_t i)
   return s && i < s->n_threads ? &s->threads[i].pub : NULL;
 }
 
-size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->th.n_procs : 0; }
+size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->n_procs : 0; }
 
 const osk_summary_process_t *osk_summary_process(const osk_summary_t *s, size_t i) {
-  return s && i < s->th.n_procs ? &s->th.procs[i] : NULL;
+  return s && i < s->n_procs ? &s->procs[i] : NULL;
 }
 
 const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s) {
@@ -698,6 +709,7 @@ void osk_summary_free(osk_summary_t *s) {
   }
   osk__names_free(&s->names);
   osk__threads_free(&s->th);
+  free(s->procs);
   for (size_t i = 0; i < 2 * s->n_meta; i++) free(s->meta_kv[i]);
   free(s->meta_kv);
   free(s->meta_len);

@@ -1,31 +1,35 @@
 /* analysis.h: the reading side of the trace core (see tracecore.h):
- * interning of names and threads, the metadata rule, and the nesting rule,
- * over the reader's event type. The streaming summary and the compensation
- * use them. */
+ * interning of names and threads, the metadata rule, and the nesting rule.
+ * Its types are the trace core's own (osk__id_t, osk__meta_event_t), so it
+ * needs no reader: the reader's events reach it through
+ * csrc/reader/reader_analysis.h, which the streaming summary, the job and
+ * the compensation include. */
 #ifndef OPSKEW_ANALYSIS_H
 #define OPSKEW_ANALYSIS_H
 
-#include "opskew_reader.h"
 #include "tracecore.h"
 
 static inline int osk__str_is(osk_str_t a, const char *b, size_t n) {
   return a.len == n && (n == 0 || memcmp(a.ptr, b, n) == 0);
 }
 
-/* ------------------------------------------------------- usable events */
+/* ----------------------------------------------------------------- ids */
 
-/* What a complete ("X") event needs to be analyzed. */
-#define OSK__EV_COMPLETE (OSK_READER_EV_NAME | OSK_READER_EV_TS | OSK_READER_EV_DUR)
+/* A pid or tid as a trace gives it: absent, an integer, or a string (a
+ * number that is not an int64 comes as its text). A value type; `str` is
+ * borrowed from whoever hands the id in, and owned by the tables below for
+ * the ids they keep. */
+typedef enum {
+  OSK__ID_NONE = 0,
+  OSK__ID_INT = 1,
+  OSK__ID_STR = 2,
+} osk__id_kind_t;
 
-/* THE usable-event rule, for every pass over read events: the fields in
- * `need` are present, the reader marked nothing BAD, and when a duration is
- * needed it is >= 0 and its end (ts + dur) fits in int64 ns. Complete events
- * pass OSK__EV_COMPLETE; only events that pass may reach osk__nest_push. */
-static inline int osk__event_usable(const osk_reader_event_t *ev, unsigned need) {
-  if ((ev->has & need) != need || (ev->has & OSK_READER_EV_BAD)) return 0;
-  if (need & OSK_READER_EV_DUR) return ev->dur_ns >= 0 && ev->ts_ns <= INT64_MAX - ev->dur_ns;
-  return 1;
-}
+typedef struct {
+  osk__id_kind_t kind;
+  int64_t num;
+  osk_str_t str;
+} osk__id_t;
 
 /* ----------------------------------------------------------- interning */
 
@@ -51,33 +55,48 @@ OSK__CORE_HIDDEN void osk__names_free(osk__names_t *t);
 
 /* A thread of a trace, known by (pid, tid); string ids are owned copies. */
 typedef struct {
-  osk_reader_id_t pid, tid;
+  osk__id_t pid, tid;
   osk_str_t name; /* the latest thread_name metadata; ptr NULL when none */
   uint64_t hash;
 } osk__thread_id_t;
+
+/* A process named by "process_name" metadata: pid and name owned copies. */
+typedef struct {
+  osk__id_t pid;
+  osk_str_t name;
+} osk__process_t;
 
 typedef struct {
   osk__thread_id_t *th;
   size_t n, cap;
   osk__index_t idx;
   size_t last; /* id + 1 of the last thread found: events come in runs */
-  osk_summary_process_t *procs; /* process_name metadata, one per pid */
+  osk__process_t *procs; /* process_name metadata, one per pid */
   size_t n_procs, procs_cap;
 } osk__threads_t;
 
 /* Whether two pids (or tids) are the same: kind and value. */
-OSK__CORE_HIDDEN int osk__id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b);
+OSK__CORE_HIDDEN int osk__id_eq(const osk__id_t *a, const osk__id_t *b);
 
 /* Returns the thread's id, adding it if new, or a negative OSK_E* code. */
-OSK__CORE_HIDDEN int64_t osk__threads_intern(osk__threads_t *t, const osk_reader_id_t *pid,
-                                             const osk_reader_id_t *tid);
+OSK__CORE_HIDDEN int64_t osk__threads_intern(osk__threads_t *t, const osk__id_t *pid,
+                                             const osk__id_t *tid);
+
+/* What the metadata rule reads of a metadata ("M") event. */
+typedef struct {
+  osk_str_t name;     /* the event's name: "thread_name", "process_name", ... */
+  osk_str_t arg_name; /* its args.name when that is a string; ptr NULL otherwise */
+  osk__id_t pid, tid;
+} osk__meta_event_t;
+
 /* The metadata rule: a "thread_name" event names its (pid, tid), adding the
  * thread if new; a "process_name" event names its pid; the latest name wins;
  * an event without a string args.name, and any other metadata, is ignored.
- * *named (may be NULL) gets the id of the thread it named, or -1. Returns 0
- * or a negative OSK_E* code. */
-OSK__CORE_HIDDEN int osk__threads_metadata(osk__threads_t *t, const osk_reader_event_t *ev,
-                                           int64_t *named);
+ * *named (may be NULL) gets the id of the thread it named, or -1;
+ * *named_proc (may be NULL) the index in procs of the process it named, or
+ * -1. Returns 0 or a negative OSK_E* code. */
+OSK__CORE_HIDDEN int osk__threads_metadata(osk__threads_t *t, const osk__meta_event_t *ev,
+                                           int64_t *named, int64_t *named_proc);
 OSK__CORE_HIDDEN void osk__threads_free(osk__threads_t *t);
 
 /* ------------------------------------------------------------- nesting */
@@ -132,8 +151,9 @@ typedef struct {
  * above an outlived event is the new event's end clipped to the outlived
  * one's (an overlap too): sorted input never needs it.
  * Events must arrive in start order; osk__nest_order sorts them so.
- * Precondition: dur >= 0 and start + dur <= INT64_MAX (osk__event_usable
- * checks both for read events); the end is computed without a check.
+ * Precondition: dur >= 0 and start + dur <= INT64_MAX (osk__event_usable,
+ * csrc/reader/reader_analysis.h, checks both for read events); the end is
+ * computed without a check.
  * `*pushed` (may be NULL) gets the new frame, valid until the next call.
  * Returns 0, OSK_ENOMEM, or the callback's code. */
 OSK__CORE_HIDDEN int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name,

@@ -104,28 +104,28 @@ void osk__names_free(osk__names_t *t) {
 
 /* --------------------------------------------------------------- threads */
 
-static uint64_t id_hash(uint64_t h, const osk_reader_id_t *id) {
+static uint64_t id_hash(uint64_t h, const osk__id_t *id) {
   h = osk__hash_bytes(h, &id->kind, sizeof id->kind);
-  if (id->kind == OSK_READER_ID_INT) return osk__hash_bytes(h, &id->num, sizeof id->num);
-  if (id->kind == OSK_READER_ID_STR) return osk__hash_bytes(h, id->str.ptr, id->str.len);
+  if (id->kind == OSK__ID_INT) return osk__hash_bytes(h, &id->num, sizeof id->num);
+  if (id->kind == OSK__ID_STR) return osk__hash_bytes(h, id->str.ptr, id->str.len);
   return h;
 }
 
-int osk__id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) {
+int osk__id_eq(const osk__id_t *a, const osk__id_t *b) {
   if (a->kind != b->kind) return 0;
-  if (a->kind == OSK_READER_ID_INT) return a->num == b->num;
-  if (a->kind == OSK_READER_ID_STR) return osk__str_is(a->str, b->str.ptr, b->str.len);
+  if (a->kind == OSK__ID_INT) return a->num == b->num;
+  if (a->kind == OSK__ID_STR) return osk__str_is(a->str, b->str.ptr, b->str.len);
   return 1;
 }
 
-static int id_eq(const osk_reader_id_t *a, const osk_reader_id_t *b) { return osk__id_eq(a, b); }
+static int id_eq(const osk__id_t *a, const osk__id_t *b) { return osk__id_eq(a, b); }
 
 /* On failure dst still owns nothing it would free: never a pointer into
- * the reader's buffer, which id_free would then free. */
-static int id_copy(osk_reader_id_t *dst, const osk_reader_id_t *src) {
+ * the caller's buffer, which id_free would then free. */
+static int id_copy(osk__id_t *dst, const osk__id_t *src) {
   *dst = *src;
   dst->str = (osk_str_t){NULL, 0};
-  if (src->kind == OSK_READER_ID_STR) {
+  if (src->kind == OSK__ID_STR) {
     char *p = osk__dup_bytes(src->str.ptr, src->str.len);
     if (!p) return OSK_ENOMEM;
     dst->str = (osk_str_t){p, src->str.len};
@@ -133,12 +133,12 @@ static int id_copy(osk_reader_id_t *dst, const osk_reader_id_t *src) {
   return 0;
 }
 
-static void id_free(osk_reader_id_t *id) {
-  if (id->kind == OSK_READER_ID_STR) free((void *)id->str.ptr);
+static void id_free(osk__id_t *id) {
+  if (id->kind == OSK__ID_STR) free((void *)id->str.ptr);
 }
 
-int64_t osk__threads_intern(osk__threads_t *t, const osk_reader_id_t *pid,
-                            const osk_reader_id_t *tid) {
+int64_t osk__threads_intern(osk__threads_t *t, const osk__id_t *pid,
+                            const osk__id_t *tid) {
   if (t->last) {
     osk__thread_id_t *x = &t->th[t->last - 1];
     if (id_eq(&x->tid, tid) && id_eq(&x->pid, pid)) return (int64_t)(t->last - 1);
@@ -180,10 +180,12 @@ static int set_name(osk_str_t *dst, osk_str_t src) {
   return 0;
 }
 
-int osk__threads_metadata(osk__threads_t *t, const osk_reader_event_t *ev, int64_t *named) {
-  int64_t dummy;
+int osk__threads_metadata(osk__threads_t *t, const osk__meta_event_t *ev, int64_t *named,
+                          int64_t *named_proc) {
+  int64_t dummy, dummy_proc;
   if (!named) named = &dummy;
-  *named = -1;
+  if (!named_proc) named_proc = &dummy_proc;
+  *named = *named_proc = -1;
   if (!ev->arg_name.ptr) return 0; /* no string args.name */
   if (osk__str_is(ev->name, "thread_name", 11)) {
     int64_t id = osk__threads_intern(t, &ev->pid, &ev->tid);
@@ -193,18 +195,19 @@ int osk__threads_metadata(osk__threads_t *t, const osk_reader_event_t *ev, int64
     return rc;
   }
   if (osk__str_is(ev->name, "process_name", 12)) {
-    osk_summary_process_t *p = NULL;
-    for (size_t i = 0; i < t->n_procs && !p; i++)
-      if (id_eq(&t->procs[i].pid, &ev->pid)) p = &t->procs[i];
-    if (!p) {
+    size_t i = 0;
+    while (i < t->n_procs && !id_eq(&t->procs[i].pid, &ev->pid)) i++;
+    if (i == t->n_procs) {
       if (osk__grow((void **)&t->procs, &t->procs_cap, t->n_procs + 1, sizeof *t->procs))
         return OSK_ENOMEM;
-      p = &t->procs[t->n_procs];
+      osk__process_t *p = &t->procs[t->n_procs];
       memset(p, 0, sizeof *p);
       if (id_copy(&p->pid, &ev->pid)) return OSK_ENOMEM;
       t->n_procs++;
     }
-    return set_name(&p->name, ev->arg_name);
+    int rc = set_name(&t->procs[i].name, ev->arg_name);
+    if (!rc) *named_proc = (int64_t)i;
+    return rc;
   }
   return 0;
 }

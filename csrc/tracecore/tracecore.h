@@ -17,10 +17,10 @@
  * Not part of csrc/core: that is the measurement engine (clock, statistics)
  * the calibration links, and it has no business with trace files; here the
  * library boundary is the trace format, with its own tests (tests/c/core).
- * This header needs no reader types, so the tracer includes it without the
- * reader; the reading side's interning and nesting (over
- * osk_reader_event_t) are in analysis.h. Internal: not installed, symbols hidden from
- * the shared objects. Plain C11, never includes Python.h. Nothing here is
+ * Neither this header nor analysis.h, the reading side's interning and
+ * nesting, needs a reader type: the trace core sits below the reader, whose
+ * events reach analysis.h through csrc/reader/reader_analysis.h. Internal:
+ * not installed, symbols hidden from the shared objects. Plain C11, never includes Python.h. Nothing here is
  * thread safe unless said so.
  */
 #ifndef OPSKEW_TRACECORE_H

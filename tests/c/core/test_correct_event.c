@@ -56,8 +56,8 @@ static void formula(void) {
   CHECK(k.total_ns == 1234 && k.self_ns == 234);
 }
 
-static osk_reader_id_t num(int64_t v) { return (osk_reader_id_t){OSK_READER_ID_INT, v, {NULL, 0}}; }
-static osk_reader_id_t str(const char *s) { return (osk_reader_id_t){OSK_READER_ID_STR, 0, {s, strlen(s)}}; }
+static osk__id_t num(int64_t v) { return (osk__id_t){OSK__ID_INT, v, {NULL, 0}}; }
+static osk__id_t str(const char *s) { return (osk__id_t){OSK__ID_STR, 0, {s, strlen(s)}}; }
 
 static void interning(void) {
   osk__names_t names = {0};
@@ -73,41 +73,40 @@ static void interning(void) {
   osk__names_free(&names);
 
   osk__threads_t th = {0};
-  osk_reader_id_t p1 = num(1), t1 = num(7), ps = str("Spans"), ts = str("7");
+  osk__id_t p1 = num(1), t1 = num(7), ps = str("Spans"), ts = str("7");
   CHECK(osk__threads_intern(&th, &p1, &t1) == 0);
   CHECK(osk__threads_intern(&th, &ps, &t1) == 1);
   CHECK(osk__threads_intern(&th, &p1, &ts) == 2); /* "7" is not 7 */
   for (int i = 0; i < 300; i++) {
-    osk_reader_id_t t = num(100 + i);
+    osk__id_t t = num(100 + i);
     CHECK(osk__threads_intern(&th, &p1, &t) == 3 + i);
   }
   CHECK(osk__threads_intern(&th, &ps, &t1) == 1);
-  CHECK(th.n == 303 && th.th[1].pid.kind == OSK_READER_ID_STR && th.th[1].pid.str.ptr != ps.str.ptr);
+  CHECK(th.n == 303 && th.th[1].pid.kind == OSK__ID_STR && th.th[1].pid.str.ptr != ps.str.ptr);
 
   /* Metadata: the latest name wins, per thread and per process. */
-  osk_reader_event_t ev;
-  memset(&ev, 0, sizeof ev);
-  ev.ph = (osk_str_t){"M", 1};
-  ev.name = (osk_str_t){"thread_name", 11};
-  ev.pid = p1;
-  ev.tid = num(9);
+  osk__meta_event_t ev = {.name = {"thread_name", 11}, .pid = p1, .tid = num(9)};
   ev.arg_name = (osk_str_t){"worker", 6};
-  int64_t named = -2;
-  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == 303);
+  int64_t named = -2, proc = -2;
+  CHECK(osk__threads_metadata(&th, &ev, &named, &proc) == 0 && named == 303 && proc == -1);
   ev.arg_name = (osk_str_t){"main", 4};
-  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == 303);
+  CHECK(osk__threads_metadata(&th, &ev, &named, NULL) == 0 && named == 303);
   CHECK(osk__str_is(th.th[303].name, "main", 4));
   ev.name = (osk_str_t){"process_name", 12};
   ev.arg_name = (osk_str_t){"python", 6};
-  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == -1);
+  CHECK(osk__threads_metadata(&th, &ev, &named, &proc) == 0 && named == -1 && proc == 0);
   ev.arg_name = (osk_str_t){"python3", 7};
-  CHECK(osk__threads_metadata(&th, &ev, NULL) == 0);
+  CHECK(osk__threads_metadata(&th, &ev, NULL, NULL) == 0);
   CHECK(th.n_procs == 1 && osk__str_is(th.procs[0].name, "python3", 7));
+  ev.pid = ps; /* another process */
+  CHECK(osk__threads_metadata(&th, &ev, &named, &proc) == 0 && named == -1 && proc == 1);
+  CHECK(th.n_procs == 2 && th.procs[1].pid.kind == OSK__ID_STR && th.procs[1].pid.str.ptr != ps.str.ptr);
   ev.arg_name = (osk_str_t){NULL, 0}; /* no string args.name: ignored */
-  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == -1);
+  CHECK(osk__threads_metadata(&th, &ev, &named, &proc) == 0 && named == -1 && proc == -1);
   ev.name = (osk_str_t){"process_sort_index", 18};
   ev.arg_name = (osk_str_t){"x", 1};
-  CHECK(osk__threads_metadata(&th, &ev, &named) == 0 && named == -1 && th.n_procs == 1);
+  CHECK(osk__threads_metadata(&th, &ev, &named, &proc) == 0 && named == -1 && proc == -1 &&
+        th.n_procs == 2);
   osk__threads_free(&th);
 }
 

@@ -20,8 +20,8 @@ void *__wrap_malloc(size_t n) {
 
 int main(void) {
   char pid_text[] = "process one", tid_text[] = "thread two";
-  osk_reader_id_t pid = {.kind = OSK_READER_ID_STR, .str = {pid_text, strlen(pid_text)}};
-  osk_reader_id_t tid = {.kind = OSK_READER_ID_STR, .str = {tid_text, strlen(tid_text)}};
+  osk__id_t pid = {.kind = OSK__ID_STR, .str = {pid_text, strlen(pid_text)}};
+  osk__id_t tid = {.kind = OSK__ID_STR, .str = {tid_text, strlen(tid_text)}};
   int failed = 0;
   for (int k = 0; k < 16; k++) {
     osk__threads_t t = {0};

@@ -185,26 +185,7 @@ static void order(void) {
   CHECK(ev[0][2] == 1 && ev[1][2] == 2 && ev[2][2] == 3 && ev[3][2] == 0);
 }
 
-/* The one usable-event rule every pass applies before osk__nest_push. */
-static void usable(void) {
-  osk_reader_event_t ev = {.has = OSK__EV_COMPLETE, .ts_ns = 5, .dur_ns = 0};
-  CHECK(osk__event_usable(&ev, OSK__EV_COMPLETE)); /* zero duration is usable */
-  ev.dur_ns = -1;
-  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE));
-  CHECK(osk__event_usable(&ev, OSK_READER_EV_TS)); /* no duration needed */
-  ev.dur_ns = INT64_MAX - 5;
-  CHECK(osk__event_usable(&ev, OSK__EV_COMPLETE)); /* ends exactly at INT64_MAX */
-  ev.dur_ns = INT64_MAX - 4;
-  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE)); /* end overflows */
-  ev.dur_ns = 1;
-  ev.has = OSK_READER_EV_TS | OSK_READER_EV_DUR;
-  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE)); /* no name */
-  ev.has = OSK__EV_COMPLETE | OSK_READER_EV_BAD;
-  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE));
-}
-
 int main(void) {
-  usable();
   proper();
   equal_starts();
   outlived();

@@ -1,8 +1,10 @@
 /* test_reader_summary.c: nesting, self and inclusive times, descendants,
  * equal starts, overlaps, out-of-order threads (the sorted second pass),
- * B/E pairs, quantiles, the category filter and metadata. */
+ * B/E pairs, quantiles, the category filter and metadata, and the usable-event
+ * rule every pass over read events applies (reader_analysis.h). */
 #include <math.h>
 
+#include "reader_analysis.h"
 #include "reader_testutil.h"
 
 static osk_summary_t *summarize(const char *text, const char *const *cats, size_t n_cats,
@@ -136,7 +138,9 @@ static void test_threads_and_metadata(void) {
       "{\"ph\":\"X\",\"name\":\"c\",\"pid\":1,\"tid\":2},"
       "{\"ph\":\"X\",\"name\":\"c\",\"pid\":1,\"tid\":2,\"ts\":5,\"dur\":-1},"
       "{\"ph\":\"s\",\"name\":\"fwdbwd\",\"pid\":1,\"tid\":2,\"ts\":5,\"id\":3},"
-      "{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\",\"ts\":20}"
+      "{\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\",\"ts\":20},"
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":\"Spans\",\"args\":{\"name\":\"spans\"}},"
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"args\":{\"name\":\"python3\"}}"
       "]}";
   osk_summary_t *s = summarize(t, NULL, 0, 0);
   /* tid 1 and tid "1" are different threads. */
@@ -144,10 +148,15 @@ static void test_threads_and_metadata(void) {
   CHECK(op(s, "a")->self_ns == 18000 && op(s, "b")->self_ns == 4000);
   const osk_summary_thread_t *th = osk_summary_thread(s, 0);
   CHECK(th->tid.kind == OSK_READER_ID_INT && th->tid.num == 2 && th->name.len == 3);
-  CHECK(osk_summary_process_count(s) == 1);
-  CHECK(osk_summary_process(s, 0)->name.len == 6);
+  /* Processes in first-named order; the latest name wins. */
+  CHECK(osk_summary_process_count(s) == 2 && osk_summary_process(s, 2) == NULL);
+  const osk_summary_process_t *p0 = osk_summary_process(s, 0), *p1 = osk_summary_process(s, 1);
+  CHECK(p0->pid.kind == OSK_READER_ID_INT && p0->pid.num == 1);
+  CHECK(p0->name.len == 7 && memcmp(p0->name.ptr, "python3", 7) == 0);
+  CHECK(p1->pid.kind == OSK_READER_ID_STR && p1->pid.str.len == 5 && memcmp(p1->pid.str.ptr, "Spans", 5) == 0);
+  CHECK(p1->name.len == 5 && memcmp(p1->name.ptr, "spans", 5) == 0);
   const osk_summary_stats_t *st = osk_summary_stats(s);
-  CHECK(st->events == 10 && st->complete_events == 4 && st->unusable_events == 2);
+  CHECK(st->events == 12 && st->complete_events == 4 && st->unusable_events == 2);
   osk_summary_free(s);
 }
 
@@ -359,7 +368,26 @@ static void test_merge(void) {
   }
 }
 
+/* The one usable-event rule every pass applies before osk__nest_push. */
+static void test_usable(void) {
+  osk_reader_event_t ev = {.has = OSK__EV_COMPLETE, .ts_ns = 5, .dur_ns = 0};
+  CHECK(osk__event_usable(&ev, OSK__EV_COMPLETE)); /* zero duration is usable */
+  ev.dur_ns = -1;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE));
+  CHECK(osk__event_usable(&ev, OSK_READER_EV_TS)); /* no duration needed */
+  ev.dur_ns = INT64_MAX - 5;
+  CHECK(osk__event_usable(&ev, OSK__EV_COMPLETE)); /* ends exactly at INT64_MAX */
+  ev.dur_ns = INT64_MAX - 4;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE)); /* end overflows */
+  ev.dur_ns = 1;
+  ev.has = OSK_READER_EV_TS | OSK_READER_EV_DUR;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE)); /* no name */
+  ev.has = OSK__EV_COMPLETE | OSK_READER_EV_BAD;
+  CHECK(!osk__event_usable(&ev, OSK__EV_COMPLETE));
+}
+
 int main(void) {
+  test_usable();
   test_nesting();
   test_equal_starts_and_overlaps();
   test_same_name_only_child();
