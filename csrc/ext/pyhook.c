@@ -27,7 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "../trace/collector.h"
+#include "opskew_collector.h"
 
 #include <string.h>
 

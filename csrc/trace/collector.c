@@ -1,7 +1,7 @@
-/* collector.c: the life cycle every collector shares (collector.h): the
- * calibration measured once per process, a session started and stopped from
- * Python, and the `opskew record` session that the collector starts by itself
- * and writes at exit. Written once, so that the ITT and NVTX collectors and
+/* collector.c: the life cycle every collector shares
+ * (include/opskew_collector.h): the calibration measured once per process, a
+ * session started and stopped from Python, and the `opskew record` session
+ * that the collector starts by itself and writes at exit. Written once, so that the ITT and NVTX collectors and
  * the pyhook extension behave the same, fork check included; see
  * docs/design.md, "One trace core".
  *
@@ -11,7 +11,8 @@
  * so a child that exits (multiprocessing with fork, a subprocess helper)
  * never replaces the parent's trace with its own partial copy.
  */
-#include "collector.h"
+#include "opskew_collector.h"
+#include "trace_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -21,7 +21,8 @@
  * shared collector life cycle (collector.c, osk_collector_*): Python drives
  * it through ctypes, and dlopen() of the same path returns the same handle.
  */
-#include "collector.h"
+#include "opskew_collector.h"
+#include "trace_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

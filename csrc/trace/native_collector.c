@@ -10,7 +10,8 @@
  * holds what is specific to the route, like the ITT and NVTX collectors, and
  * links the shared life cycle (collector.c) for sessions and calibration.
  */
-#include "collector.h"
+#include "opskew_collector.h"
+#include "trace_internal.h"
 
 /* RecordFunction::name() for an operator is its schema's name, a stable
  * pointer; user scopes pass reused buffers, which the runtime's interning

@@ -26,7 +26,8 @@
  * by `opskew record --device cuda`) writes the trace at exit; otherwise
  * Python starts and stops sessions through ctypes.
  */
-#include "collector.h"
+#include "opskew_collector.h"
+#include "trace_internal.h"
 
 #include <string.h>
 #include <wchar.h>

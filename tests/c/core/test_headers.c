@@ -1,9 +1,10 @@
-/* The five public headers compile together, and each alone (the
+/* The six public headers compile together, and each alone (the
  * header_alone_* objects linked in), in C11; test_headers.cpp does the same
  * in C++. Also checks what the headers promise across modules: one error
  * struct, distinct event types for the reader and the tracer, the version
  * from meson.build, and the constructors' return-code convention. */
 #include "opskew.h"
+#include "opskew_collector.h"
 #include "opskew_correct.h"
 #include "opskew_job.h"
 #include "opskew_reader.h"
@@ -18,10 +19,11 @@ int header_alone_reader(void);
 int header_alone_correct(void);
 int header_alone_trace(void);
 int header_alone_job(void);
+int header_alone_collector(void);
 
 int main(void) {
   CHECK(header_alone_core() + header_alone_reader() + header_alone_correct() +
-            header_alone_trace() + header_alone_job() == 5);
+            header_alone_trace() + header_alone_job() + header_alone_collector() == 6);
 
   /* The version comes from project() in meson.build, through one place. */
   CHECK(strcmp(osk_version(), OSK_VERSION_STRING) == 0);

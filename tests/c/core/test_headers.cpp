@@ -1,7 +1,8 @@
-// test_headers.c's compile checks in C++: the five public headers together
+// test_headers.c's compile checks in C++: the six public headers together
 // (each alone is in the header_alone_*_cpp objects), linked against the C
 // libraries through their extern "C" blocks.
 #include "opskew.h"
+#include "opskew_collector.h"
 #include "opskew_correct.h"
 #include "opskew_job.h"
 #include "opskew_reader.h"
@@ -16,10 +17,11 @@ int header_alone_reader(void);
 int header_alone_correct(void);
 int header_alone_trace(void);
 int header_alone_job(void);
+int header_alone_collector(void);
 
 int main() {
   CHECK(header_alone_core() + header_alone_reader() + header_alone_correct() +
-            header_alone_trace() + header_alone_job() == 5);
+            header_alone_trace() + header_alone_job() + header_alone_collector() == 6);
   CHECK(std::strcmp(osk_version(), OSK_VERSION_STRING) == 0);
   osk_reader_event_t rev = osk_reader_event_t();
   osk_trace_event_t tev = osk_trace_event_t();

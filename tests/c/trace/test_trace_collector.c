@@ -3,8 +3,9 @@
  * `opskew record` session written at exit, and the fork checks (a child
  * forked while the session records must not write the parent's trace, and
  * one forked while another thread takes the tracer's locks finds them free). */
-#include "collector.h"
+#include "opskew_collector.h"
 #include "testutil.h"
+#include "trace_internal.h" /* the snapshot's instrument */
 
 #include <pthread.h>
 #include <signal.h>
