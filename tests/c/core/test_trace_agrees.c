@@ -56,7 +56,7 @@ static void agree(const osk_trace_snapshot_t *s, double w, double delta, const c
   uint64_t clamped = 0;
   for (size_t i = 0; i < osk_trace_summary_rows(sum); i++) {
     const osk_trace_op_t *r = osk_trace_summary_row(sum, i);
-    agree_row_t row, *o = &row;
+    agree_row_t row = {0}, *o = &row;
     CHECK(agree_correct(path, w, delta, osk_trace_snapshot_name(s, r->name), o) == 0);
     CHECK(o->calls == r->calls);
     CHECK(o->reported_total_ns == r->total_ns && o->reported_self_ns == r->self_ns);
