@@ -90,7 +90,7 @@ def main(argv=None):
     bad = [c for c in configs if c not in CONFIGS]
     if bad:
         ap.error(f"--configs: unknown {', '.join(bad)}; one of {', '.join(CONFIGS)}")
-    from opskew.analyze.verdict import usable_cpus
+    from opskew.host import usable_cpus
 
     import torch
 

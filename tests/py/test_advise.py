@@ -95,7 +95,7 @@ def test_scope_errors(opskew):
 
 
 def _result_for(stable_from, wait):
-    from opskew.commands.advise import wait_reason
+    from opskew.experiments.advise import wait_reason
 
     st = {"first_iter_s": 1e-3, "steady_per_iter_s": 1e-3, "stable_from_iter": stable_from,
           "cold_iters_timed": 8, "rule": "running median of 3 within 20% of the last third's median"}
@@ -115,7 +115,8 @@ def test_wait_wording_agrees_with_the_stabilization():
     before the time stabilizes' were printed together."""
     import io
 
-    from opskew.commands.advise import print_human, schedule_for
+    from opskew.experiments.advise import schedule_for
+    from opskew.render.advise import print_human
 
     for stable_from in (0, 1, 4):
         sch = schedule_for(10, stable_from, 50_000)

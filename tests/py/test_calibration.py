@@ -232,7 +232,7 @@ def test_clear_removes_only_what_calibrate_wrote(cache, tmp_path):
 def test_a_calibration_under_95_percent_says_its_coverage():
     """Two rounds give a 50% interval: calibrate's warning says so, and never
     calls it a 95% CI or blames a busy machine for it."""
-    from opskew.commands.calibrate import _noisy
+    from opskew.experiments.calibrate import _noisy
 
     few = _noisy({"w_ns": {"median": 220.0, "ci95": [171.0, 279.0], "ci_coverage": 0.5}})
     assert "W's interval [171 ns, 279 ns] has only 50% coverage" in few

@@ -217,7 +217,7 @@ def test_failed_in_run_correction_has_its_own_exit_code(tmp_path, monkeypatch, c
 
     from opskew import errors
     from opskew import cli
-    from opskew.commands import check
+    from opskew.experiments import check
 
     def broken(*a, **kw):
         raise errors.from_c_error(-2, "correcting the extra window")  # OSK_ENOMEM
@@ -239,7 +239,7 @@ def test_in_run_correction_keeps_an_opskew_errors_own_exit_code(tmp_path, monkey
     stays bad input, exit 2; only failures inside opskew are exit 6."""
     from opskew import errors
     from opskew import cli
-    from opskew.commands import check
+    from opskew.experiments import check
 
     def unwritable(*a, **kw):
         raise errors.UsageError("cannot write the corrected trace to /nonexistent/c.json")

@@ -121,6 +121,6 @@ def test_readme_example_is_what_check_prints(opskew):
 def test_events_per_iteration_are_whole_counts():
     """`check --with-stack` printed "1255.1 Python-function events" per
     iteration: a median over trials of events per window, over iterations."""
-    from opskew.commands.check import _count
+    from opskew.render.check import _count
 
     assert _count(1000.0) == "1000" and _count(1255.1) == "about 1255" and _count(0.4) == "about 0"

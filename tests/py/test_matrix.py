@@ -141,7 +141,7 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     when its CI includes 0 the table says so instead of printing a sign."""
     import io
 
-    from opskew.commands.matrix import marginal_state, print_human
+    from opskew.render.matrix import marginal_state, print_human
 
     def ci(med, lo, hi):
         return {"median": med, "ci95": [lo, hi], "ci_coverage": 0.965, "ci_reaches_95": True}

@@ -11,7 +11,7 @@ SEEN = ("--trials", "6", "--window-ms", "1")  # 6 rounds: the fewest whose CI re
 
 
 def test_crossover_is_the_last_crossing_log_interpolated():
-    from opskew.commands.sweep import _crossover
+    from opskew.experiments.sweep import _crossover
 
     def pts(ratios):
         return [{"size": 4 ** i, "op": 1.0, "added_per_call_s": r} for i, r in enumerate(ratios)]
@@ -164,7 +164,7 @@ def _synthetic(instruments, added):
                     "op_duration_from": instruments[0], "by": by})
     curve = {"op": "add", "points": pts, "crossover": {n: {"vs_op_duration": None, "vs_whole_call": None}
                                                        for n in instruments}}
-    from opskew.commands.sweep import dropped
+    from opskew.experiments.sweep import dropped
 
     curve["dropped_from_plot"] = dropped(curve)
     return {"conditions": {"torch": "t", "device": "cpu", "cpu": "c", "threads": 1, "trials": 6},
@@ -176,7 +176,7 @@ def test_plot_colours_bands_and_dropped_points(tmp_path):
     CI bands; points <= 0 vanished from the log axis without a word."""
     import io
 
-    from opskew.commands.sweep import instrument_color, plot, print_human
+    from opskew.render.sweep import instrument_color, plot, print_human
 
     one = _synthetic(["torch", "opskew"], {"torch": [1e-6, -2e-7, 5e-7], "opskew": [2e-7, 2e-7, 2e-7]})
     two = _synthetic(["torch:record_shapes,with_stack", "opskew"],

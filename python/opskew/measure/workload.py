@@ -114,7 +114,7 @@ def source_file(target: str | None) -> str | None:
         return None
     if _is_file(modspec):
         return modspec
-    # Found on sys.path with the current folder first, as _load_module
+    # Found on sys.path with the current folder first, as load_module
     # imports it, without importing anything: a package's __init__ may import
     # torch, which must wait until the command has arranged its instrument.
     rel = os.path.join(*modspec.split("."))
@@ -125,7 +125,7 @@ def source_file(target: str | None) -> str | None:
     return None
 
 
-def _load_module(modspec: str):
+def load_module(modspec: str):
     if _is_file(modspec):
         path = os.path.abspath(modspec)
         if not os.path.isfile(path):
@@ -215,7 +215,7 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
         raise UsageError(
             f"bad TARGET {target!r}: expected file.py:function or package.module:function"
         )
-    module = _load_module(modspec)
+    module = load_module(modspec)
     missing = object()
     fn = getattr(module, funcname, missing)
     if fn is missing:

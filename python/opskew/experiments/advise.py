@@ -1,47 +1,33 @@
 """`opskew advise`: the cheapest profiler configuration for what you need, a
-schedule sized to the measured event rate, and a snippet to paste."""
+schedule sized to the measured event rate, and a snippet to paste.
+
+The measurement and its analysis; the text is render.advise's, the command
+line cli.commands.advise's."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 
 from opskew import _engine
+from opskew.errors import UsageError
+from opskew.experiments.common import Computed, add_workload_arguments, conclude, load_workload, prepare, workload_files
+from opskew.measure import rounds as measure_rounds
+from opskew.measure.instruments import TorchProfiler
+from opskew.measure.rounds import conditions, make_window, progress_printer
+from opskew.options import Spec
+from opskew.output import check_output, write_file
+from opskew.profiler.core import ADVISED_SCHEDULE, REF_WAIT, schedule_call
 from opskew.stats.estimators import estimate, per_event_diff
-from opskew.errors import EXIT_OK, UsageError
-from opskew.output import check_output, write_file, write_json
-from opskew.render.units import count_of, fmt_ns, fmt_time
-from opskew.commands._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
+
 
 SCHEMA = "opskew.advise/1"
 NEEDS = {"shapes": "record_shapes", "stacks": "with_stack", "memory": "profile_memory",
          "flops": "with_flops", "modules": "with_modules"}
 
-HELP = "recommend the cheapest profiler config and a schedule for your workload; print a snippet"
-DESCRIPTION = """\
-Measures TARGET (default: the built-in torch.add loop) and recommends how to
-profile it with operator-level granularity at the least cost:
-
-* the cheapest torch.profiler configuration that gives what you --need
-  (shapes, stacks, memory, flops, modules; default: operator timings only),
-  chosen among the candidates by their measured added cost per event;
-* a torch.profiler.schedule: `wait` skips the iterations before the iteration
-  time stabilizes (measured from a cold start), `warmup` absorbs the profiler's
-  start, `active` keeps the trace to a bounded number of events (--max-events);
-* the estimated trace size and the time the profiler will add;
-* a ready-to-paste snippet (--snippet-out writes it to a file).
-
-With --scope PATH (an nn.Module reached from TARGET's module globals or from
-the setup result, e.g. `model.encoder`), it also measures profiling only that
-submodule's forward (collection toggled on around it) against profiling the
-whole step, and reports the difference.
-"""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def declare(p: Spec) -> None:
+    """The options of `opskew advise` (the command line's and the API's)."""
     add_workload_arguments(p, trials=7, iters=10)
     p.add_argument("--need", action="append", choices=sorted(NEEDS), default=[],
                    help="what the trace must contain besides operator timings (repeatable)")
@@ -55,6 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="trace path the snippet writes (default: opskew-advised-trace.json)")
     p.add_argument("--snippet-out", metavar="PATH", help="also write the snippet to PATH")
     p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.advise/1), - for stdout")
+
+
+SPEC = Spec("advise")
+declare(SPEC)
+Options = SPEC.options_class()
 
 
 def stabilization(times: list) -> dict:
@@ -75,8 +66,6 @@ def stabilization(times: list) -> dict:
 
 def candidates(needs: list, device: str) -> dict:
     """Configurations that give what is needed, cheapest in principle first."""
-    from opskew.measure.instruments import TorchProfiler
-
     base = {NEEDS[n]: True for n in needs}
     out = {"+".join(sorted(base)) or "minimal": TorchProfiler(device, export=True, **base)}
     if "shapes" in needs and "flops" not in needs:
@@ -171,8 +160,6 @@ def self_correcting(options: dict, device: str) -> dict:
     corrected from the run's own wait steps (docs/profile.md): the schedule
     it needs (wait >= REF_WAIT, for the pairs and opskew's leaf reference),
     as a drop-in and as `opskew profile`'s command line."""
-    from opskew.profiler.core import ADVISED_SCHEDULE, REF_WAIT, schedule_call
-
     sch = dict(ADVISED_SCHEDULE)  # `opskew profile`'s defaults too: its command line needs no schedule flags
     flags = "".join(f" --{k.replace('_', '-')}" for k, v in sorted(options.items()) if v)
     kwargs = "".join(f", {k}=True" for k, v in sorted(options.items()) if v)
@@ -240,58 +227,6 @@ def snippet(result: dict, args) -> str:
     return "\n".join(line for line in lines if line is not None)
 
 
-def print_human(result, out=None):
-    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
-    c = result["conditions"]
-    out.write(f"opskew advise: {c['workload']['description']}\n")
-    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}\n")
-    if result.get("status") != "complete":
-        out.write(f"  PARTIAL ({result.get('status')})\n")
-    st = result.get("stabilization")
-    if st:
-        out.write(f"\n  cold start: first iteration {fmt_time(st['first_iter_s'])}, steady "
-                  f"{fmt_time(st['steady_per_iter_s'])}; stable from iteration "
-                  f"{st['stable_from_iter']} of {st['cold_iters_timed']} ({st['rule']})\n")
-    out.write(f"  baseline {fmt_time(result.get('baseline_per_iter_s'))}/iteration, "
-              f"{result.get('events_per_iter', 0):.6g} events/iteration\n\n")
-    cov = next((c["in_window_per_event_ns"].get("ci_coverage") for c in result.get("candidates", {}).values()), None)
-    ci_name = f"{100 * cov:.1f}% CI" if cov else "CI"
-    out.write(f"  candidates (added cost per event, in the window [{ci_name}]; outside it):\n")
-    for name, cand in result.get("candidates", {}).items():
-        w = cand["in_window_per_event_ns"]
-        mark = "*" if name == result.get("recommended", {}).get("name") else " "
-        out.write(f"  {mark} {cand['label']:50s} {fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, "
-                  f"{fmt_ns(w['ci95'][1])}]; stop {fmt_ns(cand['stop_per_event_ns'])}, post-processing "
-                  f"{fmt_ns(cand['post_per_event_ns'])} (not in the snippet), "
-                  f"export {fmt_ns(cand['export_per_event_ns'])}, {cand['export_bytes_per_event']:.0f} B/event\n")
-    rec = result.get("recommended")
-    if rec:
-        sch = rec["schedule"]
-        est = rec["estimate"]
-        out.write(f"\n  recommended: {rec['label']}\n    {rec['why']}\n")
-        out.write(f"  schedule: wait={sch['wait']}, warmup={sch['warmup']}, active={sch['active']}, "
-                  f"repeat={sch['repeat']}\n")
-        out.write(f"  estimate: {est['events']:.6g} events, trace {est['trace_mb']:.3g} MB; each active "
-                  f"iteration runs {100 * est['active_slowdown']:.0f}% slower; stop+export "
-                  f"{fmt_time(est['stop_export_s'])} (the snippet runs no key_averages())\n")
-        sc = rec.get("self_correcting")
-        if sc:
-            out.write(f"  corrected traces: the same options under {sc['python']}, or no code change: "
-                      f"{sc['command']}; {sc['why']}\n")
-    sc = result.get("scope")
-    if sc:
-        out.write(f"\n  scope {sc['path']}: whole step adds {fmt_time(sc['whole_added_per_iter_s'])}/iteration "
-                  f"({sc['whole_events_per_iter']:.6g} events); scoped adds "
-                  f"{fmt_time(sc['scoped_added_per_iter_s'])}/iteration ({sc['scoped_events_per_iter']:.6g} events); "
-                  f"difference {fmt_time(sc['difference_per_iter_s'])}/iteration [{ci_name} "
-                  f"{fmt_time(sc['difference_ci95_s'][0])}, {fmt_time(sc['difference_ci95_s'][1])}]\n"
-                  f"  note: {sc['note']}\n")
-    if result.get("snippet"):
-        out.write("\n# ---- snippet ----\n" + result["snippet"] + "# ---- end ----\n")
-    if result.get("error"):
-        out.write(f"\nerror: {result['error']}\n")
-
-
 def compute(args) -> Computed:
     """Measures and analyses; prints nothing and writes only what the options
     name besides --json. `run` prints and writes; opskew.api returns it."""
@@ -311,8 +246,6 @@ def compute(args) -> Computed:
         # unless the user asked for a log level.
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     device = prepare(args)
-    from opskew.measure.rounds import conditions, make_window, progress_printer, run_rounds
-
     workload = load_workload(args, device)
     scope_mod = resolve_scope(args.scope, workload) if args.scope else None
     # Cold start, before anything else warms the workload: one iteration at a time.
@@ -331,8 +264,9 @@ def compute(args) -> Computed:
     if scope_mod is not None:
         first = next(iter(cands.values()))
         arms["scoped"] = ScopedProfiler(first, scope_mod, args.scope)
-    rounds = run_rounds(workload.iteration, arms, trials=args.trials, iters=args.iters, device=device,
-                        warmup_s=args.warmup, progress=progress_printer("opskew advise"))
+    rounds = measure_rounds.run_rounds(workload.iteration, arms, trials=args.trials, iters=args.iters,
+                                       device=device, warmup_s=args.warmup,
+                                       progress=progress_printer("opskew advise"))
     first = next(iter(cands.values()))
     result = {"schema": SCHEMA, "needs": args.need}
     result["conditions"] = conditions(device, args.threads, first, {
@@ -405,8 +339,3 @@ def compute(args) -> Computed:
         if args.snippet_out:
             write_file(args.snippet_out, result["snippet"])
     return conclude(rounds, result)
-
-
-def run(args) -> int:
-    rc = finish(compute(args), print_human, args.json, write_json)
-    return EXIT_OK if rc is None else rc

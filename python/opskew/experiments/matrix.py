@@ -1,45 +1,31 @@
-"""`opskew matrix`: the price of every profiler option, per event, in one run."""
+"""`opskew matrix`: the price of every profiler option, per event, in one run.
+
+The measurement and its analysis; the text is render.matrix's, the command
+line cli.commands.matrix's."""
 
 from __future__ import annotations
 
-import argparse
+import json
+import subprocess
 import sys
 
 from opskew import _engine
+from opskew.errors import UsageError
+from opskew.experiments.common import Computed, add_workload_arguments, conclude, load_workload, prepare, workload_files
+from opskew.measure import rounds as measure_rounds
+from opskew.measure.instruments import (PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer,
+                                        TorchProfiler)
+from opskew.measure.rounds import conditions, progress_printer
+from opskew.options import Spec
+from opskew.output import check_output
+from opskew.render.matrix import marginal_state
 from opskew.stats.estimators import estimate, gpu_side, per_event_diff
-from opskew.errors import EXIT_OK, UsageError
-from opskew.measure.instruments import PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
-from opskew.output import check_output, write_json
-from opskew.render.units import columns, count_of, fmt_ns
-from opskew.commands._common import Computed, add_workload_arguments, conclude, finish, load_workload, prepare, workload_files
+
 
 SCHEMA = "opskew.matrix/1"
 
-HELP = "measure every instrument and profiler option on one workload, with marginal costs"
-DESCRIPTION = """\
-Runs TARGET (default: the built-in torch.add loop) under every instrument and
-torch.profiler option in one run of interleaved rounds: each round runs the
-bare workload and every row once, in a rotating order, so every row is compared
-with the baseline, and each option with the minimal profiler, round by round.
-
-Rows: baseline; emit_itt with no collector (the floor of the ITT route);
-RecordFunction's empty observer (the floor of anything that records shapes);
-opskew's own tracer through ITT (in a second process, since its collector
-must load before torch); opskew's native callback counting only (the floor of
-the native route) and opskew's tracer through it; torch.profiler minimal; minimal plus each of record_shapes, with_stack,
-profile_memory, with_flops, with_modules; everything on; on CUDA, CPU-only vs
-CPU+CUDA activities.
-
-For each row: the in-window added cost per event with its CI (the sign test's,
-at least 95% from 6 rounds on), stop and
-post-processing (key_averages) per event, export time and bytes per event, and
-the marginal cost over the minimal profiler with its CI ("not
-distinguishable" when that CI includes 0). A second table maps
-the results to the sources of profiler overhead.
-"""
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def declare(p: Spec) -> None:
+    """The options of `opskew matrix` (the command line's and the API's)."""
     add_workload_arguments(p, trials=15, iters=10)
     p.add_argument("--no-export", action="store_true", help="skip timing export_chrome_trace")
     p.add_argument("--no-tracer", action="store_true",
@@ -50,6 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "NS ns around each torch call): the method must attribute NS to the second")
     p.add_argument("--json", metavar="PATH",
                    help="write the result as JSON (schema opskew.matrix/1) to PATH, or - for stdout")
+
+
+SPEC = Spec("matrix")
+declare(SPEC)
+Options = SPEC.options_class()
 
 
 def build_arms(device: str, export: bool, inject: int | None, no_tracer: bool = False):
@@ -140,11 +131,6 @@ def tracer_row(args, device: str, export: bool, events_per_iter: float | None) -
     """The opskew tracer's row, measured by opskew._arm_worker in a process
     of its own (its collector must load before torch; the ITT floor needs a
     process without it), against that process's own baseline."""
-    import json
-    import subprocess
-
-    from opskew.measure.instruments import OpskewTracer
-
     row = {"row": "opskew", "label": OpskewTracer().label(),
            "note": "measured in a separate process (the collector must be configured before torch "
                    "loads), against that process's own baseline"}
@@ -235,106 +221,6 @@ def sources(res: dict, device: str) -> list:
     return out
 
 
-def _ci_text(d: dict | None) -> str:
-    if not d or d.get("median") is None:
-        return "n/a"
-    ci = d.get("ci95")
-    if not ci:
-        return fmt_ns(d["median"])
-    return f"{fmt_ns(d['median'])} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]"
-
-
-def marginal_state(d: dict | None) -> str | None:
-    """"above" or "below" when the marginal's 95% CI excludes 0, "not
-    distinguishable" when it includes 0 (or there is none), "too few rounds"
-    when the rounds cannot give a 95% interval (fewer than 6): a sign the
-    data do not support is not printed."""
-    if not d or d.get("median") is None:
-        return None
-    ci = d.get("ci95")
-    if ci and d.get("ci_reaches_95", True) is False:
-        return "too few rounds"
-    if not ci or ci[0] <= 0 <= ci[1]:
-        return "not distinguishable"
-    return "above" if ci[0] > 0 else "below"
-
-
-def _too_few(d: dict) -> str:
-    """A value whose interval does not reach 95%: the interval it has, by
-    its coverage, never as a 95% CI or as a verdict on 0."""
-    ci, cov = d["ci95"], d.get("ci_coverage")
-    level = f"{cov:.0%} interval" if cov is not None else "interval"
-    return (f"{fmt_ns(d['median'])} ({level} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]: too few rounds for a 95% CI, "
-            "use --trials 6 or more)")
-
-
-def marginal_text(r: dict) -> str:
-    d = r.get("marginal_in_window_ns")
-    state = marginal_state(d)
-    if state is None:
-        return ""
-    if state == "too few rounds":
-        return f"{_too_few(d)} ({r['marginal_over']})"
-    if state == "not distinguishable":
-        ci = d.get("ci95")
-        span = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else ""
-        return f"not distinguishable from {r['marginal_over']}{span}"
-    return f"{_ci_text(d)} ({r['marginal_over']})"
-
-
-def print_human(result: dict, out=None) -> None:
-    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
-    c = result["conditions"]
-    out.write(f"opskew matrix: {c['workload']['description']}\n")
-    out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}; "
-              f"{result.get('rounds', 0)} rounds x {c['iters']} iterations; "
-              f"{result.get('events_per_iter', 0):.6g} operator events/iteration; "
-              f"baseline {1e6 * result.get('baseline_per_iter_s', 0):.1f} us/iteration\n")
-    if result.get("status") != "complete":
-        out.write(f"  PARTIAL ({result.get('status')}): figures use the rounds completed\n")
-    out.write("  medians per event; [CI]: the sign-test interval for the median, coverage >= 95% from 6\n"
-              "  rounds on (the exact coverage is ci_coverage in --json)\n\n")
-    rows = []
-    for r in result.get("rows", []):
-        if r["row"] == "baseline":
-            continue
-        g = lambda k: fmt_ns((r.get(k) or {}).get("median"))  # noqa: E731
-        b = r.get("export_bytes_per_event")
-        rows.append([r["row"], _ci_text(r.get("in_window_per_event_ns")), marginal_text(r),
-                     g("stop_per_event_ns"), g("postprocess_per_event_ns"), g("export_per_event_ns"),
-                     ("%.0f" % b) if b else ""])
-    for line in columns(["row", "in-window W [CI]", "marginal [CI] (over)", "stop", "post", "export", "B/ev"],
-                        rows):
-        out.write(line + "\n")
-    out.write("  in-window W: each row against the baseline; compare two rows by the marginal column,\n"
-              "  which pairs the row with its reference round by round (W medians of two rows can\n"
-              "  order differently from it); a marginal whose CI includes 0 is not distinguishable\n")
-    for name, why in result.get("skipped", {}).items():
-        out.write(f"{name}  not measured: {why}\n")
-    out.write("\nrows: " + "; ".join(f"{r['row']} = {r['label']}" for r in result.get("rows", [])
-                                     if r["row"] != "baseline") + "\n")
-    out.write("\nWhere the time goes (by source of profiler latency), per event:\n")
-    src = []
-    for s in result.get("sources", []):
-        d = {"median": s["per_event_ns"], "ci95": s["ci95"], "ci_reaches_95": s.get("ci_reaches_95"),
-             "ci_coverage": s.get("ci_coverage")}
-        if s["per_event_ns"] is None:
-            val = "n/a"
-        elif s["ci95"] and marginal_state(d) == "too few rounds":
-            val = _too_few(d)
-        elif s["ci95"] and marginal_state(d) == "not distinguishable":
-            val = f"not distinguishable from 0 [{fmt_ns(s['ci95'][0])}, {fmt_ns(s['ci95'][1])}]"
-        else:
-            val = _ci_text(d)
-        if s.get("stop_per_event_ns") is not None:
-            val += f" (+ stop {fmt_ns(s['stop_per_event_ns'])})"
-        src.append([s["source"], val, s["measure"]])
-    for line in columns(["source", "per event [CI]", "how it is measured"], src):
-        out.write("  " + line + "\n")
-    if result.get("error"):
-        out.write(f"\nerror: {result['error']}\n")
-
-
 def compute(args) -> Computed:
     """Measures and analyses; prints nothing and writes only what the options
     name besides --json. `run` prints and writes; opskew.api returns it."""
@@ -342,11 +228,9 @@ def compute(args) -> Computed:
         raise UsageError("--inject must be >= 0 ns")
     check_output(args.json, inputs=workload_files(args))
     device = prepare(args)
-    from opskew.measure.rounds import conditions, progress_printer, run_rounds
-
     workload = load_workload(args, device)
     arms, skipped = build_arms(device, not args.no_export, args.inject, args.no_tracer)
-    rounds = run_rounds(workload.iteration, {k: v[0] for k, v in arms.items()}, trials=args.trials,
+    rounds = measure_rounds.run_rounds(workload.iteration, {k: v[0] for k, v in arms.items()}, trials=args.trials,
                         iters=args.iters, device=device, warmup_s=args.warmup,
                         progress=progress_printer("opskew matrix"))
     minimal = arms["minimal"][0]
@@ -369,8 +253,3 @@ def compute(args) -> Computed:
     if result.get("rounds"):
         result["sources"] = sources(result, device)
     return conclude(rounds, result)
-
-
-def run(args) -> int:
-    rc = finish(compute(args), print_human, args.json, write_json)
-    return EXIT_OK if rc is None else rc

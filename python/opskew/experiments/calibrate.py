@@ -1,55 +1,31 @@
-"""`opskew calibrate`: measure W and delta for this machine, torch and instrument."""
+"""`opskew calibrate`: measure W and delta for this machine, torch and instrument.
+
+The measurement, which stores the calibrations it makes (calibration.store);
+the text is render.calibrate's, the command line cli.commands.calibrate's."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 
-from opskew.errors import EXIT_OK, UsageError
-from opskew.output import check_output, write_json
-from opskew.render.units import count_of, fmt_ns
-from opskew.commands._common import finite_float, workload_files
-
-HELP = "measure W and delta per instrument on this machine and store them for `opskew correct`"
-DESCRIPTION = """\
-Measures, for each instrument configuration, the constants of the overhead
-model (docs/design.md):
-
-  W         the wall time the instrument adds per operator event (in-window,
-            paired against the bare micro-workload, with a 95% CI);
-  delta     the part of it inside the event's own recorded interval: a leaf
-            operator's duration in the instrument's trace minus its duration
-            in opskew's tracer, plus opskew's own self-calibrated delta; the
-            mean over a panel of 8 leaf operators with different inputs
-            (under record_shapes it depends on them), in rounds of its own;
-  W_py      with with_stack only: the cost per Python-function event (the
-            Python tracer records every Python call), from a second
-            micro-workload of empty Python calls; W is then the operator's
-            cost with the Python event around each torch.add taken out;
-  delta_py  the part of W_py inside the Python event's own interval (its
-            reported duration minus the bare call's, an upper-bound estimate).
-
-The micro-workloads are torch.add on 1-element tensors, 1000 calls per
-iteration, and an empty Python function, 1000 calls per iteration; 1 thread
-unless --threads says otherwise. W differs between operators (record_shapes
-costs more for more inputs, autograd and nested operators differ): with
-TARGET, W is measured on your workload itself, with windows of at least
---window-ms each, and the calibration is stored under that workload's name;
-pass its file to `opskew correct --calibration`. The same run injects a known
-cost (busy-wait:NS against busy-wait:0, default 1000 ns) and stores whether
-the method recovered it within 20%: a calibration is only as good as the
-method that made it.
-
-Calibrations are stored in $OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew, else
-~/.cache/opskew, keyed by machine, torch version, instrument, configuration,
-device and threads. --show lists them; --clear removes them. A stored file
-that is not a valid calibration (wrong types, W or delta out of range) is
-skipped by every command with a one-line warning naming it.
-"""
+from opskew import _engine
+from opskew.calibration.runner import python_call_rounds, python_event_constants
+from opskew.calibration.store import SCHEMA, make_key, store, validate
+from opskew.errors import UsageError
+from opskew.experiments.common import load_workload, prepare, workload_files
+from opskew.measure import rounds as measure_rounds
+from opskew.measure.instruments import PROFILER_OPTIONS, BusyWait, OpskewTracer, TorchProfiler
+from opskew.measure.rounds import make_window, progress_printer
+from opskew.measure.workload import leaf_panel, load_target
+from opskew.options import Spec, finite_float
+from opskew.output import check_output
+from opskew.render.units import fmt_ns
+from opskew.stats.estimators import operator_event_cost, per_event_diff
+from opskew.tracer import native
+from opskew.tracer.session import arrange
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def declare(p: Spec) -> None:
+    """The options of `opskew calibrate` (the command line's and the API's)."""
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="calibrate W on this workload (file.py:function or package.module:function) "
                    "instead of the micro-workload; delta and the validation still use the micro-workload")
@@ -78,9 +54,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the calibrations as JSON, - for stdout")
 
 
-def _configs(specs):
-    from opskew.measure.instruments import PROFILER_OPTIONS
+SPEC = Spec("calibrate")
+declare(SPEC)
+Options = SPEC.options_class()
 
+
+def _configs(specs):
     out = {}
     for spec in specs or ["minimal"]:
         opts = [] if spec == "minimal" else [o.strip() for o in spec.split(",") if o.strip()]
@@ -92,38 +71,6 @@ def _configs(specs):
             raise UsageError(f"unknown profiler option(s) in --config {spec!r}: {', '.join(bad)}")
         out["+".join(sorted(opts)) or "minimal"] = {o: True for o in opts}
     return out
-
-
-def _constants(cal: dict) -> str:
-    w, d = cal["w_ns"], cal["delta_ns"]
-    text = (f"W {fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]  "
-            f"delta {fmt_ns(d['median'])}")
-    rng = d.get("range")
-    if isinstance(rng, list) and len(rng) == 2:
-        text += f" [{fmt_ns(rng[0])}, {fmt_ns(rng[1])} by operator]"
-    wp = cal.get("w_py_ns")
-    if wp:
-        text += (f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}]  "
-                 f"delta_py {fmt_ns(cal['delta_py_ns']['median'])}")
-    if "workload" in cal.get("key", {}) and cal["key"]["workload"] != "builtin:add":
-        text += f"  (on {cal['key']['workload']})"
-    return text
-
-
-def show(out=None) -> int:
-    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
-    from opskew.calibration.store import cache_dir, stored
-
-    cals = stored()
-    out.write(f"calibrations in {cache_dir()}: {len(cals)}\n")
-    for cal in cals:
-        k = cal["key"]
-        v = cal.get("validation") or {}
-        out.write(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}  "
-                  f"torch {k['torch']}, {k['device']}, {count_of(k['threads'], 'thread')}, {cal['date']}"
-                  + ("" if not v else f", validation {'ok' if v.get('ok') else 'FAILED'}") + "\n")
-        out.write(f"      {cal['_path']}\n")
-    return EXIT_OK
 
 
 # A constant whose 95% CI is wider than this share of it, each side, is too
@@ -159,43 +106,22 @@ def _noisy(cal: dict) -> str:
 
 def _iters_for(iteration, window_s: float, device: str) -> int:
     """Iterations whose bare run lasts at least `window_s` (after a warm-up)."""
-    import time as _t
-
-    from opskew.measure.rounds import make_window
-
     for _ in range(3):
         iteration()
     n = 1
     while True:
-        t0 = _t.perf_counter()
+        t0 = time.perf_counter()
         make_window(iteration, n, device)()
-        took = _t.perf_counter() - t0
+        took = time.perf_counter() - t0
         if took >= window_s or n >= 1 << 20:
             return n
         n = max(n * 2, int(n * window_s / max(took, 1e-9) * 1.1) + 1)
 
 
-def clear(out=None) -> int:
-    out = out or sys.stdout
-    from opskew.calibration.store import cache_dir
-    from opskew.calibration.store import clear as clear_cache
-
-    removed, left = clear_cache()
-    out.write(f"calibrations in {cache_dir()}: removed {len(removed)}\n")
-    for path in removed:
-        out.write(f"  removed {path}\n")
-    for path in left:
-        out.write(f"  left {path} (not a file calibrate wrote)\n")
-    return EXIT_OK
-
-
-def run(args) -> int:
-    if args.show and args.clear:
-        raise UsageError("--show and --clear do not go together")
-    if args.show:
-        return show()
-    if args.clear:
-        return clear()
+def compute(args) -> dict:
+    """Measures, and stores each calibration that passes validation; prints
+    nothing. Returns the run: its conditions and "calibrations" (what
+    --json writes)."""
     if args.trials < 2 or args.iters < 1 or args.calls < 1 or args.numel < 1 or args.threads < 1:
         raise UsageError("--trials must be >= 2 and --iters, --calls, --numel, --threads >= 1")
     if args.inject < 0:
@@ -205,20 +131,9 @@ def run(args) -> int:
     check_output(args.json, inputs=workload_files(args))  # before the rounds, not after (docs/outputs.md)
     configs = _configs(args.config)
     if not args.no_tracer:
-        from opskew.tracer.session import arrange
-
         arrange()  # before torch: the tracer's collector must be configured first
-    from opskew.commands._common import prepare
-
     device = prepare(args)
     import torch
-
-    from opskew import _engine
-    from opskew.stats.estimators import operator_event_cost, per_event_diff
-    from opskew.calibration.store import SCHEMA, make_key, python_call_rounds, python_event_constants, store, validate
-    from opskew.measure.instruments import BusyWait, OpskewTracer, TorchProfiler
-    from opskew.measure.rounds import progress_printer, run_rounds
-    from opskew.measure.workload import load_target
 
     def profiler(opts):
         # Events counted by the C reader over the export: long windows stay cheap.
@@ -240,8 +155,6 @@ def run(args) -> int:
     # others, delta from its own self-calibration.
     use_native = False
     if not args.no_tracer:
-        from opskew.tracer import native
-
         use_native = native.shim(torch)[0] is not None
     if use_native:
         arms["opskew-native"] = OpskewTracer(export=False, instrument="native")
@@ -249,22 +162,21 @@ def run(args) -> int:
         arms["busy-wait:0"] = BusyWait(0)
         arms[f"busy-wait:{args.inject}"] = BusyWait(args.inject)
     wl = load_target(None, device=device, calls=args.calls, numel=args.numel)
-    rounds = complete(run_rounds(wl.iteration, arms, trials=args.trials, iters=args.iters, device=device,
-                                 warmup_s=args.warmup, progress=progress_printer("opskew calibrate")),
+    rounds = complete(measure_rounds.run_rounds(wl.iteration, arms, trials=args.trials, iters=args.iters,
+                                                device=device, warmup_s=args.warmup,
+                                                progress=progress_printer("opskew calibrate")),
                       "the micro-workload")
     # delta: the leaves' duration against the tracer's on a panel of leaf
     # operators with different inputs (workload.leaf_panel), in rounds of
     # their own; torch.add's own figure is kept beside it.
     panel_rounds = panel_wl = None
     if configs and (use_tracer or use_native):
-        from opskew.measure.workload import leaf_panel
-
         panel_wl = leaf_panel(device, args.calls)
         p_arms = {n: arms[n] for n in configs}
         p_arms["opskew" if use_tracer else "opskew-native"] = arms["opskew" if use_tracer else "opskew-native"]
-        panel_rounds = complete(run_rounds(panel_wl.iteration, p_arms, trials=args.trials, iters=args.iters,
-                                           device=device, warmup_s=args.warmup,
-                                           progress=progress_printer("opskew calibrate (leaf panel)")),
+        panel_rounds = complete(measure_rounds.run_rounds(panel_wl.iteration, p_arms, trials=args.trials,
+                                                          iters=args.iters, device=device, warmup_s=args.warmup,
+                                                          progress=progress_printer("opskew calibrate (leaf panel)")),
                                 "the leaf panel")
     # with_stack: the Python tracer's events, priced on empty Python calls.
     py_configs = [n for n, o in configs.items() if o.get("with_stack")]
@@ -276,8 +188,6 @@ def run(args) -> int:
     user = u_rounds = None
     u_iters = args.iters
     if args.target:
-        from opskew.commands._common import load_workload
-
         user = load_workload(args, device)
         u_iters = max(args.iters, _iters_for(user.iteration, args.window_ms / 1e3, device))
         u_arms = {"baseline": None, **{n: profiler(o) for n, o in configs.items()}}
@@ -285,9 +195,9 @@ def run(args) -> int:
             u_arms["opskew"] = arms["opskew"]
         if use_native:
             u_arms["opskew-native"] = arms["opskew-native"]
-        u_rounds = complete(run_rounds(user.iteration, u_arms, trials=args.trials, iters=u_iters,
-                                       device=device, warmup_s=args.warmup,
-                                       progress=progress_printer("opskew calibrate (TARGET)")),
+        u_rounds = complete(measure_rounds.run_rounds(user.iteration, u_arms, trials=args.trials, iters=u_iters,
+                                                      device=device, warmup_s=args.warmup,
+                                                      progress=progress_printer("opskew calibrate (TARGET)")),
                             args.target)
 
     def walls(src, name):
@@ -403,24 +313,6 @@ def run(args) -> int:
         else:
             cal["_path"] = store(cal)
         results.append(cal)
-    print(f"opskew calibrate: {(user or wl).description}; torch {torch.__version__}, {device}, "
-          f"{count_of(torch.get_num_threads(), 'thread')}; {src.n} rounds x {common['iters']} iterations")
-    if validation:
-        print(f"  validation: injected {args.inject} ns, recovered {fmt_ns(validation['recovered_ns'])} "
-              f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "
-              + ("ok (within 20%)" if validation["ok"] else "NOT within 20%: the machine is too noisy "
-                 "for a trustworthy calibration; rerun with more --trials"))
-    for cal in results:
-        k = cal["key"]
-        print(f"  {k['instrument']:15s} {k['config']:28s} "
-              + (_constants(cal) if cal["op_events_per_iter"] else "no operator events: W undefined"))
-        if cal["noisy"]:
-            print(f"      WARNING: {cal['noisy']}")
-        if cal["_path"]:
-            print(f"      stored: {cal['_path']}")
-        else:
-            print(f"      NOT stored: {cal['rejected']}"
-                  + (" (rerun on a quieter machine, with more --trials)" if cal.get("rerun_helps", True) else ""))
-    if args.json:
-        write_json({"schema": "opskew.calibrate/1", "calibrations": results}, args.json)
-    return EXIT_OK
+    return {"workload": (user or wl).description, "torch": torch.__version__, "device": device,
+            "threads": torch.get_num_threads(), "rounds": src.n, "iters": common["iters"], "inject": args.inject,
+            "validation": validation, "calibrations": results}

@@ -1,0 +1,73 @@
+"""The text of `opskew calibrate` for people: a run's calibrations, the stored
+ones (--show) and what --clear removed."""
+
+from __future__ import annotations
+
+import sys
+
+from opskew.render.units import count_of, fmt_ns
+
+
+def _constants(cal: dict) -> str:
+    w, d = cal["w_ns"], cal["delta_ns"]
+    text = (f"W {fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]  "
+            f"delta {fmt_ns(d['median'])}")
+    rng = d.get("range")
+    if isinstance(rng, list) and len(rng) == 2:
+        text += f" [{fmt_ns(rng[0])}, {fmt_ns(rng[1])} by operator]"
+    wp = cal.get("w_py_ns")
+    if wp:
+        text += (f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}]  "
+                 f"delta_py {fmt_ns(cal['delta_py_ns']['median'])}")
+    if "workload" in cal.get("key", {}) and cal["key"]["workload"] != "builtin:add":
+        text += f"  (on {cal['key']['workload']})"
+    return text
+
+
+def print_stored(directory: str, cals: list, out=None) -> None:
+    """--show: the stored calibrations in `directory` (calibration.store.stored)."""
+    out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
+    out.write(f"calibrations in {directory}: {len(cals)}\n")
+    for cal in cals:
+        k = cal["key"]
+        v = cal.get("validation") or {}
+        out.write(f"  {k['instrument']:15s} {k['config']:28s} {_constants(cal)}  "
+                  f"torch {k['torch']}, {k['device']}, {count_of(k['threads'], 'thread')}, {cal['date']}"
+                  + ("" if not v else f", validation {'ok' if v.get('ok') else 'FAILED'}") + "\n")
+        out.write(f"      {cal['_path']}\n")
+
+
+def print_cleared(directory: str, removed: list, left: list, out=None) -> None:
+    """--clear: what was removed from `directory`, and what was left."""
+    out = out or sys.stdout
+    out.write(f"calibrations in {directory}: removed {len(removed)}\n")
+    for path in removed:
+        out.write(f"  removed {path}\n")
+    for path in left:
+        out.write(f"  left {path} (not a file calibrate wrote)\n")
+
+
+def print_human(run: dict, out=None) -> None:
+    """A calibration run (experiments.calibrate.compute): its conditions, the
+    injected cost's validation, and each calibration, stored or not."""
+    out = out or sys.stdout
+    validation = run["validation"]
+    out.write(f"opskew calibrate: {run['workload']}; torch {run['torch']}, {run['device']}, "
+              f"{count_of(run['threads'], 'thread')}; {run['rounds']} rounds x {run['iters']} iterations\n")
+    if validation:
+        out.write(f"  validation: injected {run['inject']} ns, recovered {fmt_ns(validation['recovered_ns'])} "
+                  f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "
+                  + ("ok (within 20%)" if validation["ok"] else "NOT within 20%: the machine is too noisy "
+                     "for a trustworthy calibration; rerun with more --trials") + "\n")
+    for cal in run["calibrations"]:
+        k = cal["key"]
+        out.write(f"  {k['instrument']:15s} {k['config']:28s} "
+                  + (_constants(cal) if cal["op_events_per_iter"] else "no operator events: W undefined") + "\n")
+        if cal["noisy"]:
+            out.write(f"      WARNING: {cal['noisy']}\n")
+        if cal["_path"]:
+            out.write(f"      stored: {cal['_path']}\n")
+        else:
+            out.write(f"      NOT stored: {cal['rejected']}"
+                      + (" (rerun on a quieter machine, with more --trials)" if cal.get("rerun_helps", True) else "")
+                      + "\n")
