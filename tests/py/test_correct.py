@@ -324,7 +324,7 @@ def test_detect_reads_kinetos_option_flags(tmp_path):
     with_flops records shapes: the options came out as record_shapes and
     minimal. Kineto writes each option that was on as a top-level flag."""
     torch = pytest.importorskip("torch")
-    from opskew.commands.correct import detect
+    from opskew.analyze.correct import detect
 
     m = torch.nn.Linear(8, 8)
     for kw, want in (({"with_flops": True}, "with_flops"), ({"with_modules": True}, "with_modules"),

@@ -222,7 +222,7 @@ def test_corrected_header_survives_many_members_and_overlaps_keep_children_insid
     the 9th, was not read back, and the trace could be corrected again. And
     an event closed early by an overlap (with a W too large for its short
     gaps) ended before its own child's corrected end."""
-    from opskew.commands.correct import detect
+    from opskew.analyze.correct import detect
     from opskew.errors import UsageError
     from opskew.analyze.tracefile import correct as c_correct
 

@@ -188,7 +188,7 @@ def test_check_output_in_process(trace, tmp_path):
 def test_correct_output_that_cannot_be_written_is_one_line_exit_7(opskew, trace, tmp_path):
     """The corrected trace goes through the same C writer: a full disk (a
     /dev/full copy) is one line naming the path and the reason, exit 7."""
-    from opskew.commands.correct import detect
+    from opskew.analyze.correct import detect
 
     found = detect(str(trace))
     cal = tmp_path / "cal.json"

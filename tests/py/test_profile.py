@@ -947,7 +947,7 @@ def test_report_file_threshold_and_a_failing_stream(tmp_path):
 
 
 def test_verdict_words_say_inconclusive_not_unskewed():
-    from opskew.analyze.verdict import skew_words
+    from opskew.render.verdict import skew_words
 
     v = {"skewed": False, "significant": False, "enough_pairs": True}
     assert skew_words(v) == "no significant skew detected"

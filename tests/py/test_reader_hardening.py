@@ -330,7 +330,7 @@ def test_every_open_errno_is_named_with_exit_2():
 
     from opskew import _engine
     from opskew.errors import EXIT_USAGE, OpskewError
-    from opskew.analyze.tracefile import OPEN_ERRORS, _raise_unless_read
+    from opskew.analyze.tracefile import OPEN_ERRORS, raise_unless_read as _raise_unless_read
 
     def fail(sys_errno, message="cannot open the trace"):
         result = {"status": "error", "error": {"number": _engine.EIO, "message": message, "offset": 0,

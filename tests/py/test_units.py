@@ -14,7 +14,7 @@ import pytest
 from opskew import _engine, errors
 from opskew.stats import estimators as analysis
 from opskew.calibration import store as calibration
-from opskew.commands.correct import detect
+from opskew.analyze.correct import detect
 from opskew.measure.instruments import Trial
 from opskew.measure.rounds import Window
 

@@ -15,14 +15,17 @@ import os
 import re
 import statistics
 
+from opskew import _reader
+from opskew.analyze.tracefile import DEFAULT_EXCLUDED, correct, corrected_path, raise_unless_read, scan
+from opskew.analyze.verdict import own_deltas, with_deltas
 from opskew.errors import UsageError, from_c_error
-from opskew.analyze.tracefile import DEFAULT_EXCLUDED, _raise_unless_read, scan
+from opskew.output import check_output
+from opskew.profiler.core import COLD_MAX_SCALE, cold_w_scale  # TEMP: stats.pricing
 
 SCHEMA = "opskew.job_summary/1"
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _CYCLE_IN_NAME = re.compile(r"cycle(\d+)")
-_STEP = re.compile(r"ProfilerStep#\d+$")
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -132,8 +135,6 @@ def parse_costs(specs: list) -> dict:
 
 def compute(paths: list, *, costs=None, align: str = "auto", categories=None) -> dict:
     """The job summary document (schema opskew.job_summary/1)."""
-    from opskew import _reader
-
     files = trace_files(paths)
     ids = [identify(p) for p in files]
     # opskew's own JSON results (a --json written beside the traces) are not traces.
@@ -179,11 +180,11 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     if "ranks" not in result:  # a trace could not be read at all: the C says which
         bad = by_rank.get(result.get("failed_rank")) or [{}]
         path = bad[min(result.get("failed_source", 0), len(bad) - 1)].get("path", "a trace")
-        _raise_unless_read(result, path, f"trace {path}")
+        raise_unless_read(result, path, f"trace {path}")
         raise from_c_error(result["error"]["number"], "job summary", message=result["error"]["message"])
     for rk in result["ranks"]:  # invalid JSON part way: refused as for one trace
         for i, src in zip(by_rank[rk["rank"]], rk["sources"]):
-            _raise_unless_read(src, i["path"], f"trace {i['path']}")
+            raise_unless_read(src, i["path"], f"trace {i['path']}")
     notes, warnings = [], []
     for rk in result["ranks"]:
         for i, src in zip(by_rank[rk["rank"]], rk["sources"]):
@@ -267,8 +268,6 @@ def _cycle_report(src: str, found: dict) -> dict | None:
     rep = found.get(os.path.realpath(src))
     if rep is not None:
         return rep
-    from opskew.profiler.core import corrected_path
-
     cor = corrected_path(src)
     if not os.path.isfile(cor):
         return None
@@ -288,8 +287,6 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
     recomputed for this W (the same extra over this W's instrument time,
     within the same COLD_MAX_SCALE); and each leaf's own delta where the
     report has them (op_deltas_ns). None without a report."""
-    from opskew.profiler.core import COLD_MAX_SCALE, cold_w_scale
-
     if not rep:
         return None
     spans = {k: float(v) for k, v in (rep.get("step_spans_ns") or {}).items() if isinstance(v, (int, float))}
@@ -307,10 +304,8 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
             spans[st["name"]] = (spans.get(st["name"], -1.0), float(sc))
     own = rep.get("op_deltas_ns")
     if isinstance(own, dict) and own:
-        from opskew.analyze.verdict import _own_deltas, _with_deltas
-
         try:  # each leaf's own delta, at its median (docs/profile.md, "Each leaf's own delta")
-            spans = _with_deltas(spans, _own_deltas(own), 0)
+            spans = with_deltas(spans, own_deltas(own), 0)
         except (TypeError, ValueError):
             pass  # a report edited by hand: every operator keeps the one delta
     return spans or None
@@ -325,9 +320,6 @@ def write_corrected(doc: dict, out_dir: str) -> list:
     cycle's report: its `delta` (else 0), each ProfilerStep#N held to the
     body it timed, and the cold first step's price (job_spans). The
     recomputed waits stay in the job summary. Returns the paths."""
-    from opskew.output import check_output
-    from opskew.analyze.tracefile import correct
-
     if not doc["corrected"]:
         raise UsageError("--corrected-dir needs every rank's W (--w, or opskew profile's reports beside the "
                          "traces)")
@@ -379,76 +371,3 @@ def stragglers(result: dict) -> list:
         rows.append({"rank": r["rank"], "last_arrivals": r["last_arrivals"], "lateness_ns": r["lateness_ns"],
                      "share": share, "straggler": bool(n) and ranks > 1 and share >= 1.5 / ranks})
     return sorted(rows, key=lambda x: -x["lateness_ns"])
-
-
-def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
-    """The job summary as text."""
-    from opskew.render.units import columns, fmt_ns
-    from opskew.render.tables import SUMMARY_COLUMNS, op_table, summary_rows
-
-    ranks = doc["ranks"]
-    out.write(f"job: {doc['world_size']} ranks, {len(doc['traces'])} traces"
-              f"{', hosts ' + ', '.join(doc['hosts']) if doc['hosts'] else ''}; collectives: {doc['family']}, "
-              f"{doc['matched']} matched on every rank\n\n")
-    hdr = ["rank", "traces", "events", "steps", "step p50", "collectives", "waited", "last at", "lateness caused",
-           "clock offset"]
-    rows = []
-    for r in ranks:
-        off = ("reference" if r is ranks[0] else
-               f"{fmt_ns(r['offset_ns'])} ± {fmt_ns(r['residual_ns'])}" if r["clock_points"] else "n/a")
-        rows.append([str(r["rank"]), str(len(r["files"])), str(r["stats"].get("complete_events", 0)),
-                     str(r["steps"]), fmt_ns(r["step_median_ns"]), str(r["collectives"]), fmt_ns(r["wait_ns"]),
-                     str(r["last_arrivals"]), fmt_ns(r["lateness_ns"]), off])
-    out.write("\n".join(columns(hdr, rows, right={2, 3, 4, 5, 6, 7, 8})) + "\n")
-    if doc["family"] != "none":
-        out.write(f"clock offsets {'applied' if doc['aligned'] else 'estimated, not applied (one host: one clock)'}"
-                  "; ± is the residual of the fit over the collectives' exits\n")
-    if doc["corrected"]:
-        out.write("\ncross-rank correction (TAU's parallel model; docs/multirank.md)\n")
-        hdr = ["rank", "W", "own cost", "absorbed", "waited", "waited, corrected", "step p50", "corrected p50"]
-        rows = [[str(r["rank"]), fmt_ns(r["w_ns"]), fmt_ns(r["own_ns"]), fmt_ns(r["absorbed_ns"]),
-                 fmt_ns(r["wait_ns"]), fmt_ns(r["corrected_wait_ns"]), fmt_ns(r["step_median_ns"]),
-                 fmt_ns(r.get("corrected_step_median_ns"))] for r in ranks]
-        out.write("\n".join(columns(hdr, rows, right=set(range(1, 8)))) + "\n")
-        out.write("own cost: W x the rank's operator events; absorbed: what the correction took out of its waits "
-                  "because others were late by their cost (negative: its own cost hid in time it would have "
-                  "waited anyway)\n")
-    if doc["steps"]:
-        out.write("\nsteps (ProfilerStep#N), per rank\n")
-        hdr = ["step"] + [f"rank {r['rank']}" for r in ranks] + ["slowest"]
-        rows = []
-        for s in doc["steps"][:top or None]:
-            d = s["dur_ns"]
-            known = [v for v in d if v is not None]
-            # The slowest rank (the first of equals); none when all took the same.
-            slow = d.index(max(known)) if known and max(known) > min(known) else None
-            rows.append([f"{s['step']}" + (f" (trace {s['segment'] + 1})" if s["segment"] else "")]
-                        + [fmt_ns(v) for v in d] + [f"rank {ranks[slow]['rank']}" if slow is not None else ""])
-        out.write("\n".join(columns(hdr, rows, right=set(range(1, len(ranks) + 1)))) + "\n")
-        if top and len(doc["steps"]) > top:
-            out.write(f"({len(doc['steps']) - top} more steps in --json)\n")
-    if doc["collectives"]:
-        worst = sorted(doc["collectives"], key=lambda c: -c["lateness_ns"])[:5]
-        out.write("\nlatest arrivals at collectives (the 5 largest)\n")
-        hdr = ["collective", "step", "last", "by"]
-        rows = [[c["name"], str(c["step"]) if c["step"] >= 0 else "-", f"rank {ranks[c['last']]['rank']}",
-                 fmt_ns(c["lateness_ns"])] for c in worst]
-        out.write("\n".join(columns(hdr, rows, right={1, 3})) + "\n")
-    for s in doc["stragglers"]:
-        if s["straggler"]:
-            out.write(f"straggler: rank {s['rank']}, last at {s['last_arrivals']} of {doc['matched']} "
-                      f"collectives, {100 * s['share']:.0f}% of the lateness ({fmt_ns(s['lateness_ns'])})\n")
-    def table(ops, title):
-        # The steps have their table above: their rows (one per N) are left
-        # out here, and their self time with them (--json has every row).
-        ops = [o for o in ops if not _STEP.match(o["name"])]
-        out.write(f"\n{title}\n")
-        op_table(summary_rows(sorted(ops, key=lambda o: -o["total_ns"]), SUMMARY_COLUMNS,
-                              sum(o["self_ns"] for o in ops)), SUMMARY_COLUMNS, top=top, out=out)
-
-    table(doc["merged"]["ops"], "all ranks merged (ProfilerStep#N rows: see the steps above)")
-    if per_rank:
-        for r in ranks:
-            table(r["ops"], f"rank {r['rank']}")
-    for n in doc["notes"]:
-        out.write(f"note: {n}\n")

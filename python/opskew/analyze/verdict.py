@@ -27,20 +27,24 @@ The loop here is over operator names (tens to thousands), never over events.
 
 from __future__ import annotations
 
+import json
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+from opskew.analyze.tracefile import correct
+from opskew.host import usable_cpus
+# Also reachable here, as opskew.analyze.verdict.render and .sentence (their
+# home is opskew.render.verdict: they format the verdict for people).
+from opskew.render.verdict import render, sentence  # noqa: F401
 
 MARKS = ("believable", "inflated", "unknowable")
 
 
-def skew_words(v: dict, enough: bool = True) -> str:
-    """A skew verdict ({"skewed", "significant"}) in words, the same in
-    every output: a sign test that finds nothing is "no significant skew
-    detected", never "not skewed" (with few pairs it can hardly find
-    anything); `enough` False: too few pairs for a 95% interval."""
-    if v["skewed"]:
-        return "SKEWED"
-    if not enough:
-        return "not made"
-    return "significant but below threshold" if v["significant"] else "no significant skew detected"
+def runs_bytecode(row: dict) -> bool:
+    """Whether a verdict row's self time runs its caller's Python code: a
+    Python frame's, and a record_function range's (category user_annotation:
+    the code inside the `with` block runs in the frame around it)."""
+    return bool(row.get("python")) or row.get("category") == "user_annotation"
 
 
 def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -> str:
@@ -75,7 +79,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     `bytecode`: opskew.bytecode.measure()'s result for the process that
     recorded the trace under with_stack; where it `applies`, the rows whose
     self time runs Python code (Python frames, record_function ranges:
-    opskew.bytecode.runs_bytecode) get the corrected self time over its
+    runs_bytecode) get the corrected self time over its
     factor as their intervals' low end (row["bytecode_factor"]): the part
     of the interpreter's slowdown under the profile function that W and
     W_py, costs per event, leave in them.
@@ -99,11 +103,6 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     beyond doubt (its own delta is then 0); its intervals' high ends reach
     the reference's time (calls x hi above the median), which makes its
     mark "unknowable", and its row says so (row["below_tracer_ns"])."""
-    import json
-    import math
-
-    from opskew.analyze.tracefile import correct
-
     w_py = w_py or {"median": 0.0, "ci95": [0.0, 0.0]}
 
     def run(wv, wpv, dest=None, d=delta_ns, **kw):
@@ -118,22 +117,20 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
                            for x in delta_range) or delta_range[0] > delta_range[1]):
             raise ValueError(f"delta_range: [lo, hi], finite, lo <= hi, or None; not {delta_range!r}")
         d_lo, d_hi = min(delta_range[0], delta_ns), max(delta_range[1], delta_ns)
-    own = _own_deltas(op_deltas)
+    own = own_deltas(op_deltas)
     extra = {"run_json": json.dumps(metadata, allow_nan=False, default=str)} if metadata and out else {}
     # The three corrections read the trace apart; the C releases the GIL, so
     # they run side by side where the process may use more than one CPU
     # (bench/bench_verdict.py; docs/profile.md, "The verdict").
     med, low, high = _side_by_side(
-        lambda: run(w["median"], w_py["median"], out, spans=_with_deltas(spans, own, 0), **extra),
+        lambda: run(w["median"], w_py["median"], out, spans=with_deltas(spans, own, 0), **extra),
         # Larger W (and delta) removes more: its upper end gives the lower corrected bound.
-        lambda: run(w["ci95"][1], w_py["ci95"][1], d=d_hi, spans=_with_deltas(spans, own, 2)),
-        lambda: run(w["ci95"][0], w_py["ci95"][0], d=d_lo, spans=_with_deltas(spans, own, 1)))
+        lambda: run(w["ci95"][1], w_py["ci95"][1], d=d_hi, spans=with_deltas(spans, own, 2)),
+        lambda: run(w["ci95"][0], w_py["ci95"][0], d=d_lo, spans=with_deltas(spans, own, 1)))
     lo_of = {o["name"]: o for o in low["ops"]}
     hi_of = {o["name"]: o for o in high["ops"]}
     wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
     dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
-    from opskew.measure.bytecode import runs_bytecode
-
     if bytecode is not None and not isinstance(bytecode, dict):
         raise TypeError(f"bytecode must be opskew.bytecode.measure()'s dict or None, not {type(bytecode).__name__}")
     factor = ((bytecode or {}).get("factor") or {}).get("median") if (bytecode or {}).get("applies") else None
@@ -209,17 +206,6 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "truncated": bool(med["truncated"])}
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the system
-    has one, else the count)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _side_by_side(*calls):
     """Each call's result, in order: in threads of their own where the
     process may use more than one CPU (as many as it may, up to one per
@@ -228,18 +214,14 @@ def _side_by_side(*calls):
     n = min(len(calls), usable_cpus())
     if n <= 1:
         return [f() for f in calls]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="opskew-verdict") as ex:
         futures = [ex.submit(f) for f in calls]
     return [f.result() for f in futures]
 
 
-def _own_deltas(op_deltas: dict | None) -> dict:
+def own_deltas(op_deltas: dict | None) -> dict:
     """{name: (median, lo, hi)} from per_operator's `op_deltas`, checked:
     each finite and >= 0, lo <= median <= hi."""
-    import math
-
     if op_deltas is None:
         return {}
     if not isinstance(op_deltas, dict):
@@ -263,8 +245,6 @@ def _below(name: str, d: dict) -> dict | None:
     """An op_deltas entry's `below_ns` ({"median", "ci95": [lo, hi]}, how
     much less per call the trace gave the name than the reference did, each
     finite and > 0, lo <= median <= hi), checked; None without one."""
-    import math
-
     b = d.get("below_ns")
     if b is None:
         return None
@@ -278,7 +258,7 @@ def _below(name: str, d: dict) -> dict | None:
     return {**b, "median": float(m), "ci95": [float(lo), float(hi)]}
 
 
-def _with_deltas(spans: dict | None, own: dict, k: int) -> dict | None:
+def with_deltas(spans: dict | None, own: dict, k: int) -> dict | None:
     """`spans` (per_operator's) with each name of `own` given its own delta,
     own[name][k] (0 the median, 1 the low end, 2 the high end), as the C
     correction takes it: {name: (ns, w_scale, delta)}."""
@@ -325,127 +305,3 @@ def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_p
         out["most_inflated_parent"] = {"name": worst["name"],
                                        "inflation": worst["reported_total_ns"] / c - 1 if c > 0 else None}
     return out
-
-
-def sentence(summary: dict) -> str:
-    """The summary in plain words."""
-    added = summary["added_ns"]
-    if added <= 0:
-        return "the instrument added nothing measurable (W is 0 within this run's precision)"
-    leaves = summary["in_leaves_ns"] / added
-    parents = summary["in_parents_ns"] / added
-    between = summary["between_top_level_ns"] / added
-    text = (f"of the time W adds, {100 * leaves:.0f}% lies inside leaf operators' own intervals "
-            f"(leaves read {100 * summary['leaf_inflation']:+.1f}%), {100 * parents:.0f}% inside parents "
-            f"between their children")
-    p = summary.get("most_inflated_parent")
-    if p and parents > 0:
-        text += (f" ({p['name']} {100 * p['inflation']:+.0f}%)" if p["inflation"] is not None else
-                 f" ({p['name']}: all of its reported time is instrument, its corrected total is 0)")
-    text += f", {100 * between:.0f}% between top-level events, where only the step's wall time shows it"
-    return text
-
-
-VERDICT_COLUMNS = ("name", "calls", "total", "self", "added", "corrected total", "corrected self [95% CI]",
-                   "verdict")
-
-
-def verdict_rows(ops: list) -> list:
-    """Rows of VERDICT_COLUMNS (times in ns) from the per-operator verdict."""
-    rows = []
-    for r in ops:
-        a = r["added_ns"]
-        cs = r["corrected_self_ns"]
-        rows.append([r["name"], r["calls"], r["reported_total_ns"], r["reported_self_ns"],
-                     a["inside"] + a["operators_below"] + a["python_below"] + a.get("other_threads", 0.0)
-                     + a.get("span", 0.0) + a.get("scaled", 0.0),
-                     r["corrected_total_ns"]["median"],
-                     (cs["median"], cs["ci95"][0], cs["ci95"][1]),
-                     r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")
-                     + (" *" if "bytecode_factor" in r else "")])
-    return rows
-
-
-def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
-    """A key_averages()-style table of the top operators by reported self
-    time, through the one renderer (opskew.tables), then where the skew lands."""
-    from opskew.render.tables import Col, op_table
-
-    # The interval's title says its real coverage (that of W's CI).
-    cov = f"{100 * verdict.get('ci_coverage', 0.95):.3g}% CI"
-    cols = [Col(f"corrected self [{cov}]", "interval", "corrected_self_ns") if c == "corrected self [95% CI]"
-            else c for c in VERDICT_COLUMNS]
-    op_table(verdict_rows(verdict["ops"]), cols, top=top, out=out)
-    note = bytecode_sentence(verdict)
-    if note:
-        out.write(f"* {note}\n")
-    out.write(f"where the skew lands: {sentence(verdict['summary'])}\n")
-
-
-def bytecode_sentence(verdict: dict) -> str | None:
-    """The rows widened for the interpreter's slowdown under with_stack, in
-    words; None where none were."""
-    b = verdict.get("bytecode") or {}
-    n = verdict.get("bytecode_rows") or 0
-    if not n or not b.get("applies"):
-        return None
-    f = b["factor"]
-    ci = f["ci95"]
-    return (f"{n} name(s) whose self time runs Python code (Python frames, record_function ranges): "
-            f"{b['python']} ran bytecode {f['median']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}] slower under the profile "
-            "function with_stack sets (measured in this process), which no cost per event removes; their "
-            "corrected self time may be up to that factor lower, and their interval's low end says so "
-            "(docs/profile.md)")
-
-
-# One colour per mark, the same in every plot.
-MARK_COLOURS = {"believable": "#2a9d55", "inflated": "#e08a00", "unknowable": "#c0392b"}
-
-
-def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
-    """Per operator (top by reported self time): the reported total (hollow)
-    against the corrected total (filled) with the interval W's CI gives it,
-    coloured by trust mark; PNG or SVG by the suffix of `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    from opskew.render.plots import figure_bytes
-    from opskew.output import write_file
-
-    ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.38 * max(len(ops), 1)))
-    dropped = 0
-    for i, r in enumerate(ops):
-        y = len(ops) - 1 - i
-        colour = MARK_COLOURS[r["mark"]]
-        rep = r["reported_total_ns"] / r["calls"] / 1e3
-        c = r["corrected_total_ns"]
-        med, lo, hi = (c["median"] / r["calls"] / 1e3, c["ci95"][0] / r["calls"] / 1e3,
-                       c["ci95"][1] / r["calls"] / 1e3)
-        ax.plot([rep], [y], marker="o", mfc="none", mec=colour, ms=7, ls="none")
-        if med > 0:
-            lo = max(lo, med * 1e-3)  # a log axis has no zero: a CI reaching it is drawn to 1/1000
-            ax.errorbar([med], [y], xerr=[[med - lo], [max(hi - med, 0.0)]], fmt="o", color=colour, ms=6,
-                        capsize=3)
-            ax.plot([med, rep], [y, y], color=colour, lw=0.8, alpha=0.5)
-        else:
-            dropped += 1
-    ax.set_yticks(range(len(ops)))
-    ax.set_yticklabels([r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "~" for r in reversed(ops)],
-                       fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlabel("time per call (µs), log scale: hollow = reported, filled = corrected [95% CI of W]")
-    handles = [Line2D([], [], marker="o", color=col, ls="none", label=m) for m, col in MARK_COLOURS.items()]
-    ax.legend(handles=handles, loc="lower right", fontsize=8)
-    note = f"; {dropped} corrected value(s) at or below 0 not drawn" if dropped else ""
-    w = verdict["w_ns"]
-    ax.set_title((title + "\n" if title else "")
-                 + f"W {w['median']:.0f} ns [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}] per event{note}", fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    data = figure_bytes(fig, "svg" if path.lower().endswith(".svg") else "png", dpi=120)
-    plt.close(fig)
-    write_file(path, data)

@@ -21,6 +21,7 @@ import io
 import sys
 from typing import NamedTuple, Sequence
 
+from opskew.output import write_file
 from opskew.render.units import fmt_ns
 
 NAME_WIDTH = 48
@@ -173,8 +174,6 @@ def write_csv(path: str, rows: Sequence[Sequence], columns: Sequence) -> None:
     """`csv_text` written to `path` ("-": standard output) through the one
     writer (report.write_file; docs/outputs.md). Check the path first with
     report.check_output, before any work."""
-    from opskew.output import write_file
-
     write_file(path, csv_text(rows, columns))
 
 

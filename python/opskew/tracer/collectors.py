@@ -1,9 +1,9 @@
 """Turning an instrument on: what opskew.trace() and `opskew record`'s child share.
 
 Standard library only, and nothing from the opskew package: `opskew record`
-runs its bootstrap (_record_boot.py) in the user's interpreter, where opskew
+runs its bootstrap (_entry/record_boot.py) in the user's interpreter, where opskew
 itself may not be importable, and that bootstrap loads this file by path.
-opskew.tracing imports it as opskew._boot.
+opskew.tracer.session imports it (as _boot).
 
 It holds the thread hook (the operator hooks are per thread), the ITT check,
 the collectors' ctypes surface (the same osk_collector_* / osk_trace_*
@@ -13,6 +13,7 @@ and the start of a session for each instrument.
 """
 
 import ctypes
+import importlib.machinery
 import os
 import sys
 import threading
@@ -284,8 +285,6 @@ def active_anywhere():
     records. Each instrument's library (ITT, NVTX, native, the profile hook)
     carries its own copy of the runtime, so asking one of them saw only its
     own sessions: a trace(instrument="itt") inside a native one started."""
-    import importlib.machinery
-
     paths = [default_path(i) for i in FILE]
     paths += [os.path.join(PACKAGE_DIR, "_pyhook" + s) for s in importlib.machinery.EXTENSION_SUFFIXES]
     for p in paths:

@@ -25,6 +25,8 @@ import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import time
 
 NATIVE_ENV = "OPSKEW_NATIVE"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native_shim.cpp")
@@ -145,8 +147,6 @@ def _lock(d: str, name: str):
     Returns the lock's path once held, or None when another live process
     kept it past LOCK_WAIT_S (then this one builds anyway). A lock whose
     process is gone is taken over."""
-    import time
-
     lock = os.path.join(d, name + ".lock")
     deadline = time.monotonic() + LOCK_WAIT_S
     said = False
@@ -184,8 +184,6 @@ def _build(torch, d: str, name: str, so: str, failed: str):
     building leaves neither a lock that a later run waits on for ever nor a
     half-written library. Returns None or why it failed (also written to
     `failed`)."""
-    import tempfile
-
     print(f"opskew: building opskew's native collector for torch {torch.__version__} "
           f"(once for this torch, seconds to a minute) in {d}", file=sys.stderr, flush=True)
     work = None

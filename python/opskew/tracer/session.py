@@ -43,15 +43,18 @@ from __future__ import annotations
 
 import array
 import ctypes
+import io
 import os
 import sys
 from typing import Iterator, NamedTuple, Optional
 
 from opskew import _engine
+from opskew.calibration.store import tracer_cost
+from opskew.errors import OpskewError, UsageError, from_c_error
+from opskew.render.tables import trace_summary
 from opskew.tracer import collectors as _boot
 from opskew.tracer import native
 from opskew.tracer.collectors import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
-from opskew.errors import OpskewError, UsageError, from_c_error
 
 COLLECTOR_ENV = _boot.ENV["itt"]
 NVTX_ENV = _boot.ENV["nvtx"]
@@ -197,10 +200,6 @@ class Summary:
 
     @property
     def table(self) -> str:
-        import io
-
-        from opskew.render.tables import trace_summary
-
         buf = io.StringIO()
         trace_summary(self.data, top=0, out=buf)
         return buf.getvalue()
@@ -446,6 +445,8 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
     def _start(self, inst: str, torch, path: Optional[str] = None) -> Trace:
         try:
             if inst == "pyhook":
+                # Deferred: loading the module loads its collector runtime
+                # into the process (collectors.active_anywhere finds it).
                 from opskew import _pyhook
 
                 session = _boot.start_pyhook(_pyhook, torch)
@@ -461,8 +462,6 @@ class trace:  # noqa: N801 - used like a function: `with opskew.trace():`
         # One W for the tracer (docs/tracer.md): the in-window W opskew
         # calibrate stored for this instrument, when there is one.
         try:
-            from opskew.calibration.store import tracer_cost
-
             found = tracer_cost(inst, torch.__version__, self.device)
         except Exception:  # noqa: BLE001 - a cache we cannot read: the self-calibration stands
             found = None

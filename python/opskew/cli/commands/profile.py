@@ -9,9 +9,14 @@ import shutil
 import sys
 import tempfile
 
+from opskew.analyze import job
+from opskew.analyze.job import SCHEMA as JOB_SCHEMA
+from opskew.cli.commands.record import exit_code, run_child, split_python
 from opskew.errors import UsageError
-from opskew.profiler.core import ADVISED_SCHEDULE
-from opskew.commands._common import finite_float
+from opskew.options import OptionValueError, finite_float
+from opskew.output import write_file
+from opskew.profiler.core import ADVISED_SCHEDULE, TRACE_NAME
+from opskew.render.units import fmt_ns
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
 
@@ -73,9 +78,19 @@ a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except:
   7    the command exited 0 but no report could be written (one line says why)
 """
 
-BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_entry", "profile_boot.py")
+# opskew/_entry/profile_boot.py, from opskew/cli/commands/profile.py.
+BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_entry",
+                    "profile_boot.py")
 
 _OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
+
+
+def _finite_float(text: str) -> float:
+    """--threshold's type: options.finite_float, its refusal as argparse's."""
+    try:
+        return finite_float(text)
+    except OptionValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,7 +117,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: %(default)s)")
     p.add_argument("--step-marker", metavar="NAME",
                    help="steps end where each record_function(NAME) ends, instead of at optimizer steps")
-    p.add_argument("--threshold", type=finite_float, default=0.05,
+    p.add_argument("--threshold", type=_finite_float, default=0.05,
                    help="in-window slowdown that counts as skew (default: %(default)s)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS], or torchrun [OPTIONS] SCRIPT [ARGS]")
@@ -112,8 +127,6 @@ def _output_dir(path: str) -> str:
     out = os.path.abspath(path)
     if os.path.lexists(out) and not os.path.isdir(out):
         raise UsageError(f"-o {path}: not a folder")
-    from opskew.analyze.job import SCHEMA as JOB_SCHEMA
-
     ours = {n: "opskew.profile" for n in _reports(out)}
     if os.path.lexists(os.path.join(out, "job-summary.json")):
         ours["job-summary.json"] = JOB_SCHEMA
@@ -139,8 +152,6 @@ def _output_dir(path: str) -> str:
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
     else:
-        from opskew.profiler.core import TRACE_NAME
-
         old = [n for n in os.listdir(out) if TRACE_NAME.match(n)]
         if old:
             sys.stderr.write(f"opskew profile: {out} holds {len(old)} trace file(s) of an earlier run; this run "
@@ -150,8 +161,6 @@ def _output_dir(path: str) -> str:
 
 
 def run(args) -> int:
-    from opskew.commands.record import _exit_code, _split_python, run_child
-
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -166,7 +175,7 @@ def run(args) -> int:
         raise UsageError("--wait must be 1 or more: the wait steps are the baseline W is measured against")
     argv = job = _torchrun_argv(cmd)
     if job is None:
-        interp, rest = _split_python(cmd)
+        interp, rest = split_python(cmd)
         if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
             raise UsageError(f"script not found: {rest[0]}")
         argv = interp + [BOOT] + rest
@@ -205,7 +214,7 @@ def run(args) -> int:
     kept = "the traces and report hold what ran until then"
     if doc is not None and not _traces(doc):
         kept = "report.json says how far it got (no trace was written)"
-    return _exit_code(rc, written, who="opskew profile", kept=kept)
+    return exit_code(rc, written, who="opskew profile", kept=kept)
 
 
 def _read_report(path: str) -> dict | None:
@@ -293,13 +302,8 @@ def _job_report(out: str, names: list) -> None:
     """The job's report (report.json, schema opskew.profile.job/1): each
     rank's W, interval, inflation and traces, from its report.rankN.json;
     and a table of them on stderr."""
-    from opskew.render.units import fmt_ns
-    from opskew.output import write_file
-
-    from opskew.analyze.job import rank_reports
-
     ranks = []
-    for n, doc in rank_reports(out, names):
+    for n, doc in job.rank_reports(out, names):
         last = doc.get("final") or doc.get("report") or {}
         ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
                       "w_source": last.get("w_source", "in-run"), "inflation": last.get("inflation"),
@@ -329,10 +333,6 @@ def _job_summary(out: str, names: list) -> None:
     name), written as job-summary.json beside them, with a few lines on
     stderr: each rank's own cost and what it absorbed, the stragglers. A
     failure here only says so: the job's traces and reports stand."""
-    from opskew.analyze import job
-    from opskew.render.units import fmt_ns
-    from opskew.output import write_file
-
     traces, earlier = [], 0
     for _, doc in job.rank_reports(out, names):
         traces += [r["raw_trace"] for r in doc.get("reports") or [] if r.get("raw_trace")
@@ -403,8 +403,6 @@ def _outcome(report: str, doc: dict | None = None) -> str:
     final = doc.get("final") or {}
     w = final.get("w_ns") or last.get("w_ns") or {}
     ci = w.get("ci95")
-    from opskew.render.units import fmt_ns
-
     wtext = (f"W {fmt_ns(w['median'])}" + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)")
              + (f" per operator event (in-run, {_pairs_of(final)})" if final
                 else f" per operator event ({last.get('w_source')})")) if w else "W unknown"

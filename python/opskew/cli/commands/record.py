@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
+from importlib import metadata
 
+from opskew.analyze.tracefile import scan
+from opskew.calibration.store import tracer_cost
 from opskew.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, OpskewError, UsageError
+from opskew.output import check_output
+from opskew.render.tables import trace_summary
+from opskew.tracer import collectors
+from opskew.tracer.session import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
 
 HELP = "run a Python command under opskew's operator tracer and write a Chrome trace"
 
@@ -62,7 +72,9 @@ A file already at TRACE is replaced only when this run's trace is complete;
 until then, and when the run writes nothing, it is left as it was.
 """
 
-BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_entry", "record_boot.py")
+# opskew/_entry/record_boot.py, from opskew/cli/commands/record.py.
+BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_entry",
+                    "record_boot.py")
 _PY_RE = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?$")
 # Interpreter options that take a value (`python -X dev -W error script.py`).
 _PY_OPTS_WITH_VALUE = {"-X", "-W", "--check-hash-based-pycs"}
@@ -88,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS]")
 
 
-def _split_python(cmd: list) -> tuple:
+def split_python(cmd: list) -> tuple:
     """(interpreter argv, user part) where the user part starts at SCRIPT, -c or -m."""
     exe = cmd[0]
     name = os.path.basename(exe)
@@ -174,8 +186,6 @@ def _header(path: str) -> dict:
     stopping where the events begin);
     {} when the trace has none or cannot be read (the line printed then says
     "?")."""
-    from opskew.analyze.tracefile import scan
-
     try:
         header = scan(path, header_only=True)["objects"].get("opskew")
     except OpskewError:
@@ -187,25 +197,17 @@ def _stored_costs(device: str) -> dict:
     """The in-window W `opskew calibrate` stored for each tracer instrument on
     this machine and torch, for the child (docs/tracer.md: one W for the
     tracer); the child checks that its torch is the one they were found for."""
-    from importlib import metadata
-
-    from opskew.tracer import collectors as _boot
-    from opskew.calibration.store import tracer_cost
-
     try:
         version = metadata.version("torch")
     except metadata.PackageNotFoundError:
         return {}
     env = {}
     for inst in ("native", "itt", "pyhook", "nvtx"):
-        env.update(_boot.cost_env(inst, version, tracer_cost(inst, version, device)))
+        env.update(collectors.cost_env(inst, version, tracer_cost(inst, version, device)))
     return env
 
 
 def run(args) -> int:
-    from opskew.output import check_output
-    from opskew.tracer.session import COLLECTOR_ENV, NVTX_ENV, collector_path, resolve_instrument
-
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -213,7 +215,7 @@ def run(args) -> int:
         raise UsageError("no command given: opskew record -o trace.json -- python script.py")
     if args.top < 0:
         raise UsageError("--top must be 0 (all) or more")
-    interp, rest = _split_python(cmd)
+    interp, rest = split_python(cmd)
     if args.output == "-":
         raise UsageError("-o -: the trace cannot go to standard output, which the command writes to; "
                          "give a file")
@@ -246,9 +248,8 @@ def run(args) -> int:
         if not foreign:
             env[COLLECTOR_ENV] = collector
     if inst in ("pyhook", "auto", "native"):
-        from opskew import _pyhook
-
-        env["OPSKEW_PYHOOK_PATH"] = os.path.abspath(_pyhook.__file__)
+        # Its file, for the child; not loaded here (a collector's runtime).
+        env["OPSKEW_PYHOOK_PATH"] = os.path.abspath(importlib.util.find_spec("opskew._pyhook").origin)
 
     before = _identity(out)
     tmpdir = tempfile.mkdtemp(prefix="opskew-record-")
@@ -293,10 +294,6 @@ def run(args) -> int:
                 if args.json:
                     sys.stdout.write(text)
                 else:
-                    import json
-
-                    from opskew.render.tables import trace_summary
-
                     trace_summary(json.loads(text), top=args.top, out=sys.stdout)
                 sys.stdout.flush()
             except (OSError, ValueError):
@@ -304,14 +301,12 @@ def run(args) -> int:
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
-    return _exit_code(rc, written)
+    return exit_code(rc, written)
 
 
 def _identity(path: str):
     """What is at path now, to tell this run's trace from an older file
     without removing it: (device, inode, mtime, size), or None."""
-    import stat
-
     try:
         st = os.stat(path)
     except OSError:
@@ -324,8 +319,6 @@ def _identity(path: str):
 def _status(path: str) -> dict:
     """What the child reported at its end ({} when it ended without, killed or
     through os._exit)."""
-    import json
-
     try:
         with open(path, encoding="utf-8") as f:
             status = json.load(f)
@@ -342,8 +335,6 @@ def _written(status: dict, before, out: str) -> bool:
         return False
     now = _identity(out)
     try:
-        import stat
-
         device = stat.S_ISCHR(os.stat(out).st_mode)
     except OSError:
         return False
@@ -366,7 +357,7 @@ def _not_written(status: dict, before, out: str, rc: int) -> str:
     return text
 
 
-def _exit_code(rc: int, written: bool, who: str = "opskew record",
+def exit_code(rc: int, written: bool, who: str = "opskew record",
                kept: str = "the trace holds what ran until then") -> int:
     """record's (and profile's) exit status: the command's own, 130 for
     SIGINT/SIGTERM, 128+N for another signal N, and EXIT_OUTPUT when the

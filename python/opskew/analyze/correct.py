@@ -1,0 +1,202 @@
+"""`opskew correct`: subtract the instrument's calibrated cost from a trace.
+The computation; the text is opskew.render.correct's, the command line
+opskew.cli.commands.correct's."""
+
+from __future__ import annotations
+
+import os
+
+from opskew.analyze.tracefile import correct, rereadable, scan
+from opskew.calibration.store import SCHEMA as CALIBRATION_SCHEMA
+from opskew.calibration.store import CalibrationError, config_name, find, load, make_key, validate
+from opskew.errors import UsageError
+from opskew.options import Spec
+from opskew.output import check_output, write_failure
+
+SCHEMA = "opskew.correct/1"
+
+# The torch.profiler options whose traces can be told apart, in the order of
+# the configuration names (calibration.config_name); the C reader counts the
+# events that carry each one's mark (osk_reader_marks_t, docs/reader.md).
+_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "with_flops")
+
+
+def declare(p: Spec) -> None:
+    p.add_argument("trace", metavar="TRACE", help="Chrome trace JSON (.json or .json.gz)")
+    p.add_argument("--calibration", metavar="FILE", help="a calibration file (default: the cache)")
+    p.add_argument("-o", "--out", metavar="PATH", help="write the corrected trace to PATH")
+    p.add_argument("--force", action="store_true", help="use a calibration whose conditions differ")
+    p.add_argument("--waits", choices=("auto", "on", "off"), default="auto",
+                   help="the cross-thread rule: a thread's self time inside one of its events, while other "
+                        "threads' events ran, was spent waiting for them (a CUDA backward runs on the autograd "
+                        "engine's device thread while the caller waits), so it shrinks by their instrument time "
+                        "too. auto (default): where the trace holds GPU activity; on; off: each thread by its "
+                        "own events alone (threads that run alongside each other)"),
+    p.add_argument("--sort", default="reported", choices=("reported", "corrected", "calls", "name", "removed"))
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows to print (default: 20; 0: all)")
+    p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.correct/1), - for stdout")
+    p.add_argument("--csv", metavar="PATH",
+                   help="write every operator as CSV to PATH ('-': stdout): a header line, then plain "
+                   "numbers (times in ns)")
+
+
+SPEC = Spec("correct")
+declare(SPEC)
+Options = SPEC.options_class()
+
+
+def detect(path: str) -> dict:
+    """Which instrument and options made the trace: opskew's tracer when it
+    has an "opskew" header, else torch.profiler with the options whose marks
+    its events carry. All of it comes from one pass of the C reader over the
+    whole trace (tracefile.scan); a trace that `opskew correct` wrote is
+    refused."""
+    found = scan(path)
+    header = found["objects"].get("opskew")
+    if isinstance(header, dict):
+        if "corrected" in header:
+            raise UsageError(f"{path} was written by `opskew correct` already; correct the original trace")
+        if "version" in header and isinstance(header.get("instrument"), str):
+            c = header.get("calibration")
+            return {"instrument": "opskew", "config": header["instrument"], "options": {},
+                    "header_calibration": c if isinstance(c, dict) else None}
+    meta = found["metadata"]
+    if any(k in meta for k in _OPTIONS):
+        # Kineto writes each option that was on as a top-level flag
+        # ("with_flops": 1): exact, where the events' marks are not (torch
+        # 2.13 writes no "flops" or "Module Hierarchy" in args, and
+        # with_flops records shapes).
+        opts = {k: bool(meta.get(k)) for k in _OPTIONS}
+    else:
+        opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
+        if opts["with_flops"]:
+            opts["record_shapes"] = False  # with_flops implies shapes
+    return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
+
+
+def choose_calibration(args, found: dict) -> dict:
+    import torch  # deferred: opskew correct reads traces; torch only for its version's calibration
+
+    if args.calibration:
+        cal = load(args.calibration)
+        k = cal["key"]
+        if (k["instrument"], k["config"]) != (found["instrument"], found["config"]) and not args.force:
+            raise UsageError(
+                f"the calibration is for {k['instrument']} ({k['config']}) but the trace looks like "
+                f"{found['instrument']} ({found['config']}); calibrate that configuration "
+                f"(opskew calibrate --config {found['config'].replace('+', ',')}) or pass --force")
+        return cal
+    header = found.get("header_calibration")
+    if header and str(header.get("w_source", "")).startswith("opskew calibrate"):
+        # The trace was written with a stored in-window W: that very W, not
+        # whichever calibration is newest now (one W: docs/tracer.md).
+        return _from_header(header, found, torch.__version__)
+    cal = find(found["instrument"], found["config"], torch.__version__)
+    if cal is None and header:
+        # One W for the tracer (docs/tracer.md): the W the trace was written
+        # with, the same its summary used.
+        return _from_header(header, found, torch.__version__)
+    if cal is None:
+        hint = ("opskew calibrate (it measures opskew's ITT and native tracers)" if found["instrument"] == "opskew"
+                else f"opskew calibrate --config {found['config'].replace('+', ',')}")
+        raise UsageError(f"no stored calibration for {found['instrument']} ({found['config']}) with "
+                         f"torch {torch.__version__} on this machine; run `{hint}` first, or pass "
+                         "--calibration FILE")
+    return cal
+
+
+def _from_header(header: dict, found: dict, torch_version: str) -> dict:
+    """The tracer's own W and delta, from its trace's header, as a
+    calibration (validated like a stored one)."""
+    cal = {"schema": CALIBRATION_SCHEMA, "key": make_key("opskew", found["config"], torch_version, "cpu", 1),
+           "w_ns": {"median": header.get("w_ns")}, "delta_ns": {"median": header.get("delta_ns")}}
+    try:
+        validate(cal)
+    except ValueError as exc:
+        raise CalibrationError(f"the trace's own calibration cannot be used ({exc}); run `opskew calibrate` "
+                               "or pass --calibration FILE") from None
+    cal["_path"] = "the trace's header: " + str(header.get("w_source") or "self-calibrated")
+    return cal
+
+
+
+def compute(args) -> dict:
+    """The correction's document (the --json, schema opskew.correct/1, with
+    every operator; "omitted" counts those past --top, which the table leaves
+    out); with --out, the corrected trace is written. Prints nothing."""
+    if args.top < 0:
+        raise UsageError("--top must be >= 0")
+    if args.csv == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
+    for path in (args.out, args.json, args.csv):
+        if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"directory does not exist: {os.path.dirname(os.path.abspath(path))}")
+    # Refused before anything is read: an output that is the input (also
+    # through a link), or one the writer would refuse (docs/outputs.md).
+    inputs = [("the input trace", args.trace), ("the calibration", args.calibration)]
+    check_output(args.out, inputs=inputs + [("the --json file", args.json)], stdout=False,
+                 what="corrected trace")
+    check_output(args.json, inputs=inputs)
+    check_output(args.csv, inputs=inputs + [("the --json file", args.json)])
+    # Read twice (detection, then correction): a pipe or "-" is copied once,
+    # in C, to a temporary file of our own (docs/reader.md).
+    with rereadable(args.trace) as src:
+        return _compute(args, src)
+
+
+def _compute(args, src: str) -> dict:
+    found = detect(src)
+    cal = choose_calibration(args, found)
+    w, delta = float(cal["w_ns"]["median"]), float(cal["delta_ns"]["median"])
+    if w < 0:
+        raise UsageError(f"the calibration has a negative W ({w:.1f} ns): recalibrate on a quieter machine")
+    delta = min(max(delta, 0.0), w)
+    w_py = float((cal.get("w_py_ns") or {}).get("median", 0.0))
+    delta_py = min(max(float((cal.get("delta_py_ns") or {}).get("median", 0.0)), 0.0), max(w_py, 0.0))
+    notes = []
+    if w_py < 0:
+        raise UsageError(f"the calibration has a negative W_py ({w_py:.1f} ns): recalibrate on a quieter machine")
+    if found["options"].get("with_stack") and not cal.get("w_py_ns"):
+        notes.append("the trace has Python-function events (with_stack) but the calibration has no W_py: "
+                     "their cost is not removed (recalibrate with this opskew, --config ...,with_stack)")
+    opts = found["options"]
+    if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
+        shapes = opts.get("record_shapes") or opts.get("with_flops")
+        notes.append("W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) "
+                     "real workloads paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to "
+                     "2.9 times with record_shapes+with_stack" + (" (record_shapes' cost grows with each "
+                                                                   "operator's inputs)" if shapes else "")
+                     + ", so their corrected times stay too high. For an in-run W with its interval, profile "
+                     "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
+                     "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
+    try:
+        r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
+                    waits={"auto": -1, "on": 1, "off": 0}[args.waits])
+    except UsageError as exc:
+        # The C writer's failure (disk full, no permission): one line, exit 7.
+        failure = write_failure(exc, args.out)
+        if failure:
+            raise failure from None
+        raise
+    ops = r["ops"]
+    key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],
+           "calls": lambda o: -o["calls"], "name": lambda o: o["name"],
+           "removed": lambda o: o["corrected_total_ns"] - o["reported_total_ns"]}[args.sort]
+    ops.sort(key=key)
+    s = r["stats"]
+    if s.get("waited_ns"):
+        notes.append(f"{s['waited_ns'] / 1e3:.1f} us of other threads' instrument time came off the threads that "
+                     f"waited for them ({s['overlapping_threads']} threads overlap in time; the cross-thread "
+                     "rule, docs/correct.md; --waits off to leave each thread to its own events)")
+    res = {
+        "schema": SCHEMA, "trace": args.trace, "detected": found,
+        "calibration": {"w_ns": w, "delta_ns": delta, "w_py_ns": w_py, "delta_py_ns": delta_py,
+                        "source": cal.get("_path") or args.calibration or "cache", "key": cal["key"]},
+        "notes": notes,
+        "stats": s, "truncated": r["truncated"], "warning": r["warning"], "truncated_at": r["truncated_at"],
+        "instrument_share": (1 - s["corrected_top_ns"] / s["reported_top_ns"]) if s["reported_top_ns"] else 0.0,
+        "ops": ops,
+        "omitted": 0 if args.top == 0 else max(0, len(ops) - args.top),
+        "out": os.path.abspath(args.out) if args.out else None,
+    }
+    return res

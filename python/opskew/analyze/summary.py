@@ -1,0 +1,127 @@
+"""`opskew summary TRACE`: the key_averages()-style table of any Chrome trace;
+`opskew summary DIR` (or several traces): a multi-rank job's (opskew.job).
+The computation; the table is opskew.render.summary's, the command line
+opskew.cli.commands.summary's."""
+
+from __future__ import annotations
+
+import os
+
+from opskew.analyze import job
+from opskew.analyze.tracefile import DEFAULT_EXCLUDED, losses_of, summarize
+from opskew.errors import UsageError
+from opskew.options import Spec
+from opskew.output import check_output
+from opskew.render.trace_notes import warnings_of
+
+SCHEMA = "opskew.summary/1"
+
+SORT_KEYS = {
+    "total": lambda o: -o["total_ns"],
+    "self": lambda o: -o["self_ns"],
+    "calls": lambda o: -o["calls"],
+    "mean": lambda o: -o["mean_ns"],
+    "p99": lambda o: -o["p99_ns"],
+    "name": lambda o: o["name"],
+}
+
+
+def declare(p: Spec) -> None:
+    p.add_argument("trace", metavar="TRACE", nargs="+",
+                   help="trace file (.json or .json.gz); '-' for standard input; a directory or several traces: "
+                   "a multi-rank job")
+    p.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH ('-': stdout only)")
+    p.add_argument("--sort", default="total", choices=tuple(SORT_KEYS),
+                   help="order of the rows (default: total)")
+    p.add_argument("--top", type=int, default=30, metavar="N",
+                   help="rows to print, 0 for all (default: 30; --json always has all)")
+    p.add_argument("--cat", metavar="CAT[,CAT...]",
+                   help="only analyze events of these categories (e.g. cpu_op,user_annotation); "
+                   "nesting and self time are then among those events only (default: all but "
+                   "Kineto's 'Trace' span)")
+    p.add_argument("--csv", metavar="PATH",
+                   help="also write every operator as CSV to PATH ('-': stdout): a header line, then "
+                   "plain numbers (times in ns, shares as fractions)")
+    job = p.add_argument_group("multi-rank jobs (a directory or several traces)")
+    job.add_argument("--w", action="append", metavar="[RANK=]NS[,PY_NS]",
+                     help="instrument cost per operator event (and per Python event) for the cross-rank "
+                     "correction: for every rank, or RANK=NS for one; repeatable (default: the W_own that "
+                     "opskew profile measured on each rank, its own cost by CPU time, from "
+                     "report.rankR.json beside the traces)")
+    job.add_argument("--align", choices=("auto", "on", "off"), default="auto",
+                     help="apply the clock offsets estimated from the collectives (default auto: when the "
+                     "traces come from more than one host)")
+    job.add_argument("--per-rank", action="store_true", help="also print each rank's own table")
+    job.add_argument("--corrected-dir", metavar="DIR",
+                     help="write each rank's traces corrected for its own cost into DIR (NAME.corrected.json), "
+                     "on rank 0's clock when the offsets are applied, with the rank's clock fit and "
+                     "cross-rank figures in their metadata")
+
+
+SPEC = Spec("summary")
+declare(SPEC)
+Options = SPEC.options_class()
+
+
+def is_job(args) -> bool:
+    traces = args.trace if isinstance(args.trace, list) else [args.trace]
+    return len(traces) > 1 or os.path.isdir(traces[0])
+
+
+def one_trace(args) -> None:
+    """One trace (not a job): args.trace becomes the path itself."""
+    if isinstance(args.trace, list) and not is_job(args):
+        args.trace = args.trace[0]
+
+
+def compute(args) -> dict:
+    """The summary document (the --json, schema opskew.summary/1, or
+    opskew.job_summary/1 for a job); prints nothing. The command line prints
+    and writes it; opskew.api.summary returns it."""
+    one_trace(args)
+    if args.top < 0:
+        raise UsageError("--top must be >= 0")
+    if args.cat is not None and not isinstance(args.cat, str):
+        raise UsageError(f"cat: a category or a list of them (e.g. cpu_op,user_annotation), not {args.cat!r}")
+    cats = [c.strip() for c in args.cat.split(",") if c.strip()] if args.cat else None
+    if args.cat is not None and not cats:
+        raise UsageError("--cat needs at least one category")
+    # An explicit --cat list is taken as is; by default Kineto's "Trace" span
+    # (profiler bookkeeping, as long as the whole window) is left out.
+    if is_job(args):
+        if getattr(args, "csv", None):
+            raise UsageError("--csv is for one trace; a job's tables are in --json")
+        check_output(args.json, inputs=[("an input trace", t) for t in args.trace])
+        return job.compute(args.trace, costs=getattr(args, "w", None), align=getattr(args, "align", "auto"),
+                           categories=cats)
+    if getattr(args, "w", None) or getattr(args, "corrected_dir", None):
+        raise UsageError("--w and --corrected-dir are for a job (a directory or several traces)")
+    check_output(args.json, inputs=[("the input trace", args.trace)])  # before reading (docs/outputs.md)
+    result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED)
+    return {
+        "schema": SCHEMA,
+        "trace": args.trace,
+        "status": result["status"],
+        "error": result["error"],
+        "categories": cats,
+        "sort": args.sort,
+        "metadata": result["metadata"],
+        "losses": losses_of(result),
+        "stats": result["stats"],
+        "threads": result["threads"],
+        "processes": result["processes"],
+        "ops": sorted(result["ops"], key=SORT_KEYS[args.sort]),
+        "warnings": warnings_of(result) + _unmatched(cats, result),
+    }
+
+
+def _unmatched(cats, result) -> list:
+    """--cat categories no complete event has (a typo gave an empty table
+    and exit 0, saying nothing)."""
+    seen = {o["cat"] for o in result["ops"]}
+    missing = [c for c in (cats or []) if c not in seen]
+    if not missing:
+        return []
+    return [f"--cat: no complete event of categor{'y' if len(missing) == 1 else 'ies'} "
+            f"{', '.join(repr(c) for c in missing)} in the trace ({result['stats'].get('filtered_events', 0)} "
+            "complete event(s) of other categories left out)"]

@@ -1,0 +1,56 @@
+"""`opskew correct`'s command line: options from opskew.analyze.correct's
+SPEC, the text from opskew.render.correct."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from opskew.analyze import correct as L
+from opskew.cli.spec import add_spec
+from opskew.errors import EXIT_OK, EXIT_TRUNCATED
+from opskew.output import write_json
+from opskew.render.correct import CORRECT_COLUMNS, correct_rows, print_human
+from opskew.render.tables import write_csv
+
+HELP = "correct operator times in a trace: reported - delta - W x descendants - W_py x Python descendants"
+DESCRIPTION = """\
+Reads a Chrome trace (torch.profiler's export, .json or .json.gz, or opskew's
+own), and compensates every operator event with the calibrated cost of the
+instrument that recorded it (docs/design.md's overhead model, TAU's scheme):
+
+    corrected = reported - delta - W x descendants - W_py x py_descendants
+
+clamped at zero, with the residual reported. Python-function events (what
+with_stack records for every Python call) are the second class: they cost
+W_py each and are corrected too (delta_py inside their own interval). Prints corrected against reported
+times per operator and the share of the trace that is instrument; with -o,
+writes a corrected trace (time line compressed per thread so nesting stays
+exact; original ts and dur kept in args) that Perfetto opens.
+
+The calibration comes from --calibration FILE, or from the cache that
+`opskew calibrate` fills, for this machine, this torch and the instrument and
+configuration the trace shows (opskew's tracer, or torch.profiler with the
+options whose traces it detects: shapes, stacks, memory, modules, flops). A
+calibration whose instrument or configuration differs from the trace's is
+refused unless --force.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_spec(p, L.SPEC)
+
+
+def run(args) -> int:
+    res = L.compute(args)
+    ops = res["ops"]
+    if args.json != "-" and args.csv != "-":
+        print_human(dict(res, ops=ops if args.top == 0 else ops[: args.top]))
+    if args.json:
+        write_json(res, args.json)
+    if args.csv:
+        write_csv(args.csv, correct_rows(ops), CORRECT_COLUMNS)
+    if res["truncated"]:
+        print(f"opskew correct: warning: {res['warning']}", file=sys.stderr)
+        return EXIT_TRUNCATED
+    return EXIT_OK

@@ -1,0 +1,86 @@
+"""`opskew summary`'s command line: options from opskew.analyze.summary's
+SPEC, the table from opskew.render.summary (a job's from opskew.render.job)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from opskew.analyze import job
+from opskew.analyze import summary as L
+from opskew.cli.spec import add_spec
+from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
+from opskew.output import check_output, write_json
+from opskew.render.job import render as render_job
+from opskew.render.summary import print_table
+from opskew.render.tables import SUMMARY_COLUMNS, summary_rows, write_csv
+
+HELP = "per-operator table (like key_averages()) of a trace, or of a multi-rank job's traces"
+DESCRIPTION = """\
+Reads TRACE, a Chrome trace as torch.profiler exports it (.json or .json.gz)
+or as opskew writes it, in C and in bounded memory, and prints per operator
+name: calls, self and total (inclusive) time with their shares of all self
+time, and the mean, median (p50) and p99 of the inclusive duration.
+
+Complete events ("X") nest per thread by time: an event's self time is its
+duration minus its children's. p50/p99 are exact for names with at most 64
+calls and otherwise within 0.8% (log-linear histogram); see docs/reader.md.
+
+TRACE may be '-' (standard input), /dev/stdin or any other pipe, plain or
+gzip: it is read once, and copied to an unlinked temporary file in $TMPDIR
+in case a thread's events are out of order and need the second pass.
+
+A trace that ends early (a profiler killed mid-write, or gzip data corrupt
+part way) is summarized up to that point, with a warning, and the exit code
+is 5. Events that opskew's tracer lost while recording (its "opskew" header
+counts them) are reported on one line and in --json's "losses".
+
+A job (torchrun): give a directory (its *.json and *.json.gz traces, less
+opskew's .corrected ones) or several traces. Each trace's rank comes from
+Kineto's distributedInfo header, else from 'rankN' in its name; a rank's
+traces are its cycles, in order. Printed: per rank its events, steps,
+collectives, time waited in them, how often it arrived last and the
+lateness it caused, and its clock offset to rank 0 (estimated from the
+collectives' exits; applied with --align on, or by default when the traces
+come from several hosts); stragglers; each step's time on every rank; the
+table of all ranks merged (--per-rank: each rank's too). With each rank's W
+(--w, or opskew profile's report.rankR.json beside the traces), the
+cross-rank correction: each rank's own instrument cost and what it absorbed
+from the others in its waits (TAU's parallel model). Every trace is read
+once in C, twice with W; memory does not grow with the traces' sizes. See
+docs/multirank.md.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_spec(p, L.SPEC)
+
+
+def run(args) -> int:
+    if L.is_job(args):
+        doc = L.compute(args)
+        if args.json != "-":
+            render_job(doc, sys.stdout, top=args.top, per_rank=args.per_rank)
+        if args.json:
+            write_json(doc, args.json)
+        if args.corrected_dir:
+            paths = job.write_corrected(doc, args.corrected_dir)
+            print(f"opskew summary: {len(paths)} corrected trace(s) in {args.corrected_dir}", file=sys.stderr)
+        for w in doc["warnings"]:
+            print(f"opskew summary: warning: {w}", file=sys.stderr)
+        return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK
+    L.one_trace(args)
+    csv_path = getattr(args, "csv", None)
+    if csv_path == "-" and args.json == "-":
+        raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
+    check_output(csv_path, inputs=[("the input trace", args.trace), ("the --json file", args.json)])
+    doc = L.compute(args)
+    if args.json != "-" and csv_path != "-":
+        print_table(doc, doc["ops"], args.top, sys.stdout, doc["losses"])
+    if args.json:
+        write_json(doc, args.json)
+    if csv_path:
+        write_csv(csv_path, summary_rows(doc["ops"], SUMMARY_COLUMNS), SUMMARY_COLUMNS)
+    for w in doc["warnings"]:
+        print(f"opskew summary: warning: {w}", file=sys.stderr)
+    return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK

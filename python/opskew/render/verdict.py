@@ -1,0 +1,140 @@
+"""The per-operator verdict (opskew.analyze.verdict's) for people: the
+skew verdict in words, where the skew lands in a sentence, the verdict's
+table and its plot."""
+
+from __future__ import annotations
+
+from opskew.output import write_file
+from opskew.render.plots import figure_bytes
+from opskew.render.tables import Col, op_table
+
+
+def skew_words(v: dict, enough: bool = True) -> str:
+    """A skew verdict ({"skewed", "significant"}) in words, the same in
+    every output: a sign test that finds nothing is "no significant skew
+    detected", never "not skewed" (with few pairs it can hardly find
+    anything); `enough` False: too few pairs for a 95% interval."""
+    if v["skewed"]:
+        return "SKEWED"
+    if not enough:
+        return "not made"
+    return "significant but below threshold" if v["significant"] else "no significant skew detected"
+
+
+def sentence(summary: dict) -> str:
+    """The summary in plain words."""
+    added = summary["added_ns"]
+    if added <= 0:
+        return "the instrument added nothing measurable (W is 0 within this run's precision)"
+    leaves = summary["in_leaves_ns"] / added
+    parents = summary["in_parents_ns"] / added
+    between = summary["between_top_level_ns"] / added
+    text = (f"of the time W adds, {100 * leaves:.0f}% lies inside leaf operators' own intervals "
+            f"(leaves read {100 * summary['leaf_inflation']:+.1f}%), {100 * parents:.0f}% inside parents "
+            f"between their children")
+    p = summary.get("most_inflated_parent")
+    if p and parents > 0:
+        text += (f" ({p['name']} {100 * p['inflation']:+.0f}%)" if p["inflation"] is not None else
+                 f" ({p['name']}: all of its reported time is instrument, its corrected total is 0)")
+    text += f", {100 * between:.0f}% between top-level events, where only the step's wall time shows it"
+    return text
+
+
+VERDICT_COLUMNS = ("name", "calls", "total", "self", "added", "corrected total", "corrected self [95% CI]",
+                   "verdict")
+
+
+def verdict_rows(ops: list) -> list:
+    """Rows of VERDICT_COLUMNS (times in ns) from the per-operator verdict."""
+    rows = []
+    for r in ops:
+        a = r["added_ns"]
+        cs = r["corrected_self_ns"]
+        rows.append([r["name"], r["calls"], r["reported_total_ns"], r["reported_self_ns"],
+                     a["inside"] + a["operators_below"] + a["python_below"] + a.get("other_threads", 0.0)
+                     + a.get("span", 0.0) + a.get("scaled", 0.0),
+                     r["corrected_total_ns"]["median"],
+                     (cs["median"], cs["ci95"][0], cs["ci95"][1]),
+                     r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")
+                     + (" *" if "bytecode_factor" in r else "")])
+    return rows
+
+
+def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
+    """A key_averages()-style table of the top operators by reported self
+    time, through the one renderer (opskew.tables), then where the skew lands."""
+    # The interval's title says its real coverage (that of W's CI).
+    cov = f"{100 * verdict.get('ci_coverage', 0.95):.3g}% CI"
+    cols = [Col(f"corrected self [{cov}]", "interval", "corrected_self_ns") if c == "corrected self [95% CI]"
+            else c for c in VERDICT_COLUMNS]
+    op_table(verdict_rows(verdict["ops"]), cols, top=top, out=out)
+    note = bytecode_sentence(verdict)
+    if note:
+        out.write(f"* {note}\n")
+    out.write(f"where the skew lands: {sentence(verdict['summary'])}\n")
+
+
+def bytecode_sentence(verdict: dict) -> str | None:
+    """The rows widened for the interpreter's slowdown under with_stack, in
+    words; None where none were."""
+    b = verdict.get("bytecode") or {}
+    n = verdict.get("bytecode_rows") or 0
+    if not n or not b.get("applies"):
+        return None
+    f = b["factor"]
+    ci = f["ci95"]
+    return (f"{n} name(s) whose self time runs Python code (Python frames, record_function ranges): "
+            f"{b['python']} ran bytecode {f['median']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}] slower under the profile "
+            "function with_stack sets (measured in this process), which no cost per event removes; their "
+            "corrected self time may be up to that factor lower, and their interval's low end says so "
+            "(docs/profile.md)")
+
+
+# One colour per mark, the same in every plot.
+MARK_COLOURS = {"believable": "#2a9d55", "inflated": "#e08a00", "unknowable": "#c0392b"}
+
+
+def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
+    """Per operator (top by reported self time): the reported total (hollow)
+    against the corrected total (filled) with the interval W's CI gives it,
+    coloured by trust mark; PNG or SVG by the suffix of `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.38 * max(len(ops), 1)))
+    dropped = 0
+    for i, r in enumerate(ops):
+        y = len(ops) - 1 - i
+        colour = MARK_COLOURS[r["mark"]]
+        rep = r["reported_total_ns"] / r["calls"] / 1e3
+        c = r["corrected_total_ns"]
+        med, lo, hi = (c["median"] / r["calls"] / 1e3, c["ci95"][0] / r["calls"] / 1e3,
+                       c["ci95"][1] / r["calls"] / 1e3)
+        ax.plot([rep], [y], marker="o", mfc="none", mec=colour, ms=7, ls="none")
+        if med > 0:
+            lo = max(lo, med * 1e-3)  # a log axis has no zero: a CI reaching it is drawn to 1/1000
+            ax.errorbar([med], [y], xerr=[[med - lo], [max(hi - med, 0.0)]], fmt="o", color=colour, ms=6,
+                        capsize=3)
+            ax.plot([med, rep], [y, y], color=colour, lw=0.8, alpha=0.5)
+        else:
+            dropped += 1
+    ax.set_yticks(range(len(ops)))
+    ax.set_yticklabels([r["name"] if len(r["name"]) <= 40 else r["name"][:39] + "~" for r in reversed(ops)],
+                       fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("time per call (µs), log scale: hollow = reported, filled = corrected [95% CI of W]")
+    handles = [Line2D([], [], marker="o", color=col, ls="none", label=m) for m, col in MARK_COLOURS.items()]
+    ax.legend(handles=handles, loc="lower right", fontsize=8)
+    note = f"; {dropped} corrected value(s) at or below 0 not drawn" if dropped else ""
+    w = verdict["w_ns"]
+    ax.set_title((title + "\n" if title else "")
+                 + f"W {w['median']:.0f} ns [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}] per event{note}", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    data = figure_bytes(fig, "svg" if path.lower().endswith(".svg") else "png", dpi=120)
+    plt.close(fig)
+    write_file(path, data)
