@@ -340,6 +340,34 @@ static int sniff(osk_reader_t *r, osk_error_t *err) {
   return 0;
 }
 
+/* The start of both opens: the arguments checked (`missing` says what is
+ * missing, or NULL), *out cleared, a reader allocated. 0, or the code,
+ * reported in err. */
+static int open_begin(osk_reader_t **out, const char *missing, const osk_reader_opts_t *opts,
+                      osk_reader_t **r, osk_error_t *err) {
+  set_err(err, 0, "", 0, 0);
+  if (missing) {
+    set_err(err, OSK_EINVAL, missing, 0, 0);
+    return OSK_EINVAL;
+  }
+  *out = NULL;
+  int rc = reader_alloc(r, opts);
+  if (rc) set_err(err, rc, "out of memory", 0, 0);
+  return rc;
+}
+
+/* The end of both opens: the first bytes read, then r is the caller's
+ * (or freed on failure). */
+static int open_end(osk_reader_t *r, osk_reader_t **out, osk_error_t *err) {
+  int rc = sniff(r, err);
+  if (rc) {
+    osk_reader_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
 /* The copy of a pipe for the second pass: a file of our own, created with
  * O_EXCL (mkstemp) in $TMPDIR (else /tmp) and unlinked at once, so nothing
  * is left behind however the process ends; its space is freed when the
@@ -433,18 +461,9 @@ int osk_reader_spool(const char *path, int *fd_out, osk_error_t *err) {
 
 int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_t *opts,
                     osk_error_t *err) {
-  set_err(err, 0, "", 0, 0);
-  if (!out || !path) {
-    set_err(err, OSK_EINVAL, "no path given", 0, 0);
-    return OSK_EINVAL;
-  }
-  *out = NULL;
   osk_reader_t *r;
-  int rc = reader_alloc(&r, opts);
-  if (rc) {
-    set_err(err, rc, "out of memory", 0, 0);
-    return rc;
-  }
+  int rc = open_begin(out, !out || !path ? "no path given" : NULL, opts, &r, err);
+  if (rc) return rc;
   const char *what = "cannot open the trace";
   struct stat st;
   if (strcmp(path, "-") == 0) /* standard input; our own descriptor, which free closes */
@@ -468,13 +487,7 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
   } else {
     r->start_off = -1;
   }
-  rc = sniff(r, err);
-  if (rc) {
-    osk_reader_free(r);
-    return rc;
-  }
-  *out = r;
-  return 0;
+  return open_end(r, out, err);
 fail:;
   int e = errno;
   osk_reader_free(r);
@@ -484,29 +497,14 @@ fail:;
 
 int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t piece,
                         const osk_reader_opts_t *opts, osk_error_t *err) {
-  set_err(err, 0, "", 0, 0);
-  if (!out || (!data && len)) {
-    set_err(err, OSK_EINVAL, "no data given", 0, 0);
-    return OSK_EINVAL;
-  }
-  *out = NULL;
   osk_reader_t *r;
-  int rc = reader_alloc(&r, opts);
-  if (rc) {
-    set_err(err, rc, "out of memory", 0, 0);
-    return rc;
-  }
+  int rc = open_begin(out, !out || (!data && len) ? "no data given" : NULL, opts, &r, err);
+  if (rc) return rc;
   static const unsigned char empty[1] = {0};
   r->mem = len ? data : empty;
   r->mem_len = len;
   r->piece = piece;
-  rc = sniff(r, err);
-  if (rc) {
-    osk_reader_free(r);
-    return rc;
-  }
-  *out = r;
-  return 0;
+  return open_end(r, out, err);
 }
 
 /* Frees what one read built up (zlib, members) so the reader can read again. */
@@ -916,44 +914,74 @@ static int scan_literal(osk_reader_t *r, const char *p, const char *end, const c
   return P_OK;
 }
 
+/* ------------------------------------------------------------ containers */
+
+/* The helpers below walk an object or array member by member; P_NEXT, their
+ * own code, says that one more follows. */
+enum { P_NEXT = P_HEADER + 1 };
+
+static int key_is(osk_str_t k, const char *lit, size_t n) {
+  return k.len == n && memcmp(k.ptr, lit, n) == 0;
+}
+
+/* The start of a container whose opening bracket is just before p: P_OK
+ * with *next past `close` when it is empty, else P_NEXT with *next at its
+ * first member or element. */
+static int container_open(const char *p, const char *end, char close, const char **next) {
+  p = skip_ws(p);
+  if (p >= end) return P_MORE;
+  *next = *p == close ? p + 1 : p;
+  return *p == close ? P_OK : P_NEXT;
+}
+
+/* An object member's key (into *key; NULL: not kept) and its ':'; *next
+ * gets where its value starts. */
+static int member_key(osk_reader_t *r, const char *p, const char *end, osk_str_t *key,
+                      const char **next) {
+  if (*p != '"') FAIL(r, p, "expected a string key");
+  int rc = scan_string(r, p, end, key, &p);
+  if (rc) return rc;
+  p = skip_ws(p);
+  if (p >= end) return P_MORE;
+  if (*p != ':') FAIL(r, p, "expected ':' after a key");
+  p = skip_ws(p + 1);
+  if (p >= end) return P_MORE;
+  *next = p;
+  return P_OK;
+}
+
+/* After a member or element: a ',' and the next one (P_NEXT, *next at it),
+ * or the closing bracket (P_OK, *next past it); anything else fails with
+ * `msg`. */
+static int container_next(osk_reader_t *r, const char *p, const char *end, char close,
+                          const char *msg, const char **next) {
+  p = skip_ws(p);
+  if (p >= end) return P_MORE;
+  if (*p == ',') {
+    p = skip_ws(p + 1);
+    if (p >= end) return P_MORE;
+    *next = p;
+    return P_NEXT;
+  }
+  if (*p != close) FAIL(r, p, msg);
+  *next = p + 1;
+  return P_OK;
+}
+
 /* Skips an object or array body after its opening bracket. */
 static int skip_container(osk_reader_t *r, const char *p, const char *end, const char **next,
                           int depth, int is_obj) {
   if (depth > MAX_DEPTH) FAIL(r, p - 1, "nesting deeper than 1024 levels");
   char close = is_obj ? '}' : ']';
-  p = skip_ws(p);
-  if (p >= end) return P_MORE;
-  if (*p == close) {
-    *next = p + 1;
-    return P_OK;
+  const char *msg = is_obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array";
+  int rc = container_open(p, end, close, &p);
+  while (rc == P_NEXT) {
+    if (is_obj && (rc = member_key(r, p, end, NULL, &p)) != P_OK) return rc;
+    if ((rc = skip_value(r, p, end, &p, depth + 1)) != P_OK) return rc;
+    rc = container_next(r, p, end, close, msg, &p);
   }
-  for (;;) {
-    int rc;
-    if (is_obj) {
-      if (*p != '"') FAIL(r, p, "expected a string key");
-      rc = scan_string(r, p, end, NULL, &p);
-      if (rc) return rc;
-      p = skip_ws(p);
-      if (p >= end) return P_MORE;
-      if (*p != ':') FAIL(r, p, "expected ':' after a key");
-      p = skip_ws(p + 1);
-      if (p >= end) return P_MORE;
-    }
-    rc = skip_value(r, p, end, &p, depth + 1);
-    if (rc) return rc;
-    p = skip_ws(p);
-    if (p >= end) return P_MORE;
-    if (*p == ',') {
-      p = skip_ws(p + 1);
-      if (p >= end) return P_MORE;
-      continue;
-    }
-    if (*p == close) {
-      *next = p + 1;
-      return P_OK;
-    }
-    FAIL(r, p, is_obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
-  }
+  if (rc == P_OK) *next = p;
+  return rc;
 }
 
 static int skip_value(osk_reader_t *r, const char *p, const char *end, const char **next,
@@ -1029,52 +1057,28 @@ static int parse_id(osk_reader_t *r, const char *p, const char *end, const char 
 /* args: only args.name is kept (metadata events name threads with it). */
 static int parse_args(osk_reader_t *r, const char *p, const char *end, const char **next,
                       osk_reader_event_t *ev) {
-  const char *s = skip_ws(p + 1);
-  if (s >= end) return P_MORE;
-  if (*s == '}') {
-    *next = s + 1;
-    return P_OK;
-  }
-  for (;;) {
-    if (*s != '"') FAIL(r, s, "expected a string key");
+  const char *s;
+  int rc = container_open(p + 1, end, '}', &s);
+  while (rc == P_NEXT) {
     osk_str_t key;
-    int rc = scan_string(r, s, end, &key, &s);
-    if (rc) return rc;
-    s = skip_ws(s);
-    if (s >= end) return P_MORE;
-    if (*s != ':') FAIL(r, s, "expected ':' after a key");
-    s = skip_ws(s + 1);
-    if (s >= end) return P_MORE;
-    if (key.len == 4 && memcmp(key.ptr, "name", 4) == 0 && *s == '"') {
+    if ((rc = member_key(r, s, end, &key, &s)) != P_OK) return rc;
+    if (key_is(key, "name", 4) && *s == '"') {
       rc = scan_string(r, s, end, &ev->arg_name, &s);
     } else {
       /* The keys torch.profiler's options add (osk_reader_marks_t). */
-      if (key.len == 10 && memcmp(key.ptr, "Input Dims", 10) == 0)
+      if (key_is(key, "Input Dims", 10))
         r->ev_marks |= MARK_INPUT_DIMS;
-      else if (key.len == 16 && memcmp(key.ptr, "Module Hierarchy", 16) == 0)
+      else if (key_is(key, "Module Hierarchy", 16))
         r->ev_marks |= MARK_MODULE_HIERARCHY;
-      else if (key.len == 5 && memcmp(key.ptr, "flops", 5) == 0)
+      else if (key_is(key, "flops", 5))
         r->ev_marks |= MARK_FLOPS;
       rc = skip_value(r, s, end, &s, 3);
     }
     if (rc) return rc;
-    s = skip_ws(s);
-    if (s >= end) return P_MORE;
-    if (*s == ',') {
-      s = skip_ws(s + 1);
-      if (s >= end) return P_MORE;
-      continue;
-    }
-    if (*s == '}') {
-      *next = s + 1;
-      return P_OK;
-    }
-    FAIL(r, s, "expected ',' or '}' in an object");
+    rc = container_next(r, s, end, '}', "expected ',' or '}' in an object", &s);
   }
-}
-
-static int key_is(osk_str_t k, const char *lit, size_t n) {
-  return k.len == n && memcmp(k.ptr, lit, n) == 0;
+  if (rc == P_OK) *next = s;
+  return rc;
 }
 
 /* One element of traceEvents. Elements that are not objects are valid JSON
@@ -1090,22 +1094,11 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
   memset(ev, 0, sizeof *ev);
   r->ev_marks = 0; /* a unit parsed again after "need more" starts afresh */
   ev->offset = r->base + (uint64_t)(p - r->buf);
-  const char *s = skip_ws(p + 1);
-  if (s >= end) return P_MORE;
-  if (*s == '}') {
-    *next = s + 1;
-    return P_OK;
-  }
-  for (;;) {
-    if (*s != '"') FAIL(r, s, "expected a string key");
+  const char *s;
+  int rc = container_open(p + 1, end, '}', &s);
+  while (rc == P_NEXT) {
     osk_str_t key;
-    int rc = scan_string(r, s, end, &key, &s);
-    if (rc) return rc;
-    s = skip_ws(s);
-    if (s >= end) return P_MORE;
-    if (*s != ':') FAIL(r, s, "expected ':' after a key");
-    s = skip_ws(s + 1);
-    if (s >= end) return P_MORE;
+    if ((rc = member_key(r, s, end, &key, &s)) != P_OK) return rc;
     /* Dispatch on the keys the analysis uses; the rest are skipped. A
      * repeated key overrides the earlier one, as in most JSON readers. */
     osk_str_t *str_field = NULL;
@@ -1158,19 +1151,10 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
     }
   value_done:
     if (rc) return rc;
-    s = skip_ws(s);
-    if (s >= end) return P_MORE;
-    if (*s == ',') {
-      s = skip_ws(s + 1);
-      if (s >= end) return P_MORE;
-      continue;
-    }
-    if (*s == '}') {
-      *next = s + 1;
-      return P_OK;
-    }
-    FAIL(r, s, "expected ',' or '}' in an event");
+    rc = container_next(r, s, end, '}', "expected ',' or '}' in an event", &s);
   }
+  if (rc == P_OK) *next = s;
+  return rc;
 }
 
 /* ------------------------------------------------------------- document */
@@ -1243,6 +1227,15 @@ static void count_marks(osk_reader_t *r, const osk_reader_event_t *ev) {
   }
   if (key_is(ev->cat, "python_function", 15)) m->python_function++;
   if (key_is(ev->name, "[memory]", 8)) m->memory++;
+}
+
+/* The walk's state after a member or element of the container it is in:
+ * `next` on ',', `done` on `close`; anything else fails with `msg`. */
+static int walk_after(osk_reader_t *r, const char *p, char close, int next, int done,
+                      const char *msg) {
+  if (*p != ',' && *p != close) FAIL(r, p, msg);
+  r->state = *p == ',' ? next : done;
+  return P_OK;
 }
 
 /* Runs the state machine over the buffered data. Returns P_MORE with r->pos
@@ -1371,13 +1364,8 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
       break;
     }
     case S_OBJ_AFTER:
-      if (*p == ',') {
-        r->state = S_OBJ_KEY;
-      } else if (*p == '}') {
-        r->state = S_END;
-      } else {
-        FAIL(r, p, "expected ',' or '}' after a top-level member");
-      }
+      rc = walk_after(r, p, '}', S_OBJ_KEY, S_END, "expected ',' or '}' after a top-level member");
+      if (rc) return rc;
       p++;
       break;
     case S_EV_FIRST:
@@ -1405,13 +1393,8 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
       break;
     }
     case S_EV_AFTER:
-      if (*p == ',') {
-        r->state = S_EV_NEXT;
-      } else if (*p == ']') {
-        r->state = r->ev_return;
-      } else {
-        FAIL(r, p, "expected ',' or ']' after an event");
-      }
+      rc = walk_after(r, p, ']', S_EV_NEXT, r->ev_return, "expected ',' or ']' after an event");
+      if (rc) return rc;
       p++;
       break;
     case S_C_FIRST:
@@ -1423,34 +1406,19 @@ static int walk(osk_reader_t *r, osk_reader_event_fn fn, void *ctx) {
         break;
       }
       r->slen = 0;
-      if (r->c_is_obj) {
-        if (*p != '"') FAIL(r, p, "expected a string key");
-        rc = scan_string(r, p, end, NULL, &p);
-        if (rc == P_MORE) goto more;
-        if (rc) return rc;
-        p = skip_ws(p);
-        if (p >= end) goto more;
-        if (*p != ':') FAIL(r, p, "expected ':' after a key");
-        p = skip_ws(p + 1);
-      }
-      rc = skip_value(r, p, end, &p, 2);
+      rc = r->c_is_obj ? member_key(r, p, end, NULL, &p) : P_OK;
+      if (rc == P_OK) rc = skip_value(r, p, end, &p, 2);
       if (rc == P_MORE) goto more;
       if (rc) return rc;
       r->state = S_C_AFTER;
       break;
     }
-    case S_C_AFTER: {
-      char close = r->c_is_obj ? '}' : ']';
-      if (*p == ',') {
-        r->state = S_C_NEXT;
-      } else if (*p == close) {
-        r->state = S_OBJ_AFTER;
-      } else {
-        FAIL(r, p, r->c_is_obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
-      }
+    case S_C_AFTER:
+      rc = walk_after(r, p, r->c_is_obj ? '}' : ']', S_C_NEXT, S_OBJ_AFTER,
+                      r->c_is_obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
+      if (rc) return rc;
       p++;
       break;
-    }
     case S_END:
     default:
       FAIL(r, p, "unexpected data after the end of the trace");
