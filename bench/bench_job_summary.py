@@ -75,62 +75,14 @@ import bench_reader as br  # noqa: E402  (the event generator: torch's byte layo
 
 # ------------------------------------------------------------------ traces
 
-HEADER = """{
-  "schemaVersion": 1,
-  "deviceProperties": [
-  ],
-  "distributedInfo": {"backend": "gloo", "rank": %(rank)d, "world_size": %(world)d, "pg_count": 1, \
-"pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,cuda:gloo", \
-"pg_size": %(world)d, "ranks": [%(ranks)s]}]},
-  "host_name": "%(host)s",
-  "trace_id": "%(trace_id)s",
-  "record_shapes": 1,
-  "displayTimeUnit": "ms",
-  "baseTimeNanoseconds": 1719853884000000000,
-  "traceEvents": [
-  {
-    "ph": "M", "name": "process_name", "pid": %(pid)d, "tid": 0,
-    "args": {
-      "name": "python3"
-    }
-  },
-  {
-    "ph": "M", "name": "thread_name", "pid": %(pid)d, "tid": %(fwd)d,
-    "args": {
-      "name": "thread %(fwd)d (python3)"
-    }
-  },
-  {
-    "ph": "M", "name": "thread_name", "pid": %(pid)d, "tid": %(bwd)d,
-    "args": {
-      "name": "thread %(bwd)d (pt_autograd_0)"
-    }
-  },
-  {
-    "ph": "M", "name": "thread_name", "pid": %(pid)d, "tid": %(gloo)d,
-    "args": {
-      "name": "thread %(gloo)d (pt_gloo_runloop)"
-    }
-  },
-"""
-
-FOOTER = """,
-  {
-    "ph": "X", "cat": "Trace", "ts": %s, "dur": %s,
-    "pid": "Spans", "tid": "PyTorch Profiler",
-    "name": "PyTorch Profiler (0)",
-    "args": {
-      "Op count": 0
-    }
-  },
-  {
-    "name": "Record Window End", "ph": "i", "s": "g",
-    "pid": "", "tid": "", "ts": %s
-  }
-],
-  "traceName": "rank%d.json"
-}
-"""
+# Kineto writes the job's facts as top-level members before "traceEvents".
+HEADER = br.kineto_header(
+    '  "distributedInfo": {"backend": "gloo", "rank": %(rank)d, "world_size": %(world)d, "pg_count": 1, '
+    '"pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,cuda:gloo", '
+    '"pg_size": %(world)d, "ranks": [%(ranks)s]}]},\n'
+    '  "host_name": "%(host)s",\n  "trace_id": "%(trace_id)s",\n  "record_shapes": 1,\n',
+    "python3", [("fwd", "python3"), ("bwd", "pt_autograd_0"), ("gloo", "pt_gloo_runloop")])
+FOOTER = br.kineto_footer("%s", "rank%d.json")
 
 T0 = 1212076812000.0  # rank 0's clock at the first block, us (as bench_reader.py)
 LATE_US = 150.0       # how late the straggler (the last rank) arrives at each collective
@@ -488,10 +440,7 @@ def describe_job(doc):
              for s in doc.get("stragglers") or [] if s.get("straggler")]
     out.append(f"# opskew's stragglers (generated: rank {len(ranks) - 1}, last at every collective): "
                f"{strag or 'none'}; steps {len(doc.get('steps') or [])}")
-    if doc.get("notes"):
-        out.append(f"# opskew notes: {doc['notes'][:5]}")
-    if doc.get("warnings"):
-        out.append(f"# opskew warnings: {doc['warnings'][:5]}")
+    out += [f"# opskew {key}: {doc[key][:5]}" for key in ("notes", "warnings") if doc.get(key)]
     return out
 
 

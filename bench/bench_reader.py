@@ -121,51 +121,38 @@ def _step_template():
     return ",\n".join(parts) + flows, offs, 1000.0, len(parts) + 2
 
 
-HEADER = """{
-  "schemaVersion": 1,
-  "deviceProperties": [
-  ],
-  "trace_id": "0123456789ABCDEF0123456789ABCDEF",
-  "displayTimeUnit": "ms",
-  "baseTimeNanoseconds": 1719853884000000000,
-  "traceEvents": [
-  {
-    "ph": "M", "name": "process_name", "pid": %(pid)d, "tid": 0,
-    "args": {
-      "name": "python"
-    }
-  },
-  {
-    "ph": "M", "name": "thread_name", "pid": %(pid)d, "tid": %(fwd)d,
-    "args": {
-      "name": "thread %(fwd)d (python)"
-    }
-  },
-  {
-    "ph": "M", "name": "thread_name", "pid": %(pid)d, "tid": %(bwd)d,
-    "args": {
-      "name": "thread %(bwd)d (pt_autograd_0)"
-    }
-  },
-"""
+def _name_event(kind, tid, name):
+    """A metadata ("M") event naming a process or a thread, in the export's
+    layout; pid, tid and name may hold %(key)d placeholders."""
+    return (f'  {{\n    "ph": "M", "name": "{kind}", "pid": %(pid)d, "tid": {tid},\n'
+            f'    "args": {{\n      "name": "{name}"\n    }}\n  }},\n')
 
-FOOTER = """,
-  {
-    "ph": "X", "cat": "Trace", "ts": 1212076812000.000, "dur": %s,
-    "pid": "Spans", "tid": "PyTorch Profiler",
-    "name": "PyTorch Profiler (0)",
-    "args": {
-      "Op count": 0
-    }
-  },
-  {
-    "name": "Record Window End", "ph": "i", "s": "g",
-    "pid": "", "tid": "", "ts": %s
-  }
-],
-  "traceName": "bench.pt.trace.json"
-}
-"""
+
+def kineto_header(members, process, threads):
+    """The export's text up to its first event, as a %-template: the top-level
+    `members` (whole lines) before "displayTimeUnit", then the metadata events
+    naming the process (`process`, pid %(pid)d) and each of `threads`, (key,
+    name): thread %(key)d, named "thread N (name)" as Kineto names them."""
+    return ('{\n  "schemaVersion": 1,\n  "deviceProperties": [\n  ],\n' + members
+            + '  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": 1719853884000000000,\n'
+            + '  "traceEvents": [\n' + _name_event("process_name", 0, process)
+            + "".join(_name_event("thread_name", f"%({k})d", f"thread %({k})d ({n})") for k, n in threads))
+
+
+def kineto_footer(ts, trace_name):
+    """The export's text after its last event, as a %-template: the profiler's
+    own span (from `ts`; its dur a %s), the window's end (a %s) and
+    "traceName"."""
+    return (',\n  {\n    "ph": "X", "cat": "Trace", "ts": ' + ts + ', "dur": %s,\n'
+            '    "pid": "Spans", "tid": "PyTorch Profiler",\n    "name": "PyTorch Profiler (0)",\n'
+            '    "args": {\n      "Op count": 0\n    }\n  },\n'
+            '  {\n    "name": "Record Window End", "ph": "i", "s": "g",\n    "pid": "", "tid": "", "ts": %s\n  }\n'
+            '],\n  "traceName": "' + trace_name + '"\n}\n')
+
+
+HEADER = kineto_header('  "trace_id": "0123456789ABCDEF0123456789ABCDEF",\n', "python",
+                       [("fwd", "python"), ("bwd", "pt_autograd_0")])
+FOOTER = kineto_footer("1212076812000.000", "bench.pt.trace.json")
 
 
 def generate(path: str, target_bytes: int, profiler_steps: int = 8) -> dict:
