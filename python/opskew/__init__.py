@@ -14,12 +14,12 @@ _API = ("check", "matrix", "sweep", "advise", "summary", "compare", "Result")
 
 def __getattr__(name):
     if name in ("profile", "step"):
-        # opskew/profiling.py holds the class (a submodule of another name:
-        # importing a submodule binds it on the package, under its own name).
-        # the module to this name, so the class replaces it here.
+        # opskew/profiler/core.py holds the class (the package is not named
+        # opskew.profile: importing a submodule binds it on its package,
+        # under its own name, and would replace the class here).
         import importlib
 
-        mod = importlib.import_module(".profiling", __name__)
+        mod = importlib.import_module(".profiler.core", __name__)
         globals()["profile"], globals()["step"] = mod.profile, mod.step
         return globals()[name]
     if name in _API:

@@ -46,7 +46,7 @@ def test_snippet_for_user_training_step_runs_and_traces(opskew, tmp_path):
                                                                   + c["export_per_event_ns"]) * 1e-9)
     assert "schedule=schedule(" in p.stdout and snip.read_text() == r["snippet"]
     # The same options under opskew.profile, with the wait its pairing needs.
-    from opskew.profiler.core import REF_WAIT
+    from opskew.profiler import REF_WAIT
 
     sc = rec["self_correcting"]
     assert sc["schedule"]["wait"] == REF_WAIT and sc["schedule"]["active"] >= 2

@@ -192,7 +192,7 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
     """The wait steps 2 to 7 after a trace still run slow (docs/profile.md,
     "Wait steps under a live profiler"): pairs that take them are counted and
     the report says so; with wait=14 the last 6 wait steps lie past them."""
-    from opskew.profiler.core import SETTLE, WAIT_ADVICE
+    from opskew.stats.pricing import SETTLE, WAIT_ADVICE
 
     assert WAIT_ADVICE == SETTLE + 6 == 14
     body = make_body()
@@ -311,7 +311,7 @@ def test_long_wait_blocks_keep_only_the_steps_pairing_uses(tmp_path):
     (and a wait can be thousands of steps): a wait block keeps its first
     POST_TRACE + NEAR steps and its last NEAR, counts the rest, and pairs
     exactly as it would with all of them."""
-    from opskew.profiler.core import NEAR, POST_TRACE
+    from opskew.stats.pricing import NEAR, POST_TRACE
 
     body = make_body()
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
@@ -334,8 +334,8 @@ def test_long_runs_keep_the_last_cycles_steps(tmp_path, monkeypatch):
     last KEEP_CYCLES traced cycles (and the baseline before the oldest), the
     older steps are counted, not kept, and the first kept wait block's first
     POST_TRACE steps stay cold (it follows a trace)."""
-    from opskew.profiler import core as profiling
-    from opskew.profiler.core import NEAR, POST_TRACE
+    from opskew.profiler import cycle as profiling
+    from opskew.stats.pricing import NEAR, POST_TRACE
 
     monkeypatch.setattr(profiling, "KEEP_CYCLES", 3)
     monkeypatch.setattr(profiling, "MAX_RECORRECT", 3)  # equal, as in opskew
@@ -542,7 +542,7 @@ def test_corrected_trace_and_report(tmp_path):
     extra = p.final["cold_first_active_extra_ns"]
     row = rows[cold["name"]]
     want = 1 + max(extra, 0) / (p.final["w_ns"]["median"] * cold["op_events"])
-    from opskew.profiler.core import COLD_MAX_SCALE
+    from opskew.stats.pricing import COLD_MAX_SCALE
 
     if extra > 0 and p.final["w_ns"]["ci95"][0] > 0 and want <= COLD_MAX_SCALE:
         assert cold["w_scale"] == pytest.approx(want)
@@ -565,7 +565,7 @@ def test_corrected_trace_and_report(tmp_path):
                 (want - 1) * wm * rows[st["name"]]["descendants_per_call"], rel=1e-6, abs=1e-3)
         else:
             assert st["w_scale"] == 1.0 and st["why"].startswith("priced at W")
-    from opskew.profiler.core import render
+    from opskew.render.profile import render
 
     assert ("priced by position in the cycle" in render(r)) == any(st["w_scale"] != 1.0 for st in r["position_steps"])
 
@@ -575,7 +575,7 @@ def test_a_stretched_step_range_is_reported_and_said_once():
     # rows, from the C pass that writes it): the median over the trace's
     # ranges, a note past 2% of a step, replaced when the trace is corrected
     # again (stop()'s final W).
-    from opskew.profiler.core import _trace_steps
+    from opskew.profiler.traces import trace_steps as _trace_steps
 
     def rows(stretch):
         return {"ops": [{"name": f"ProfilerStep#{k}", "calls": 1, "stretched_ns": x,
@@ -1034,7 +1034,8 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
     over its events as a scale on W from COLD_MIN_CYCLES cycles on, where W's
     CI lies above 0 and the scale stays within COLD_MAX_SCALE; otherwise it
     stays in the step and `why` says so (docs/profile.md)."""
-    from opskew.profiler.core import COLD_MAX_SCALE, COLD_MIN_CYCLES, _spans
+    from opskew.profiler.pricing import step_spans as _spans
+    from opskew.stats.pricing import COLD_MAX_SCALE, COLD_MIN_CYCLES
 
     def rep():
         return {"step_spans_ns": {"ProfilerStep#9": 5000.0, "ProfilerStep#10": 4000.0},
@@ -1094,7 +1095,8 @@ def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
     side), its steps' operator events pay that factor too, and its cold
     first step's (on top of the extra); 5 pairs never reach 95%."""
     from opskew.analyze.job import job_spans
-    from opskew.profiler.core import COLD_MIN_CYCLES, _cycle_factors, _spans
+    from opskew.profiler.pricing import step_spans as _spans
+    from opskew.stats.pricing import COLD_MIN_CYCLES, cycle_factors as _cycle_factors
 
     by_pos = [{"position": k, "w_ns": w, "pairs": 5} for k, w in ((1, 200.0), (2, 100.0))] + \
              [{"position": 3, "w_ns": 90.0, "pairs": COLD_MIN_CYCLES - 1}]  # too few: its pairs go against W
@@ -1178,7 +1180,7 @@ def spin_run(tmp_path, extra_ns, base_ns, good):
     opskew.profile with the leaf reference on (wait REF_WAIT, 3 cycles of 3
     active steps), run again (NOISE_ATTEMPTS) until good(spin's op_deltas
     entry) holds: (the profile, its last report, that entry, the cycle)."""
-    from opskew.profiler import core as profiling
+    import opskew.profiler as profiling
 
     spin = spin_op(extra_ns, base_ns)
     x = torch.ones(4)
@@ -1210,7 +1212,7 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     hundreds of ns. opskew's tracer runs on the wait steps at positions
     REF_FIRST - 1 to REF_FIRST + REF_STEPS - 1 of each wait block after the
     first (0-based), one session each, and none of them is paired."""
-    from opskew.profiler import core as profiling
+    import opskew.profiler as profiling
 
     extra, base = 40_000, 3_000
     p, r, own, cycle = spin_run(tmp_path, extra, base, lambda own: abs(own["median"] - extra) <= 0.1 * extra)
@@ -1255,7 +1257,7 @@ def test_a_leaf_faster_in_the_trace_than_under_the_tracer_is_said_and_its_interv
     profiled steps can) keeps its reported time (own delta 0), its row says
     by how much the trace fell below the tracer (within 10% of LESS), its
     interval's high end reaches the tracer's time, and it is unknowable."""
-    from opskew.profiler import core as profiling
+    import opskew.profiler as profiling
 
     less, base = 20_000, 30_000
     p, r, own, _ = spin_run(tmp_path, -less, base,
@@ -1275,7 +1277,7 @@ def test_without_the_leaf_reference_every_operator_keeps_one_delta(tmp_path):
     """leaf_reference=False, or a wait below REF_WAIT: opskew's tracer
     never runs, every operator keeps the stored (here: no) delta, and the
     report says why."""
-    from opskew.profiler import core as profiling
+    import opskew.profiler as profiling
 
     body = make_body()
     for kw, wait, why in (({"leaf_reference": False}, profiling.REF_WAIT, "off: leaf_reference=False"),
@@ -1293,7 +1295,7 @@ def test_a_tracer_that_cannot_start_turns_the_leaf_reference_off_and_says_why(tm
     """opskew's tracer sessions do not nest: inside the user's own
     opskew.trace() block, the leaf reference is off for the run, the loop
     goes on, and the report names the reason."""
-    from opskew.profiler import core as profiling
+    import opskew.profiler as profiling
 
     body = make_body()
     wait = profiling.REF_WAIT

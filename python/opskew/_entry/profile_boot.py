@@ -48,6 +48,10 @@ if "opskew" not in sys.modules:
     _spec.loader.exec_module(sys.modules["opskew"])
 
 from opskew.exitcodes import EXIT_SETUP  # noqa: E402  (after the package is loaded by its spec)
+from opskew.output import write_file  # noqa: E402
+from opskew.profiler import core as profiler_core  # noqa: E402  (does not import torch)
+from opskew.profiler.cycle import KEEP_CYCLES  # noqa: E402
+from opskew.profiler.traces import metadata  # noqa: E402
 
 
 class Driver:
@@ -249,9 +253,6 @@ class Driver:
         return f"the first optimizer that stepped ({self.first_optimizer[1]})"
 
     def write_report(self, ended_by):
-        from opskew.profiler.core import KEEP_CYCLES, _metadata
-        from opskew.output import write_file
-
         steps = self.prof.steps
         doc = {
             "schema": "opskew.profile/1",
@@ -280,7 +281,7 @@ class Driver:
             # the corrected traces come from); an earlier one is in its
             # corrected trace's metadata, where one was written. The file is
             # rewritten every cycle: it must stay bounded.
-            "reports": [_metadata(r) for r in self.prof.reports[-KEEP_CYCLES:]],
+            "reports": [metadata(r) for r in self.prof.reports[-KEEP_CYCLES:]],
             "earlier_reports": max(len(self.prof.reports) - KEEP_CYCLES, 0),
             "report": self.prof.report,
             # The run's W from all its steps (at the end), which every
@@ -431,9 +432,8 @@ def main():
         rb._fail("cannot import torch in the profiled interpreter: %s" % exc)
     if spec["device"] == "cuda" and not torch.cuda.is_available():
         rb._fail("--device cuda: this torch sees no CUDA device (torch %s)" % torch.__version__)
-    from opskew.profiler import core as mod
-    driver = Driver(spec, torch, mod.profile)
-    mod._driver = driver
+    driver = Driver(spec, torch, profiler_core.profile)
+    profiler_core.driver = driver
     _count_children(driver)
     _hook_own_profilers(torch, driver)
     handle = None
@@ -470,7 +470,7 @@ def main():
             signal.signal(sig, signal.SIG_IGN)
         if handle is not None:
             handle.remove()
-        mod._driver = None
+        profiler_core.driver = None
         driver.finish(ended_by)
 
 

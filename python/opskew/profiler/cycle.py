@@ -1,0 +1,419 @@
+"""The analysis of each traced cycle of opskew.profile: the events
+counted in its trace, W estimated from the run's pairs (opskew.stats.
+pricing.estimate_w), the cycle's report with its verdict and corrected
+trace, and at stop() every trace of the run corrected again with the run's
+final W. Loops here are over steps and cycles, never over events."""
+
+from __future__ import annotations
+
+import os
+
+from opskew.analyze.tracefile import correct
+from opskew.profiler.figures import leaves_own
+from opskew.profiler.leafref import REF_MIN_CALLS
+from opskew.profiler.pricing import step_spans
+from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
+from opskew.profiler.traces import STEP_NAME, corrected_path, metadata, operators, per_operator_to, trace_steps
+from opskew.stats.pricing import MIN_PAIRS, POST_TRACE, WAIT_ADVICE, estimate_w
+
+# Traces corrected again with the run's final W at stop(), the latest first.
+MAX_RECORRECT = 50
+
+# Traced cycles whose steps W is estimated from, the latest: with repeat=0 a
+# run goes on for thousands of cycles, and estimating from every step made
+# each trace's analysis grow with the run (70 ms of opskew's time a cycle
+# after 400 cycles, 8 ms at the start). Older steps are counted
+# (StepClock.counts), not kept. 50 cycles give 300 pairs with the advised
+# schedule, and they are the cycles whose traces stop() corrects again.
+KEEP_CYCLES = MAX_RECORRECT
+
+
+def count(trace: str, waits: int) -> dict:
+    """Operator and Python events inside each ProfilerStep#N of the trace,
+    from the C correction's pass at W = 0 (its per-name descendants), with
+    those of other threads it waited for (a CUDA backward runs on the
+    autograd engine's device thread: the C correction's cross-thread rule,
+    on where the trace holds GPU activity)."""
+    res = correct(trace, 0.0, 0.0, waits=waits)
+    per_step = {}
+    for o in res["ops"]:
+        m = STEP_NAME.match(o["name"])
+        if m and o["calls"] == 1:
+            per_step[int(m.group(1))] = (o["descendants"] + o.get("waited_descendants", 0),
+                                         o["py_descendants"] + o.get("waited_py_descendants", 0))
+    st = res["stats"]
+    # The leaves, for their own delta (LeafReference.op_deltas): operators and
+    # record_function ranges with no operator inside (under with_stack
+    # a range may hold Python events, priced at W_py there).
+    leaves = {o["name"]: (o["calls"], o["reported_total_ns"], o["py_descendants"]) for o in res["ops"]
+              if o["descendants"] == 0 and not o["python"] and o["calls"] >= REF_MIN_CALLS
+              and o.get("category") in ("cpu_op", "user_annotation") and not STEP_NAME.match(o["name"])}
+    return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
+            "py_events": st["py_events"], "leaves": leaves}
+
+
+def claim(reports: list, rep: dict):
+    """`rep`'s raw trace is now at its path: an earlier cycle's report
+    naming the same file (a handler that exports to one name every
+    cycle) no longer describes it, and stop() must not correct that file
+    again as the earlier cycle's."""
+    raw = rep.get("raw_trace")
+    if not raw:
+        return
+    # The reports stop() may correct again, at most: O(1) a cycle.
+    for r in reports[-MAX_RECORRECT - 1:]:
+        if r is not rep and r.get("raw_trace") == raw:
+            r["raw_trace"] = r["corrected_trace"] = None
+            r["overwritten_by_cycle"] = rep["cycle"]
+
+
+def shed_old_operators(reports: list, shed_upto: int) -> int:
+    """A report older than the last KEEP_CYCLES keeps its per-operator
+    summary and marks, not its table of every operator (its corrected
+    trace carries that): memory stays bounded however long the run.
+    `shed_upto`: the reports before it hold no table already; returns the
+    new such index."""
+    upto = len(reports) - KEEP_CYCLES
+    for r in reports[shed_upto:max(upto, 0)]:
+        ops = r.get("operators")
+        if isinstance(ops, dict) and "ops" in ops:
+            ops.pop("ops")
+            ops["ops_dropped"] = "older than the last %d cycles: see the cycle's corrected trace" % KEEP_CYCLES
+    return max(shed_upto, upto)
+
+
+def error_report(cycle: int, rank, world_size: int, error: str, steps: dict, step_ranges,
+                 raw: str | None = None) -> dict:
+    """The report of a cycle that has no analysis: why, and what is known."""
+    return {"cycle": cycle, "rank": rank, "world_size": world_size, "raw_trace": raw,
+            "corrected_trace": None, "error": error, "steps": steps,
+            "step_ranges": dict(step_ranges or {}) or None}
+
+
+class CycleAnalysis:
+    """What one profiler knows of its traced cycles, and how it analyses
+    each: `wv` the latest W a trace was corrected with (None where there is
+    none), `final` the run's W from all its steps (set at stop()),
+    `pair_steps` the last estimate's pairs as (active step, wait step)."""
+
+    def __init__(self, clock, ref, figures, files, *, options: dict, threshold: float, has_schedule: bool,
+                 waits: int, rank, world_size: int):
+        self.clock = clock
+        self.ref = ref
+        self.figures = figures
+        self.files = files
+        self.options = options
+        self.threshold = threshold
+        self.has_schedule = has_schedule
+        self.waits = waits
+        self.rank, self.world_size = rank, world_size
+        self.wv = None
+        self.final = None
+        self.pair_steps: list = []
+
+    def estimate(self):
+        """W from the kept steps' pairs (estimate_w): (W or None, notes, detail)."""
+        w_py = self.figures.w_py()
+        wp = max(w_py["median"], 0.0) if w_py else 0.0
+        c = self.clock
+        w, notes, detail, self.pair_steps = estimate_w(c.steps, c.events, c.forgot, wp, self.figures.cuda)
+        return w, notes, detail
+
+    def analyse(self, trace: str, raw: str | None, stop_ns: int, user_ns: int, this_cycle: list, cycle: int,
+                step_ranges) -> dict:
+        """The report of `cycle`, whose trace is `trace` (`raw` the user's
+        export, or None) and whose active steps are `this_cycle`."""
+        counts = count(trace, self.waits)
+        events = self.clock.events
+        counted_per_step = True
+        found = [s for s in this_cycle if s["step"] in counts["per_step"]]
+        # Every range's events, the step an exception cut short included (its
+        # operators are in the trace's total too).
+        held = sum(v[0] for v in counts["per_step"].values())
+        straddle = bool(found) and held < 0.5 * counts["op_events"]
+        if straddle:
+            # Ranges that hold less than half of the trace's operators: step()
+            # was called inside another range (a record_function around each
+            # iteration), so each ProfilerStep#N opens in one iteration and
+            # closes in the next, and nesting puts the operators elsewhere
+            # (the ranges keep only what runs after step() in its range).
+            found = []
+        if found:
+            # Steps of an earlier cycle whose analysis failed are not in this trace.
+            this_cycle = found
+            for s in this_cycle:
+                events[s["step"]] = counts["per_step"][s["step"]]
+        elif this_cycle:
+            # No ProfilerStep#N annotations for these steps: totals over steps.
+            counted_per_step = False
+            n = len(this_cycle)
+            for s in this_cycle:
+                events[s["step"]] = (counts["op_events"] / n, counts["py_events"] / n)
+        self.clock.forget_old(cycle - KEEP_CYCLES + 1)
+        w, notes, detail = self.estimate()
+        if straddle:
+            notes.append(f"the ProfilerStep#N ranges hold {held} of the trace's {counts['op_events']} operator "
+                         "events: step() was called inside another range (a record_function around each "
+                         "iteration?), so the ranges straddle the iterations; events per step are the trace's "
+                         "totals divided by its active steps")
+        rep = self._skeleton(counts, this_cycle, counted_per_step, cycle, raw, step_ranges, detail)
+        wv = self._w(rep, w, detail)
+        self._notes(rep, w, notes, step_ranges)
+        self._figures(rep, this_cycle, stop_ns, user_ns, wv, w, detail)
+        self.wv = None
+        if raw is None and self.files.corrected_dir is not None:
+            rep["raw_trace"] = raw = self.files.save_raw(trace, cycle)
+        self.ref.raw[cycle] = counts.get("leaves") or {}
+        self.ref.raw.pop(cycle - MAX_RECORRECT, None)
+        if wv is not None:
+            self._correct(rep, trace, raw, counts, wv)
+        return rep
+
+    def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
+        sched = "schedule=" + schedule_call(ADVISED_SCHEDULE)
+        if not self.has_schedule:
+            return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
+                    f"pass {sched} or more")
+        if not has_wait:
+            return ("the schedule has no wait steps (wait=0 and no steps outside the cycles): "
+                    f"set wait >= {WAIT_ADVICE} so each active step has an uninstrumented step to pair with")
+        if single and not pairs:
+            return ("each cycle so far has a single active step, the cold first one, which is never paired: "
+                    f"use active >= 2, as in {sched}")
+        need = MIN_PAIRS - pairs
+        return (f"{pairs} active step(s) paired so far; a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` "
+                f"by enough for {need} more, with wait >= {WAIT_ADVICE} (each wait step serves one pair, the "
+                f"first {POST_TRACE} after a trace are cold, and the first active step of a cycle is not paired)")
+
+    def _cold_step(self, this_cycle: list) -> dict | None:
+        """The cycle's first active step (cold: estimate_w never pairs it),
+        whose events the correction prices higher (step_spans): its range's
+        name and its events."""
+        first = min(this_cycle, key=lambda s: s["step"], default=None)
+        if first is None or first["step"] not in self.clock.events:
+            return None
+        ev, py = self.clock.events[first["step"]]
+        return {"name": f"ProfilerStep#{first['step']}", "op_events": ev, "py_events": py,
+                "cycle_first_step": first["step"]}
+
+    def _position_steps(self, this_cycle: list) -> list:
+        """The cycle's other active steps, each with its position in the
+        cycle (1 on), which step_spans prices by (w_by_position)."""
+        out = []
+        steps = sorted(this_cycle, key=lambda s: s["step"])
+        for k, s in enumerate(steps[1:], 1):
+            if s["step"] in self.clock.events:
+                ev, py = self.clock.events[s["step"]]
+                out.append({"name": f"ProfilerStep#{s['step']}", "position": k, "op_events": ev, "py_events": py,
+                            "cycle_first_step": steps[0]["step"]})
+        return out
+
+    # ------------------------------------------------------ the cycle's report
+    def _skeleton(self, counts, this_cycle, counted_per_step, cycle, raw, step_ranges, detail) -> dict:
+        rep = {"cycle": cycle, "rank": self.rank, "world_size": self.world_size,
+               "raw_trace": raw, "corrected_trace": None,
+               "steps": self.clock.counts(),
+               "events": {"op_events": counts["op_events"], "py_events": counts["py_events"],
+                          "per_step": counted_per_step,
+                          "how": ("operators inside each ProfilerStep#N annotation" if counted_per_step else
+                                  "the trace's totals divided by its active steps (no ProfilerStep#N "
+                                  "annotations for them)")},
+               "step_ranges": dict(step_ranges or {}) or None,
+               "trace_step_stretch": None,  # set with the corrected trace: trace_steps
+               # Each ProfilerStep#N's body as opskew timed it (from the end of one
+               # step() to the start of the next): the C correction takes the
+               # range's time beyond it (the parts of step() inside the range) out
+               # as the range's own instrument time (docs/profile.md).
+               "step_spans_ns": ({f"ProfilerStep#{s['step']}": s["ns"] for s in this_cycle}
+                                 if counted_per_step else None),
+               "cold_step": self._cold_step(this_cycle) if counted_per_step else None,
+               "position_steps": self._position_steps(this_cycle) if counted_per_step else None,
+               **detail}
+        # This cycle's own level only (the run's are in prof.final).
+        first = min((s["step"] for s in this_cycle), default=None)
+        rep["w_by_cycle"] = [c for c in detail.get("w_by_cycle") or [] if c["first_step"] == first]
+        return rep
+
+    def _w(self, rep: dict, w, detail: dict):
+        """The W the cycle's trace is corrected with: this run's where its CI
+        reaches 95%, else a stored calibration's, else none; the report's
+        advice and fallback say why."""
+        has_wait = any(s["phase"] == "wait" for s in self.clock.steps)
+        source = "in-run"
+        wv = None
+        if w is not None and w["ci_reaches_95"]:
+            wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
+                  "ci_method": w["ci_method"]}
+        else:
+            rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
+            cal = self.figures.stored()
+            if cal is not None:
+                source = f"stored calibration {cal.get('_path', '')}"
+                c = cal["w_ns"]
+                wv = {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
+                      "ci_coverage": c.get("ci_coverage", 0.95)}
+                rep["fallback"] = (f"W from a {source}: its CI is that of its own calibration run, not of "
+                                   "this workload; a stored W can be off by 10 to 50% on a drifting machine "
+                                   "(docs/correct-validation.md)")
+            elif w is not None:
+                source = "in-run, too few pairs"
+                rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
+                                   "95% CI; the verdict is not made and the trace is not corrected "
+                                   "(`opskew calibrate` stores one)")
+            else:
+                rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
+                                   "unknown, the verdict is not made and the trace is not corrected "
+                                   "(`opskew calibrate` stores one)")
+        rep["w_source"] = source
+        return wv
+
+    def _notes(self, rep: dict, w, notes: list, step_ranges):
+        if w is not None and w["ci_reaches_95"] and w["ci95"][1] < 0:
+            # No instrument makes a step faster: the machine's speed changed
+            # between the paired steps (a burst of slow wait steps, say).
+            notes.append("W's 95% interval lies below 0: the active steps ran faster than the wait steps paired "
+                         "with them, which no instrument does; the machine's speed changed during the run. The "
+                         "trace is corrected with W = 0; rerun for a W that measures the profiler")
+        if (step_ranges or {}).get("route") == "record_function":
+            notes.append(f"ProfilerStep#N ranges opened with torch's record_function: {step_ranges['why']}, "
+                         "tens of us a step that no W takes out of the corrected trace (corrected_step_ns "
+                         "carries none of it)")
+        rep["notes"] = sorted(set(notes))
+
+    def _figures(self, rep: dict, this_cycle: list, stop_ns: int, user_ns: int, wv, w, detail: dict):
+        """W, W_py and the bytecode slowdown as the report gives them, the
+        shares of the active steps' time, and the verdict."""
+        rep["w_ns"] = wv if wv is not None else (
+            {"median": w["median"], "ci95": None, "ci_coverage": None} if w is not None else None)
+        fig = self.figures
+        w_py = fig.w_py()
+        rep["w_py_ns"] = w_py
+        rep["bytecode"] = fig.bytecode()
+        if self.options["with_stack"] and fig.measure_py and rep["bytecode"] is None:
+            rep["notes"] = sorted(set(rep["notes"]) | {
+                "the interpreter's slowdown under with_stack's profile function was not measured (another "
+                "profile function was set at the first trace: cProfile, a debugger): the intervals of names whose "
+                "self time runs Python code are not widened for it (docs/profile.md)"})
+        if self.options["with_stack"]:
+            rep["w_py_note"] = (
+                f"W_py {w_py['source']}; taken out of each active step before W and used in the correction"
+                if w_py else "W_py could not be measured here ({}) and none is stored: W per operator event "
+                "carries the Python events' cost too".format(fig.w_py_error or "measure_w_py=False"))
+        # Share of the active steps' time: instrument (W x events), and the
+        # profiler's stop and export (the step() call that produced this trace).
+        events = self.clock.events
+        act = [s for s in this_cycle]
+        act_ns = sum(s["ns"] for s in act)
+        rep["stop_ns"] = stop_ns  # profiler stop and post-processing, inside step()/stop()
+        rep["on_trace_ready_ns"] = user_ns  # the user's handler (its export), inside step()/stop()
+        if wv is not None and act_ns > 0:
+            wpm = max(w_py["median"], 0.0) if w_py else 0.0
+            inst = sum(max(wv["median"], 0.0) * events[s["step"]][0] + wpm * events[s["step"]][1]
+                       for s in act)  # operator events at W, Python events at W_py
+            rep["share_of_active_time"] = {"instrument": inst / act_ns, "stop": stop_ns / act_ns,
+                                           "on_trace_ready": user_ns / act_ns}
+            if inst > act_ns:
+                rep["notes"] = sorted(set(rep["notes"]) | {
+                    "W x events is more than the active steps took: the wait steps paired with them ran "
+                    "faster than the machine did during the active steps (its speed changed); rerun"})
+        significant = bool(wv is not None and w is not None and w["ci_reaches_95"] and w["ci95"][0] > 0)
+        infl = detail.get("inflation")
+        rep["verdict"] = {
+            "skewed": bool(significant and infl is not None and infl - 1 >= self.threshold),
+            "significant": significant, "enough_pairs": bool(w is not None and w["ci_reaches_95"]),
+            "threshold": self.threshold,
+            "test": (f"sign test over {w['n']} active steps against their neighbouring wait steps: "
+                     f"{w['n_positive']} slower, p = {w['sign_p']:.3g}" if w is not None else
+                     "no active step could be paired with a wait step")}
+
+    def _correct(self, rep: dict, trace: str, raw: str | None, counts: dict, wv: dict):
+        """The cycle's corrected trace (next to `raw`, where there is one)
+        with W `wv`, and the report's per-operator part from that pass."""
+        fig = self.figures
+        w_py = fig.w_py()
+        delta = fig.delta(wv["median"], rep["notes"])
+        out = corrected_path(raw) if raw is not None else None
+        rep["corrected_trace"] = out
+        rep["delta_ns"] = delta
+        rep["op_deltas_ns"], rep["leaf_delta"] = self.ref.op_deltas(counts.get("leaves"), wv["median"], w_py)
+        if rep["op_deltas_ns"]:
+            rep["notes"] = leaves_own(rep["notes"])
+        self.wv = wv
+        spans = step_spans(rep, wv, w_py, rep)
+        v = per_operator_to(trace, wv, delta, self.threshold, out, metadata(rep), w_py, self.waits, spans,
+                            rep.get("bytecode"), fig.delta_range(), rep["op_deltas_ns"])
+        rep["corrected_trace"] = out
+        rep["delta_ns"] = delta
+        rep["operators"] = operators(v)
+        trace_steps(rep, v)
+
+    def correct_copy(self, reports: list, kept: str, path: str):
+        """export_chrome_trace(path) after the cycle: the latest report's
+        trace, kept by opskew and copied to `path`, corrected next to it
+        with the cycle's W (where it has one)."""
+        rep = reports[-1] if reports else None
+        if rep is None or self.wv is None:
+            return
+        fig = self.figures
+        out = corrected_path(path)
+        rep["raw_trace"], rep["corrected_trace"] = path, out
+        claim(reports, rep)
+        spans = step_spans(rep, self.wv, fig.w_py(), rep)
+        per_operator_to(kept, self.wv, rep.get("delta_ns", 0.0), self.threshold, out, metadata(rep), fig.w_py(),
+                        self.waits, spans, fig.bytecode(), fig.delta_range(), rep.get("op_deltas_ns"))
+
+    # ----------------------------------------------------------------- stop()
+    def recorrect(self, reports: list, cycles: int):
+        """At stop(): W estimated once more from every step kept (the last
+        KEEP_CYCLES cycles'; the wait steps after the last cycle have run by
+        now), and every trace of the run corrected with it, so that they
+        agree (a cycle whose own W had too few pairs gets its corrected trace
+        then). Each report keeps the W of its own cycle (`w_ns`) and says
+        what its trace carries (`corrected_with`, `corrected_w_ns`);
+        `self.final` holds the run's."""
+        if not reports:
+            return
+        if self.ref.pending:
+            self.ref.collect()
+        w, notes, detail = self.estimate()
+        if w is None or not w["ci_reaches_95"]:
+            return
+        wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
+              "ci_method": w["ci_method"]}
+        fig = self.figures
+        delta = fig.delta(wv["median"], notes)
+        self.final = {"w_ns": wv, "w_own_ns": detail.get("w_own_ns"), "delta_ns": delta, "pairs": detail["pairs"],
+                      # The cycles its pairs come from: the last KEEP_CYCLES of the run's.
+                      "cycles": min(cycles, KEEP_CYCLES), "run_cycles": cycles,
+                      "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
+                      "corrected_step_ns": detail.get("corrected_step_ns"),
+                      "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
+                      "cold_first_active_extra_ns": detail.get("cold_first_active_extra_ns"),
+                      "w_by_position": detail.get("w_by_position"), "w_by_cycle": detail.get("w_by_cycle"),
+                      "cold_first_active_cycles": detail.get("cold_first_active_cycles"),
+                      "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
+                      "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
+                                   f"p = {w['sign_p']:.3g}"}
+        self.wv = wv
+        # The latest MAX_RECORRECT cycles' traces (those whose steps W comes
+        # from); the older ones keep their own cycle's W.
+        older = sum(1 for r in reports[:-MAX_RECORRECT] if r.get("raw_trace"))
+        if older:
+            self.final["not_recorrected"] = (f"the {older} oldest traces keep their own cycle's W (those of the "
+                                             f"latest {MAX_RECORRECT} cycles are corrected again at stop)")
+        redo = [r for r in reports[-MAX_RECORRECT:] if r.get("raw_trace") and os.path.isfile(r["raw_trace"])]
+        for rep in redo:
+            out = corrected_path(rep["raw_trace"])
+            rep["corrected_trace"] = out
+            rep["corrected_with"] = "the run's final W"
+            rep["corrected_w_ns"] = wv
+            spans = step_spans(rep, wv, fig.w_py(), self.final)
+            # Each leaf's own delta from every tracer step of the run.
+            rep["op_deltas_ns"], rep["leaf_delta"] = self.ref.op_deltas(self.ref.raw.get(rep["cycle"]), wv["median"],
+                                                                        fig.w_py())
+            if rep["op_deltas_ns"]:
+                self.final["notes"] = leaves_own(self.final["notes"])
+            v = per_operator_to(rep["raw_trace"], wv, delta, self.threshold, out, metadata(rep), fig.w_py(),
+                                self.waits, spans, fig.bytecode(), fig.delta_range(), rep["op_deltas_ns"])
+            rep["operators"] = operators(v)
+            trace_steps(rep, v)

@@ -1,0 +1,122 @@
+"""The profiler's schedule, as opskew.profile follows it through torch:
+each step's phase, the advised schedule, and torch's transitions (start(),
+step()) taken with opskew's own ProfilerStep#N ranges (profiler.ranges).
+Nothing here imports torch: the torch module or profiler is passed in."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from opskew.profiler.leafref import REF_WAIT
+
+# The phases of a step, by the schedule's ProfilerAction name.
+PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active"}
+
+# The schedule opskew advises for a run that corrects itself (the report's
+# advice, `opskew profile`'s defaults, `opskew advise`): the loop warms up
+# for skip_first steps, every wait block holds REF_WAIT steps (pairs and the
+# leaf reference), active=7 gives 6 warm pairs a cycle.
+ADVISED_SCHEDULE = {"skip_first": 10, "wait": REF_WAIT, "warmup": 1, "active": 7, "repeat": 3}
+
+
+def schedule_call(sch: dict) -> str:
+    """`torch.profiler.schedule(k=v, ...)` for a schedule's arguments."""
+    return "torch.profiler.schedule(" + ", ".join(f"{k}={v}" for k, v in sch.items()) + ")"
+
+
+UNSET = object()
+
+
+def phase_of(prof) -> str:
+    """The phase of the step the profiler's current action is for."""
+    a = prof.current_action
+    return PHASE.get(getattr(a, "name", str(a)), "active")
+
+
+def plain_wait_steps(torch, prof) -> bool:
+    """Whether this torch's profile.step() from a wait step (NONE) to a wait
+    step does no more than set step_num, current_action (and
+    _prev_schedule_action): no transition actions for (NONE, NONE), and no
+    Kineto step counter to move (torch moves it only under KINETO_USE_DAEMON
+    or KINETO_FORCE_STEP_HOOK since the guard appeared in step(); before it,
+    on every step). Read from the installed torch once; False when unsure."""
+    global _PLAIN_STEP
+    if os.environ.get("KINETO_USE_DAEMON") or os.environ.get("KINETO_FORCE_STEP_HOOK"):
+        return False
+    none = torch.profiler.ProfilerAction.NONE
+    try:
+        if prof.action_map.get((none, none)) or not hasattr(prof, "schedule") or not hasattr(prof, "step_num"):
+            return False
+    except AttributeError:
+        return False
+    if _PLAIN_STEP is None:
+        import inspect
+
+        try:
+            src = inspect.getsource(type(prof).step)
+        except (OSError, TypeError):
+            src = ""
+        # The Kineto step counter moves inside that guard only.
+        _PLAIN_STEP = "KINETO_USE_DAEMON" in src and "increment_step" in src
+    return _PLAIN_STEP and type(prof).step is torch.profiler.profile.step
+
+
+_PLAIN_STEP = None
+
+
+class Answer:
+    """A schedule that gives, once, the action already asked of the user's
+    schedule for the next step, and otherwise asks it (transit)."""
+
+    __slots__ = ("schedule", "action")
+
+    def __init__(self, schedule, action):
+        self.schedule, self.action = schedule, action
+
+    def __call__(self, step):
+        action, self.action = self.action, UNSET
+        return self.schedule(step) if action is UNSET else action
+
+
+def owns_ranges(prof) -> bool:
+    """Whether opskew opens torch's ProfilerStep#N ranges itself (profiler.ranges)."""
+    return bool(getattr(prof, "record_steps", False)) and hasattr(prof, "step_rec_fn")
+
+
+def transit(prof, call, action=UNSET) -> bool:
+    """torch's start() or step() without its range handling. `action`:
+    the schedule's answer for the next step, where step() has asked it
+    already (the user's schedule is called once per step, as by torch)."""
+    own = owns_ranges(prof)
+    if own:
+        prof.record_steps = False
+    if action is not UNSET:
+        prof.schedule = Answer(prof.schedule, action)
+    try:
+        call()
+    finally:
+        if own:
+            prof.record_steps = True
+        if action is not UNSET:
+            prof.schedule = prof.schedule.schedule
+    return own
+
+
+def session_gone(prof, torch, thread) -> str | None:
+    """Why the recording this profiler expects is not there, or None:
+    torch runs one profiler at a time, and one started inside this one
+    (another opskew.profile, a torch.profiler.profile) ended the session
+    when it stopped. torch's stop then finds no session; exporting its
+    trace crashed the process (segmentation fault)."""
+    act = getattr(prof, "current_action", None)
+    enabled = getattr(torch._C._autograd, "_profiler_enabled", None)
+    if enabled is None or getattr(act, "name", "") not in ("RECORD", "RECORD_AND_SAVE") or enabled():
+        return None
+    if thread is not None and threading.get_ident() != thread:
+        # The session is the starting thread's: torch sees none here, and
+        # its own step() crashed the process (segmentation fault).
+        return ("step() ran on another thread than start(): the profiler's session belongs to the thread "
+                "that started it; call step() (and stop()) there. This cycle has no trace")
+    return ("another profiler started inside this one ended its session (torch runs one profiler at a "
+            "time): this cycle has no trace")

@@ -1,0 +1,142 @@
+"""The files of opskew.profile: each cycle's raw trace (the user's
+export, or opskew's own in corrected_dir or a temporary folder) and its
+corrected trace next to it, written through the C correction's pass
+(opskew.analyze.verdict.per_operator); and what the report takes from that
+pass (the per-operator part, the ProfilerStep#N ranges' stretch)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import weakref
+
+from opskew.analyze.tracefile import corrected_path  # noqa: F401 - re-exported: the raw trace's corrected name
+from opskew.analyze.verdict import per_operator
+from opskew.output import write_file
+from opskew.render.profile import STRETCH_PREFIX, stretch_note
+from opskew.stats.pricing import median
+
+STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
+
+STRETCH_NOTE = 0.02  # the share of a step past which the report says its range is written stretched
+
+# The traces a profile writes to corrected_dir: STEM-cycleN.json and its
+# corrected_path, STEM being opskew-profile, -rankR under torchrun, then -K
+# for the K-th profiler of a process with that folder (profile.__init__).
+TRACE_NAME = re.compile(r"opskew-profile(-rank\d+)?(-\d+)?-cycle\d+(\.corrected)?\.json(\.gz)?$")
+
+
+_DIR_USERS: dict = {}  # corrected_dir (real path) -> profilers of this process that used it
+
+
+class TraceFiles:
+    """Where one profiler's traces go. `stem`: the files' name in
+    corrected_dir (a second profiler of this process with the same folder,
+    train then eval, gets "-2", so that neither overwrites the other's
+    traces). While on_trace_ready runs (`in_ready`) the paths the user's
+    handler exports to are remembered (`exported`); where it made none,
+    opskew's own export (`kept`, in a temporary folder) takes Kineto's one
+    save of the trace, so that a later export_chrome_trace copies it."""
+
+    def __init__(self, name: str, corrected_dir=None):
+        self.corrected_dir = corrected_dir
+        self.stem = name
+        if corrected_dir is not None:
+            key = os.path.realpath(os.fspath(corrected_dir))
+            _DIR_USERS[key] = _DIR_USERS.get(key, 0) + 1
+            if _DIR_USERS[key] > 1:
+                self.stem = f"{name}-{_DIR_USERS[key]}"
+        self.tmpdir = None  # opskew's own exports, when the user's handler made none
+        self.kept = None
+        self.exported: list[str] = []
+        self.in_ready = False
+
+    def raw(self) -> str | None:
+        """The first trace the user's handler exported that is there."""
+        return next((p for p in self.exported if os.path.exists(p)), None)
+
+    def drop_kept(self):
+        """Removes opskew's own copy of the previous cycle, in its own folder."""
+        if self.kept is not None and os.path.isfile(self.kept):
+            os.unlink(self.kept)
+        self.kept = None
+
+    def keep(self, prof, cycle: int, owner):
+        """Kineto saves a trace once: opskew's export into its own
+        temporary folder takes that save, so a later export_chrome_trace(path)
+        copies it from there. The folder goes with `owner` (or at exit)."""
+        if self.tmpdir is None:
+            # Not a TemporaryDirectory, whose implicit cleanup warns
+            # (ResourceWarning, an error under python -W error).
+            self.tmpdir = tempfile.mkdtemp(prefix="opskew-profile-")
+            weakref.finalize(owner, shutil.rmtree, self.tmpdir, ignore_errors=True)
+        self.kept = os.path.join(self.tmpdir, f"cycle{cycle}.json")
+        prof.export_chrome_trace(self.kept)
+        return self.kept
+
+    def copy_kept(self, path: str):
+        """Writes the kept trace to `path` (through the one writer: a .gz
+        name is written gzipped)."""
+        with open(self.kept, "rb") as f:
+            data = f.read()
+        write_file(path, data)
+
+    def save_raw(self, trace: str, cycle: int) -> str:
+        """A copy of `trace` in corrected_dir as STEM-cycleN.json: the raw
+        trace is kept whether or not W is known."""
+        os.makedirs(self.corrected_dir, exist_ok=True)
+        keep = os.path.join(self.corrected_dir, f"{self.stem}-cycle{cycle}.json")
+        with open(trace, "rb") as f:
+            write_file(keep, f.read())
+        return keep
+
+
+def per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None,
+                    delta_range=None, op_deltas=None):
+    """opskew.verdict.per_operator writing the corrected trace to `out` (a
+    `.gz` name is written gzipped by the C writer); `spans`: the steps'
+    bodies by range name (the report's step_spans_ns); `bytecode`: the
+    interpreter's slowdown under with_stack (opskew.bytecode.measure);
+    `delta_range`: delta's spread over operators (calibration.delta_range);
+    `op_deltas`: the leaves' own deltas (LeafReference.op_deltas)."""
+    dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
+    v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
+                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode, delta_range=delta_range,
+                     op_deltas=op_deltas)
+    return v
+
+
+def metadata(rep: dict) -> dict:
+    """What goes into the corrected trace's "opskew" metadata: the report
+    without the per-operator table (the trace itself carries those)."""
+    return {k: v for k, v in rep.items() if k != "operators"}
+
+
+def trace_steps(rep: dict, v: dict):
+    """How much longer the corrected trace writes the ProfilerStep#N ranges
+    than the model's figure (their events stretched: W - delta did not fit
+    between a step's events; docs/correct.md), as the median over the
+    trace's steps, into rep["trace_step_stretch"], with a note past
+    STRETCH_NOTE of a step. Found in the pass that writes the trace, so that
+    trace's own metadata lacks it; the report has it."""
+    rows = [o for o in v["ops"] if STEP_NAME.match(o["name"]) and o["calls"] == 1]
+    notes = [n for n in rep.get("notes") or [] if not n.startswith(STRETCH_PREFIX)]
+    if not rows:
+        rep["trace_step_stretch"] = None
+        rep["notes"] = notes
+        return
+    ns = median([o["stretched_ns"] for o in rows])
+    share = median([o["stretched_ns"] / o["corrected_total_ns"]["median"]
+                    for o in rows if o["corrected_total_ns"]["median"] > 0])
+    rep["trace_step_stretch"] = {"median_ns": ns, "share": share, "steps": len(rows)}
+    if share is not None and share > STRETCH_NOTE:
+        notes.append(stretch_note(ns, share))
+    rep["notes"] = sorted(set(notes))
+
+
+def operators(v: dict) -> dict:
+    """The report's per-operator part, from opskew.analyze.verdict.per_operator."""
+    return {"ops": v["ops"], "summary": v["summary"], "bytecode_rows": v.get("bytecode_rows", 0),
+            "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}

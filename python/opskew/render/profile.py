@@ -1,0 +1,101 @@
+"""The text of opskew.profile's per-cycle report (what it prints to its
+report_file after each trace), from the report dict alone, and the notes
+the report's figures are said in."""
+
+from __future__ import annotations
+
+from opskew.render.units import fmt_ns
+from opskew.render.verdict import bytecode_sentence, skew_words
+from opskew.stats.pricing import COLD_MIN_CYCLES, level
+
+STRETCH_PREFIX = "the corrected trace's ProfilerStep#N ranges are "
+
+
+def stretch_note(ns: float, share: float) -> str:
+    """The note on ProfilerStep#N ranges the corrected trace writes `ns`
+    (`share` of a step) longer than the model's figure."""
+    return (f"{STRETCH_PREFIX}{ns / 1e3:.1f} us ({share:.0%}) longer than the model's figure (median "
+            "over its steps): W - delta does not fit between the events of a step, which the trace "
+            "writes stretched (docs/correct.md); corrected_step_ns and the per-operator table are the "
+            "model's")
+
+
+def render(rep: dict) -> str:
+    """The short per-cycle report."""
+    who = f" rank {rep['rank']}/{rep['world_size']}" if rep.get("rank") is not None else ""
+    lines = [f"opskew.profile{who} cycle {rep['cycle']}: {rep['steps']['active']} active, "
+             f"{rep['steps']['wait']} wait, {rep['steps']['warmup']} warmup step(s) so far"]
+    if rep.get("inflation") is not None:
+        lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "
+                     f"({rep['pairs']} active step(s) against their wait steps)")
+    if rep.get("corrected_step_ns") is not None and rep.get("w_ns") and rep["w_ns"].get("ci95"):
+        band = rep.get("corrected_step_w_ci_ns")
+        band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
+        lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
+                     f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
+    cold = rep.get("cold_step") or {}
+    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
+        lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
+    priced = [p for p in rep.get("position_steps") or [] if p.get("w_scale", 1.0) != 1.0]
+    if priced:
+        lines.append("  active steps priced by position in the cycle (W of their pairs there, over W): "
+                     + ", ".join(f"{p['position'] + 1}: {p['w_scale']:.2f}" for p in priced))
+    for c in rep.get("w_by_cycle") or []:
+        if level(c) != 1.0:
+            lines.append(f"  this cycle's own level: its operator events at {c['factor']:.2f} x their position's W "
+                         f"(all {c['pairs']} of its pairs {'above' if c['factor'] > 1 else 'below'} it)")
+    w = rep.get("w_ns")
+    if w is not None:
+        ci = w.get("ci95")
+        cis = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)"
+        lines.append(f"  W {fmt_ns(w['median'])}{cis} per operator event ({rep['w_source']})")
+    wp = rep.get("w_py_ns")
+    if wp:
+        lines.append(f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}] per "
+                     f"Python event ({wp['source']})")
+    elif rep.get("w_py_note"):
+        lines.append(f"  note: {rep['w_py_note']}")
+    ld = rep.get("leaf_delta")
+    if ld and ld.get("names"):
+        lo, hi = ld["range_ns"]
+        lines.append(f"  leaf delta: own for {ld['names']} of {ld['leaves']} leaf operators, from opskew's tracer on "
+                     f"{ld['tracer_steps']} wait steps (median {fmt_ns(ld['median_ns'])}, {fmt_ns(lo)} to "
+                     f"{fmt_ns(hi)}); other operators {fmt_ns(rep.get('delta_ns') or 0.0)}")
+        below = ld.get("below_tracer") or []
+        if below:
+            lines.append(f"  faster in the trace than under opskew's tracer on the wait steps, beyond doubt (no "
+                         f"instrument cost shortens an event: the profiled steps ran them faster, or the wait steps "
+                         f"slower, than they run; their intervals reach the tracer's time): {', '.join(below[:5])}"
+                         + (f" and {len(below) - 5} more" if len(below) > 5 else ""))
+    elif ld and ld.get("why"):
+        lines.append(f"  leaf delta: {fmt_ns(rep.get('delta_ns') or 0.0)} for every operator ({ld['why']})")
+    if rep.get("opskew_ns") is not None:
+        lines.append(f"  opskew's own time in this step() call: {fmt_ns(rep['opskew_ns'])}"
+                     + (f", of which measuring W_py {fmt_ns(rep['w_py_measure_ns'])}" if rep.get("w_py_measure_ns")
+                        else "") + " (not in any step)")
+    sh = rep.get("share_of_active_time")
+    if sh:
+        lines.append(f"  against this cycle's active-step time: instrument {100 * sh['instrument']:.1f}% (in the "
+                     f"steps); outside them, stop {100 * sh['stop']:.1f}%, on_trace_ready/export "
+                     f"{100 * sh['on_trace_ready']:.1f}%")
+    if rep.get("error"):
+        lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
+        return "\n".join(lines) + "\n"
+    v = rep["verdict"]
+    lines.append(f"  verdict: {skew_words(v, v['enough_pairs'])} ({v['test']})")
+    if rep.get("operators"):
+        m = rep["operators"]["marks"]
+        lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
+                     f"{m['unknowable']} unknowable")
+        note = bytecode_sentence({"bytecode": rep.get("bytecode"),
+                                  "bytecode_rows": rep["operators"].get("bytecode_rows")})
+        if note:
+            lines.append(f"  {note}")
+    if rep.get("corrected_trace"):
+        lines.append(f"  corrected trace: {rep['corrected_trace']}")
+    for k in ("advice", "fallback"):
+        if rep.get(k):
+            lines.append(f"  {k}: {rep[k]}")
+    for n in rep.get("notes", ()):
+        lines.append(f"  note: {n}")
+    return "\n".join(lines) + "\n"
