@@ -41,72 +41,71 @@ static int put(PyObject *d, const char *key, PyObject *v) {
   return rc;
 }
 
-static PyObject *ops_list(const osk_summary_t *s) {
+/* Fills `d` with row i of `src`: returns 1 to list it, 0 to leave it out,
+ * -1 with an exception set. */
+typedef int (*row_fn)(PyObject *d, const void *src, size_t i);
+
+/* The list of the dicts that `row` fills for rows 0..n-1 of `src`. */
+static PyObject *rows_list(const void *src, size_t n, row_fn row) {
   PyObject *list = PyList_New(0);
-  if (!list) return NULL;
-  for (size_t i = 0; i < osk_summary_op_count(s); i++) {
-    const osk_summary_op_t *o = osk_summary_op(s, i);
-    if (o->calls == 0) continue; /* a "B" that never ended */
-    double p50 = 0, p99 = 0;
-    osk_summary_op_quantile(s, i, 0.5, &p50);
-    osk_summary_op_quantile(s, i, 0.99, &p99);
+  for (size_t i = 0; list && i < n; i++) {
     PyObject *d = PyDict_New();
-    if (!d || put(d, "name", str_obj(o->name)) || put(d, "cat", str_obj(o->cat)) ||
-        put(d, "calls", PyLong_FromUnsignedLongLong(o->calls)) ||
-        put(d, "total_ns", PyLong_FromLongLong(o->total_ns)) ||
-        put(d, "self_ns", PyLong_FromLongLong(o->self_ns)) ||
-        put(d, "mean_ns", PyFloat_FromDouble((double)o->total_ns / (double)o->calls)) ||
-        put(d, "min_ns", PyLong_FromLongLong(o->min_ns)) ||
-        put(d, "max_ns", PyLong_FromLongLong(o->max_ns)) ||
-        put(d, "p50_ns", PyFloat_FromDouble(p50)) || put(d, "p99_ns", PyFloat_FromDouble(p99)) ||
-        put(d, "descendants", PyLong_FromUnsignedLongLong(o->descendants)) ||
-        put(d, "only_child_same_name", PyLong_FromUnsignedLongLong(o->only_child_same_name)) ||
-        PyList_Append(list, d)) {
-      Py_XDECREF(d);
-      Py_DECREF(list);
-      return NULL;
-    }
-    Py_DECREF(d);
+    int keep = d ? row(d, src, i) : -1;
+    if (keep < 0 || (keep && PyList_Append(list, d))) Py_CLEAR(list);
+    Py_XDECREF(d);
   }
   return list;
+}
+
+static int op_row(PyObject *d, const void *src, size_t i) {
+  const osk_summary_t *s = src;
+  const osk_summary_op_t *o = osk_summary_op(s, i);
+  if (o->calls == 0) return 0; /* a "B" that never ended */
+  double p50 = 0, p99 = 0;
+  osk_summary_op_quantile(s, i, 0.5, &p50);
+  osk_summary_op_quantile(s, i, 0.99, &p99);
+  if (put(d, "name", str_obj(o->name)) || put(d, "cat", str_obj(o->cat)) ||
+      put(d, "calls", PyLong_FromUnsignedLongLong(o->calls)) ||
+      put(d, "total_ns", PyLong_FromLongLong(o->total_ns)) ||
+      put(d, "self_ns", PyLong_FromLongLong(o->self_ns)) ||
+      put(d, "mean_ns", PyFloat_FromDouble((double)o->total_ns / (double)o->calls)) ||
+      put(d, "min_ns", PyLong_FromLongLong(o->min_ns)) ||
+      put(d, "max_ns", PyLong_FromLongLong(o->max_ns)) ||
+      put(d, "p50_ns", PyFloat_FromDouble(p50)) || put(d, "p99_ns", PyFloat_FromDouble(p99)) ||
+      put(d, "descendants", PyLong_FromUnsignedLongLong(o->descendants)) ||
+      put(d, "only_child_same_name", PyLong_FromUnsignedLongLong(o->only_child_same_name)))
+    return -1;
+  return 1;
+}
+
+static int thread_row(PyObject *d, const void *src, size_t i) {
+  const osk_summary_thread_t *t = osk_summary_thread(src, i);
+  if (put(d, "pid", id_obj(&t->pid)) || put(d, "tid", id_obj(&t->tid)) ||
+      put(d, "name", t->name.ptr ? str_obj(t->name) : new_ref(Py_None)) ||
+      put(d, "complete_events", PyLong_FromUnsignedLongLong(t->complete_events)) ||
+      put(d, "max_depth", PyLong_FromUnsignedLong(t->max_depth)) ||
+      put(d, "overlaps", PyLong_FromUnsignedLongLong(t->overlaps)) ||
+      put(d, "resorted", PyBool_FromLong(t->resorted)))
+    return -1;
+  return 1;
+}
+
+static int process_row(PyObject *d, const void *src, size_t i) {
+  const osk_summary_process_t *p = osk_summary_process(src, i);
+  return put(d, "pid", id_obj(&p->pid)) || put(d, "name", str_obj(p->name)) ? -1 : 1;
+}
+
+/* A summary's rows (NULL: none). */
+static PyObject *ops_list(const osk_summary_t *s) {
+  return rows_list(s, osk_summary_op_count(s), op_row);
 }
 
 static PyObject *threads_list(const osk_summary_t *s) {
-  PyObject *list = PyList_New(0);
-  if (!list) return NULL;
-  for (size_t i = 0; i < osk_summary_thread_count(s); i++) {
-    const osk_summary_thread_t *t = osk_summary_thread(s, i);
-    PyObject *d = PyDict_New();
-    if (!d || put(d, "pid", id_obj(&t->pid)) || put(d, "tid", id_obj(&t->tid)) ||
-        put(d, "name", t->name.ptr ? str_obj(t->name) : new_ref(Py_None)) ||
-        put(d, "complete_events", PyLong_FromUnsignedLongLong(t->complete_events)) ||
-        put(d, "max_depth", PyLong_FromUnsignedLong(t->max_depth)) ||
-        put(d, "overlaps", PyLong_FromUnsignedLongLong(t->overlaps)) ||
-        put(d, "resorted", PyBool_FromLong(t->resorted)) || PyList_Append(list, d)) {
-      Py_XDECREF(d);
-      Py_DECREF(list);
-      return NULL;
-    }
-    Py_DECREF(d);
-  }
-  return list;
+  return rows_list(s, osk_summary_thread_count(s), thread_row);
 }
 
 static PyObject *processes_list(const osk_summary_t *s) {
-  PyObject *list = PyList_New(0);
-  if (!list) return NULL;
-  for (size_t i = 0; i < osk_summary_process_count(s); i++) {
-    const osk_summary_process_t *p = osk_summary_process(s, i);
-    PyObject *d = PyDict_New();
-    if (!d || put(d, "pid", id_obj(&p->pid)) || put(d, "name", str_obj(p->name)) ||
-        PyList_Append(list, d)) {
-      Py_XDECREF(d);
-      Py_DECREF(list);
-      return NULL;
-    }
-    Py_DECREF(d);
-  }
-  return list;
+  return rows_list(s, osk_summary_process_count(s), process_row);
 }
 
 /* The top-level scalars of a summary or of a reader, one at a time. */
@@ -324,28 +323,18 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
   Py_BEGIN_ALLOW_THREADS rc = osk_summary_from_path(path, &opts, &ropts, &s, &rstats, &err);
   Py_END_ALLOW_THREADS
 
+  /* Without a summary (OSK_EIO, OSK_ERANGE and the like: nothing was
+   * summarized) the same keys, empty. */
+  osk_reader_marks_t none = {0};
   result = PyDict_New();
-  if (!result) goto done;
-  if (put_outcome(result, rc, &err) ||
-      (s && (put(result, "ops", ops_list(s)) || put(result, "threads", threads_list(s)) ||
-             put(result, "processes", processes_list(s)) ||
-             put(result, "metadata",
-                 meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
-             put(result, "objects",
-                 objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
-             put(result, "stats", stats_dict(osk_summary_stats(s), &rstats)) ||
-             put(result, "marks", marks_dict(&rstats.marks))))) {
+  if (result &&
+      (put_outcome(result, rc, &err) || put(result, "ops", ops_list(s)) ||
+       put(result, "threads", threads_list(s)) || put(result, "processes", processes_list(s)) ||
+       put(result, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
+       put(result, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
+       put(result, "stats", s ? stats_dict(osk_summary_stats(s), &rstats) : PyDict_New()) ||
+       put(result, "marks", marks_dict(s ? &rstats.marks : &none))))
     Py_CLEAR(result);
-    goto done;
-  }
-  if (!s) { /* OSK_EIO, OSK_ERANGE and the like: nothing was summarized */
-    osk_reader_marks_t none = {0};
-    if (put(result, "ops", PyList_New(0)) || put(result, "threads", PyList_New(0)) ||
-        put(result, "processes", PyList_New(0)) || put(result, "metadata", PyDict_New()) ||
-        put(result, "objects", PyDict_New()) ||
-        put(result, "stats", PyDict_New()) || put(result, "marks", marks_dict(&none)))
-      Py_CLEAR(result);
-  }
 done:
   osk_summary_free(s);
   str_list_free(&cats);
@@ -432,14 +421,6 @@ static PyObject *ilist(const int64_t *x, size_t n) {
   return l;
 }
 
-/* Appends d to list, stealing d. */
-static int append_new(PyObject *list, PyObject *d) {
-  if (!d) return -1;
-  int rc = PyList_Append(list, d);
-  Py_DECREF(d);
-  return rc;
-}
-
 /* Adds one read's counters to `acc` (a rank's sources, the job's ranks). */
 static void rstats_add(osk_reader_stats_t *acc, const osk_reader_stats_t *s) {
   acc->bytes += s->bytes;
@@ -467,26 +448,34 @@ static osk_reader_stats_t rank_rstats(const osk_job_t *j, size_t i) {
   return acc;
 }
 
-static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
+/* A rank's sources: each file's outcome, threads, metadata and objects. */
+typedef struct {
+  const osk_job_t *j;
+  size_t rank;
+} job_rank_t;
+
+static int source_row(PyObject *d, const void *src, size_t k) {
+  const job_rank_t *jr = src;
+  const osk_summary_t *s = osk_job_source_summary(jr->j, jr->rank, k);
+  osk_error_t serr = {0, "", 0, 0};
+  int src_rc = osk_job_source_status(jr->j, jr->rank, k, &serr);
+  if (put_outcome(d, src_rc, &serr) || put(d, "threads", threads_list(s)) ||
+      put(d, "processes", processes_list(s)) ||
+      put(d, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
+      put(d, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
+      put(d, "stats",
+          stats_dict(osk_summary_stats(s), osk_job_source_reader_stats(jr->j, jr->rank, k))))
+    return -1;
+  return 1;
+}
+
+static int rank_row(PyObject *d, const void *src, size_t i) {
+  const osk_job_t *j = src;
   const osk_job_rank_t *r = osk_job_rank(j, i);
   osk_reader_stats_t rs = rank_rstats(j, i);
-  PyObject *d = PyDict_New(), *src = PyList_New(0);
-  if (!d || !src) goto fail;
-  for (size_t k = 0; k < r->sources; k++) {
-    const osk_summary_t *s = osk_job_source_summary(j, i, k);
-    osk_error_t serr = {0, "", 0, 0};
-    int src_rc = osk_job_source_status(j, i, k, &serr);
-    PyObject *sd = PyDict_New();
-    if (!sd || put_outcome(sd, src_rc, &serr) || put(sd, "threads", threads_list(s)) || put(sd, "processes", processes_list(s)) ||
-        put(sd, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
-        put(sd, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
-        put(sd, "stats", stats_dict(osk_summary_stats(s), osk_job_source_reader_stats(j, i, k)))) {
-      Py_XDECREF(sd);
-      goto fail;
-    }
-    if (append_new(src, sd)) goto fail;
-  }
-  if (put(d, "rank", PyLong_FromLong(r->rank)) || PyDict_SetItemString(d, "sources", src) ||
+  job_rank_t jr = {j, i};
+  if (put(d, "rank", PyLong_FromLong(r->rank)) ||
+      put(d, "sources", rows_list(&jr, r->sources, source_row)) ||
       put(d, "status", PyUnicode_FromString(osk_py_status(r->status))) ||
       put(d, "ops", ops_list(r->summary)) ||
       put(d, "stats", stats_dict(osk_summary_stats(r->summary), &rs)) ||
@@ -510,84 +499,71 @@ static PyObject *job_rank_dict(const osk_job_t *j, size_t i) {
       put(d, "own_before_sync_ns", PyFloat_FromDouble(r->own_before_sync_ns)) ||
       put(d, "absorbed_ns", PyFloat_FromDouble(r->absorbed_ns)) ||
       put(d, "corrected_wait_ns", PyFloat_FromDouble(r->corrected_wait_ns)))
-    goto fail;
-  Py_DECREF(src);
-  return d;
-fail:
-  Py_XDECREF(src);
-  Py_XDECREF(d);
-  return NULL;
+    return -1;
+  return 1;
 }
 
-static PyObject *job_result(const osk_job_t *j) {
+static int collective_row(PyObject *d, const void *src, size_t k) {
+  const osk_job_t *j = src;
   size_t nr = osk_job_rank_count(j);
+  const osk_job_collective_t *c = osk_job_collective(j, k);
+  if (put(d, "segment", PyLong_FromSize_t(c->segment)) ||
+      put(d, "step", PyLong_FromLongLong(c->step)) ||
+      put(d, "ordinal", PyLong_FromUnsignedLong(c->ordinal)) || put(d, "name", str_obj(c->name)) ||
+      put(d, "p2p", PyBool_FromLong(c->p2p)) ||
+      put(d, "sender", c->p2p ? PyLong_FromSize_t(c->sender) : new_ref(Py_None)) ||
+      put(d, "last", PyLong_FromSize_t(c->last)) ||
+      put(d, "lateness_ns", PyFloat_FromDouble(c->lateness_ns)) ||
+      put(d, "enter_ns", ilist(c->enter_ns, nr)) || put(d, "exit_ns", ilist(c->exit_ns, nr)) ||
+      put(d, "wait_ns", dlist(c->wait_ns, nr)) || put(d, "own_ns", dlist(c->own_ns, nr)) ||
+      put(d, "shift_ns", dlist(c->shift_ns, nr)) ||
+      put(d, "corrected_wait_ns", dlist(c->corrected_wait_ns, nr)))
+    return -1;
+  return 1;
+}
+
+static int step_row(PyObject *d, const void *src, size_t k) {
+  const osk_job_t *j = src;
+  size_t nr = osk_job_rank_count(j);
+  const osk_job_step_t *s = osk_job_step(j, k);
+  if (put(d, "segment", PyLong_FromSize_t(s->segment)) ||
+      put(d, "step", PyLong_FromLongLong(s->step)) || put(d, "dur_ns", ilist(s->dur_ns, nr)) ||
+      put(d, "corrected_ns", osk_job_stats(j)->corrected ? dlist(s->corrected_ns, nr) : new_ref(Py_None)))
+    return -1;
+  return 1;
+}
+
+/* The merged table's stats: every rank's reads, and the job's span. */
+static PyObject *merged_stats(const osk_job_t *j) {
   const osk_job_stats_t *st = osk_job_stats(j);
-  PyObject *res = PyDict_New(), *ranks = PyList_New(0), *colls = PyList_New(0),
-           *steps = PyList_New(0), *merged = PyDict_New();
-  if (!res || !ranks || !colls || !steps || !merged) goto fail;
-  for (size_t i = 0; i < nr; i++)
-    if (append_new(ranks, job_rank_dict(j, i))) goto fail;
-  for (size_t k = 0; k < osk_job_collective_count(j); k++) {
-    const osk_job_collective_t *c = osk_job_collective(j, k);
-    PyObject *d = PyDict_New();
-    if (!d || put(d, "segment", PyLong_FromSize_t(c->segment)) ||
-        put(d, "step", PyLong_FromLongLong(c->step)) ||
-        put(d, "ordinal", PyLong_FromUnsignedLong(c->ordinal)) || put(d, "name", str_obj(c->name)) ||
-        put(d, "p2p", PyBool_FromLong(c->p2p)) ||
-        put(d, "sender", c->p2p ? PyLong_FromSize_t(c->sender) : new_ref(Py_None)) ||
-        put(d, "last", PyLong_FromSize_t(c->last)) ||
-        put(d, "lateness_ns", PyFloat_FromDouble(c->lateness_ns)) ||
-        put(d, "enter_ns", ilist(c->enter_ns, nr)) || put(d, "exit_ns", ilist(c->exit_ns, nr)) ||
-        put(d, "wait_ns", dlist(c->wait_ns, nr)) || put(d, "own_ns", dlist(c->own_ns, nr)) ||
-        put(d, "shift_ns", dlist(c->shift_ns, nr)) ||
-        put(d, "corrected_wait_ns", dlist(c->corrected_wait_ns, nr))) {
-      Py_XDECREF(d);
-      goto fail;
-    }
-    if (append_new(colls, d)) goto fail;
-  }
-  for (size_t k = 0; k < osk_job_step_count(j); k++) {
-    const osk_job_step_t *s = osk_job_step(j, k);
-    PyObject *d = PyDict_New();
-    if (!d || put(d, "segment", PyLong_FromSize_t(s->segment)) ||
-        put(d, "step", PyLong_FromLongLong(s->step)) || put(d, "dur_ns", ilist(s->dur_ns, nr)) ||
-        put(d, "corrected_ns", st->corrected ? dlist(s->corrected_ns, nr) : new_ref(Py_None))) {
-      Py_XDECREF(d);
-      goto fail;
-    }
-    if (append_new(steps, d)) goto fail;
-  }
-  const osk_summary_t *m = osk_job_merged(j);
   osk_reader_stats_t all = {0};
-  for (size_t i = 0; i < nr; i++) {
+  for (size_t i = 0; i < osk_job_rank_count(j); i++) {
     osk_reader_stats_t rs = rank_rstats(j, i);
     rstats_add(&all, &rs);
   }
-  PyObject *mstats = stats_dict(osk_summary_stats(m), &all);
-  if (mstats && (put(mstats, "first_ts_ns", PyLong_FromLongLong(st->first_ts_ns)) ||
-                 put(mstats, "last_end_ns", PyLong_FromLongLong(st->last_end_ns))))
-    Py_CLEAR(mstats);
-  if (put(merged, "ops", ops_list(m)) || put(merged, "stats", mstats) ||
-      PyDict_SetItemString(res, "ranks", ranks) || PyDict_SetItemString(res, "collectives", colls) ||
-      PyDict_SetItemString(res, "steps", steps) || PyDict_SetItemString(res, "merged", merged) ||
+  PyObject *d = stats_dict(osk_summary_stats(osk_job_merged(j)), &all);
+  if (d && (put(d, "first_ts_ns", PyLong_FromLongLong(st->first_ts_ns)) ||
+            put(d, "last_end_ns", PyLong_FromLongLong(st->last_end_ns))))
+    Py_CLEAR(d);
+  return d;
+}
+
+static PyObject *job_result(const osk_job_t *j) {
+  const osk_job_stats_t *st = osk_job_stats(j);
+  PyObject *res = PyDict_New(), *merged = PyDict_New();
+  if (!res || !merged || put(res, "ranks", rows_list(j, osk_job_rank_count(j), rank_row)) ||
+      put(res, "collectives", rows_list(j, osk_job_collective_count(j), collective_row)) ||
+      put(res, "steps", rows_list(j, osk_job_step_count(j), step_row)) ||
+      put(merged, "ops", ops_list(osk_job_merged(j))) || put(merged, "stats", merged_stats(j)) ||
+      PyDict_SetItemString(res, "merged", merged) ||
       put(res, "family", PyUnicode_FromString(st->family_name)) ||
       put(res, "matched", PyLong_FromUnsignedLongLong(st->matched)) ||
       put(res, "unmatched", PyLong_FromUnsignedLongLong(st->unmatched)) ||
       put(res, "aligned", PyBool_FromLong(st->aligned)) ||
       put(res, "corrected", PyBool_FromLong(st->corrected)))
-    goto fail;
-  Py_DECREF(ranks);
-  Py_DECREF(colls);
-  Py_DECREF(steps);
-  Py_DECREF(merged);
-  return res;
-fail:
-  Py_XDECREF(res);
-  Py_XDECREF(ranks);
-  Py_XDECREF(colls);
-  Py_XDECREF(steps);
+    Py_CLEAR(res);
   Py_XDECREF(merged);
-  return NULL;
+  return res;
 }
 
 static PyObject *reader_job(PyObject *self, PyObject *args, PyObject *kw) {
