@@ -2,12 +2,9 @@
  * drives it: dlopen the library, call __itt_api_init with a global whose api
  * list has our four functions and others, then call through the pointers.
  * Includes a handle and a domain allocated by the "static part". */
-#include "opskew_trace.h"
-#include "testutil.h"
+#include "collector_testutil.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <string.h>
 
 typedef struct dom {
   volatile int flags;
@@ -60,14 +57,10 @@ static void *p_domain, *p_shc, *p_begin, *p_end, *p_other;
 
 int main(int argc, char **argv) {
   CHECK(argc == 2);
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) fprintf(stderr, "%s\n", dlerror());
-  CHECK(lib);
+  collector_t c = collector_open(argv[1]);
   void (*api_init)(global_t *, int);
-  *(void **)&api_init = dlsym(lib, "__itt_api_init");
-  CHECK(api_init);
-  /* Internal symbols are not exported. */
-  CHECK(dlsym(lib, "osk__sb_put") == NULL);
+  *(void **)&api_init = collector_sym(&c, "__itt_api_init");
+  CHECK(strcmp(c.instrument(), "itt") == 0);
 
   void *nf;
   void (*nfp)(void) = null_fn;
@@ -85,13 +78,11 @@ int main(int argc, char **argv) {
   g.api_list_ptr = list;
 
   /* A wrong magic: nothing is bound. */
-  int (*bound)(void);
-  *(void **)&bound = dlsym(lib, "osk_collector_bound");
-  CHECK(bound && bound() == 0);
+  CHECK(c.bound() == 0);
   static global_t bad;
   bad.api_list_ptr = list;
   api_init(&bad, 0);
-  CHECK(p_begin == NULL && bound() == -1);
+  CHECK(p_begin == NULL && c.bound() == -1);
 
   api_init(&g, 0);
   CHECK(p_domain && p_shc && p_begin && p_end);
@@ -106,31 +97,13 @@ int main(int argc, char **argv) {
   memcpy(&begin, &p_begin, sizeof p_begin);
   memcpy(&end, &p_end, sizeof p_end);
 
-  int (*start)(void);
-  int (*stop)(osk_trace_snapshot_t **);
-  size_t (*nevents)(const osk_trace_snapshot_t *);
-  size_t (*copy)(const osk_trace_snapshot_t *, size_t, size_t, osk_trace_event_t *);
-  const char *(*name)(const osk_trace_snapshot_t *, uint32_t);
-  const char *(*cat)(const osk_trace_snapshot_t *, uint32_t);
-  void (*sfree)(osk_trace_snapshot_t *);
-  const osk_trace_calib_t *(*calib)(const osk_trace_snapshot_t *);
-  *(void **)&start = dlsym(lib, "osk_collector_start");
-  *(void **)&stop = dlsym(lib, "osk_collector_stop");
-  *(void **)&nevents = dlsym(lib, "osk_trace_snapshot_events");
-  *(void **)&copy = dlsym(lib, "osk_trace_snapshot_copy");
-  *(void **)&name = dlsym(lib, "osk_trace_snapshot_name");
-  *(void **)&cat = dlsym(lib, "osk_trace_snapshot_category");
-  *(void **)&sfree = dlsym(lib, "osk_trace_snapshot_free");
-  *(void **)&calib = dlsym(lib, "osk_trace_snapshot_calib");
-  CHECK(start && stop && nevents && copy && name && cat && sfree && calib);
-
   /* The static part's own domain and handle, made before we loaded. */
   dom_t torch_dom = {.flags = 1, .nameA = "PyTorch"};
   sh_t early = {.strA = "aten::empty"};
   dom_t *mine = domain_create("oneDNN");
   CHECK(mine && mine->flags && !strcmp(mine->nameA, "oneDNN") && domain_create("oneDNN") == mine);
 
-  CHECK(start() == 0);
+  CHECK(c.start() == 0);
   id_t3 null_id = {0, 0, 0};
   begin(&torch_dom, null_id, null_id, &early);
   for (int i = 0; i < 1000; i++) {
@@ -144,28 +117,27 @@ int main(int argc, char **argv) {
   end(mine);
   begin(&torch_dom, null_id, null_id, NULL);
   end(&torch_dom);
-  osk_trace_snapshot_t *s = NULL;
-  CHECK(stop(&s) == 0);
-  CHECK(s && nevents(s) == 1003);
-  CHECK(calib(s)->valid && calib(s)->w_ns > 0);
-  osk_trace_event_t ev[1003];
-  CHECK(copy(s, 0, 1003, ev) == 1003);
+  osk_trace_snapshot_t *s;
+  size_t n;
+  osk_trace_event_t *ev = collector_stop(&c, &s, &n);
+  CHECK(n == 1003 && c.calib(s)->valid && c.calib(s)->w_ns > 0);
   size_t adds = 0;
-  for (int i = 0; i < 1003; i++) {
-    const char *nm = name(s, ev[i].name);
+  for (size_t i = 0; i < n; i++) {
+    const char *nm = c.name(s, ev[i].name);
     if (!strcmp(nm, "aten::add")) {
       adds++;
-      CHECK(ev[i].depth == 1 && !strcmp(cat(s, ev[i].category), "cpu_op"));
+      CHECK(ev[i].depth == 1 && !strcmp(c.category(s, ev[i].category), "cpu_op"));
     } else if (!strcmp(nm, "aten::empty")) {
       CHECK(ev[i].depth == 0 && i == 1000); /* ends after its children */
     } else if (!strcmp(nm, "dnnl::conv")) {
-      CHECK(!strcmp(cat(s, ev[i].category), "oneDNN"));
+      CHECK(!strcmp(c.category(s, ev[i].category), "oneDNN"));
     } else {
       CHECK(!strcmp(nm, "<unnamed>"));
     }
   }
   CHECK(adds == 1000);
-  sfree(s);
+  free(ev);
+  c.free(s);
   printf("ok: itt collector\n");
   return 0;
 }

@@ -5,13 +5,8 @@
  * slots the collector filled, from several threads, with strings formatted
  * like PyTorch's emit_nvtx ("name, seq = N, op_id = H"). Two instances (two
  * libraries using NVTX) are injected, as in a real process. */
-#include "opskew_trace.h"
-#include "testutil.h"
+#include "collector_testutil.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <string.h>
 #include <wchar.h>
 
 typedef void (*fn_t)(void);
@@ -63,50 +58,30 @@ typedef int (*push_w_t)(const wchar_t *);
 typedef int (*push_ex_t)(const attr_t *);
 typedef int (*pop_t)(void);
 
-#define THREADS 4
-#define PER_THREAD 20000
-
-static void *worker(void *arg) {
-  const instance_t *in = arg;
-  push_a_t push = (push_a_t)in->slot[9];
-  pop_t pop = (pop_t)in->slot[11];
-  char buf[128];
-  for (int i = 0; i < PER_THREAD; i++) {
-    /* A fresh string per call, as PyTorch formats one per operator. */
-    snprintf(buf, sizeof buf, "aten::linear, seq = %d, op_id = %d", i, 3 * i);
-    push(buf);
-    snprintf(buf, sizeof buf, "%s, seq = %d, op_id = %d, sizes = [[1]]", i % 2 ? "aten::add" : "aten::mul", i,
-             3 * i + 1);
-    push(buf);
-    memset(buf, 'x', 40); /* the buffer is reused: nothing may point into it */
-    pop();
-    pop();
-  }
-  return NULL;
+/* A fresh string per call, as PyTorch's emit_nvtx formats one per operator
+ * ("name, seq = N, op_id = H", a child with its sizes), in the worker's
+ * reused buffer, through the instance's push and pop slots. */
+static void route_begin(void *ctx, const char *op, int i, char *buf, size_t cap) {
+  const instance_t *in = ctx;
+  int child = strcmp(op, "aten::linear") != 0;
+  snprintf(buf, cap, "%s, seq = %d, op_id = %d%s", op, i, 3 * i + child, child ? ", sizes = [[1]]" : "");
+  ((push_a_t)in->slot[9])(buf);
 }
+
+static void route_end(void *ctx) { ((pop_t)((const instance_t *)ctx)->slot[11])(); }
 
 int main(int argc, char **argv) {
   CHECK(argc == 2);
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (!lib) fprintf(stderr, "%s\n", dlerror());
-  CHECK(lib);
+  collector_t c = collector_open(argv[1]);
   int (*init)(const void *(*)(uint32_t));
-  *(void **)&init = dlsym(lib, "InitializeInjectionNvtx2");
-  CHECK(init);
-  int (*bound)(void);
-  int (*start)(void);
-  int (*stop)(osk_trace_snapshot_t **);
-  *(void **)&bound = dlsym(lib, "osk_collector_bound");
-  *(void **)&start = dlsym(lib, "osk_collector_start");
-  *(void **)&stop = dlsym(lib, "osk_collector_stop");
-  CHECK(bound && start && stop);
-  CHECK(dlsym(lib, "osk__sb_put") == NULL); /* internals stay hidden */
-  CHECK(bound() == 0);
+  *(void **)&init = collector_sym(&c, "InitializeInjectionNvtx2");
+  CHECK(strcmp(c.instrument(), "nvtx") == 0);
+  CHECK(c.bound() == 0);
 
   /* A table NVTX cannot give: refused, nothing filled. */
   CHECK(init(get_nothing) == 0);
   CHECK(init(NULL) == 0);
-  CHECK(bound() == -1);
+  CHECK(c.bound() == -1);
 
   for (int k = 0; k < 2; k++) {
     for (int i = 0; i < CORE_SIZE; i++) g_inst[k].table[i] = &g_inst[k].slot[i];
@@ -118,7 +93,7 @@ int main(int argc, char **argv) {
       CHECK(filled == (i == 8 || i == 9 || i == 10 || i == 11));
     }
   }
-  CHECK(g_table_calls == 2 && bound() == 2);
+  CHECK(g_table_calls == 2 && c.bound() == 2);
   /* Both instances call the same functions. */
   CHECK(g_inst[0].slot[9] == g_inst[1].slot[9] && g_inst[0].slot[11] == g_inst[1].slot[11]);
 
@@ -126,10 +101,10 @@ int main(int argc, char **argv) {
   ((push_a_t)g_inst[0].slot[9])("aten::before, seq = 1");
   ((pop_t)g_inst[0].slot[11])();
 
-  CHECK(start() == 0);
-  pthread_t th[THREADS];
-  for (int t = 0; t < THREADS; t++) CHECK(pthread_create(&th[t], NULL, worker, &g_inst[t % 2]) == 0);
-  for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+  CHECK(c.start() == 0);
+  const worker_route_t routes[2] = {{route_begin, route_end, &g_inst[0]},
+                                    {route_begin, route_end, &g_inst[1]}};
+  workers_run(routes, 2);
   /* PushEx with ASCII and Unicode messages, PushW; a struct too small to
    * hold a message gives an unnamed range. */
   attr_t a = {.version = 3, .size = sizeof(attr_t), .message_type = 1, .message = "user_scope, extra"};
@@ -146,44 +121,24 @@ int main(int argc, char **argv) {
   ((pop_t)g_inst[0].slot[11])();
   ((pop_t)g_inst[0].slot[11])(); /* unmatched: counted, not recorded */
 
-  osk_trace_snapshot_t *s = NULL;
-  CHECK(stop(&s) == 0);
-  CHECK(s);
-  size_t (*n_events)(const osk_trace_snapshot_t *);
-  size_t (*copy)(const osk_trace_snapshot_t *, size_t, size_t, osk_trace_event_t *);
-  const char *(*name)(const osk_trace_snapshot_t *, uint32_t);
-  uint64_t (*unmatched)(const osk_trace_snapshot_t *);
-  uint64_t (*lost)(const osk_trace_snapshot_t *);
-  void (*snap_free)(osk_trace_snapshot_t *);
-  *(void **)&n_events = dlsym(lib, "osk_trace_snapshot_events");
-  *(void **)&copy = dlsym(lib, "osk_trace_snapshot_copy");
-  *(void **)&name = dlsym(lib, "osk_trace_snapshot_name");
-  *(void **)&unmatched = dlsym(lib, "osk_trace_snapshot_unmatched_ends");
-  *(void **)&lost = dlsym(lib, "osk_trace_snapshot_lost_total");
-  *(void **)&snap_free = dlsym(lib, "osk_trace_snapshot_free");
-  CHECK(n_events && copy && name && unmatched && lost && snap_free);
-
-  size_t n = n_events(s);
-  CHECK(n == (size_t)THREADS * PER_THREAD * 2 + 4);
-  CHECK(unmatched(s) == 1 && lost(s) == 0);
-  osk_trace_event_t *ev = calloc(n, sizeof *ev);
-  CHECK(ev && copy(s, 0, n, ev) == n);
-  size_t linear = 0, add = 0, mul = 0, user = 0, wide = 0, w2 = 0, unnamed = 0;
-  uint32_t tids[THREADS + 1] = {0};
+  osk_trace_snapshot_t *s;
+  size_t n;
+  osk_trace_event_t *ev = collector_stop(&c, &s, &n);
+  CHECK(n == WORKER_EVENTS + 4);
+  CHECK(c.unmatched(s) == 1 && c.lost(s) == 0);
+  size_t ops[3] = {0}, user = 0, wide = 0, w2 = 0, unnamed = 0; /* ops: linear, add, mul */
+  uint32_t tids[WORKER_THREADS + 1] = {0};
   size_t ntids = 0;
   for (size_t i = 0; i < n; i++) {
-    const char *nm = name(s, ev[i].name);
-    if (!strcmp(nm, "aten::linear")) {
-      linear++;
-      CHECK(ev[i].depth == 0);
-    } else if (!strcmp(nm, "aten::add") || !strcmp(nm, "aten::mul")) {
-      *(nm[6] == 'a' ? &add : &mul) += 1;
-      CHECK(ev[i].depth == 1);
-      /* The child ends before its parent, which is the next event. */
-      CHECK(i + 1 < n && ev[i + 1].tid == ev[i].tid && ev[i + 1].depth == 0);
-      CHECK(ev[i].ts_ns >= ev[i + 1].ts_ns &&
-            ev[i].ts_ns + ev[i].dur_ns <= ev[i + 1].ts_ns + ev[i + 1].dur_ns);
-    } else if (!strcmp(nm, "user_scope")) {
+    int seen = 0;
+    for (size_t k = 0; k < ntids; k++) seen |= tids[k] == ev[i].tid;
+    if (!seen) {
+      CHECK(ntids < WORKER_THREADS + 1);
+      tids[ntids++] = ev[i].tid;
+    }
+    const char *nm = c.name(s, ev[i].name);
+    if (worker_event(ev, i, n, nm, ops)) continue;
+    if (!strcmp(nm, "user_scope")) {
       user++;
     } else if (!strcmp(nm, "wide_scope")) {
       wide++;
@@ -195,19 +150,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "unexpected name %s\n", nm);
       CHECK(0);
     }
-    int seen = 0;
-    for (size_t k = 0; k < ntids; k++) seen |= tids[k] == ev[i].tid;
-    if (!seen) {
-      CHECK(ntids < THREADS + 1);
-      tids[ntids++] = ev[i].tid;
-    }
   }
-  CHECK(linear == (size_t)THREADS * PER_THREAD);
-  CHECK(add == (size_t)THREADS * PER_THREAD / 2 && mul == add);
+  workers_check(ops);
   CHECK(user == 1 && wide == 1 && w2 == 1 && unnamed == 1);
-  CHECK(ntids == THREADS + 1); /* four workers and the main thread */
+  CHECK(ntids == WORKER_THREADS + 1); /* the workers and the main thread */
   free(ev);
-  snap_free(s);
+  c.free(s);
   printf("ok: nvtx\n");
   return 0;
 }
