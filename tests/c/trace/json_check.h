@@ -58,32 +58,25 @@ static const char *jc_number(const char *p) {
 static const char *jc_value(const char *p, int depth) {
   if (depth > 64) return NULL;
   p = jc_ws(p);
-  if (*p == '{') {
+  if (*p == '{' || *p == '[') { /* members "key": value, or elements */
+    char close = *p == '{' ? '}' : ']';
     p = jc_ws(p + 1);
-    if (*p == '}') return p + 1;
+    if (*p == close) return p + 1;
     for (;;) {
-      p = jc_string(jc_ws(p));
-      if (!p) return NULL;
-      p = jc_ws(p);
-      if (*p++ != ':') return NULL;
+      if (close == '}') {
+        p = jc_string(jc_ws(p));
+        if (!p) return NULL;
+        p = jc_ws(p);
+        if (*p++ != ':') return NULL;
+      }
       p = jc_value(p, depth + 1);
       if (!p) return NULL;
       p = jc_ws(p);
-      if (*p == ',') { p++; continue; }
-      if (*p == '}') return p + 1;
-      return NULL;
-    }
-  }
-  if (*p == '[') {
-    p = jc_ws(p + 1);
-    if (*p == ']') return p + 1;
-    for (;;) {
-      p = jc_value(p, depth + 1);
-      if (!p) return NULL;
-      p = jc_ws(p);
-      if (*p == ',') { p++; continue; }
-      if (*p == ']') return p + 1;
-      return NULL;
+      if (*p == ',') {
+        p++;
+        continue;
+      }
+      return *p == close ? p + 1 : NULL;
     }
   }
   if (*p == '"') return jc_string(p);
