@@ -18,7 +18,8 @@ from opskew.measure.instruments import TorchProfiler
 from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec
 from opskew.output import check_output, write_file
-from opskew.profiler.core import ADVISED_SCHEDULE, REF_WAIT, schedule_call
+from opskew.profiler.leafref import REF_WAIT
+from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
 from opskew.stats.estimators import estimate, per_event_diff
 
 
