@@ -26,15 +26,14 @@ minute; the figures carry the torch version, the threads and the date.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import datetime
-import os
 import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import _common
+
 AT = (1, 2, 3, 5, 9, 13, 17)
 
 
@@ -84,19 +83,10 @@ def bursts(torch, step):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", default="conv_train", help="a CPU workload of bench/validate_profile.py (conv_train)")
+    ap = _common.parser(__doc__, "conv_train")
     ap.add_argument("--rounds", type=int, default=6, help="rounds of every burst (6)")
     ap.add_argument("--steps", type=int, default=20, help="steps timed after each burst (20; at least 18)")
-    a = ap.parse_args(argv)
-    if a.rounds < 1 or a.steps < 18:
-        ap.error("--rounds must be at least 1 and --steps at least 18")
-    sys.path.insert(0, HERE)
-    import validate_profile as vp
-
-    vp.check_cpu_workload(ap, a.workload)
-    torch, step = vp._setup(a.workload)
-    vp._warm(step, 0.4)
+    a, torch, step = _common.start(ap, argv, {"--rounds": 1, "--steps": 18})
     x = torch.randn(8, 8, 16, 16)
     pool = torch.ops.aten.max_pool2d_with_indices
 

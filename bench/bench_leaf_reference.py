@@ -21,13 +21,12 @@ a side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import _common
 
 
 def leaves(rows, min_calls):
@@ -36,22 +35,13 @@ def leaves(rows, min_calls):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", default="mlp_train", help="a bench/validate_profile.py workload (mlp_train)")
-    ap.add_argument("--steps", type=int, default=5, help="steps per session (5: opskew.profile's 1 + 4)")
-    ap.add_argument("--rounds", type=int, default=6, help="rounds (6)")
-    a = ap.parse_args(argv)
-    if a.steps < 2 or a.rounds < 1:
-        ap.error("--steps must be at least 2 and --rounds at least 1")
-    sys.path.insert(0, HERE)
-    import validate_profile as vp
-
-    vp.check_cpu_workload(ap, a.workload)
-    torch, step = vp._setup(a.workload)
     from opskew.analyze.tracefile import correct
     from opskew.tracer.session import now_ns, trace
 
-    vp._warm(step, 0.4)
+    ap = _common.parser(__doc__, "mlp_train")
+    ap.add_argument("--steps", type=int, default=5, help="steps per session (5: opskew.profile's 1 + 4)")
+    ap.add_argument("--rounds", type=int, default=6, help="rounds (6)")
+    a, torch, step = _common.start(ap, argv, {"--steps": 2, "--rounds": 1})
     per_step, one, prof = [], [[] for _ in range(a.steps)], []
     with tempfile.TemporaryDirectory(prefix="opskew-leaf-reference-") as tmp:
         for r in range(a.rounds):

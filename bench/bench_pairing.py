@@ -19,7 +19,6 @@ you validate on, side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -29,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import _common  # noqa: E402
 import validate_profile as vp  # noqa: E402
 
 
@@ -70,15 +70,12 @@ def _run(workload, args, tmp, lockstep):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", default="tiny_loop", help="a bench/validate_profile.py workload (tiny_loop)")
+    ap = _common.parser(__doc__, "tiny_loop")
     ap.add_argument("--pairs", type=int, default=6, help="pairs of processes of each kind (6)")
     ap.add_argument("--chunk", type=int, default=16, help="steps per turn (16, a validation cycle's)")
     ap.add_argument("--turns", type=int, default=60, help="turns per process (60)")
-    a = ap.parse_args(argv)
+    a = _common.parse(ap, argv, {"--pairs": 1, "--chunk": 2, "--turns": 1})
     vp.check_cpu_workload(ap, a.workload)
-    if a.pairs < 1 or a.chunk < 2 or a.turns < 1:
-        ap.error("--pairs and --turns at least 1, --chunk at least 2")
     args = vp.parse(["--workloads", a.workload])
     args.chunk, args.turns = a.chunk, a.turns
     os.environ["KINETO_LOG_LEVEL"] = "6"

@@ -22,7 +22,6 @@ side in one run, on a machine whose speed moves from minute to minute.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -30,28 +29,24 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import _common
+import validate_profile as vp
+
 ACTIVE, REPEAT = 7, 3
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workload", default="mlp_train", help="a bench/validate_profile.py workload (mlp_train)")
+    ap = _common.parser(__doc__, "mlp_train", cpu_only=False)
     ap.add_argument("--config", default="minimal", help="minimal or record_shapes+with_stack (minimal)")
     ap.add_argument("--wait", type=int, default=8, help="the schedule's wait steps (8; at least 6)")
     ap.add_argument("--rounds", type=int, default=8, help="rounds of bare steps and the three sessions (8)")
-    a = ap.parse_args(argv)
-    if a.wait < 6 or a.rounds < 1:
-        ap.error("--wait must be at least 6 and --rounds at least 1")
-    sys.path.insert(0, HERE)
-    import validate_profile as vp
-
+    a = _common.parse(ap, argv, {"--wait": 6, "--rounds": 1})
     if a.workload not in vp.WORKLOADS or a.config not in vp.CONFIGS:
         ap.error(f"--workload is one of {', '.join(vp.WORKLOADS)}; --config one of {', '.join(vp.CONFIGS)}")
     torch, step = vp._setup(a.workload)
     import opskew
 
-    vp._warm(step, 0.4)
+    _common.warm(step)
     tmp = tempfile.mkdtemp(prefix="opskew-wait-positions-")
     try:
         run(a, vp, torch, step, opskew, tmp)
