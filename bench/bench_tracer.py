@@ -117,6 +117,15 @@ def window(inst):
         if env:
             os.environ.pop(env[0], None)
 
+def stop_and_export(session, export, path):
+    # (stop ns, export ns): the session's __exit__, then export(path), each timed
+    s0 = time.perf_counter_ns()
+    session.__exit__(None, None, None)
+    s1 = time.perf_counter_ns()
+    export(path)
+    s2 = time.perf_counter_ns()
+    return s1 - s0, s2 - s1
+
 def _window(inst):
     if inst == "itt-floor":
         with torch.autograd.profiler.emit_itt():
@@ -142,25 +151,17 @@ def _window(inst):
         ctx = opskew.trace(instrument=want)
         tr = ctx.__enter__()
         t = loop()
-        s0 = time.perf_counter_ns()
-        ctx.__exit__(None, None, None)
-        s1 = time.perf_counter_ns()
-        tr.write(os.path.join(tmp, "o.json"))
-        s2 = time.perf_counter_ns()
+        stop, export = stop_and_export(ctx, tr.write, os.path.join(tmp, "o.json"))
         if tr.instrument != want:
             raise SystemExit(f"{inst}: recorded with {tr.instrument}, not {want}")
-        return t, s1 - s0, s2 - s1, tr.n_events
+        return t, stop, export, tr.n_events
     if inst == "torch.profiler":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         prof.__enter__()
         t = loop()
-        s0 = time.perf_counter_ns()
-        prof.__exit__(None, None, None)
-        s1 = time.perf_counter_ns()
-        prof.export_chrome_trace(os.path.join(tmp, "p.json"))
-        s2 = time.perf_counter_ns()
+        stop, export = stop_and_export(prof, prof.export_chrome_trace, os.path.join(tmp, "p.json"))
         n = sum(1 for e in prof.events() if e.name == "aten::add")
-        return t, s1 - s0, s2 - s1, n
+        return t, stop, export, n
     raise SystemExit("unknown instrument " + inst)
 
 for _ in range(2):                     # warm up both paths

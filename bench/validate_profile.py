@@ -114,6 +114,26 @@ CONFIGS = {"minimal": {}, "record_shapes+with_stack": {"record_shapes": True, "w
 # step: a callable with no argument. torch is imported inside: this module is
 # imported by the parent, which never loads torch.
 
+def _inference(torch, model, x):
+    """The step of an inference workload: model(x) under torch.no_grad()."""
+    def step():
+        with torch.no_grad():
+            model(x)
+    return step
+
+
+def _training(opt, model, x, y, loss, sync=None):
+    """The step of a training workload: loss(model(x), y) backward, then
+    opt.step() (and sync(), where given, for a device's completion)."""
+    def step():
+        opt.zero_grad()
+        loss(model(x), y).backward()
+        opt.step()
+        if sync is not None:
+            sync()
+    return step
+
+
 def tiny_loop():
     """200 torch.add of 1-element tensors: W per event on the cheapest op."""
     import torch
@@ -132,12 +152,7 @@ def mlp_train():
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(16, 32), torch.randn(16, 8)
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    return step
+    return _training(opt, model, x, y, torch.nn.functional.mse_loss)
 
 
 def dispatch_heavy():
@@ -150,11 +165,7 @@ def dispatch_heavy():
         layers += [torch.nn.Linear(4, 4), torch.nn.LayerNorm(4), torch.nn.GELU()]
     model = torch.nn.Sequential(*layers).eval()
     x = torch.randn(1, 4)
-
-    def step():
-        with torch.no_grad():
-            model(x)
-    return step
+    return _inference(torch, model, x)
 
 
 def conv_train():
@@ -168,12 +179,7 @@ def conv_train():
                           nn.Flatten(), nn.Linear(16, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return step
+    return _training(opt, model, x, y, torch.nn.functional.cross_entropy)
 
 
 def optim_heavy():
@@ -232,11 +238,7 @@ def deep_nested():
     torch.manual_seed(0)
     model = Nest(40).eval()
     x = torch.randn(2, 4)
-
-    def step():
-        with torch.no_grad():
-            model(x)
-    return step
+    return _inference(torch, model, x)
 
 
 def bf16_autocast():
@@ -267,12 +269,7 @@ def two_threads():
                                 torch.nn.ReLU(), torch.nn.Linear(256, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return step
+    return _training(opt, model, x, y, torch.nn.functional.cross_entropy)
 
 
 # name -> (maker, intra-op threads, what drives W)
@@ -289,13 +286,7 @@ def cuda_train():
                                 torch.nn.ReLU(), torch.nn.Linear(256, 16)).cuda()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x, y = torch.randn(64, 256, device="cuda"), torch.randn(64, 16, device="cuda")
-
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-        torch.cuda.synchronize()
-    return step
+    return _training(opt, model, x, y, torch.nn.functional.mse_loss, sync=torch.cuda.synchronize)
 
 
 WORKLOADS = {
