@@ -722,13 +722,34 @@ void osk_summary_free(osk_summary_t *s) {
   free(s);
 }
 
+/* The document's top-level members, copied from the reader as key, value
+ * pairs: pair i at kv[2i], kv[2i + 1], with their lengths in len. */
+
+/* Copies pair i; *n counts it even when out of memory, so that free
+ * releases what was copied. 0 or OSK_ENOMEM. */
+static int pair_copy(char **kv, size_t *len, size_t *n, size_t i, osk_str_t key, osk_str_t value) {
+  kv[2 * i] = osk__dup_bytes(key.ptr, key.len);
+  kv[2 * i + 1] = osk__dup_bytes(value.ptr, value.len);
+  *n = i + 1;
+  if (!kv[2 * i] || !kv[2 * i + 1]) return OSK_ENOMEM;
+  len[2 * i] = key.len;
+  len[2 * i + 1] = value.len;
+  return 0;
+}
+
+/* Pair i into *key and *value (either may be NULL). */
+static void pair_get(char *const *kv, const size_t *len, size_t i, osk_str_t *key,
+                     osk_str_t *value) {
+  if (key) *key = (osk_str_t){kv[2 * i], len[2 * i]};
+  if (value) *value = (osk_str_t){kv[2 * i + 1], len[2 * i + 1]};
+}
+
 size_t osk_summary_meta_count(const osk_summary_t *s) { return s ? s->n_meta : 0; }
 
 int osk_summary_meta_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *value,
                          int *is_string) {
   if (!s || i >= s->n_meta) return OSK_ERANGE;
-  if (key) *key = (osk_str_t){s->meta_kv[2 * i], s->meta_len[2 * i]};
-  if (value) *value = (osk_str_t){s->meta_kv[2 * i + 1], s->meta_len[2 * i + 1]};
+  pair_get(s->meta_kv, s->meta_len, i, key, value);
   if (is_string) *is_string = s->meta_str[i];
   return 0;
 }
@@ -743,12 +764,7 @@ static int copy_meta(osk_summary_t *s, const osk_reader_t *r) {
   for (size_t i = 0; i < n; i++) {
     osk_str_t k, v;
     osk_reader_meta_get(r, i, &k, &v, &s->meta_str[i]);
-    s->meta_kv[2 * i] = osk__dup_bytes(k.ptr, k.len);
-    s->meta_kv[2 * i + 1] = osk__dup_bytes(v.ptr, v.len);
-    s->n_meta = i + 1; /* so that free releases what was copied */
-    if (!s->meta_kv[2 * i] || !s->meta_kv[2 * i + 1]) return OSK_ENOMEM;
-    s->meta_len[2 * i] = k.len;
-    s->meta_len[2 * i + 1] = v.len;
+    if (pair_copy(s->meta_kv, s->meta_len, &s->n_meta, i, k, v)) return OSK_ENOMEM;
   }
   return 0;
 }
@@ -757,8 +773,7 @@ size_t osk_summary_object_count(const osk_summary_t *s) { return s ? s->n_obj : 
 
 int osk_summary_object_get(const osk_summary_t *s, size_t i, osk_str_t *key, osk_str_t *json) {
   if (!s || i >= s->n_obj) return OSK_ERANGE;
-  if (key) *key = (osk_str_t){s->obj_kv[2 * i], s->obj_len[2 * i]};
-  if (json) *json = (osk_str_t){s->obj_kv[2 * i + 1], s->obj_len[2 * i + 1]};
+  pair_get(s->obj_kv, s->obj_len, i, key, json);
   return 0;
 }
 
@@ -767,12 +782,7 @@ static int copy_objects(osk_summary_t *s, const osk_reader_t *r) {
   for (size_t i = 0; i < n && i < OSK_READER_OBJECTS_MAX; i++) {
     osk_str_t k, v;
     osk_reader_object_get(r, i, &k, &v);
-    s->obj_kv[2 * i] = osk__dup_bytes(k.ptr, k.len);
-    s->obj_kv[2 * i + 1] = osk__dup_bytes(v.ptr, v.len);
-    s->n_obj = i + 1; /* so that free releases what was copied */
-    if (!s->obj_kv[2 * i] || !s->obj_kv[2 * i + 1]) return OSK_ENOMEM;
-    s->obj_len[2 * i] = k.len;
-    s->obj_len[2 * i + 1] = v.len;
+    if (pair_copy(s->obj_kv, s->obj_len, &s->n_obj, i, k, v)) return OSK_ENOMEM;
   }
   return 0;
 }
