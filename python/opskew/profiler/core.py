@@ -26,11 +26,11 @@ import threading
 import time
 
 from opskew.profiler.clock import StepClock
-from opskew.profiler.cycle import CycleAnalysis, claim, error_report, shed_old_operators
+from opskew.profiler.cycle import CycleAnalysis, claim, count, error_report, shed_old_operators
 from opskew.profiler.figures import Figures
 from opskew.profiler.leafref import REF_FIRST, REF_STEPS, LeafReference
 from opskew.profiler.ranges import choose, open_range
-from opskew.profiler.schedule import UNSET, owns_ranges, phase_of, plain_wait_steps, session_gone, transit
+from opskew.profiler.schedule import UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, session_gone, transit
 from opskew.profiler.traces import TraceFiles
 from opskew.render.profile import render
 
@@ -57,7 +57,6 @@ def rank_of() -> tuple:
     except (KeyError, ValueError):
         return None, 1
     return rank, world
-
 
 
 class _Stderr:
@@ -158,9 +157,10 @@ class profile:
         # backward runs on the autograd engine's device thread; asked for, it
         # costs one read fewer than found), else where a trace holds GPU
         # activity.
+        self._waits = 1 if self._cuda else -1
         self._analysis = CycleAnalysis(self._clock, self._ref, self._figures, self._files, options=options,
                                        threshold=threshold, has_schedule=kwargs.get("schedule") is not None,
-                                       waits=1 if self._cuda else -1, rank=self.rank, world_size=self.world_size)
+                                       waits=self._waits, rank=self.rank, world_size=self.world_size)
         self.print_error = None  # why report_file stopped being printed to, if it did
         self._shed_upto = 0  # reports before this index hold no per-operator table (shed_old_operators)
 
@@ -174,17 +174,7 @@ class profile:
 
     def __exit__(self, *exc):
         self.stop()
-        # The rest of torch's __exit__ (its stop() ran inside ours): the
-        # step counter's entry, and the execution trace's cleanup, which
-        # finishes its JSON file (without it the file ended mid-record).
-        from torch.autograd import profiler as autograd_profiler
-
-        tracker = getattr(autograd_profiler, "KinetoStepTracker", None)
-        if tracker is not None:
-            tracker.erase_step_count("ProfilerStep")
-        eto = getattr(self.prof, "execution_trace_observer", None)
-        if eto is not None:
-            eto.cleanup()
+        exit_rest(self.prof)
         return False
 
     # ------------------------------------------------------ what it measured
@@ -224,6 +214,10 @@ class profile:
         """W from the kept steps: (W or None, notes, detail)."""
         return self._analysis.estimate()
 
+    def _count(self, trace: str) -> dict:
+        """Events inside each ProfilerStep#N of `trace` (cycle.count)."""
+        return count(trace, self._waits)
+
     # ----------------------------------------------------- the step bodies
     def _sync(self):
         """With CUDA activity, waits for the device at each step boundary, so
@@ -231,12 +225,6 @@ class profile:
         the GPU by up to the launch queue's depth)."""
         if self._cuda and self._torch.cuda.is_initialized():
             self._torch.cuda.synchronize()
-
-    def _transit(self, call, action=UNSET):
-        return transit(self.prof, call, action)
-
-    def _session_gone(self) -> str | None:
-        return session_gone(self.prof, self._torch, self._thread)
 
     def _step_ranges(self):
         """Chooses how the ProfilerStep#N ranges are opened, once (ranges.choose)."""
@@ -297,7 +285,7 @@ class profile:
             return  # as torch's start() on a running profiler: nothing new begins
         self._step_ranges()
         self._thread = threading.get_ident()
-        own = self._transit(self.prof.start)
+        own = transit(self.prof, self.prof.start)
         self._running = True
         self._stopped = False
         self._sync()
@@ -360,9 +348,9 @@ class profile:
             self._end_body()
         if self._ref.live is not None:
             self._ref.step_ended(c.wait_pos)
-        self._lost = self._session_gone()
+        self._lost = session_gone(self.prof, self._torch, self._thread)
         t0 = c.call_t0
-        own = self._transit(self.prof.step, action)
+        own = transit(self.prof, self.prof.step, action)
         t1 = time.perf_counter_ns()
         c.calls.append({"after_step": c.step, "ns": t1 - t0, "on_trace_ready_ns": c.ready_ns})
         self._begin_body(own)
@@ -376,7 +364,7 @@ class profile:
         if self._ref.live is not None:
             self._ref.open = None  # a partial step: not a whole one
             self._ref.end()
-        self._lost = self._session_gone()
+        self._lost = session_gone(self.prof, self._torch, self._thread)
         c = self._clock
         t0 = c.call_t0
         self.prof.stop()

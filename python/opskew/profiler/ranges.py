@@ -50,7 +50,6 @@ class NativeRange:
             self.__exit__(None, None, None)
 
 
-
 def choose(prof, own: bool, torch) -> tuple:
     """How the ProfilerStep#N ranges are opened, chosen once: through
     opskew's native shim (a C++ RecordFunction of user scope, which is

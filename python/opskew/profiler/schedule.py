@@ -120,3 +120,17 @@ def session_gone(prof, torch, thread) -> str | None:
                 "that started it; call step() (and stop()) there. This cycle has no trace")
     return ("another profiler started inside this one ended its session (torch runs one profiler at a "
             "time): this cycle has no trace")
+
+
+def exit_rest(prof):
+    """The rest of torch's profile.__exit__, once its stop() ran inside
+    opskew's: the step counter's entry, and the execution trace's cleanup,
+    which finishes its JSON file (without it the file ended mid-record)."""
+    from torch.autograd import profiler as autograd_profiler
+
+    tracker = getattr(autograd_profiler, "KinetoStepTracker", None)
+    if tracker is not None:
+        tracker.erase_step_count("ProfilerStep")
+    eto = getattr(prof, "execution_trace_observer", None)
+    if eto is not None:
+        eto.cleanup()

@@ -9,7 +9,7 @@ Loops here are over steps and cycles, never over events.
 
 from __future__ import annotations
 
-from opskew import _engine
+import opskew._engine as _engine
 from opskew.stats.estimators import estimate, per_event_diff
 
 # The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
@@ -239,7 +239,6 @@ def cold_w_scale(extra, cold: dict, w_ns: float, w_py_ns: float, factor: float =
         return 1.0
     more = extra if isinstance(extra, (int, float)) and extra > 0 else 0.0
     return (factor * w_ns * ops + w_py_ns * py + more) / base
-
 
 
 def cycle_factors(pairs: list, by_position: list, w_ns: float) -> list:
