@@ -20,7 +20,7 @@ from opskew.analyze.tracefile import DEFAULT_EXCLUDED, correct, corrected_path, 
 from opskew.analyze.verdict import own_deltas, with_deltas
 from opskew.errors import UsageError, from_c_error
 from opskew.output import check_output
-from opskew.profiler.core import COLD_MAX_SCALE, cold_w_scale  # TEMP: stats.pricing
+from opskew.stats.pricing import COLD_MAX_SCALE, cold_w_scale
 
 SCHEMA = "opskew.job_summary/1"
 

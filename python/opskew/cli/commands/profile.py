@@ -9,13 +9,14 @@ import shutil
 import sys
 import tempfile
 
-from opskew.analyze import job
 from opskew.analyze.job import SCHEMA as JOB_SCHEMA
+from opskew.analyze.job import compute as summarize_job
+from opskew.analyze.job import rank_reports
 from opskew.cli.commands.record import exit_code, run_child, split_python
 from opskew.errors import UsageError
 from opskew.options import OptionValueError, finite_float
 from opskew.output import write_file
-from opskew.profiler.core import ADVISED_SCHEDULE, TRACE_NAME
+from opskew.profiler import ADVISED_SCHEDULE, TRACE_NAME
 from opskew.render.units import fmt_ns
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
@@ -303,7 +304,7 @@ def _job_report(out: str, names: list) -> None:
     rank's W, interval, inflation and traces, from its report.rankN.json;
     and a table of them on stderr."""
     ranks = []
-    for n, doc in job.rank_reports(out, names):
+    for n, doc in rank_reports(out, names):
         last = doc.get("final") or doc.get("report") or {}
         ranks.append({"rank": doc.get("rank"), "report": n, "w_ns": last.get("w_ns"),
                       "w_source": last.get("w_source", "in-run"), "inflation": last.get("inflation"),
@@ -334,13 +335,13 @@ def _job_summary(out: str, names: list) -> None:
     stderr: each rank's own cost and what it absorbed, the stragglers. A
     failure here only says so: the job's traces and reports stand."""
     traces, earlier = [], 0
-    for _, doc in job.rank_reports(out, names):
+    for _, doc in rank_reports(out, names):
         traces += [r["raw_trace"] for r in doc.get("reports") or [] if r.get("raw_trace")
                    and os.path.isfile(r["raw_trace"])]
         earlier = max(earlier, doc.get("earlier_reports") or 0)
     path = os.path.join(out, "job-summary.json")  # a foreign one was refused before the run
     try:
-        doc = job.compute(traces)
+        doc = summarize_job(traces)
     except Exception as exc:  # noqa: BLE001 - the job's own outputs stand
         print(f"opskew profile: no job summary ({exc})", file=sys.stderr)
         return
