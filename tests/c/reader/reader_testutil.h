@@ -39,6 +39,27 @@ static inline int rec_event(void *ctx, const osk_reader_event_t *ev) {
   return 0;
 }
 
+/* Reads `len` bytes at `data` from memory, in pieces of `piece` bytes (0:
+ * at once) with options `o` (may be NULL), handing each event to `fn` (may
+ * be NULL) with `ctx`; checks that the read returns `want_rc` and returns
+ * the reader, for its stats and members (the caller frees it). `err` (may
+ * be NULL) gets the read's error. */
+static inline osk_reader_t *read_mem(const void *data, size_t len, size_t piece,
+                                     const osk_reader_opts_t *o, osk_reader_event_fn fn, void *ctx,
+                                     int want_rc, osk_error_t *err) {
+  osk_reader_t *r;
+  osk_error_t own;
+  if (!err) err = &own;
+  CHECK(osk_reader_open_mem(&r, data, len, piece, o, err) == 0);
+  int rc = osk_reader_run(r, fn, ctx, err);
+  if (rc != want_rc) {
+    fprintf(stderr, "rc %d (%s at %llu), expected %d\n", rc, err->message,
+            (unsigned long long)err->offset, want_rc);
+    abort();
+  }
+  return r;
+}
+
 /* Reads `text` in pieces of `piece` bytes (0: all at once) with a small
  * buffer, so units cross chunk boundaries and the buffer must grow. */
 static inline int read_text(const char *text, size_t len, size_t piece, size_t chunk, rec_t *rec,
@@ -78,6 +99,17 @@ static inline int read_all_ways(const char *text, rec_t *rec, osk_error_t *err) 
     }
   }
   return rc;
+}
+
+/* Reads `text` every way (read_all_ways), which must succeed with n events. */
+static inline void read_all_ok(const char *text, rec_t *rec, size_t n) {
+  osk_error_t err;
+  int rc = read_all_ways(text, rec, &err);
+  if (rc != 0 || rec->n != n) {
+    fprintf(stderr, "rc %d (%s at %llu), %zu events; expected 0, %zu events\n", rc, err.message,
+            (unsigned long long)err.offset, rec->n, n);
+    abort();
+  }
 }
 
 #define CHECK_STR(a, b)                                                          \

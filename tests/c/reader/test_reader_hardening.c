@@ -52,12 +52,9 @@ static void test_linear_work(void) {
   for (int as_array = 0; as_array <= 1; as_array++) {
     size_t len;
     char *t = big_event_trace((size_t)20 << 20, as_array, &len);
-    osk_reader_t *r;
     osk_reader_opts_t o = {.chunk_bytes = 64 << 10};
-    osk_error_t err;
-    CHECK(osk_reader_open_mem(&r, t, len, 4096, &o, &err) == 0);
     uint64_t n = 0;
-    CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
+    osk_reader_t *r = read_mem(t, len, 4096, &o, count_events, &n, 0, NULL);
     const osk_reader_stats_t *st = osk_reader_stats(r);
     CHECK(n == 3);
     CHECK(st->bytes == len);
@@ -78,11 +75,8 @@ static void test_linear_work(void) {
                             "%s{\"ph\":\"X\",\"name\":\"op%d\",\"ts\":%d.125,\"dur\":1.5,\"pid\":1,\"tid\":2}",
                             i ? "," : "", i % 50, i);
   len += (size_t)snprintf(t + len, cap - len, "]}");
-  osk_reader_t *r;
   osk_reader_opts_t o = {.chunk_bytes = 64 << 10};
-  osk_error_t err;
-  CHECK(osk_reader_open_mem(&r, t, len, 0, &o, &err) == 0);
-  CHECK(osk_reader_run(r, NULL, NULL, &err) == 0);
+  osk_reader_t *r = read_mem(t, len, 0, &o, NULL, NULL, 0, NULL);
   const osk_reader_stats_t *st = osk_reader_stats(r);
   CHECK(st->bytes_scanned >= len && st->bytes_scanned <= len + len / 100);
   osk_reader_free(r);
@@ -93,20 +87,16 @@ static void test_linear_work(void) {
 static void test_unit_limit(void) {
   size_t len;
   char *t = big_event_trace(3 << 20, 0, &len);
-  osk_reader_t *r;
   osk_reader_opts_t o = {.chunk_bytes = 4096, .max_unit_bytes = 1 << 20};
-  osk_error_t err;
-  CHECK(osk_reader_open_mem(&r, t, len, 1000, &o, &err) == 0);
   uint64_t n = 0;
-  CHECK(osk_reader_run(r, count_events, &n, &err) == OSK_ERANGE);
+  osk_reader_t *r = read_mem(t, len, 1000, &o, count_events, &n, OSK_ERANGE, NULL);
   CHECK(n == 1);
   osk_reader_free(r);
   /* ... and one just under the limit is read. */
   free(t);
   t = big_event_trace((1 << 20) - 300, 0, &len);
-  CHECK(osk_reader_open_mem(&r, t, len, 1000, &o, &err) == 0);
   n = 0;
-  CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
+  r = read_mem(t, len, 1000, &o, count_events, &n, 0, NULL);
   CHECK(n == 3);
   osk_reader_free(r);
   free(t);
@@ -120,17 +110,14 @@ static void test_out_of_range(void) {
       "{\"ph\":\"X\",\"name\":\"c\",\"ts\":-9223372036854775.808,\"dur\":1e-100000000000000000},"
       "{\"ph\":\"X\",\"name\":\"d\",\"ts\":1e-400,\"dur\":0e999999999999999999999}]}";
   rec_t rec;
-  osk_error_t err;
-  CHECK(read_all_ways(t, &rec, &err) == 0);
-  CHECK(rec.n == 4);
+  read_all_ok(t, &rec, 4);
   CHECK_STR(rec.lines[3], "X|d||-|-|0|0||7");
-  osk_reader_t *r;
-  CHECK(osk_reader_open_mem(&r, t, strlen(t), 0, NULL, &err) == 0);
-  CHECK(osk_reader_run(r, NULL, NULL, &err) == 0);
+  osk_reader_t *r = read_mem(t, strlen(t), 0, NULL, NULL, NULL, 0, NULL);
   CHECK(osk_reader_stats(r)->out_of_range == 3);
   CHECK(osk_reader_stats(r)->bad_fields == 3);
   osk_reader_free(r);
   /* NaN and Infinity are not JSON numbers: the read fails, no 0 is made. */
+  osk_error_t err;
   const char *nan = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":NaN,\"dur\":1}]}";
   CHECK(read_all_ways(nan, &rec, &err) == OSK_EFORMAT);
   const char *inf = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":-Infinity}]}";
@@ -146,24 +133,39 @@ static const char ooo[] =
     "{\"ph\":\"X\",\"name\":\"child\",\"ts\":12,\"dur\":1,\"pid\":1,\"tid\":1},"
     "{\"ph\":\"X\",\"name\":\"parent\",\"ts\":11,\"dur\":5,\"pid\":1,\"tid\":1}]}";
 
+/* A pipe that a thread of its own fills with `data`, in small writes (so
+ * the reader reads many times), and closes; `path` reads it. */
 typedef struct {
-  int fd;
+  int fds[2];
   const char *data;
   size_t len;
-} writer_t;
+  pthread_t writer;
+  char path[32];
+} feed_t;
 
-static void *write_all(void *arg) {
-  writer_t *w = arg;
-  for (size_t off = 0; off < w->len;) {
-    size_t n = w->len - off < 7 ? w->len - off : 7; /* small writes: many reads */
-    ssize_t k = write(w->fd, w->data + off, n);
+static void *feed_write(void *arg) {
+  feed_t *f = arg;
+  for (size_t off = 0; off < f->len;) {
+    size_t n = f->len - off < 7 ? f->len - off : 7;
+    ssize_t k = write(f->fds[1], f->data + off, n);
     if (k < 0 && errno == EINTR) continue;
     CHECK(k > 0);
     off += (size_t)k;
   }
-  close(w->fd);
+  close(f->fds[1]);
   return NULL;
 }
+
+static void feed_start(feed_t *f, const char *data) {
+  CHECK(pipe(f->fds) == 0);
+  f->data = data;
+  f->len = strlen(data);
+  snprintf(f->path, sizeof f->path, "/dev/fd/%d", f->fds[0]);
+  CHECK(pthread_create(&f->writer, NULL, feed_write, f) == 0);
+}
+
+/* Waits for the writer; the read end stays open for the caller to close. */
+static void feed_join(feed_t *f) { CHECK(pthread_join(f->writer, NULL) == 0); }
 
 static void summary_text(const osk_summary_t *s, char *out, size_t cap) {
   size_t n = 0;
@@ -194,24 +196,17 @@ static void test_pipe_summary(void) {
   osk_summary_free(s);
 
   for (int via_stdin = 0; via_stdin <= 1; via_stdin++) {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
+    feed_t f;
+    feed_start(&f, ooo);
     int saved = -1;
-    char path[64];
-    if (via_stdin) {
+    if (via_stdin) { /* the pipe as descriptor 0 */
       saved = dup(0);
-      CHECK(saved >= 0 && dup2(fds[0], 0) == 0);
-      close(fds[0]);
-      snprintf(path, sizeof path, "-");
-    } else {
-      snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+      CHECK(saved >= 0 && dup2(f.fds[0], 0) == 0);
+      snprintf(f.path, sizeof f.path, "-");
     }
-    writer_t w = {fds[1], ooo, strlen(ooo)};
-    pthread_t th;
-    CHECK(pthread_create(&th, NULL, write_all, &w) == 0);
     osk_reader_stats_t rs;
-    CHECK(osk_summary_from_path(path, NULL, NULL, &s, &rs, &err) == 0);
-    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(osk_summary_from_path(f.path, NULL, NULL, &s, &rs, &err) == 0);
+    feed_join(&f);
     summary_text(s, got, sizeof got);
     CHECK_STR(got, want);
     CHECK(rs.bytes == strlen(ooo));
@@ -219,20 +214,17 @@ static void test_pipe_summary(void) {
     if (via_stdin) {
       CHECK(dup2(saved, 0) == 0);
       close(saved);
-    } else {
-      close(fds[0]);
     }
+    close(f.fds[0]);
   }
 }
 
 /* osk_reader_rewind: memory and files again from the start; a pipe only
  * with rewindable, and then from the copy. */
 static void test_rewind(void) {
-  osk_reader_t *r;
   osk_error_t err;
   uint64_t n = 0;
-  CHECK(osk_reader_open_mem(&r, ooo, strlen(ooo), 5, NULL, &err) == 0);
-  CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
+  osk_reader_t *r = read_mem(ooo, strlen(ooo), 5, NULL, count_events, &n, 0, NULL);
   CHECK(osk_reader_run(r, count_events, &n, &err) == OSK_EINVAL); /* once per rewind */
   CHECK(osk_reader_rewind(r, &err) == 0);
   CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
@@ -252,18 +244,13 @@ static void test_rewind(void) {
   unlink(file);
 
   for (int rewindable = 0; rewindable <= 1; rewindable++) {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    writer_t w = {fds[1], ooo, strlen(ooo)};
-    pthread_t th;
-    CHECK(pthread_create(&th, NULL, write_all, &w) == 0);
-    char path[64];
-    snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+    feed_t f;
+    feed_start(&f, ooo);
     osk_reader_opts_t o = {.rewindable = rewindable, .chunk_bytes = 16};
-    CHECK(osk_reader_open(&r, path, &o, &err) == 0);
+    CHECK(osk_reader_open(&r, f.path, &o, &err) == 0);
     n = 0;
     CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
-    CHECK(pthread_join(th, NULL) == 0);
+    feed_join(&f);
     if (rewindable) {
       CHECK(osk_reader_rewind(r, &err) == 0);
       CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
@@ -277,7 +264,7 @@ static void test_rewind(void) {
       CHECK(err.sys_errno == ESPIPE);
     }
     osk_reader_free(r);
-    close(fds[0]);
+    close(f.fds[0]);
   }
 }
 
@@ -286,18 +273,14 @@ static void test_rewind(void) {
  * is; a directory refused. */
 static void test_spool(void) {
   const char *doc = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":2}]}";
-  int fds[2];
-  CHECK(pipe(fds) == 0);
-  writer_t w = {fds[1], doc, strlen(doc)};
-  pthread_t th;
-  CHECK(pthread_create(&th, NULL, write_all, &w) == 0);
-  char path[64];
-  snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+  feed_t f;
+  feed_start(&f, doc);
   osk_error_t err;
   int fd = -1;
-  CHECK(osk_reader_spool(path, &fd, &err) == 0 && fd >= 0);
-  CHECK(pthread_join(th, NULL) == 0);
-  close(fds[0]);
+  CHECK(osk_reader_spool(f.path, &fd, &err) == 0 && fd >= 0);
+  feed_join(&f);
+  close(f.fds[0]);
+  char path[32];
   struct stat st;
   CHECK(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0 && st.st_size == (off_t)strlen(doc));
   snprintf(path, sizeof path, "/dev/fd/%d", fd);
@@ -395,11 +378,7 @@ static void test_damaged_gzip(void) {
   free(z);
   free(t);
   const unsigned char junk[] = {0x1f, 0x8b, 0x08, 0x00, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  osk_reader_t *r;
-  osk_error_t err;
-  CHECK(osk_reader_open_mem(&r, junk, sizeof junk, 0, NULL, &err) == 0);
-  CHECK(osk_reader_run(r, NULL, NULL, &err) == OSK_EFORMAT);
-  osk_reader_free(r);
+  osk_reader_free(read_mem(junk, sizeof junk, 0, NULL, NULL, NULL, OSK_EFORMAT, NULL));
 }
 
 int main(void) {

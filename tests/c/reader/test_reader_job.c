@@ -345,33 +345,25 @@ static void test_costs_without_collectives(void) {
  * segments (a rank's two traces) start from shift 0 each; offsets applied
  * with costs move arrivals onto rank 0's clock before the model compares
  * them. */
-static void test_beside_segments_and_aligned_costs(void) {
-  tb_t tr[4];
-  /* Segment 0: rank 1 runs 3 events beside its first collective (after
-   * arriving at 10), then arrives at the second at 60, 30 us after rank 0. */
+/* One segment of the test below, from t0 us: rank 1 (tr[1]) runs 3 events
+ * beside its first collective (after arriving at t0 + 10), then arrives at
+ * the second at t0 + 60, 30 us after rank 0 (tr[0]). */
+static void beside_segment(tb_t tr[2], double t0) {
   tb_begin(&tr[0], 0);
-  coll(&tr[0], "gloo:all_reduce", 10, 20);
-  coll(&tr[0], "gloo:all_reduce", 30, 70);
+  coll(&tr[0], "gloo:all_reduce", t0 + 10, t0 + 20);
+  coll(&tr[0], "gloo:all_reduce", t0 + 30, t0 + 70);
   tb_end(&tr[0]);
   tb_begin(&tr[1], 1);
-  coll(&tr[1], "gloo:all_reduce", 10, 20);
-  op(&tr[1], 12);
-  op(&tr[1], 14);
-  op(&tr[1], 16);
-  coll(&tr[1], "gloo:all_reduce", 60, 70);
+  coll(&tr[1], "gloo:all_reduce", t0 + 10, t0 + 20);
+  for (int k = 0; k < 3; k++) op(&tr[1], t0 + 12 + 2 * k);
+  coll(&tr[1], "gloo:all_reduce", t0 + 60, t0 + 70);
   tb_end(&tr[1]);
-  /* Segment 1: the same again; shifts restart at 0. */
-  tb_begin(&tr[2], 0);
-  coll(&tr[2], "gloo:all_reduce", 1010, 1020);
-  coll(&tr[2], "gloo:all_reduce", 1030, 1070);
-  tb_end(&tr[2]);
-  tb_begin(&tr[3], 1);
-  coll(&tr[3], "gloo:all_reduce", 1010, 1020);
-  op(&tr[3], 1012);
-  op(&tr[3], 1014);
-  op(&tr[3], 1016);
-  coll(&tr[3], "gloo:all_reduce", 1060, 1070);
-  tb_end(&tr[3]);
+}
+
+static void test_beside_segments_and_aligned_costs(void) {
+  tb_t tr[4];
+  beside_segment(&tr[0], 0);
+  beside_segment(&tr[2], 1000); /* the same again; shifts restart at 0 */
   osk_job_t *j;
   CHECK(osk_job_new(&j, NULL) == 0);
   CHECK(osk_job_add_mem(j, 0, tr[0].buf, tr[0].len) == 0);

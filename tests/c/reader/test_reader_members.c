@@ -8,17 +8,8 @@
  * returns the reader after its run (the caller frees it). */
 static osk_reader_t *run_text(const char *text, size_t len, size_t piece, size_t chunk,
                               size_t max_unit, int want_rc) {
-  osk_reader_t *r;
   osk_reader_opts_t o = {.chunk_bytes = chunk, .max_unit_bytes = max_unit};
-  osk_error_t err;
-  CHECK(osk_reader_open_mem(&r, text, len, piece, &o, &err) == 0);
-  int rc = osk_reader_run(r, NULL, NULL, &err);
-  if (rc != want_rc) {
-    fprintf(stderr, "rc %d (%s at %llu), expected %d\n", rc, err.message,
-            (unsigned long long)err.offset, want_rc);
-    abort();
-  }
-  return r;
+  return read_mem(text, len, piece, &o, NULL, NULL, want_rc, NULL);
 }
 
 static const size_t ways[][2] = {{0, 0}, {1, 16}, {7, 32}, {3, 1}};
@@ -73,12 +64,9 @@ static void test_header_only(void) {
       "{\"schemaVersion\":1,\"opskew\":{\"version\":\"0.1.0\"},\"traceEvents\":["
       "{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1},{\"ph\":\"X\",\"na";
   for (size_t w = 0; w < N_WAYS; w++) {
-    osk_reader_t *r;
     osk_reader_opts_t o = {.chunk_bytes = ways[w][1], .header_only = 1};
-    osk_error_t err;
-    CHECK(osk_reader_open_mem(&r, t, strlen(t), ways[w][0], &o, &err) == 0);
     int n = 0;
-    CHECK(osk_reader_run(r, count_events, &n, &err) == 0);
+    osk_reader_t *r = read_mem(t, strlen(t), ways[w][0], &o, count_events, &n, 0, NULL);
     CHECK(n == 0 && osk_reader_stats(r)->events == 0 && osk_reader_stats(r)->header_only_stopped);
     osk_str_t v;
     CHECK(osk_reader_object_find(r, "opskew", &v) == 0);
@@ -90,16 +78,14 @@ static void test_header_only(void) {
   /* Without traceEvents the document is read whole; a bare array stops at once. */
   const char *none = "{\"opskew\":{\"a\":1}}";
   const char *arr = "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}]";
-  osk_reader_t *r;
   osk_reader_opts_t o = {.header_only = 1};
-  osk_error_t err;
-  CHECK(osk_reader_open_mem(&r, none, strlen(none), 0, &o, &err) == 0);
-  CHECK(osk_reader_run(r, NULL, NULL, &err) == 0 && !osk_reader_stats(r)->header_only_stopped);
+  osk_reader_t *r = read_mem(none, strlen(none), 0, &o, NULL, NULL, 0, NULL);
+  CHECK(!osk_reader_stats(r)->header_only_stopped);
   CHECK(osk_reader_object_count(r) == 1);
   osk_reader_free(r);
-  CHECK(osk_reader_open_mem(&r, arr, strlen(arr), 0, &o, &err) == 0);
   int n = 0;
-  CHECK(osk_reader_run(r, count_events, &n, &err) == 0 && n == 0);
+  r = read_mem(arr, strlen(arr), 0, &o, count_events, &n, 0, NULL);
+  CHECK(n == 0);
   CHECK(osk_reader_stats(r)->header_only_stopped && osk_reader_stats(r)->array_format);
   osk_reader_free(r);
 }
@@ -188,11 +174,9 @@ static void test_objects_errors_and_truncation(void) {
   /* A malformed object fails at the same byte whether kept or not. */
   const char *bad = "{\"opskew\":{\"a\":1,}, \"traceEvents\":[]}";
   for (size_t w = 0; w < N_WAYS; w++) {
-    osk_reader_t *r;
     osk_reader_opts_t o = {.chunk_bytes = ways[w][1]};
     osk_error_t err;
-    CHECK(osk_reader_open_mem(&r, bad, strlen(bad), ways[w][0], &o, &err) == 0);
-    CHECK(osk_reader_run(r, NULL, NULL, &err) == OSK_EFORMAT);
+    osk_reader_t *r = read_mem(bad, strlen(bad), ways[w][0], &o, NULL, NULL, OSK_EFORMAT, &err);
     CHECK(err.offset == 17);
     CHECK(strstr(err.message, "expected a string key"));
     CHECK(osk_reader_object_count(r) == 0);

@@ -98,10 +98,8 @@ static void test_gzip(const rec_t *ref) {
   size_t n = gzip_bytes(TRACE, len, gz, sizeof gz);
   for (size_t piece = 0; piece <= 5; piece++) {
     rec_t rec;
-    osk_error_t err;
-    osk_reader_t *r;
-    CHECK(osk_reader_open_mem(&r, gz, n, piece, NULL, &err) == 0);
-    CHECK(osk_reader_run(r, rec_event, (memset(&rec, 0, sizeof rec), &rec), &err) == 0);
+    memset(&rec, 0, sizeof rec);
+    osk_reader_t *r = read_mem(gz, n, piece, NULL, rec_event, &rec, 0, NULL);
     CHECK(osk_reader_stats(r)->gzip == 1);
     CHECK(osk_reader_stats(r)->compressed_bytes == n);
     CHECK(osk_reader_stats(r)->bytes == len);
@@ -184,11 +182,9 @@ static int stop_at_second(void *ctx, const osk_reader_event_t *ev) {
 }
 
 static void test_callback_stop(void) {
-  osk_reader_t *r;
   osk_error_t err;
   int seen = 0;
-  CHECK(osk_reader_open_mem(&r, TRACE, strlen(TRACE), 0, NULL, &err) == 0);
-  CHECK(osk_reader_run(r, stop_at_second, &seen, &err) == OSK_ENOMEM);
+  osk_reader_t *r = read_mem(TRACE, strlen(TRACE), 0, NULL, stop_at_second, &seen, OSK_ENOMEM, &err);
   CHECK(seen == 2 && err.code == OSK_ENOMEM);
   osk_reader_free(r);
 }
@@ -201,20 +197,17 @@ static void test_large_event_and_bounded_buffer(void) {
   size_t k = (size_t)sprintf(t, "{\"traceEvents\":[{\"ph\":\"X\",\"args\":{\"Call stack\":\"");
   for (size_t i = 0; i < big; i++) t[k++] = (char)('a' + i % 26);
   k += (size_t)sprintf(t + k, "\"},\"name\":\"big\",\"ts\":1,\"dur\":2}]}");
-  osk_reader_t *r;
   osk_error_t err;
   osk_reader_opts_t o = {.chunk_bytes = 4096};
   rec_t rec;
   memset(&rec, 0, sizeof rec);
-  CHECK(osk_reader_open_mem(&r, t, k, 0, &o, &err) == 0);
-  CHECK(osk_reader_run(r, rec_event, &rec, &err) == 0);
+  osk_reader_t *r = read_mem(t, k, 0, &o, rec_event, &rec, 0, NULL);
   CHECK(rec.n == 1);
   CHECK(osk_reader_stats(r)->peak_buffer >= big);
   osk_reader_free(r);
   /* ... unless it exceeds the limit. */
   o.max_unit_bytes = 8192;
-  CHECK(osk_reader_open_mem(&r, t, k, 0, &o, &err) == 0);
-  CHECK(osk_reader_run(r, NULL, NULL, &err) == OSK_ERANGE);
+  r = read_mem(t, k, 0, &o, NULL, NULL, OSK_ERANGE, &err);
   CHECK(err.code == OSK_ERANGE && strstr(err.message, "larger"));
   osk_reader_free(r);
   free(t);
