@@ -15,6 +15,31 @@ def run_opskew(*args, timeout=300, env=None, cwd=None):
                           timeout=timeout, env=e, cwd=cwd)
 
 
+def one_line_error(p, fragment):
+    """Asserts that a finished command was a usage error (exit 2) told in
+    one line of stderr that holds `fragment`, no traceback; returns the line."""
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in p.stderr
+    return lines[0]
+
+
+def threaded_adds(threads, adds):
+    """A script for `opskew record`: `threads` threads, each calling
+    torch.add(a, a) `adds` times on a 1-element `a`, joined."""
+    return f"""
+import threading, torch
+a = torch.ones(1)
+def work():
+    for _ in range({adds}):
+        torch.add(a, a)
+ts = [threading.Thread(target=work) for _ in range({threads})]
+[t.start() for t in ts]; [t.join() for t in ts]
+"""
+
+
 def proc_stat(pid):
     """The fields of /proc/PID/stat after the command's name (state first,
     then the parent's pid), or None once the process is gone."""

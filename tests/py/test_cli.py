@@ -4,16 +4,10 @@ import os
 
 import pytest
 
+from conftest import one_line_error
+
 WL = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
 FAST = ("--trials", "2", "--iters", "1", "--calls", "10", "--warmup", "0")
-
-
-def one_line_error(p, fragment):
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, p.stderr
-    assert fragment in lines[0], lines[0]
-    assert "Traceback" not in p.stderr
 
 
 def test_help_explains_exit_codes(opskew):

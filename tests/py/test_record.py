@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import communicate_or_diagnose, exited, kill_tree
+from conftest import communicate_or_diagnose, exited, kill_tree, threaded_adds
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.profiler.itt.is_available(), reason="torch built without ITT")
@@ -134,15 +134,7 @@ def test_mlp_training_step_backward_nested(tmp_path):
     assert {main_tid, worker_tid} <= threads
 
 
-THREADS = """
-import threading, torch
-a = torch.ones(1)
-def work():
-    for _ in range(50000):
-        torch.add(a, a)
-ts = [threading.Thread(target=work) for _ in range(4)]
-[t.start() for t in ts]; [t.join() for t in ts]
-"""
+THREADS = threaded_adds(4, 50000)
 
 
 def test_four_threads_200000_events(tmp_path):

@@ -16,6 +16,8 @@ import textwrap
 
 import pytest
 
+from conftest import threaded_adds
+
 torch = pytest.importorskip("torch")
 
 PY = sys.executable
@@ -95,17 +97,7 @@ def test_record_methods_exceptions_nesting(tmp_path):
 
 
 def test_record_threads(tmp_path):
-    p, out = record(tmp_path, """
-        import threading, torch
-        a = torch.ones(1)
-        def work():
-            for _ in range(5000):
-                torch.add(a, a)
-        ts = [threading.Thread(target=work) for _ in range(3)]
-        [t.start() for t in ts]; [t.join() for t in ts]
-        for _ in range(1000):
-            torch.mul(a, a)
-    """)
+    p, out = record(tmp_path, threaded_adds(3, 5000) + "for _ in range(1000):\n    torch.mul(a, a)\n")
     assert p.returncode == 0, p.stderr
     trace = json.loads(out.read_text())
     evs = complete(trace)

@@ -16,6 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import one_line_error  # noqa: E402
 from opskew import _reader  # noqa: E402
 
 
@@ -54,15 +55,6 @@ def summary_json(opskew, tmp_path, trace_path, *extra, expect_rc=0):
     p = opskew("summary", str(trace_path), "--json", str(out), *extra)
     assert p.returncode == expect_rc, (p.returncode, p.stdout, p.stderr)
     return p, json.loads(out.read_text())
-
-
-def one_line_error(p, fragment):
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, p.stderr
-    assert fragment in lines[0], lines[0]
-    assert "Traceback" not in p.stderr
-    return lines[0]
 
 
 def reference(doc, exclude=("Trace",)):
