@@ -95,20 +95,21 @@ def test_verdict_prints_both_arms_per_trace(tmp_path):
     assert not [n for n in os.listdir(tmp_path / "tmp") if n.startswith("opskew-")]
 
 
-@pytest.mark.parametrize("script,args,want", [
-    ("bench_verdict.py", ["--steps", "0"], "--steps and --repeat must be at least 1"),
-    ("bench_verdict.py", ["--configs", "nope"], "--configs: unknown nope"),
-    ("bench_after_effect.py", ["--steps", "17"], "--steps at least 18"),
-    ("bench_after_effect.py", ["--workload", "cuda_train"], "--workload: one of"),
-    ("bench_pairing.py", ["--chunk", "1"], "--chunk at least 2"),
-    ("bench_pairing.py", ["--workload", "cuda_train"], "--workload: one of"),
-    ("bench_wait_positions.py", ["--wait", "5"], "--wait must be at least 6"),
-    ("bench_wait_positions.py", ["--workload", "nope"], "--workload is one of"),
-    ("bench_wait_steps.py", ["--workloads", "nope"], "unknown: nope"),
-    ("bench_wait_steps.py", ["--rounds", "0"], "--rounds must be at least 1"),
-    ("bench_tracer_ir.py", ["--rows", "nope"], "unknown rows: nope"),
-    ("bench_tracer_ir.py", ["--ops", "0"], "--ops must be at least 1"),
-])
+# Each bench's refusals: (its arguments, what its one-line usage error says).
+BAD_ARGUMENTS = {
+    "bench_verdict.py": [("--steps 0", "--steps and --repeat must be at least 1"),
+                         ("--configs nope", "--configs: unknown nope")],
+    "bench_after_effect.py": [("--steps 17", "--steps at least 18"), ("--workload cuda_train", "--workload: one of")],
+    "bench_pairing.py": [("--chunk 1", "--chunk at least 2"), ("--workload cuda_train", "--workload: one of")],
+    "bench_wait_positions.py": [("--wait 5", "--wait must be at least 6"),
+                                ("--workload nope", "--workload is one of")],
+    "bench_wait_steps.py": [("--workloads nope", "unknown: nope"), ("--rounds 0", "--rounds must be at least 1")],
+    "bench_tracer_ir.py": [("--rows nope", "unknown rows: nope"), ("--ops 0", "--ops must be at least 1")],
+}
+
+
+@pytest.mark.parametrize("script,args,want", [(script, args.split(), want)
+                                              for script, cases in BAD_ARGUMENTS.items() for args, want in cases])
 def test_bad_arguments_are_usage_errors(tmp_path, script, args, want):
     p = run(script, args, tmp_path, timeout=120)
     assert p.returncode == 2, (p.returncode, p.stderr)

@@ -81,13 +81,19 @@ def test_module_target(check_json):
     assert sys.executable  # ran under this interpreter via conftest
 
 
-def test_workload_error_reports_partial_results(check_json):
+def check_failing(check_json, target, expect_rc):
+    """check of a wl.py target that stops after its 30th call
+    (OPSKEW_TEST_FAIL_AFTER), with more trials than that."""
     os.environ["OPSKEW_TEST_FAIL_AFTER"] = "30"
     try:
-        p, r = check_json(f"{WL}:fails_later", "--trials", "50", "--iters", "2", "--warmup", "0",
-                          expect_rc=4)
+        return check_json(f"{WL}:{target}", "--trials", "50", "--iters", "2", "--warmup", "0",
+                          expect_rc=expect_rc)
     finally:
         del os.environ["OPSKEW_TEST_FAIL_AFTER"]
+
+
+def test_workload_error_reports_partial_results(check_json):
+    p, r = check_failing(check_json, "fails_later", expect_rc=4)
     # The user's own frames only (docs/check.md): none of opskew's loop.
     tb = p.stderr[p.stderr.index("Traceback (most recent call last):"):]
     assert 'wl.py", line' in tb and "opskew/measure.py" not in tb and "opskew/commands" not in tb
@@ -99,12 +105,7 @@ def test_workload_error_reports_partial_results(check_json):
 
 
 def test_interrupt_keeps_what_was_measured(check_json):
-    os.environ["OPSKEW_TEST_FAIL_AFTER"] = "30"
-    try:
-        p, r = check_json(f"{WL}:interrupted", "--trials", "50", "--iters", "2", "--warmup", "0",
-                          expect_rc=130)
-    finally:
-        del os.environ["OPSKEW_TEST_FAIL_AFTER"]
+    p, r = check_failing(check_json, "interrupted", expect_rc=130)
     assert r["status"] == "interrupted" and r["pairs"] >= 2
 
 

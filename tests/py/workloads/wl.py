@@ -23,23 +23,29 @@ def plain():
         torch.add(a, a)
 
 
-def fails_later():
-    """Succeeds for a while, then raises: check must report what it measured."""
+def _past_fail_after():
+    """Counts a call: True past the OPSKEW_TEST_FAIL_AFTER-th (default 40)."""
     _calls["n"] += 1
-    if _calls["n"] > int(os.environ.get("OPSKEW_TEST_FAIL_AFTER", "40")):
-        raise ValueError("synthetic failure in the workload")
+    return _calls["n"] > int(os.environ.get("OPSKEW_TEST_FAIL_AFTER", "40"))
+
+
+def _adds():
     a = torch.ones(4)
     for _ in range(50):
         torch.add(a, a)
+
+
+def fails_later():
+    """Succeeds for a while, then raises: check must report what it measured."""
+    if _past_fail_after():
+        raise ValueError("synthetic failure in the workload")
+    _adds()
 
 
 def interrupted():
-    _calls["n"] += 1
-    if _calls["n"] > int(os.environ.get("OPSKEW_TEST_FAIL_AFTER", "40")):
+    if _past_fail_after():
         raise KeyboardInterrupt
-    a = torch.ones(4)
-    for _ in range(50):
-        torch.add(a, a)
+    _adds()
 
 
 not_callable = 42
