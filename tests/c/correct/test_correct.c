@@ -1,8 +1,7 @@
 /* Unit tests for the compensation: known nesting, known W and delta, exact
  * expected durations, clamping, out-of-order input, and the corrected trace
  * read back through the reader. */
-#include "opskew_correct.h"
-#include "testutil.h"
+#include "correct_testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,14 +12,6 @@ static void write_file(const char *path, const char *text) {
   CHECK(f);
   CHECK(fputs(text, f) >= 0);
   CHECK(fclose(f) == 0);
-}
-
-static const osk_correct_op_t *op_named(const osk_correct_t *c, const char *name) {
-  for (size_t i = 0; i < osk_correct_op_count(c); i++) {
-    const osk_correct_op_t *op = osk_correct_op(c, i);
-    if (op->name.len == strlen(name) && memcmp(op->name.ptr, name, op->name.len) == 0) return op;
-  }
-  return NULL;
 }
 
 /* Times in the file are microseconds: 1.000 = 1000 ns. The child B comes
@@ -56,12 +47,8 @@ static int collect(void *ctx, const osk_reader_event_t *ev) {
 
 /* Reads a corrected trace's complete events into *s. */
 static void read_back(const char *path, seen_t *s) {
-  osk_reader_t *r = NULL;
-  osk_error_t err;
   memset(s, 0, sizeof *s);
-  CHECK(osk_reader_open(&r, path, NULL, &err) == 0);
-  CHECK(osk_reader_run(r, collect, s, &err) == 0);
-  osk_reader_free(r);
+  read_path(path, collect, s);
 }
 
 static int find(const seen_t *s, const char *name) {
@@ -70,12 +57,27 @@ static int find(const seen_t *s, const char *name) {
   return -1;
 }
 
-static void test_known_nesting(void) {
-  write_file("correct_in.json", TRACE);
-  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
+/* Corrects the trace `text` under `opts`: the text is written to
+ * correct_in.json and corrected, which must succeed; with `back`, the
+ * corrected trace is written to correct_out.json and read back into *back.
+ * The caller frees the result. (The files are the test's folder's.) */
+static osk_correct_t *correct_text(const char *text, const osk_correct_opts_t *opts, seen_t *back) {
+  write_file("correct_in.json", text);
   osk_correct_t *c = NULL;
   osk_error_t err;
-  CHECK(osk_correct_path("correct_in.json", "correct_out.json", &opts, &c, &err) == 0);
+  int rc = osk_correct_path("correct_in.json", back ? "correct_out.json" : NULL, opts, &c, &err);
+  if (rc != 0) {
+    fprintf(stderr, "correct_text: rc %d (%s)\n", rc, err.message);
+    abort();
+  }
+  if (back) read_back("correct_out.json", back);
+  return c;
+}
+
+static void test_known_nesting(void) {
+  osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
+  seen_t s;
+  osk_correct_t *c = correct_text(TRACE, &opts, &s);
   const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK(st->corrected_events == 4 && st->other_events == 1 && st->threads == 2);
   const osk_correct_op_t *a = op_named(c, "A"), *b = op_named(c, "B"), *p = op_named(c, "P");
@@ -95,8 +97,6 @@ static void test_known_nesting(void) {
 
   /* The corrected trace reads back with the same durations and proper
    * nesting: every child inside its parent. */
-  seen_t s;
-  read_back("correct_out.json", &s);
   CHECK(s.n == 4);
   int ia = find(&s, "A"), ib = find(&s, "B"), ip = find(&s, "P");
   CHECK(ia >= 0 && ib >= 0 && ip >= 0);
@@ -104,39 +104,29 @@ static void test_known_nesting(void) {
   CHECK(s.ts[ip] == 0); /* the time line starts at the first event */
   CHECK(s.ts[ia] >= s.ts[ip] && s.ts[ia] + s.dur[ia] <= s.ts[ib]);
   CHECK(s.ts[ib] + s.dur[ib] <= s.ts[ip] + s.dur[ip]);
-  remove("correct_in.json");
-  remove("correct_out.json");
 }
 
 /* A clock map (a rank of a job on another host): every time moves to the
  * reference clock, durations stay, and the header records the map. */
 static void test_clock_map(void) {
-  write_file("clock_in.json", TRACE);
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
-  osk_correct_t *c = NULL;
-  CHECK(osk_correct_path("clock_in.json", "plain_out.json", &opts, &c, NULL) == 0);
-  osk_correct_free(c);
   seen_t plain, mapped;
-  read_back("plain_out.json", &plain);
+  osk_correct_free(correct_text(TRACE, &opts, &plain));
   opts.clock_origin_ns = 0;
   opts.clock_offset_ns = 300000; /* this rank's clock reads 300 us ahead */
-  CHECK(osk_correct_path("clock_in.json", "clock_out.json", &opts, &c, NULL) == 0);
+  osk_correct_t *c = correct_text(TRACE, &opts, &mapped);
   osk_correct_free(c);
-  read_back("clock_out.json", &mapped);
   CHECK(mapped.n == plain.n && plain.n == 4);
   for (int i = 0; i < plain.n; i++) {
     CHECK(strcmp(mapped.name[i], plain.name[i]) == 0);
     CHECK(mapped.ts[i] == plain.ts[i] - 300000 && mapped.dur[i] == plain.dur[i]);
   }
-  char *text = osk_test_slurp("clock_out.json", NULL);
+  char *text = osk_test_slurp("correct_out.json", NULL);
   CHECK(strstr(text, "\"clock\":{\"origin_ns\":0,\"offset_ns\":300000"));
   free(text);
   opts.clock_drift = 0.7; /* refused */
   osk_error_t err;
-  CHECK(osk_correct_path("clock_in.json", "bad_out.json", &opts, &c, &err) == OSK_EINVAL && !c);
-  remove("clock_in.json");
-  remove("plain_out.json");
-  remove("clock_out.json");
+  CHECK(osk_correct_path("correct_in.json", "bad_out.json", &opts, &c, &err) == OSK_EINVAL && !c);
 }
 
 static void test_errors_and_truncation(void) {
@@ -184,11 +174,9 @@ static const char *PY_TRACE =
     "]}\n";
 
 static void test_python_class(void) {
-  write_file("correct_py.json", PY_TRACE);
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .w_py_ns = 50.0, .delta_py_ns = 5.0};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_py.json", "correct_py_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(PY_TRACE, &opts, &s);
   const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK(st->corrected_events == 5 && st->py_events == 3 && st->other_events == 0);
   const osk_correct_op_t *it = op_named(c, "iter"), *f = op_named(c, "f"), *add = op_named(c, "add");
@@ -211,8 +199,6 @@ static void test_python_class(void) {
 
   /* Read back: durations as corrected, children inside parents, and the
    * Python events keep their category. */
-  seen_t s;
-  read_back("correct_py_out.json", &s);
   CHECK(s.n == 5);
   int ii = find(&s, "iter"), iff = find(&s, "f"), ia = find(&s, "add"), io = find(&s, "aten::a"),
       ig = find(&s, "g");
@@ -221,16 +207,10 @@ static void test_python_class(void) {
   CHECK(s.ts[iff] >= s.ts[ii] && s.ts[iff] + s.dur[iff] <= s.ts[ii] + s.dur[ii]);
   CHECK(s.ts[ia] >= s.ts[iff] && s.ts[io] >= s.ts[ia] && s.ts[io] + s.dur[io] <= s.ts[ia] + s.dur[ia]);
   CHECK(s.ts[ig] >= s.ts[ia] + s.dur[ia] && s.ts[ig] + s.dur[ig] <= s.ts[iff] + s.dur[iff]);
-  FILE *fo = fopen("correct_py_out.json", "r");
-  CHECK(fo);
-  char buf[4096];
-  size_t n = fread(buf, 1, sizeof buf - 1, fo);
-  buf[n] = '\0';
-  fclose(fo);
-  CHECK(strstr(buf, "\"cat\":\"python_function\",\"name\":\"f\"") != NULL);
-  CHECK(strstr(buf, "\"cat\":\"user_annotation\",\"name\":\"iter\"") != NULL);
-  remove("correct_py.json");
-  remove("correct_py_out.json");
+  char *text = osk_test_slurp("correct_out.json", NULL);
+  CHECK(strstr(text, "\"cat\":\"python_function\",\"name\":\"f\"") != NULL);
+  CHECK(strstr(text, "\"cat\":\"user_annotation\",\"name\":\"iter\"") != NULL);
+  free(text);
 }
 
 /* record_function under with_stack: the annotation starts inside the Python
@@ -245,11 +225,9 @@ static const char *OVERLAP_TRACE =
     "]}\n";
 
 static void test_overlapping_annotation(void) {
-  write_file("correct_ov.json", OVERLAP_TRACE);
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .w_py_ns = 50.0, .delta_py_ns = 5.0};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_ov.json", "correct_ov_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(OVERLAP_TRACE, &opts, &s);
   const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK(st->overlaps == 2);
   const osk_correct_op_t *en = op_named(c, "enter"), *it = op_named(c, "iter"), *op = op_named(c, "op"),
@@ -268,8 +246,6 @@ static void test_overlapping_annotation(void) {
   CHECK_NEAR(en->corrected_self_ns, 195, 1e-9); /* 495 less its 300 ns past iter's start */
   CHECK_NEAR(it->corrected_self_ns, 2890 - 490 - 200, 1e-9); /* less op's corrected 490, 200 past exit's */
   osk_correct_free(c);
-  seen_t s;
-  read_back("correct_ov_out.json", &s);
   int ie = find(&s, "enter"), ii = find(&s, "iter"), io = find(&s, "op"), ix = find(&s, "exit");
   CHECK(ie >= 0 && ii >= 0 && io >= 0 && ix >= 0);
   /* Every written duration is the formula's (to 1 ns of rounding), and the
@@ -281,16 +257,12 @@ static void test_overlapping_annotation(void) {
   CHECK(s.ts[ie] < s.ts[ii] && s.ts[ii] < s.ts[ie] + s.dur[ie]);
   CHECK(s.ts[ii] < s.ts[ix] && s.ts[ix] < s.ts[ii] + s.dur[ii]);
   CHECK(s.ts[io] >= s.ts[ii] && s.ts[io] + s.dur[io] <= s.ts[ii] + s.dur[ii]);
-  remove("correct_ov_out.json");
   /* W = 0: the trace is written as it was read. */
   osk_correct_opts_t zero = {0};
-  CHECK(osk_correct_path("correct_ov.json", "correct_ov_out.json", &zero, &c, &err) == 0);
-  osk_correct_free(c);
-  read_back("correct_ov_out.json", &s);
+  osk_correct_free(correct_text(OVERLAP_TRACE, &zero, &s));
   static const int64_t ts0[] = {0, 200, 1000, 3000}, dur0[] = {500, 3000, 500, 500};
   const int at[] = {find(&s, "enter"), find(&s, "iter"), find(&s, "op"), find(&s, "exit")};
   for (int k = 0; k < 4; k++) CHECK(s.ts[at[k]] == ts0[k] && s.dur[at[k]] == dur0[k]);
-  remove("correct_ov_out.json");
   /* Inside a parent (py "wrapper", 0..4 us), the closed-early events count
    * for it only up to the later event's start: enter 0.2, iter 2.8, exit 0.5
    * of reported children's time, so its reported self time is 500 ns. */
@@ -302,15 +274,13 @@ static void test_overlapping_annotation(void) {
       "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"op\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":0.5},\n"
       "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"exit\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":0.5}\n"
       "]}\n";
-  write_file("correct_ov.json", WRAPPED);
-  CHECK(osk_correct_path("correct_ov.json", NULL, &opts, &c, &err) == 0);
+  c = correct_text(WRAPPED, &opts, NULL);
   const osk_correct_op_t *w = op_named(c, "wrapper");
   CHECK(w && w->reported_self_ns == 500 && w->descendants == 2 && w->py_descendants == 2);
   /* 4000 - 5 - 100 * 2 - 50 * 2 */
   CHECK_NEAR(w->corrected_total_ns, 3695, 1e-9);
   CHECK(osk_correct_stats(c)->overlaps == 2);
   osk_correct_free(c);
-  remove("correct_ov.json");
 }
 
 /* A huge finite W is written whole by the one number formatter: the
@@ -319,29 +289,25 @@ static void test_overlapping_annotation(void) {
 static void test_huge_w_and_zero_child(void) {
   /* Times past the compressed time line's 2^62 ns were written clamped there
    * with no duration: they are skipped and counted instead. */
-  write_file("correct_z_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":4.7e15,\"dur\":1000},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":4.5e15,\"dur\":5}\n"
-             "]}\n");
   {
     osk_correct_opts_t zero = {0};
-    osk_correct_t *c = NULL;
-    osk_error_t err;
-    CHECK(osk_correct_path("correct_z_in.json", NULL, &zero, &c, &err) == 0);
+    osk_correct_t *c = correct_text("{\"traceEvents\":[\n"
+                                    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":4.7e15,\"dur\":1000},\n"
+                                    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":4.5e15,\"dur\":5}\n"
+                                    "]}\n",
+                                    &zero, NULL);
     CHECK(osk_correct_stats(c)->unusable_events == 1 && osk_correct_stats(c)->corrected_events == 1);
     CHECK(op_named(c, "B") && !op_named(c, "A"));
     osk_correct_free(c);
   }
-  write_file("correct_z_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Z\",\"pid\":1,\"tid\":1,\"ts\":0.5,\"dur\":0}\n"
-             "]}\n");
+  const char *zero_child =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Z\",\"pid\":1,\"tid\":1,\"ts\":0.5,\"dur\":0}\n"
+      "]}\n";
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_z_in.json", "correct_z_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(zero_child, &opts, &s);
   const osk_correct_op_t *p = op_named(c, "P"), *z = op_named(c, "Z");
   CHECK(p && z && z->clamped == 1);
   CHECK_NEAR(z->residual_ns, 10, 1e-9);
@@ -351,51 +317,33 @@ static void test_huge_w_and_zero_child(void) {
   osk_correct_free(c);
 
   osk_correct_opts_t huge = {.w_ns = 1e300, .delta_ns = 1e299, .w_py_ns = 1.5e200};
-  CHECK(osk_correct_path("correct_z_in.json", "correct_z_out.json", &huge, &c, &err) == 0);
-  osk_correct_free(c);
-  seen_t s;
-  read_back("correct_z_out.json", &s); /* the reader accepts the whole file */
+  osk_correct_free(correct_text(zero_child, &huge, &s)); /* the reader accepts the whole file */
   CHECK(s.n == 2);
-  FILE *f = fopen("correct_z_out.json", "r");
-  CHECK(f);
-  char head[512] = {0};
-  CHECK(fread(head, 1, sizeof head - 1, f) > 0 && fclose(f) == 0);
-  CHECK(strstr(head, "\"w_ns\":1e+300,\"delta_ns\":1e+299,\"w_py_ns\":1.5e+200,\"delta_py_ns\":0,"));
-  remove("correct_z_in.json");
-  remove("correct_z_out.json");
+  char *text = osk_test_slurp("correct_out.json", NULL);
+  CHECK(strstr(text, "\"w_ns\":1e+300,\"delta_ns\":1e+299,\"w_py_ns\":1.5e+200,\"delta_py_ns\":0,"));
+  free(text);
 }
 
 /* run_json goes verbatim into the "opskew" object as "run", after
  * "corrected"; the file stays one valid trace. */
 static void test_run_json(void) {
-  write_file("correct_r_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1}\n"
-             "]}\n");
+  const char *one =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1}\n"
+      "]}\n";
   osk_correct_opts_t opts = {.w_ns = 10.0, .run_json = "{\"cycle\":2,\"w\":[1,2]}"};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_r_in.json", "correct_r_out.json", &opts, &c, &err) == 0);
-  osk_correct_free(c);
   seen_t s;
-  read_back("correct_r_out.json", &s);
+  osk_correct_free(correct_text(one, &opts, &s));
   CHECK(s.n == 1);
-  FILE *f = fopen("correct_r_out.json", "r");
-  CHECK(f);
-  char head[1024] = {0};
-  CHECK(fread(head, 1, sizeof head - 1, f) > 0 && fclose(f) == 0);
-  CHECK(strstr(head, "per thread\"},\"run\":{\"cycle\":2,\"w\":[1,2]}},\n\"traceEvents\""));
+  char *text = osk_test_slurp("correct_out.json", NULL);
+  CHECK(strstr(text, "per thread\"},\"run\":{\"cycle\":2,\"w\":[1,2]}},\n\"traceEvents\""));
+  free(text);
   /* Without it, no "run" member. */
   osk_correct_opts_t plain = {.w_ns = 10.0};
-  CHECK(osk_correct_path("correct_r_in.json", "correct_r_out.json", &plain, &c, &err) == 0);
-  osk_correct_free(c);
-  f = fopen("correct_r_out.json", "r");
-  CHECK(f);
-  memset(head, 0, sizeof head);
-  CHECK(fread(head, 1, sizeof head - 1, f) > 0 && fclose(f) == 0);
-  CHECK(!strstr(head, "\"run\"") && strstr(head, "per thread\"}},\n\"traceEvents\""));
-  remove("correct_r_in.json");
-  remove("correct_r_out.json");
+  osk_correct_free(correct_text(one, &plain, &s));
+  text = osk_test_slurp("correct_out.json", NULL);
+  CHECK(!strstr(text, "\"run\"") && strstr(text, "per thread\"}},\n\"traceEvents\""));
+  free(text);
 }
 
 /* A gap shorter than the model's instrument time (W = 100, delta 0: 100 ns
@@ -405,20 +353,20 @@ static void test_run_json(void) {
  * agrees with the trace. In Q the children's corrected durations (200 + 60)
  * outlast Q's own (400 - 2 x 100): Q cannot nest them at 200 ns; it is
  * written as long as they need, its leaves exact, and counted. */
+static const char *GAP_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.2},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.36,\"dur\":0.2},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Q\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":0.4},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2.05,\"dur\":0.2},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"D\",\"pid\":1,\"tid\":1,\"ts\":2.3,\"dur\":0.06}\n"
+    "]}\n";
+
 static void test_short_gap(void) {
-  write_file("correct_gap_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.2},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.36,\"dur\":0.2},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Q\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":0.4},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2.05,\"dur\":0.2},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"D\",\"pid\":1,\"tid\":1,\"ts\":2.3,\"dur\":0.06}\n"
-             "]}\n");
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 0.0};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_gap_in.json", "correct_gap_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(GAP_TRACE, &opts, &s);
   CHECK_NEAR(op_named(c, "P")->corrected_total_ns, 800, 1e-9);
   CHECK_NEAR(op_named(c, "Q")->corrected_total_ns, 200, 1e-9);
   CHECK(osk_correct_stats(c)->clamped == 0);
@@ -428,8 +376,6 @@ static void test_short_gap(void) {
   CHECK_NEAR(op_named(c, "Q")->stretched_ns, 60, 1e-9);
   CHECK(op_named(c, "P")->stretched_ns == 0 && op_named(c, "C")->stretched_ns == 0);
   osk_correct_free(c);
-  seen_t s;
-  read_back("correct_gap_out.json", &s);
   int ip = find(&s, "P"), ia = find(&s, "A"), ib = find(&s, "B");
   int iq = find(&s, "Q"), ic = find(&s, "C"), id = find(&s, "D");
   CHECK(s.n == 6 && ip >= 0 && ia >= 0 && ib >= 0 && iq >= 0 && ic >= 0 && id >= 0);
@@ -438,8 +384,6 @@ static void test_short_gap(void) {
   CHECK(s.dur[ic] == 200 && s.dur[id] == 60 && s.dur[iq] == 260);
   CHECK(s.ts[ic] >= s.ts[iq] && s.ts[ic] + s.dur[ic] <= s.ts[id]);
   CHECK(s.ts[id] + s.dur[id] <= s.ts[iq] + s.dur[iq]);
-  remove("correct_gap_in.json");
-  remove("correct_gap_out.json");
 }
 
 /* A shortfall goes down into a later event that has children (W = 100,
@@ -450,20 +394,20 @@ static void test_short_gap(void) {
  * room before its leaf L: it takes S's 60 there and is written 60 ns shorter
  * than its formula (counted as shortened); S keeps its formula's 4550 - 5 x
  * 100; the leaves keep theirs. */
+static const char *DOWN_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":4.55},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Q\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":0.4},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2.05,\"dur\":0.2},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"D\",\"pid\":1,\"tid\":1,\"ts\":2.3,\"dur\":0.06},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"N\",\"pid\":1,\"tid\":1,\"ts\":2.5,\"dur\":2},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L\",\"pid\":1,\"tid\":1,\"ts\":3.5,\"dur\":0.2}\n"
+    "]}\n";
+
 static void test_shortfall_goes_down(void) {
-  write_file("correct_down_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":4.55},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"Q\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":0.4},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":2.05,\"dur\":0.2},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"D\",\"pid\":1,\"tid\":1,\"ts\":2.3,\"dur\":0.06},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"N\",\"pid\":1,\"tid\":1,\"ts\":2.5,\"dur\":2},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L\",\"pid\":1,\"tid\":1,\"ts\":3.5,\"dur\":0.2}\n"
-             "]}\n");
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 0.0};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_down_in.json", "correct_down_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(DOWN_TRACE, &opts, &s);
   const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK_NEAR(op_named(c, "S")->corrected_total_ns, 4050, 1e-9);
   CHECK_NEAR(op_named(c, "N")->corrected_total_ns, 1900, 1e-9);
@@ -473,8 +417,6 @@ static void test_shortfall_goes_down(void) {
   CHECK(op_named(c, "S")->stretched_ns == 0);
   CHECK_NEAR(st->shortened_ns, 60, 1e-9);
   osk_correct_free(c);
-  seen_t s;
-  read_back("correct_down_out.json", &s);
   int is = find(&s, "S"), iq = find(&s, "Q"), in = find(&s, "N"), il = find(&s, "L");
   int ic = find(&s, "C"), id = find(&s, "D");
   CHECK(s.n == 6 && is >= 0 && iq >= 0 && in >= 0 && il >= 0 && ic >= 0 && id >= 0);
@@ -484,8 +426,6 @@ static void test_shortfall_goes_down(void) {
   CHECK(s.ts[iq] >= s.ts[is] && s.ts[iq] + s.dur[iq] <= s.ts[in]);
   CHECK(s.ts[il] >= s.ts[in] && s.ts[il] + s.dur[il] <= s.ts[in] + s.dur[in]);
   CHECK(s.ts[in] + s.dur[in] <= s.ts[is] + s.dur[is]);
-  remove("correct_down_in.json");
-  remove("correct_down_out.json");
 }
 
 /* A shortfall found late, with room early (W = 400, delta 0): G's four
@@ -498,23 +438,23 @@ static void test_shortfall_goes_down(void) {
  * stretched) in proportion: P is written at 8800, F at its formula, every
  * leaf exact, nesting kept, and O, the next tree, starts after P's end at
  * the place the time line gives it. */
+static const char *RELAY_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":11.6},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"F\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":4},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":0.5},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"G\",\"pid\":1,\"tid\":1,\"ts\":7.5,\"dur\":4},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L1\",\"pid\":1,\"tid\":1,\"ts\":7.6,\"dur\":1},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L2\",\"pid\":1,\"tid\":1,\"ts\":8.65,\"dur\":1},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L3\",\"pid\":1,\"tid\":1,\"ts\":9.7,\"dur\":1},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L4\",\"pid\":1,\"tid\":1,\"ts\":10.75,\"dur\":0.7},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"O\",\"pid\":1,\"tid\":1,\"ts\":20,\"dur\":1}\n"
+    "]}\n";
+
 static void test_relayout(void) {
-  write_file("correct_relay_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":11.6},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"F\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":4},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":0.5},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"G\",\"pid\":1,\"tid\":1,\"ts\":7.5,\"dur\":4},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L1\",\"pid\":1,\"tid\":1,\"ts\":7.6,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L2\",\"pid\":1,\"tid\":1,\"ts\":8.65,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L3\",\"pid\":1,\"tid\":1,\"ts\":9.7,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"L4\",\"pid\":1,\"tid\":1,\"ts\":10.75,\"dur\":0.7},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"O\",\"pid\":1,\"tid\":1,\"ts\":20,\"dur\":1}\n"
-             "]}\n");
   osk_correct_opts_t opts = {.w_ns = 400.0, .delta_ns = 0.0};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_relay_in.json", "correct_relay_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(RELAY_TRACE, &opts, &s);
   const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK_NEAR(op_named(c, "P")->corrected_total_ns, 8800, 1e-9);
   CHECK_NEAR(op_named(c, "F")->corrected_total_ns, 3600, 1e-9);
@@ -524,8 +464,6 @@ static void test_relayout(void) {
   CHECK(op_named(c, "G")->stretched_ns >= 1300 - 1e-9);
   double relaid = st->relaid_ns;
   osk_correct_free(c);
-  seen_t s;
-  read_back("correct_relay_out.json", &s);
   int ip = find(&s, "P"), iff = find(&s, "F"), ia = find(&s, "A"), ig = find(&s, "G"), io = find(&s, "O");
   int il[4] = {find(&s, "L1"), find(&s, "L2"), find(&s, "L3"), find(&s, "L4")};
   CHECK(s.n == 9 && ip >= 0 && iff >= 0 && ia >= 0 && ig >= 0 && io >= 0);
@@ -546,8 +484,6 @@ static void test_relayout(void) {
   CHECK(llabs((s.ts[io] - s.ts[ip]) - (20000 - 8 * 400)) <= 1);
   /* What it took is P's excess over its formula. */
   CHECK(relaid > 1000 && relaid < 11600 - 8800);
-  remove("correct_relay_in.json");
-  remove("correct_relay_out.json");
 }
 
 /* Spans (opts.span_*; opskew.profile's steps' bodies), W = 100, delta 10.
@@ -560,22 +496,22 @@ static void test_relayout(void) {
  * its 1990 fit before it, 55 after it; it is written 1890 longer than its
  * formula's 900 and owes that between trees, where the gap before O holds
  * it. O has no span; a span's name that never comes changes nothing. */
+static const char *SPAN_TRACE =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S1\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":1},\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S2\",\"pid\":1,\"tid\":1,\"ts\":20,\"dur\":3},\n"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":20.1,\"dur\":2.8},\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"O\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":1}\n"
+    "]}\n";
+
 static void test_spans(void) {
-  write_file("correct_span_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S1\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"B\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S2\",\"pid\":1,\"tid\":1,\"ts\":20,\"dur\":3},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"C\",\"pid\":1,\"tid\":1,\"ts\":20.1,\"dur\":2.8},\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"O\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":1}\n"
-             "]}\n");
   const char *names[] = {"S2", "S1", "never", "S1"};
   const double spans[] = {1000.0, 1.0, 5.0, 7000.0}; /* S1 twice: the last span counts */
   osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 10.0, .span_names = names, .span_ns = spans, .n_spans = 4};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_span_in.json", "correct_span_out.json", &opts, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(SPAN_TRACE, &opts, &s);
   const osk_correct_stats_t *st = osk_correct_stats(c);
   CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 6800, 1e-9);
   CHECK_NEAR(op_named(c, "S1")->trimmed_ns, 2990, 1e-9);
@@ -588,8 +524,6 @@ static void test_spans(void) {
   CHECK(st->stretched == 1 && st->shortened == 0 && st->clamped == 0);
   CHECK_NEAR(op_named(c, "S2")->stretched_ns, 1890, 1e-9);
   osk_correct_free(c);
-  seen_t s;
-  read_back("correct_span_out.json", &s);
   int i1 = find(&s, "S1"), ia = find(&s, "A"), ib = find(&s, "B"), i2 = find(&s, "S2");
   int ic = find(&s, "C"), io = find(&s, "O");
   CHECK(s.n == 6 && i1 >= 0 && ia >= 0 && ib >= 0 && i2 >= 0 && ic >= 0 && io >= 0);
@@ -599,7 +533,6 @@ static void test_spans(void) {
   CHECK(s.ts[ib] + s.dur[ib] <= s.ts[i1] + s.dur[i1]);
   CHECK(s.dur[i2] == 2790 && s.dur[ic] == 2790 && s.ts[ic] == s.ts[i2] && s.dur[io] == 990);
   CHECK(s.ts[i2] >= s.ts[i1] + s.dur[i1] && s.ts[io] >= s.ts[i2] + s.dur[i2]);
-  remove("correct_span_out.json");
   /* W scaled by a tree's root (span_w_scale; a span below 0 is none): S1's
    * tree at 2 x W (its W 200, delta 10: S1 10000 - 10 - 200, A 1000 - 10,
    * A placed 10 + 95 ns earlier than S1's 1000 ns before it), S2's at W. */
@@ -607,7 +540,7 @@ static void test_spans(void) {
   const double no_span[] = {-1.0}, twice[] = {2.0};
   osk_correct_opts_t scaled = {.w_ns = 100.0, .delta_ns = 10.0, .span_names = sn, .span_ns = no_span,
                                .span_w_scale = twice, .n_spans = 1};
-  CHECK(osk_correct_path("correct_span_in.json", "correct_span_out.json", &scaled, &c, &err) == 0);
+  c = correct_text(SPAN_TRACE, &scaled, &s);
   CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 10000 - 10 - 2 * 200, 1e-9);
   CHECK_NEAR(op_named(c, "A")->corrected_total_ns, 990, 1e-9);
   CHECK_NEAR(op_named(c, "S2")->corrected_total_ns, 3000 - 10 - 100, 1e-9);
@@ -618,36 +551,31 @@ static void test_spans(void) {
   CHECK_NEAR(op_named(c, "A")->scaled_ns, 0, 1e-6);
   CHECK(op_named(c, "S2")->scaled_ns == 0);
   osk_correct_free(c);
-  read_back("correct_span_out.json", &s);
   i1 = find(&s, "S1"), ia = find(&s, "A"), i2 = find(&s, "S2"), ic = find(&s, "C");
   CHECK(s.dur[i1] == 9590 && s.dur[ia] == 990 && s.ts[ia] - s.ts[i1] == 1000 - 10 - 95);
   CHECK(s.dur[i2] == 2890 && s.dur[ic] == 2790 && s.ts[ic] - s.ts[i2] == 100 - 10 - 45);
-  remove("correct_span_out.json");
   /* A scaled tree inside an unscaled event P: P's formula takes its
    * descendants' costs at their own scale (10 + 200 + 200 off P), and P is
    * written at it. */
-  write_file("correct_span_nest.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":20},\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S1\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":10},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":1}\n"
-             "]}\n");
+  const char *nest =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"P\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":20},\n"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S1\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":10},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":1}\n"
+      "]}\n";
   const char *pc[] = {"python_function"};
   osk_correct_opts_t nested = scaled;
   nested.w_py_ns = 100.0;
   nested.delta_py_ns = 10.0;
   nested.py_categories = pc;
   nested.n_py_categories = 1;
-  CHECK(osk_correct_path("correct_span_nest.json", "correct_span_out.json", &nested, &c, &err) == 0);
+  c = correct_text(nest, &nested, &s);
   CHECK_NEAR(op_named(c, "P")->corrected_total_ns, 20000 - 10 - 200 - 200, 1e-6);
   CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 10000 - 10 - 200, 1e-6);
   CHECK(osk_correct_stats(c)->shortened == 0 && osk_correct_stats(c)->stretched == 0);
   CHECK_NEAR(op_named(c, "P")->scaled_ns, 200, 1e-6); /* S1's 100 and A's 100 beyond W */
   osk_correct_free(c);
-  read_back("correct_span_out.json", &s);
   CHECK(s.dur[find(&s, "P")] == 19590 && s.dur[find(&s, "S1")] == 9790 && s.dur[find(&s, "A")] == 990);
-  remove("correct_span_out.json");
-  remove("correct_span_nest.json");
   /* Per-name delta (span_delta_ns; no span, no scale): A keeps 60 of its
    * W inside it, C 500, more than W = 100; B and the ranges keep the
    * class's 10. W per event is unchanged, so the parents' formulas are; only
@@ -657,7 +585,7 @@ static void test_spans(void) {
   const double no_spans[] = {-1.0, -1.0}, own_delta[] = {60.0, 500.0};
   osk_correct_opts_t by_name = {.w_ns = 100.0, .delta_ns = 10.0, .span_names = dn, .span_ns = no_spans,
                                 .span_delta_ns = own_delta, .n_spans = 2};
-  CHECK(osk_correct_path("correct_span_in.json", "correct_span_out.json", &by_name, &c, &err) == 0);
+  c = correct_text(SPAN_TRACE, &by_name, &s);
   CHECK_NEAR(op_named(c, "A")->corrected_total_ns, 1000 - 60, 1e-9);
   CHECK_NEAR(op_named(c, "B")->corrected_total_ns, 1000 - 10, 1e-9);
   CHECK_NEAR(op_named(c, "C")->corrected_total_ns, 2800 - 500, 1e-9);
@@ -667,18 +595,17 @@ static void test_spans(void) {
   CHECK(osk_correct_stats(c)->scaled_ns == 0 && osk_correct_stats(c)->trimmed == 0);
   CHECK(osk_correct_stats(c)->stretched == 0 && osk_correct_stats(c)->shortened == 0);
   osk_correct_free(c);
-  read_back("correct_span_out.json", &s);
   i1 = find(&s, "S1"), ia = find(&s, "A"), ib = find(&s, "B"), i2 = find(&s, "S2"), ic = find(&s, "C");
   CHECK(s.dur[i1] == 9790 && s.dur[ia] == 940 && s.dur[ib] == 990 && s.dur[ic] == 2300 && s.dur[i2] == 2890);
   CHECK(s.ts[ia] - s.ts[i1] == 1000 - 10 - 20 && s.ts[ib] - (s.ts[ia] + s.dur[ia]) == 3000 - 20 - 45);
   CHECK(s.ts[ic] - s.ts[i2] == 100 - 10 + 200); /* C's negative half: the gap before it grows */
-  remove("correct_span_out.json");
   /* A span not finite, a scale not > 0, a delta not finite, or an entry
    * without a name is refused. */
   osk_correct_opts_t nan_delta = by_name;
   const double nan_d[] = {60.0, NAN};
   nan_delta.span_delta_ns = nan_d;
-  CHECK(osk_correct_path("correct_span_in.json", NULL, &nan_delta, &c, &err) == OSK_EINVAL && c == NULL);
+  osk_error_t err;
+  CHECK(osk_correct_path("correct_in.json", NULL, &nan_delta, &c, &err) == OSK_EINVAL && c == NULL);
   const double bad[] = {NAN}, zero[] = {0.0};
   const char *none[] = {NULL};
   osk_correct_opts_t nan_span = {.w_ns = 100.0, .span_names = names, .span_ns = bad, .n_spans = 1};
@@ -686,12 +613,11 @@ static void test_spans(void) {
                                  .n_spans = 1};
   osk_correct_opts_t unnamed = {.w_ns = 100.0, .span_names = none, .span_ns = spans, .n_spans = 1};
   osk_correct_opts_t missing = {.w_ns = 100.0, .n_spans = 1};
-  CHECK(osk_correct_path("correct_span_in.json", NULL, &nan_span, &c, &err) == OSK_EINVAL && c == NULL);
+  CHECK(osk_correct_path("correct_in.json", NULL, &nan_span, &c, &err) == OSK_EINVAL && c == NULL);
   CHECK(err.code == OSK_EINVAL && strstr(err.message, "spans"));
-  CHECK(osk_correct_path("correct_span_in.json", NULL, &no_scale, &c, &err) == OSK_EINVAL && c == NULL);
-  CHECK(osk_correct_path("correct_span_in.json", NULL, &unnamed, &c, &err) == OSK_EINVAL && c == NULL);
-  CHECK(osk_correct_path("correct_span_in.json", NULL, &missing, &c, &err) == OSK_EINVAL && c == NULL);
-  remove("correct_span_in.json");
+  CHECK(osk_correct_path("correct_in.json", NULL, &no_scale, &c, &err) == OSK_EINVAL && c == NULL);
+  CHECK(osk_correct_path("correct_in.json", NULL, &unnamed, &c, &err) == OSK_EINVAL && c == NULL);
+  CHECK(osk_correct_path("correct_in.json", NULL, &missing, &c, &err) == OSK_EINVAL && c == NULL);
 }
 
 /* The cross-thread rule (opts.waits): thread 1's ProfilerStep waits in its
@@ -709,12 +635,10 @@ static const char *WAIT_TRACE =
     "]}\n";
 
 static void test_waits(void) {
-  write_file("correct_wait_in.json", WAIT_TRACE);
   for (int waits = 0; waits <= 1; waits++) {
     osk_correct_opts_t opts = {.w_ns = 100.0, .delta_ns = 0.0, .waits = waits};
-    osk_correct_t *c = NULL;
-    osk_error_t err;
-    CHECK(osk_correct_path("correct_wait_in.json", "correct_wait_out.json", &opts, &c, &err) == 0);
+    seen_t s;
+    osk_correct_t *c = correct_text(WAIT_TRACE, &opts, &s);
     const osk_correct_op_t *st = op_named(c, "S"), *b = op_named(c, "B"), *w0 = op_named(c, "w0");
     const osk_correct_stats_t *stats = osk_correct_stats(c);
     CHECK(st && b && w0);
@@ -732,8 +656,6 @@ static void test_waits(void) {
     CHECK(w0->waited_descendants == 0 && b->waited_ns == 0);
     CHECK(stats->stretched == 0 && stats->clamped == 0);
     osk_correct_free(c);
-    seen_t s;
-    read_back("correct_wait_out.json", &s);
     int is = find(&s, "S"), ia = find(&s, "A"), ib = find(&s, "B");
     CHECK(s.n == 7 && is >= 0 && ia >= 0 && ib >= 0);
     /* The written trace agrees: S is 400 ns shorter, B 400 ns earlier. */
@@ -745,29 +667,25 @@ static void test_waits(void) {
    * the worker's 12 us cannot fit in S's 8.5 us of waiting; nothing is
    * written shorter than its children, and S keeps its own children's W. */
   osk_correct_opts_t big = {.w_ns = 3000.0, .delta_ns = 0.0, .waits = 1};
-  osk_correct_t *c = NULL;
-  osk_error_t err;
-  CHECK(osk_correct_path("correct_wait_in.json", "correct_wait_out.json", &big, &c, &err) == 0);
+  seen_t s;
+  osk_correct_t *c = correct_text(WAIT_TRACE, &big, &s);
   const osk_correct_op_t *st = op_named(c, "S");
   CHECK(st->waited_ns > 0 && st->waited_ns < 12000);
   CHECK(st->waited_descendants == 4);
   osk_correct_free(c);
-  seen_t s;
-  read_back("correct_wait_out.json", &s);
   int is = find(&s, "S"), ia = find(&s, "A"), ib = find(&s, "B");
   CHECK(s.ts[ia] >= s.ts[is] && s.ts[ia] + s.dur[ia] <= s.ts[ib]);
   CHECK(s.ts[ib] + s.dur[ib] <= s.ts[is] + s.dur[is]);
   /* -1: where the trace holds GPU activity. This one holds none: no rule;
    * with a kernel event, the rule, as with 1. */
   osk_correct_opts_t autow = {.w_ns = 100.0, .delta_ns = 0.0, .waits = -1};
-  CHECK(osk_correct_path("correct_wait_in.json", NULL, &autow, &c, &err) == 0);
+  c = correct_text(WAIT_TRACE, &autow, NULL);
   CHECK(op_named(c, "S")->waited_descendants == 0 && osk_correct_stats(c)->passes == 1);
   osk_correct_free(c);
   char gpu[2048];
   snprintf(gpu, sizeof gpu, "%.*s,\n{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,"
            "\"ts\":1,\"dur\":2}\n]}\n", (int)(strstr(WAIT_TRACE, "\n]}") - WAIT_TRACE), WAIT_TRACE);
-  write_file("correct_wait_in.json", gpu);
-  CHECK(osk_correct_path("correct_wait_in.json", NULL, &autow, &c, &err) == 0);
+  c = correct_text(gpu, &autow, NULL);
   CHECK_NEAR(op_named(c, "S")->corrected_total_ns, 9400, 1e-9);
   /* Known only at the end of a read: that read is void, then one notes the
    * starts and one writes. */
@@ -775,33 +693,31 @@ static void test_waits(void) {
   osk_correct_free(c);
   /* The same worker in another process: no thread waits for another
    * process's events. */
-  write_file("correct_wait_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"w0\",\"pid\":2,\"tid\":2,\"ts\":2,\"dur\":0.5},\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.4}\n"
-             "]}\n");
+  const char *other_process =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"w0\",\"pid\":2,\"tid\":2,\"ts\":2,\"dur\":0.5},\n"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.4}\n"
+      "]}\n";
   osk_correct_opts_t on = {.w_ns = 100.0, .delta_ns = 0.0, .waits = 1};
-  CHECK(osk_correct_path("correct_wait_in.json", NULL, &on, &c, &err) == 0);
+  c = correct_text(other_process, &on, NULL);
   CHECK(op_named(c, "S")->waited_descendants == 0 && osk_correct_stats(c)->overlapping_threads == 0);
   CHECK_NEAR(op_named(c, "S")->corrected_total_ns, 9900, 1e-9);
   osk_correct_free(c);
   /* Zero-length events of another thread at the waiting interval's start
    * side count: the threads overlap (ends included). */
-  write_file("correct_wait_in.json",
-             "{\"traceEvents\":[\n"
-             "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":0,\"dur\":1},\n"
-             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.4},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"z\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":0},\n"
-             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"z\",\"pid\":1,\"tid\":2,\"ts\":5,\"dur\":0}\n"
-             "]}\n");
-  CHECK(osk_correct_path("correct_wait_in.json", NULL, &autow, &c, &err) == 0);
+  const char *zero_length =
+      "{\"traceEvents\":[\n"
+      "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":0,\"dur\":1},\n"
+      "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"S\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":10},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"A\",\"pid\":1,\"tid\":1,\"ts\":0.1,\"dur\":0.4},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"z\",\"pid\":1,\"tid\":2,\"ts\":10,\"dur\":0},\n"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"z\",\"pid\":1,\"tid\":2,\"ts\":5,\"dur\":0}\n"
+      "]}\n";
+  c = correct_text(zero_length, &autow, NULL);
   CHECK(osk_correct_stats(c)->overlapping_threads == 2);
   CHECK(op_named(c, "S")->waited_descendants == 1); /* the one at 5 us; 10 us is S's end */
   osk_correct_free(c);
-  remove("correct_wait_in.json");
-  remove("correct_wait_out.json");
 }
 
 int main(void) {

@@ -6,9 +6,7 @@
  * the table's corrected total and self time to the nanosecond; parents
  * first, the events held at once stay within one top-level tree per thread. Files go to a
  * mkdtemp directory under /tmp, removed at the end. */
-#include "opskew_correct.h"
-#include "opskew_reader.h"
-#include "testutil.h"
+#include "correct_testutil.h"
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -165,12 +163,8 @@ static int collect(void *ctx, const osk_reader_event_t *ev) {
 }
 
 static void read_back(const char *path, back_t *b) {
-  osk_reader_t *r = NULL;
-  osk_error_t err;
   memset(b, 0, sizeof *b);
-  CHECK(osk_reader_open(&r, path, NULL, &err) == 0);
-  CHECK(osk_reader_run(r, collect, b, &err) == 0);
-  osk_reader_free(r);
+  read_path(path, collect, b);
 }
 
 /* The events of thread `tid`, in file order, equal in `a` and `b`. */
@@ -185,32 +179,6 @@ static void same_thread_events(const back_t *a, const back_t *b, int tid) {
     j++;
   }
   CHECK(i == a->n && j == b->n);
-}
-
-static const osk_correct_op_t *op_named(const osk_correct_t *c, const char *name) {
-  for (size_t i = 0; i < osk_correct_op_count(c); i++) {
-    const osk_correct_op_t *op = osk_correct_op(c, i);
-    if (op->name.len == strlen(name) && memcmp(op->name.ptr, name, op->name.len) == 0) return op;
-  }
-  return NULL;
-}
-
-static void same_table(const osk_correct_t *a, const osk_correct_t *b) {
-  for (size_t i = 0; i < osk_correct_op_count(a); i++) {
-    const osk_correct_op_t *x = osk_correct_op(a, i);
-    const osk_correct_op_t *y = op_named(b, x->name.ptr);
-    CHECK(y);
-    CHECK(x->calls == y->calls && x->reported_total_ns == y->reported_total_ns);
-    CHECK(x->reported_self_ns == y->reported_self_ns && x->descendants == y->descendants);
-    CHECK(x->py_descendants == y->py_descendants && x->clamped == y->clamped);
-    /* Integer-valued doubles far below 2^53: the sums are exact in any order. */
-    CHECK(x->corrected_total_ns == y->corrected_total_ns);
-    CHECK(x->corrected_self_ns == y->corrected_self_ns);
-  }
-  const osk_correct_stats_t *s = osk_correct_stats(a), *t = osk_correct_stats(b);
-  CHECK(s->corrected_events == t->corrected_events && s->py_events == t->py_events);
-  CHECK(s->reported_top_ns == t->reported_top_ns && s->corrected_top_ns == t->corrected_top_ns);
-  CHECK(s->overlaps == t->overlaps && s->other_events == t->other_events);
 }
 
 /* W - delta even: every boundary moves back by whole nanoseconds, so each
