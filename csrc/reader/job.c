@@ -452,24 +452,27 @@ static int64_t to_ref(const osk_job_t *j, const rank_t *r, int64_t t, int64_t t0
   return j->align ? osk__clock_to_ref(t, t0, r->a, r->b) : t;
 }
 
+/* Resizes *p to `cap` elements of `elem` bytes; *p is kept on failure.
+ * Parallel arrays grow one at a time, each valid whichever fails. */
+static int resize(void **p, size_t cap, size_t elem) {
+  void *np = realloc(*p, cap * elem);
+  if (!np) return OSK_ENOMEM;
+  *p = np;
+  return 0;
+}
+
 static int grow_coll(osk_job_t *j, size_t nr) {
   if (osk__grow((void **)&j->coll, &j->coll_cap, j->n_coll + 1, sizeof *j->coll)) return OSK_ENOMEM;
   size_t need = j->c_n + nr, cap = j->c_cap;
   if (need > cap) {
     size_t nc = cap ? cap * 2 : 64;
     while (nc < need) nc *= 2;
-    int64_t *e = realloc(j->c_enter, nc * sizeof *e);
-    if (!e) return OSK_ENOMEM;
-    j->c_enter = e;
-    int64_t *x = realloc(j->c_exit, nc * sizeof *x);
-    if (!x) return OSK_ENOMEM;
-    j->c_exit = x;
+    if (resize((void **)&j->c_enter, nc, sizeof *j->c_enter) ||
+        resize((void **)&j->c_exit, nc, sizeof *j->c_exit))
+      return OSK_ENOMEM;
     double **ds[] = {&j->c_wait, &j->c_own, &j->c_shift, &j->c_cwait};
-    for (size_t k = 0; k < sizeof ds / sizeof *ds; k++) {
-      double *d = realloc(*ds[k], nc * sizeof *d);
-      if (!d) return OSK_ENOMEM;
-      *ds[k] = d;
-    }
+    for (size_t k = 0; k < sizeof ds / sizeof *ds; k++)
+      if (resize((void **)ds[k], nc, sizeof **ds[k])) return OSK_ENOMEM;
     j->c_cap = nc;
   }
   return 0;
@@ -722,15 +725,10 @@ static int add_sync(rank_t *r, int64_t p, double d, uint32_t seg) {
   size_t cap = r->n_sync;
   if ((r->n_sync & (r->n_sync - 1)) == 0) { /* powers of two: grow */
     cap = r->n_sync ? r->n_sync * 2 : 1;
-    int64_t *np = realloc(r->sync_p, cap * sizeof *np);
-    if (!np) return OSK_ENOMEM;
-    r->sync_p = np;
-    double *nd = realloc(r->sync_d, cap * sizeof *nd);
-    if (!nd) return OSK_ENOMEM;
-    r->sync_d = nd;
-    uint32_t *ns = realloc(r->sync_seg, cap * sizeof *ns);
-    if (!ns) return OSK_ENOMEM;
-    r->sync_seg = ns;
+    if (resize((void **)&r->sync_p, cap, sizeof *r->sync_p) ||
+        resize((void **)&r->sync_d, cap, sizeof *r->sync_d) ||
+        resize((void **)&r->sync_seg, cap, sizeof *r->sync_seg))
+      return OSK_ENOMEM;
   }
   r->sync_p[r->n_sync] = p;
   r->sync_d[r->n_sync] = d;
