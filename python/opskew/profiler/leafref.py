@@ -5,7 +5,7 @@ time under the tracer)."""
 
 from __future__ import annotations
 
-import opskew._engine as _engine
+from opskew import _engine
 from opskew.stats.pricing import NEAR, POST_TRACE, SETTLE, median
 from opskew.tracer.session import trace
 

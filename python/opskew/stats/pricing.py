@@ -9,7 +9,7 @@ Loops here are over steps and cycles, never over events.
 
 from __future__ import annotations
 
-import opskew._engine as _engine
+from opskew import _engine
 from opskew.stats.estimators import estimate, per_event_diff
 
 # The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
