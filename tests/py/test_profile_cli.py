@@ -510,7 +510,7 @@ def test_the_last_line_counts_the_traces_report_json_no_longer_lists(tmp_path):
     """report.json keeps the latest 50 cycles' reports (earlier_reports counts
     the others): the last line counted 50 traces of an 88-cycle run and said
     all carried the final W."""
-    from opskew.commands.profile import _outcome
+    from opskew.cli.commands.profile import _outcome
 
     final = {"w_ns": {"median": 500.0, "ci95": [400.0, 600.0]}, "pairs": 300, "cycles": 50, "run_cycles": 88}
     reps = [{"cycle": c, "corrected_trace": f"c{c}.corrected.json", "corrected_with": "the run's final W"}
