@@ -917,7 +917,8 @@ static int scan_literal(osk_reader_t *r, const char *p, const char *end, const c
 /* ------------------------------------------------------------ containers */
 
 /* The helpers below walk an object or array member by member; P_NEXT, their
- * own code, says that one more follows. */
+ * own code, says that one more follows. Inline: every key of every event
+ * passes through them. */
 enum { P_NEXT = P_HEADER + 1 };
 
 static int key_is(osk_str_t k, const char *lit, size_t n) {
@@ -927,7 +928,7 @@ static int key_is(osk_str_t k, const char *lit, size_t n) {
 /* The start of a container whose opening bracket is just before p: P_OK
  * with *next past `close` when it is empty, else P_NEXT with *next at its
  * first member or element. */
-static int container_open(const char *p, const char *end, char close, const char **next) {
+static inline int container_open(const char *p, const char *end, char close, const char **next) {
   p = skip_ws(p);
   if (p >= end) return P_MORE;
   *next = *p == close ? p + 1 : p;
@@ -936,8 +937,8 @@ static int container_open(const char *p, const char *end, char close, const char
 
 /* An object member's key (into *key; NULL: not kept) and its ':'; *next
  * gets where its value starts. */
-static int member_key(osk_reader_t *r, const char *p, const char *end, osk_str_t *key,
-                      const char **next) {
+static inline int member_key(osk_reader_t *r, const char *p, const char *end, osk_str_t *key,
+                             const char **next) {
   if (*p != '"') FAIL(r, p, "expected a string key");
   int rc = scan_string(r, p, end, key, &p);
   if (rc) return rc;
@@ -953,8 +954,8 @@ static int member_key(osk_reader_t *r, const char *p, const char *end, osk_str_t
 /* After a member or element: a ',' and the next one (P_NEXT, *next at it),
  * or the closing bracket (P_OK, *next past it); anything else fails with
  * `msg`. */
-static int container_next(osk_reader_t *r, const char *p, const char *end, char close,
-                          const char *msg, const char **next) {
+static inline int container_next(osk_reader_t *r, const char *p, const char *end, char close,
+                                 const char *msg, const char **next) {
   p = skip_ws(p);
   if (p >= end) return P_MORE;
   if (*p == ',') {
@@ -1231,8 +1232,8 @@ static void count_marks(osk_reader_t *r, const osk_reader_event_t *ev) {
 
 /* The walk's state after a member or element of the container it is in:
  * `next` on ',', `done` on `close`; anything else fails with `msg`. */
-static int walk_after(osk_reader_t *r, const char *p, char close, int next, int done,
-                      const char *msg) {
+static inline int walk_after(osk_reader_t *r, const char *p, char close, int next, int done,
+                             const char *msg) {
   if (*p != ',' && *p != close) FAIL(r, p, msg);
   r->state = *p == ',' ? next : done;
   return P_OK;
