@@ -11,7 +11,7 @@ TSAN_DIR := build-tsan
 # UBSan findings fail the test instead of printing and carrying on.
 SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 
-.PHONY: all setup install check test ctest pytest fuzz bench bench-reader clean
+.PHONY: all setup install check test ctest lint pytest fuzz bench bench-reader clean
 
 all: test
 
@@ -41,6 +41,10 @@ ctest: $(STAMP)
 	@test -d $(TSAN_DIR) || $(BIN)/meson setup $(TSAN_DIR) -Dpython=false -Db_sanitize=thread -Dbuildtype=debug
 	TSAN_OPTIONS=halt_on_error=1 $(BIN)/meson test -C $(TSAN_DIR) --print-errorlogs --suite tsan
 
+# The Python shell's layering (pyproject.toml [tool.importlinter]; docs/design.md).
+lint: install
+	$(BIN)/lint-imports
+
 pytest: install
 	$(BIN)/python -m pytest
 
@@ -51,7 +55,7 @@ FUZZ_SECONDS ?= 30
 fuzz:
 	fuzz/run.sh $(FUZZ_SECONDS)
 
-test: ctest fuzz pytest
+test: ctest fuzz lint pytest
 
 bench: install
 	$(BIN)/python bench/bench_check.py

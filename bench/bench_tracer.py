@@ -64,7 +64,7 @@ if "opskew" in insts:
     if len(insts) > 1:
         raise SystemExit("the ITT collector's row needs a process of its own")
     import opskew
-    opskew.tracing.arrange()          # before torch: the collector must be arranged
+    opskew.tracer.arrange()          # before torch: the collector must be arranged
 elif any(i.startswith("opskew-") or i.startswith("native-") for i in insts):
     import opskew
 import torch

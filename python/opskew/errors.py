@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 
-# The exit codes (opskew/exitcodes.py is their one table), re-exported here
-# with the exceptions that carry them.
+from opskew import _engine
+
+# The command line's exit codes (opskew/exitcodes.py is their one table, with
+# the child bootstraps' EXIT_SETUP), re-exported here with the exceptions that
+# carry them.
 from opskew.exitcodes import (  # noqa: F401
-    EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_RUNTIME, EXIT_SETUP, EXIT_SKEW, EXIT_TRUNCATED,
-    EXIT_USAGE, EXIT_WORKLOAD)
+    EXIT_INTERRUPTED, EXIT_OK, EXIT_OUTPUT, EXIT_RUNTIME, EXIT_SKEW, EXIT_TRUNCATED, EXIT_USAGE, EXIT_WORKLOAD)
 
 
 class OpskewError(Exception):
@@ -76,8 +78,6 @@ def from_c_error(code: int, context: str, *, message: str | None = None, offset:
     anything else: RuntimeFailure (exit 6). The result carries `code`,
     `name` (the C's symbolic name), `offset`, `sys_errno`, `path`, `context`.
     """
-    from opskew import _engine
-
     text = message or _engine.strerror(code)
     name = _engine.err_name(code)
     at = f" at byte {offset}" if offset is not None else ""

@@ -99,6 +99,7 @@ class Spec:
         self.command = command
         self._options: list = []
         self.groups: dict = {}  # title -> description
+        self._class = None
 
     def add_argument(self, *flags, **kwargs) -> None:
         self._options.append(Option(tuple(flags), dict(kwargs)))
@@ -115,20 +116,24 @@ class Spec:
         return {o.dest: o for o in self._options}
 
     def defaults(self) -> dict:
-        """Each destination's default, a list default copied (as argparse's
-        parse_args leaves a fresh one per parse only for the caller's care)."""
+        """Each destination's default (a list default as a fresh copy)."""
         return {o.dest: (list(o.default) if isinstance(o.default, list) else o.default) for o in self._options}
 
-    def options_class(self, name: str | None = None):
+    def options_class(self):
         """The command's typed options: a dataclass of every destination, with
-        its default."""
+        its default (made once, after the last declaration)."""
+        if self._class is not None and len(self._class.__dataclass_fields__) == len(self.by_dest()):
+            return self._class
         fields = []
         for dest, default in self.defaults().items():
-            fields.append((dest, object, dataclasses.field(
-                default_factory=(lambda d=default: list(d)) if isinstance(default, list) else None)
-                if isinstance(default, list) else dataclasses.field(default=default)))
-        cls_name = name or "".join(p.capitalize() for p in self.command.split("_")) + "Options"
-        return dataclasses.make_dataclass(cls_name, fields)
+            if isinstance(default, list):
+                f = dataclasses.field(default_factory=lambda d=tuple(default): list(d))
+            else:
+                f = dataclasses.field(default=default)
+            fields.append((dest, object, f))
+        cls_name = "".join(p.capitalize() for p in self.command.split("_")) + "Options"
+        self._class = dataclasses.make_dataclass(cls_name, fields)
+        return self._class
 
 
 def convert(spec: Spec, command: str, options: dict, *, refused: dict, fixed: dict):
@@ -156,13 +161,17 @@ def convert(spec: Spec, command: str, options: dict, *, refused: dict, fixed: di
                 raise ValueError(f"opskew.{command}(): {name}={v!r}: choose from "
                                  f"{', '.join(map(repr, o.choices))}")
         values[name] = value
-    values.update(fixed)
+    extra = {k: v for k, v in fixed.items() if k not in values}  # the API's own (a callable workload)
+    values.update((k, v) for k, v in fixed.items() if k in values)
     for name in ("json", "csv"):
         if name in values:
             values[name] = None
     if "fail_on_skew" in values:
         values["fail_on_skew"] = False
-    return spec.options_class()(**values)
+    opts = spec.options_class()(**values)
+    for k, v in extra.items():
+        setattr(opts, k, v)
+    return opts
 
 
 def _converted(o: Option, value):

@@ -184,7 +184,7 @@ def test_trace_written_when_script_raises(tmp_path):
     # bootstrap's or runpy's (one line of the bootstrap re-raising comes first).
     frames = re.findall(r'^  File "([^"]+)", line \d+, in (\S+)', p.stderr, re.M)
     assert frames[-1] == ("<string>", "<module>") and "runpy" not in p.stderr, p.stderr
-    assert sum(1 for f, _ in frames if f.endswith("_record_boot.py")) == 1, p.stderr
+    assert sum(1 for f, _ in frames if f.endswith(os.path.join("_entry", "record_boot.py"))) == 1, p.stderr
 
 
 LOOP = """

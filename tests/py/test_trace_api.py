@@ -67,7 +67,7 @@ def test_trace_after_torch_import_says_what_to_do(tmp_path):
         try:
             with opskew.trace(instrument="itt"):
                 pass
-        except opskew.tracing.TracerSetupError as e:
+        except opskew.tracer.session.TracerSetupError as e:
             print("ERR", e)
         else:
             raise SystemExit("no error raised")
@@ -82,11 +82,11 @@ def test_trace_with_env_set_after_torch_import_is_detected(tmp_path):
     # The variable is set, but only after torch created (or not) its domain.
     p = py("""
         import os, torch, opskew
-        os.environ["INTEL_LIBITTNOTIFY64"] = opskew.tracing.collector_path()
+        os.environ["INTEL_LIBITTNOTIFY64"] = opskew.tracer.session.collector_path()
         try:
             with opskew.trace(instrument="itt"):
                 pass
-        except opskew.tracing.TracerSetupError as e:
+        except opskew.tracer.session.TracerSetupError as e:
             print("ERR", e)
     """, tmp_path)
     assert p.returncode == 0, p.stderr
@@ -136,7 +136,7 @@ def test_sessions_of_different_instruments_do_not_nest_either(tmp_path):
     session inside an ITT one started (and its probe and calibration ran in
     the outer window). Any active session refuses another."""
     p = py("""
-        import opskew, opskew.tracing
+        import opskew, opskew.tracer.session
         with opskew.trace(instrument="itt") as t:
             import torch
             a = torch.ones(2)
@@ -145,7 +145,7 @@ def test_sessions_of_different_instruments_do_not_nest_either(tmp_path):
                 with opskew.trace(instrument="pyhook"):
                     torch.mul(a, a)
                 print("nested")
-            except opskew.tracing.TracerSetupError as exc:
+            except opskew.tracer.session.TracerSetupError as exc:
                 print("refused:", exc)
         names = [e.name for e in t.events]
         assert names.count("aten::add") == 1 and "aten::mul" not in names, names
@@ -161,7 +161,7 @@ def test_sessions_of_different_instruments_do_not_nest_either(tmp_path):
 def test_a_window_summarizes_the_events_that_begin_in_it(tmp_path):
     """Trace.window(from_ns, to_ns): one step of several in one session
     (opskew.profile's leaf reference), on the events' own time line
-    (opskew.tracing.now_ns); the steps' windows add up to the whole."""
+    (opskew.tracer.session.now_ns); the steps' windows add up to the whole."""
     p = py("""
         import time, torch, opskew
         a = torch.ones(4)

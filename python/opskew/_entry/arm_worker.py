@@ -12,17 +12,16 @@ from __future__ import annotations
 import json
 import sys
 
+from opskew.measure.instruments import OpskewTracer
+from opskew.measure.rounds import run_rounds
+from opskew.measure.workload import load_target
+from opskew.tracer.session import arrange
+
 
 def main() -> int:
     cfg = json.loads(sys.argv[1])
-    from opskew.tracer.session import arrange
-
-    arrange()  # before torch
+    arrange()  # before torch (none of the modules above imports it)
     import torch
-
-    from opskew.measure.instruments import OpskewTracer
-    from opskew.measure.rounds import run_rounds
-    from opskew.measure.workload import load_target
 
     torch.set_num_threads(cfg["threads"])
     wl = load_target(cfg["target"], device=cfg["device"], setup=cfg["setup"], calls=cfg["calls"],

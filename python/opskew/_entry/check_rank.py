@@ -17,6 +17,9 @@ import os
 import sys
 import time
 
+from opskew.measure.workload import load_target
+from opskew.output import write_file
+
 
 class WorkloadFailed(Exception):
     """The user's TARGET raised (not opskew): exit 4, with what was measured."""
@@ -36,7 +39,6 @@ def main(spec_path: str) -> int:
     dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(seconds=spec["timeout"]))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(spec["threads"])
-    from opskew.measure.workload import load_target
 
     try:
         wl = load_target(spec["target"], device=spec["device"], setup=spec["setup"], calls=spec["calls"],
@@ -86,8 +88,6 @@ def main(spec_path: str) -> int:
         sync()
         return time.perf_counter() - w0, time.thread_time() - c0
 
-    from opskew.output import write_file
-
     for t in range(spec["trials"]):
         order = ("base", "prof") if t % 2 == 0 else ("prof", "base")
         rows["order"].append("".join(a[0] for a in order))
@@ -120,8 +120,6 @@ if __name__ == "__main__":
         rc = main(sys.argv[1])
     except BaseException as exc:  # noqa: BLE001 - told to the launcher, which names it
         import traceback
-
-        from opskew.output import write_file
 
         rank = os.environ.get("RANK", "0")
         cause = exc.__cause__ if isinstance(exc, WorkloadFailed) and exc.__cause__ else exc

@@ -34,7 +34,7 @@ import warnings
 # script's interpreter would import that folder's torch instead of its own.
 # So `opskew` is loaded from this very folder by its spec, and sys.path[0]
 # holds a name that imports nothing until the user's code gets its own
-# (_record_boot._run_user).
+# (record_boot.run_user).
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
     sys.path[0] = os.path.join(_HERE, "__no_imports_here__")
@@ -47,7 +47,8 @@ if "opskew" not in sys.modules:
     sys.modules["opskew"] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules["opskew"])
 
-from opskew.exitcodes import EXIT_SETUP  # noqa: E402  (after the package is loaded by its spec)
+from opskew._entry import record_boot as rb  # noqa: E402  (after the package is loaded by its spec)
+from opskew.exitcodes import EXIT_SETUP  # noqa: E402
 from opskew.output import write_file  # noqa: E402
 from opskew.profiler import core as profiler_core  # noqa: E402  (does not import torch)
 from opskew.profiler.cycle import KEEP_CYCLES  # noqa: E402
@@ -417,21 +418,19 @@ def _hook_own_profilers(torch, driver):
 
 
 def main():
-    from opskew._entry import record_boot as rb
-
     signal.signal(signal.SIGTERM, rb.on_sigterm)
-    rb._die_with_parent()
-    kind, target, user_argv = rb._parse(sys.argv[1:])
+    rb.die_with_parent()
+    kind, target, user_argv = rb.parse(sys.argv[1:])
     try:
         spec = json.loads(os.environ["OPSKEW_PROFILE_SPEC"])
     except (KeyError, ValueError):
-        rb._fail("run this through `opskew profile`, which sets OPSKEW_PROFILE_SPEC")
+        rb.fail("run this through `opskew profile`, which sets OPSKEW_PROFILE_SPEC")
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - any import failure ends here
-        rb._fail("cannot import torch in the profiled interpreter: %s" % exc)
+        rb.fail("cannot import torch in the profiled interpreter: %s" % exc)
     if spec["device"] == "cuda" and not torch.cuda.is_available():
-        rb._fail("--device cuda: this torch sees no CUDA device (torch %s)" % torch.__version__)
+        rb.fail("--device cuda: this torch sees no CUDA device (torch %s)" % torch.__version__)
     driver = Driver(spec, torch, profiler_core.profile)
     profiler_core.driver = driver
     _count_children(driver)
@@ -443,7 +442,7 @@ def main():
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
         except ImportError:
-            rb._fail("this torch (%s) has no global optimizer step hooks (torch >= 2.0): mark steps with "
+            rb.fail("this torch (%s) has no global optimizer step hooks (torch >= 2.0): mark steps with "
                      "--step-marker NAME or opskew.step()" % torch.__version__)
 
         handle = register_optimizer_step_post_hook(driver.optimizer_step)
@@ -451,7 +450,7 @@ def main():
     sys.argv = user_argv
     ended_by = None
     try:
-        rb._run_user(kind, target)
+        rb.run_user(kind, target)
         ended_by = "the script returned"
     except SystemExit as exc:
         ended_by = "sys.exit(%r)" % (exc.code,) if exc.code not in (None, 0) else "the script returned"
@@ -477,9 +476,7 @@ def main():
 if __name__ == "__main__":
     try:
         main()
-    except BaseException as _exc:  # raised on with the user's frames (_record_boot.for_user)
-        from opskew._entry.record_boot import for_user
-
-        if for_user(_exc) is None:
+    except BaseException as _exc:  # raised on with the user's frames (record_boot.for_user)
+        if rb.for_user(_exc) is None:
             raise
         raise _exc

@@ -57,7 +57,7 @@ _STATUS = {}
 _C_WRITE_FAILED = "opskew: could not write the trace to "
 
 
-def _fail(msg):
+def fail(msg):
     # The parent prints the message as its one-line error; without a parent
     # (run by hand) it goes to stderr.
     path = os.environ.get("OPSKEW_BOOT_ERROR")
@@ -103,7 +103,7 @@ def _remove_parents_tmpdir():
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def _die_with_parent():
+def die_with_parent():
     """SIGTERM when the parent dies, so a SIGKILLed `opskew record` leaves no
     orphan running: the script stops as on Ctrl-C, its trace is written, and
     the parent's temporary folder removed (_remove_parents_tmpdir)."""
@@ -178,17 +178,17 @@ def _finish_capturing(session):
     return rc, err, text
 
 
-def _parse(argv):
+def parse(argv):
     """Returns (kind, target, argv for the user's code)."""
     if not argv:
-        _fail("no script, -c or -m given to the Python command")
+        fail("no script, -c or -m given to the Python command")
     if argv[0] == "-c":
         if len(argv) < 2:
-            _fail("-c needs an argument")
+            fail("-c needs an argument")
         return "code", argv[1], ["-c"] + argv[2:]
     if argv[0] == "-m":
         if len(argv) < 2:
-            _fail("-m needs an argument")
+            fail("-m needs an argument")
         return "module", argv[1], [argv[1]] + argv[2:]
     return "path", argv[0], list(argv)
 
@@ -203,7 +203,7 @@ def _load_pyhook(path):
     try:
         return _load_by_path("opskew._pyhook", path)
     except Exception as exc:  # noqa: BLE001 - e.g. another Python version
-        _fail("cannot load opskew's profile hook (%s) in this interpreter: %s; run `opskew record` "
+        fail("cannot load opskew's profile hook (%s) in this interpreter: %s; run `opskew record` "
               "with the Python that opskew is installed in" % (path, exc))
 
 
@@ -212,12 +212,12 @@ def _start(boot, torch, inst):
     if inst == "pyhook":
         path = os.environ.get("OPSKEW_PYHOOK_PATH", "")
         if not path:
-            _fail("run this through `opskew record`, which sets OPSKEW_PYHOOK_PATH")
+            fail("run this through `opskew record`, which sets OPSKEW_PYHOOK_PATH")
         return boot.start_pyhook(_load_pyhook(path), torch, record=True)
     env, what = boot.ENV[inst], boot.WHAT[inst]
     path = os.environ.get(env, "")
     if not path:
-        _fail("run this through `opskew record`, which sets %s" % env)
+        fail("run this through `opskew record`, which sets %s" % env)
     return boot.start_collector(
         torch, inst, path, record=True,
         not_bound=lambda bound: "PyTorch did not load opskew's %s collector (%s); is %s overridden, or "
@@ -232,7 +232,7 @@ def _start_native(boot, torch):
         native = _load_by_path("_opskew_native", os.path.join(_PACKAGE, "tracer", "native.py"))
         session, why = boot.start_native_or_why(native, torch, boot.default_path("native"), record=True)
     except boot.SetupError as exc:  # a session already active
-        _fail(str(exc))
+        fail(str(exc))
     except Exception as exc:  # noqa: BLE001 - loading native.py failed: never break the run for it
         session, why = None, "its builder failed: %s" % exc
     if session is not None:
@@ -246,11 +246,11 @@ def main():
     atexit.register(_remove_parents_tmpdir)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    _die_with_parent()
-    kind, target, user_argv = _parse(sys.argv[1:])
+    die_with_parent()
+    kind, target, user_argv = parse(sys.argv[1:])
     inst = os.environ.get("OPSKEW_INSTRUMENT") or "auto"
     if not os.environ.get("OPSKEW_TRACE_OUT") or inst not in ("auto", "native", "itt", "pyhook", "nvtx"):
-        _fail("run this through `opskew record`, which sets OPSKEW_INSTRUMENT and OPSKEW_TRACE_OUT")
+        fail("run this through `opskew record`, which sets OPSKEW_INSTRUMENT and OPSKEW_TRACE_OUT")
     # Only this process writes the trace; children inheriting the
     # environment (multiprocessing, subprocess) must not overwrite it.
     os.environ["OPSKEW_TRACE_PID"] = str(os.getpid())
@@ -260,7 +260,7 @@ def main():
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - any import failure ends here
-        _fail("cannot import torch in the traced interpreter: %s" % exc)
+        fail("cannot import torch in the traced interpreter: %s" % exc)
 
     boot = _load_boot()
     session = None
@@ -271,13 +271,13 @@ def main():
         if inst == "nvtx":
             why = boot.cuda_missing_reason(torch)
             if why:
-                _fail("--device cuda: " + why)
+                fail("--device cuda: " + why)
         elif inst == "itt" and not boot.has_itt(torch):
-            _fail(boot.no_itt_message(torch, "--instrument pyhook"))
+            fail(boot.no_itt_message(torch, "--instrument pyhook"))
         try:
             session = _start(boot, torch, inst)
         except boot.SetupError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     # One W for the tracer: the in-window W record found in the calibrations.
     boot.apply_env_cost(session.lib, session.instrument, torch.__version__)
 
@@ -307,7 +307,7 @@ def main():
 
     sys.argv = user_argv
     try:
-        _run_user(kind, target)
+        run_user(kind, target)
     except BaseException as exc:
         conflict = _profiler_conflict(exc, inst)
         if conflict:
@@ -354,7 +354,7 @@ def for_user(exc):
     return None if tb is None or isinstance(exc, SystemExit) else exc.with_traceback(tb)
 
 
-def _run_user(kind, target):
+def run_user(kind, target):
     """Runs the user's code as `python` would: sys.path[0] is the script's
     folder ("" for -c, the working folder for -m), except under -P or -I
     (sys.flags.safe_path), where Python puts none there and the entry is the

@@ -1,6 +1,6 @@
 """The `opskew` command line: argument parsing and dispatch to subcommands.
 
-Each subcommand lives in `opskew.commands.<name>` and provides `HELP` (one
+Each subcommand lives in `opskew.cli.commands.<name>` and provides `HELP` (one
 line), `DESCRIPTION` (the --help text), `add_arguments(parser)` and
 `run(args) -> int` (the argparse dest `command` is taken by
 the dispatcher). Errors derived from `opskew.errors.OpskewError` become a
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from opskew import __version__
+from opskew import __version__, _engine
 from opskew.errors import EXIT_INTERRUPTED, EXIT_USAGE, OpskewError, from_c_error
 
 COMMANDS = ("check", "matrix", "sweep", "advise", "record", "profile", "summary", "calibrate", "correct",
@@ -84,9 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
-            mod = importlib.import_module(f"opskew.commands.{name}")
+            mod = importlib.import_module(f"opskew.cli.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"opskew.commands.{name}":
+            if exc.name == f"opskew.cli.commands.{name}":
                 continue  # a command not built yet in this checkout
             raise
         p = sub.add_parser(
@@ -112,8 +113,6 @@ def main(argv=None) -> int:
     except MemoryError:
         # Out of memory in Python (or in a binding building its result) exits
         # as the C's OSK_ENOMEM does, through the same route.
-        from opskew import _engine
-
         exc = from_c_error(_engine.ENOMEM, "running")
         print(f"opskew {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -126,8 +125,6 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         # The reader of standard output stopped (`| head`): what it took was
         # all it wanted. Later writes, and the flush at exit, go nowhere.
-        import os
-
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0

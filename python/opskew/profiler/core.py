@@ -220,9 +220,7 @@ class profile:
 
     # ----------------------------------------------------- the step bodies
     def _sync(self):
-        """With CUDA activity, waits for the device at each step boundary, so
-        a step's time includes its kernels (the CPU side alone runs ahead of
-        the GPU by up to the launch queue's depth)."""
+        """With CUDA, waits for the device at each step boundary: a step's time includes its kernels."""
         if self._cuda and self._torch.cuda.is_initialized():
             self._torch.cuda.synchronize()
 

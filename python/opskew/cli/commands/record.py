@@ -18,7 +18,8 @@ from importlib import metadata
 
 from opskew.analyze.tracefile import scan
 from opskew.calibration.store import tracer_cost
-from opskew.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, OpskewError, UsageError
+from opskew.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, OpskewError, UsageError
+from opskew.exitcodes import EXIT_SETUP
 from opskew.output import check_output
 from opskew.render.tables import trace_summary
 from opskew.tracer import collectors

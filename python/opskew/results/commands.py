@@ -1,0 +1,188 @@
+"""The typed results of the commands the Python API runs (docs/api.md): one
+class per command, each reading its documented JSON (`to_dict()` gives it
+back unchanged), with typed properties for its headline figures, its rows
+and its text (the command line's, from opskew.render)."""
+
+from __future__ import annotations
+
+from opskew.render.check import print_human as check_text
+from opskew.render.compare import csv_rows
+from opskew.render.compare import print_human as compare_text
+from opskew.render.advise import print_human as advise_text
+from opskew.render.job import render as job_text
+from opskew.render.matrix import print_human as matrix_text
+from opskew.render.summary import print_table
+from opskew.render.sweep import plot as sweep_plot
+from opskew.render.sweep import print_human as sweep_text
+from opskew.render.verdict import plot as verdict_plot
+from opskew.render.verdict import sentence
+from opskew.results.base import Result, flat, register
+
+
+@register
+class CheckResult(Result):
+    """`opskew check`: W with its CI, the verdict, the per-operator verdict."""
+    KIND = "check"
+    SCHEMAS = ("opskew.check/1",)
+
+    @property
+    def w_ns(self) -> dict | None:
+        """W per event: {"median": ns, "ci95": [low, high], ...}."""
+        return self._data.get("added_per_event_ns")
+
+    @property
+    def skewed(self) -> bool | None:
+        return (self._data.get("verdict") or {}).get("skewed")
+
+    def render_text(self, out) -> None:
+        check_text(self._data, out)
+
+    def rows(self) -> list:
+        return [flat(o) for o in (self._data.get("operators") or {}).get("ops", [])]
+
+    def plot(self, path: str):
+        """The per-operator verdict drawn to `path` (.png or .svg), as
+        `--plot` draws it, through opskew's one writer (docs/outputs.md)."""
+        if "operators" not in self._data:
+            raise ValueError("this check has no per-operator verdict to plot"
+                             + (f" ({self._data['correction_error']})"
+                                if self._data.get("correction_error") else ""))
+        if not str(path).lower().endswith((".png", ".svg")):
+            raise ValueError("plot path must end in .png or .svg")
+        verdict_plot(self._data["operators"], str(path), title=self._data["conditions"]["workload"]["description"])
+        return str(path)
+
+    def where_skew_lands(self) -> str:
+        """In plain words, where the instrument's time lies in the verdict
+        window's trace (inside leaf operators or between events)."""
+        if "operators" not in self._data:
+            raise ValueError("only a check with a per-operator verdict says where the skew lands")
+        return sentence(self._data["operators"]["summary"])
+
+
+@register
+class MatrixResult(Result):
+    """`opskew matrix`: every instrument and profiler option priced per event."""
+    KIND = "matrix"
+    SCHEMAS = ("opskew.matrix/1",)
+
+    def render_text(self, out) -> None:
+        matrix_text(self._data, out)
+
+    def rows(self) -> list:
+        return [flat(r) for r in self._data.get("rows", [])]
+
+
+@register
+class AdviseResult(Result):
+    """`opskew advise`: the cheapest configuration, its schedule and snippet."""
+    KIND = "advise"
+    SCHEMAS = ("opskew.advise/1",)
+
+    @property
+    def recommended(self) -> dict | None:
+        return self._data.get("recommended")
+
+    def render_text(self, out) -> None:
+        advise_text(self._data, out)
+
+    def rows(self) -> list:
+        return [{"candidate": k, **flat(v)} for k, v in self._data.get("candidates", {}).items()]
+
+
+@register
+class SweepResult(Result):
+    """`opskew sweep`: reported against true time over operator size."""
+    KIND = "sweep"
+    SCHEMAS = ("opskew.sweep/1",)
+
+    def render_text(self, out) -> None:
+        sweep_text(self._data, out)
+
+    def rows(self) -> list:
+        d, rows = self._data, []
+        for curve in d.get("curves", []):
+            for p in curve["points"]:
+                base = {k: v for k, v in p.items() if k != "by"}
+                for iname, by in p["by"].items():
+                    rows.append({"op": curve["op"], **base, "instrument": iname,
+                                 "instrument_label": d["instruments"][iname], **flat(by)})
+        return rows
+
+    def plot(self, path: str):
+        """The curves to PATH.png and PATH.svg; returns both paths."""
+        return sweep_plot(self._data, str(path))
+
+
+@register
+class SummaryResult(Result):
+    """`opskew summary`: the per-operator table of a trace, or of a job's
+    traces merged (schema opskew.job_summary/1)."""
+    KIND = "summary"
+    SCHEMAS = ("opskew.summary/1", "opskew.job_summary/1")
+
+    @property
+    def ops(self) -> list:
+        d = self._data
+        return d["merged"]["ops"] if "merged" in d else d["ops"]
+
+    def render_text(self, out) -> None:
+        top = self.option("top", 30)
+        if "merged" in self._data:
+            job_text(self._data, out, top=top)
+        else:
+            print_table(self._data, self._data["ops"], top, out, self._data.get("losses"))
+
+    def rows(self) -> list:
+        return [flat(o) for o in self.ops]
+
+
+def _compare_csv_header(d: dict) -> list:
+    """compare's per-input fields after name and unit, as its CSV names them."""
+    labels = [i["label"] for i in d["inputs"]]
+    return ([f"{x}{s}" for x in labels for s in ("", "_low", "_high")]
+            + [f"{x}_{s}" for x in labels[1:] for s in ("ratio", "change", "significant")])
+
+
+@register
+class CompareResult(Result):
+    """`opskew compare`: inputs side by side, each against the first."""
+    KIND = "compare"
+    SCHEMAS = ("opskew.compare/1",)
+
+    def render_text(self, out) -> None:
+        compare_text(self._data, out)
+
+    def rows(self) -> list:
+        d = self._data
+        out, n = [], len(d["inputs"])
+        for r in csv_rows(d):
+            cells = list(r[:2])
+            for v in r[2:2 + n]:
+                cells += list(v)
+            out.append(dict(zip(("name", "unit", *_compare_csv_header(d)), cells + list(r[2 + n:]))))
+        return out
+
+
+@register
+class CorrectResult(Result):
+    """`opskew correct --json`: the corrected table and the correction's figures."""
+    KIND = "correct"
+    SCHEMAS = ("opskew.correct/1",)
+
+    def rows(self) -> list:
+        return [flat(o) for o in self._data.get("ops", [])]
+
+
+@register
+class CalibrationsResult(Result):
+    """`opskew calibrate --json`: the calibrations measured and stored."""
+    KIND = "calibrate"
+    SCHEMAS = ("opskew.calibrate/1",)
+
+    def rows(self) -> list:
+        return [flat(c) for c in self._data.get("calibrations", [])]
+
+
+BY_KIND = {c.KIND: c for c in (CheckResult, MatrixResult, AdviseResult, SweepResult, SummaryResult,
+                               CompareResult, CorrectResult, CalibrationsResult)}
