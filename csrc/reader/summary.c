@@ -180,8 +180,10 @@ struct osk_summary {
   size_t n_ops, ops_cap;
 
   osk__threads_t th; /* thread ids, names, and the processes */
-  osk_summary_process_t *procs; /* th's processes, as osk_summary_process hands them out */
-  size_t n_procs, procs_cap;
+  struct { /* th's processes, as osk_summary_process hands them out */
+    osk_summary_process_t *row;
+    size_t n, cap;
+  } procs;
   thread_t *threads;  /* by thread id */
   size_t n_threads, threads_cap;
 
@@ -411,12 +413,13 @@ static int on_metadata(osk_summary_t *s, const osk_reader_event_t *ev) {
   int64_t named, named_proc;
   int rc = osk__threads_metadata_ev(&s->th, ev, &named, &named_proc);
   const osk__threads_t *th = &s->th;
-  if (th->n_procs > s->n_procs || named_proc >= 0) {
-    if (osk__grow((void **)&s->procs, &s->procs_cap, th->n_procs, sizeof *s->procs)) return OSK_ENOMEM;
-    for (; s->n_procs < th->n_procs; s->n_procs++)
-      s->procs[s->n_procs] = (osk_summary_process_t){osk__reader_id(&th->procs[s->n_procs].pid),
-                                                     th->procs[s->n_procs].name};
-    if (named_proc >= 0) s->procs[named_proc].name = th->procs[named_proc].name;
+  if (th->n_procs > s->procs.n || named_proc >= 0) {
+    if (osk__grow((void **)&s->procs.row, &s->procs.cap, th->n_procs, sizeof *s->procs.row))
+      return OSK_ENOMEM;
+    for (; s->procs.n < th->n_procs; s->procs.n++)
+      s->procs.row[s->procs.n] = (osk_summary_process_t){osk__reader_id(&th->procs[s->procs.n].pid),
+                                                         th->procs[s->procs.n].name};
+    if (named_proc >= 0) s->procs.row[named_proc].name = th->procs[named_proc].name;
   }
   if (rc || named < 0) return rc;
   thread_t *t = thread_at(s, named);
@@ -683,10 +686,10 @@ const osk_summary_thread_t *osk_summary_thread(const osk_summary_t *s, size_t i)
   return s && i < s->n_threads ? &s->threads[i].pub : NULL;
 }
 
-size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->n_procs : 0; }
+size_t osk_summary_process_count(const osk_summary_t *s) { return s ? s->procs.n : 0; }
 
 const osk_summary_process_t *osk_summary_process(const osk_summary_t *s, size_t i) {
-  return s && i < s->n_procs ? &s->procs[i] : NULL;
+  return s && i < s->procs.n ? &s->procs.row[i] : NULL;
 }
 
 const osk_summary_stats_t *osk_summary_stats(const osk_summary_t *s) {
@@ -709,7 +712,7 @@ void osk_summary_free(osk_summary_t *s) {
   }
   osk__names_free(&s->names);
   osk__threads_free(&s->th);
-  free(s->procs);
+  free(s->procs.row);
   for (size_t i = 0; i < 2 * s->n_meta; i++) free(s->meta_kv[i]);
   free(s->meta_kv);
   free(s->meta_len);
