@@ -68,6 +68,38 @@ def phase_blocks(steps: list) -> list:
     return out
 
 
+def wait_drift(records: list, forgot: bool) -> dict | None:
+    """Whether the process's wait steps are bare: its settled wait steps
+    after a trace (SETTLE on, not under opskew's tracer) against its wait
+    steps before the first trace (the run's first POST_TRACE left out: the
+    loop's own warm-up). Each median's interval is the sign test's at 97.5%,
+    so the ratio's, from their ends, covers at least 95%. None where the run
+    has fewer than MIN_PAIRS of either, or forgot its steps before the first
+    trace (forget_old)."""
+    if forgot:
+        return None
+    blocks = phase_blocks(records)
+    before = []
+    for phase, steps in blocks:
+        if phase != "wait":
+            break
+        before += [s["ns"] for s in steps if not s.get("ref")]
+    before = before[POST_TRACE:]
+    after = [s["ns"] for k, (phase, steps) in enumerate(blocks)
+             if phase == "wait" and k > 0 and blocks[k - 1][0] == "active"
+             for s in steps[SETTLE:] if not s.get("ref")]
+    if len(before) < MIN_PAIRS or len(after) < MIN_PAIRS:
+        return None
+    b = _engine.paired([0.0] * len(before), before, level=0.975)
+    a = _engine.paired([0.0] * len(after), after, level=0.975)
+    ci = None
+    if a["ci_reaches_level"] and b["ci_reaches_level"] and b["ci"][0] > 0:
+        ci = [a["ci"][0] / b["ci"][1], a["ci"][1] / b["ci"][0]]
+    return {"ratio": a["median"] / b["median"], "ci95": ci, "before_steps": len(before),
+            "after_steps": len(after), "before_ns": b["median"], "after_ns": a["median"],
+            "not_bare": bool(ci is not None and ci[0] > 1.0)}
+
+
 def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bool):
     """W per operator event from every active step whose trace was read
     (of the last KEEP_CYCLES cycles: the profiler's step clock keeps those),
@@ -171,7 +203,16 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
         notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
                      "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
                      "not paired; use active >= 2 for an in-run W")
+    drift = wait_drift(records, forgot)
+    if drift is not None and drift["not_bare"]:
+        lo, hi = drift["ci95"]
+        notes.append(f"wait steps are not bare: the settled wait steps after a trace ran "
+                     f"{100 * (drift['ratio'] - 1):+.1f}% [{100 * (lo - 1):+.1f}%, {100 * (hi - 1):+.1f}%] against "
+                     f"this process's wait steps before its first trace ({drift['after_steps']} and "
+                     f"{drift['before_steps']} steps); W is measured against them, so the corrected step keeps that "
+                     "part of the profiler's after-effect (docs/profile.md, \"Wait steps under a live profiler\")")
     detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
+              "wait_drift": drift,
               "pairs_near_trace": near_trace,
               "cold_first_active_extra_ns": median(cold), "cold_first_active_cycles": len(cold),
               "w_by_position": [{"position": k, "w_ns": median(v), "pairs": len(v)}
