@@ -37,9 +37,9 @@ def usable_cpus() -> int:
 
 def cache_home() -> str:
     """opskew's cache folder: $OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew,
-    else ~/.cache/opskew. The same rule as tracer.native.cache_home, which
-    keeps its own copy because the record child loads native.py by path,
-    before the package (keep the two the same)."""
+    else ~/.cache/opskew. The one rule for every cache: tracer.native (the
+    shims') loads this file by path, as the record child loads native.py,
+    before the package, so this module stays standard-library only."""
     d = os.environ.get("OPSKEW_CACHE_DIR")
     if not d:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

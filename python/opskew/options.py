@@ -136,6 +136,14 @@ class Spec:
         return self._class
 
 
+def declared(command: str, declare) -> tuple:
+    """(the Spec of `command`, filled by `declare(spec)`, the module's
+    declaration of its options; its options class)."""
+    spec = Spec(command)
+    declare(spec)
+    return spec, spec.options_class()
+
+
 def convert(spec: Spec, command: str, options: dict, *, refused: dict, fixed: dict):
     """The command's options object from the API's keyword arguments, each
     checked and converted as the command line would take its text: an

@@ -10,7 +10,7 @@ import string
 
 from opskew.analyze.tracefile import DEFAULT_EXCLUDED, rereadable, scan, summarize
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
-from opskew.options import Spec
+from opskew.options import Spec, declared
 from opskew.output import check_output
 from opskew.render.trace_notes import warnings_of
 from opskew.stats.estimators import estimate
@@ -34,9 +34,7 @@ def declare(p: Spec) -> None:
     p.add_argument("--csv", metavar="PATH", help="write every row as CSV to PATH ('-': stdout)")
 
 
-SPEC = Spec("compare")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("compare", declare)
 
 
 # -- reading the inputs -----------------------------------------------------------

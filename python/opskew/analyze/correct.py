@@ -10,7 +10,7 @@ from opskew.analyze.tracefile import correct, rereadable, scan
 from opskew.calibration.store import SCHEMA as CALIBRATION_SCHEMA
 from opskew.calibration.store import CalibrationError, config_name, find, load, make_key, validate
 from opskew.errors import UsageError
-from opskew.options import Spec
+from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
 
 SCHEMA = "opskew.correct/1"
@@ -40,9 +40,7 @@ def declare(p: Spec) -> None:
                    "numbers (times in ns)")
 
 
-SPEC = Spec("correct")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("correct", declare)
 
 
 def detect(path: str) -> dict:

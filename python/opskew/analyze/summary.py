@@ -10,7 +10,7 @@ import os
 from opskew.analyze import job
 from opskew.analyze.tracefile import DEFAULT_EXCLUDED, losses_of, summarize
 from opskew.errors import UsageError
-from opskew.options import Spec
+from opskew.options import Spec, declared
 from opskew.output import check_output
 from opskew.render.trace_notes import warnings_of
 
@@ -58,9 +58,7 @@ def declare(p: Spec) -> None:
                      "cross-rank figures in their metadata")
 
 
-SPEC = Spec("summary")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("summary", declare)
 
 
 def is_job(args) -> bool:

@@ -236,31 +236,36 @@ def clear() -> tuple[list, list]:
     else (no symlink, no other file). Returns (removed, left)."""
     d = cache_dir()
     removed, left = [], []
-    try:
-        names = sorted(os.listdir(d))
-    except (FileNotFoundError, NotADirectoryError):
+    names = _unless_gone(os.listdir, d, "list calibrations in", gone=(FileNotFoundError, NotADirectoryError))
+    if names is _GONE:
         return removed, left
-    except OSError as exc:
-        raise UsageError(f"cannot list calibrations in {d}: {exc.strerror or exc}") from None
-    for name in names:
+    for name in sorted(names):
         path = os.path.join(d, name)
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
+        st = _unless_gone(os.lstat, path, "examine")
+        if st is _GONE:
             continue
-        except OSError as exc:
-            raise UsageError(f"cannot examine {path}: {exc.strerror or exc}") from None
         if _OURS.fullmatch(name) and stat.S_ISREG(st.st_mode):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
+            if _unless_gone(os.unlink, path, "remove") is _GONE:
                 continue
-            except OSError as exc:
-                raise UsageError(f"cannot remove {path}: {exc.strerror or exc}") from None
             removed.append(path)
         else:
             left.append(path)
     return removed, left
+
+
+_GONE = object()
+
+
+def _unless_gone(call, path: str, doing: str, gone=(FileNotFoundError,)):
+    """`call(path)`, or _GONE where the path is gone (`gone`: what says so),
+    as another process may clear the cache at the same time; any other
+    OSError is a UsageError: "cannot {doing} {path}: why"."""
+    try:
+        return call(path)
+    except gone:
+        return _GONE
+    except OSError as exc:
+        raise UsageError(f"cannot {doing} {path}: {exc.strerror or exc}") from None
 
 
 def find(instrument: str, config: str, torch_version: str, device: str | None = None,

@@ -16,10 +16,11 @@ from opskew.experiments.common import Computed, add_workload_arguments, conclude
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import TorchProfiler
 from opskew.measure.rounds import conditions, make_window, progress_printer
-from opskew.options import Spec
+from opskew.options import Spec, declared
 from opskew.output import check_output, write_file
 from opskew.profiler.leafref import REF_WAIT
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
+from opskew.render.advise import schedule_args
 from opskew.stats.estimators import estimate, per_event_diff
 
 
@@ -44,9 +45,7 @@ def declare(p: Spec) -> None:
     p.add_argument("--json", metavar="PATH", help="write the result as JSON (schema opskew.advise/1), - for stdout")
 
 
-SPEC = Spec("advise")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("advise", declare)
 
 
 def stabilization(times: list) -> dict:
@@ -216,8 +215,7 @@ def snippet(result: dict, args) -> str:
         "with profile(",
         f"    activities=[{acts}],",
         opts.rstrip("\n") + ("\n" if opts else "") +
-        f"    schedule=schedule(wait={sch['wait']}, warmup={sch['warmup']}, active={sch['active']}, "
-        f"repeat={sch['repeat']}),",
+        f"    schedule=schedule({schedule_args(sch)}),",
         f"    on_trace_ready=lambda p: p.export_chrome_trace({args.trace_file!r}),",
         ") as prof:",
         f"    for _ in range({total}):",

@@ -16,7 +16,7 @@ from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import PROFILER_OPTIONS, BusyWait, OpskewTracer, TorchProfiler
 from opskew.measure.rounds import make_window, progress_printer
 from opskew.measure.workload import leaf_panel, load_target
-from opskew.options import Spec, finite_float
+from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
 from opskew.render.units import fmt_ns
 from opskew.stats.estimators import operator_event_cost, per_event_diff
@@ -54,9 +54,7 @@ def declare(p: Spec) -> None:
     p.add_argument("--json", metavar="PATH", help="write the calibrations as JSON, - for stdout")
 
 
-SPEC = Spec("calibrate")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("calibrate", declare)
 
 
 def _configs(specs):

@@ -17,7 +17,7 @@ from opskew.measure import rounds as measure_rounds
 from opskew.measure.bytecode import measured as measured_bytecode
 from opskew.measure.instruments import PROFILER_OPTIONS, parse_instrument
 from opskew.measure.rounds import conditions, make_window, progress_printer
-from opskew.options import Spec, finite_float
+from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output, write_failure, write_file
 from opskew.render.verdict import plot
 from opskew.stats.estimators import analyze_check, busy_wait_spun, operator_event_cost, python_event_cost
@@ -61,9 +61,7 @@ def declare(p: Spec) -> None:
                    help="skip the per-operator verdict's extra profiled window")
 
 
-SPEC = Spec("check")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("check", declare)
 
 
 def _check_paths(args):

@@ -16,7 +16,7 @@ from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import (PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer,
                                         TorchProfiler)
 from opskew.measure.rounds import conditions, progress_printer
-from opskew.options import Spec
+from opskew.options import Spec, declared
 from opskew.output import check_output
 from opskew.render.matrix import marginal_state
 from opskew.stats.estimators import estimate, gpu_side, per_event_diff
@@ -38,9 +38,7 @@ def declare(p: Spec) -> None:
                    help="write the result as JSON (schema opskew.matrix/1) to PATH, or - for stdout")
 
 
-SPEC = Spec("matrix")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("matrix", declare)
 
 
 def build_arms(device: str, export: bool, inject: int | None, no_tracer: bool = False):

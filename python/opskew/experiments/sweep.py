@@ -18,7 +18,7 @@ from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import PROFILER_OPTIONS, OpskewTracer, TorchProfiler
 from opskew.measure.rounds import conditions, make_window, user_traceback
 from opskew.measure.workload import load_module
-from opskew.options import Spec, finite_float
+from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
 from opskew.render.sweep import ANNOTATION, plot
 from opskew.render.units import fmt_time
@@ -52,9 +52,7 @@ def declare(p: Spec) -> None:
     p.add_argument("--json", metavar="PATH", help="write the table as JSON (schema opskew.sweep/1), - for stdout")
 
 
-SPEC = Spec("sweep")
-declare(SPEC)
-Options = SPEC.options_class()
+SPEC, Options = declared("sweep", declare)
 
 
 def _op_factory(spec: str, device: str):

@@ -399,19 +399,13 @@ class OpskewTracer(Instrument):
     def trial(self, window):
         session = tracer_session.trace(None, instrument=self.instrument)  # aten operators
         t0 = time.perf_counter()
-        rec = session.__enter__()
-        t1 = time.perf_counter()
-        if rec.instrument != self.instrument:  # a fallback would price another instrument
-            session.__exit__(None, None, None)
-            raise RuntimeError(f"opskew's {self.instrument} collector is unavailable here "
-                               f"(it fell back to {rec.instrument})")
-        try:
+        with session as rec:
+            t1 = time.perf_counter()
+            if rec.instrument != self.instrument:  # a fallback would price another instrument
+                raise RuntimeError(f"opskew's {self.instrument} collector is unavailable here "
+                                   f"(it fell back to {rec.instrument})")
             result = window()
-        except BaseException as exc:
-            session.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        t2 = time.perf_counter()
-        session.__exit__(None, None, None)
+            t2 = time.perf_counter()
         t3 = time.perf_counter()
         rows = rec.summary.rows  # computed in C
         t4 = time.perf_counter()

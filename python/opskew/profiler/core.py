@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 import time
+from operator import attrgetter
 
 from opskew.profiler.clock import StepClock
 from opskew.profiler.cycle import CycleAnalysis, claim, count, error_report, shed_old_operators
@@ -178,28 +179,14 @@ class profile:
         return False
 
     # ------------------------------------------------------ what it measured
-    @property
-    def steps(self) -> list:
-        """One record per step body kept: {"step", "phase", "ns"} (StepClock)."""
-        return self._clock.steps
-
-    @property
-    def step_calls(self) -> list:
-        """One record per step() call kept: {"after_step", "ns", "on_trace_ready_ns"}."""
-        return self._clock.calls
-
-    @property
-    def _events(self) -> dict:
-        return self._clock.events
-
-    @property
-    def _pair_steps(self) -> list:
-        return self._analysis.pair_steps
-
-    @property
-    def final(self) -> dict | None:
-        """The run's W from all its steps, set at stop()."""
-        return self._analysis.final
+    # (read from the step clock and the cycles' analysis, which keep them)
+    steps = property(attrgetter("_clock.steps"),
+                     doc="""One record per step body kept: {"step", "phase", "ns"} (StepClock).""")
+    step_calls = property(attrgetter("_clock.calls"),
+                          doc="""One record per step() call kept: {"after_step", "ns", "on_trace_ready_ns"}.""")
+    _events = property(attrgetter("_clock.events"))
+    _pair_steps = property(attrgetter("_analysis.pair_steps"))
+    final = property(attrgetter("_analysis.final"), doc="The run's W from all its steps, set at stop().")
 
     @property
     def report(self) -> dict | None:

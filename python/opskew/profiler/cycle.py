@@ -6,6 +6,7 @@ final W. Loops here are over steps and cycles, never over events."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from opskew.analyze.tracefile import correct
@@ -90,26 +91,29 @@ def error_report(cycle: int, rank, world_size: int, error: str, steps: dict, ste
             "step_ranges": dict(step_ranges or {}) or None}
 
 
+@dataclasses.dataclass(eq=False)
 class CycleAnalysis:
     """What one profiler knows of its traced cycles, and how it analyses
-    each: `wv` the latest W a trace was corrected with (None where there is
-    none), `final` the run's W from all its steps (set at stop()),
-    `pair_steps` the last estimate's pairs as (active step, wait step)."""
+    each: its step clock, leaf reference, figures and trace files (the
+    profiler's), its settings, and what it found: `wv` the latest W a trace
+    was corrected with (None where there is none), `final` the run's W from
+    all its steps (set at stop()), `pair_steps` the last estimate's pairs as
+    (active step, wait step)."""
 
-    def __init__(self, clock, ref, figures, files, *, options: dict, threshold: float, has_schedule: bool,
-                 waits: int, rank, world_size: int):
-        self.clock = clock
-        self.ref = ref
-        self.figures = figures
-        self.files = files
-        self.options = options
-        self.threshold = threshold
-        self.has_schedule = has_schedule
-        self.waits = waits
-        self.rank, self.world_size = rank, world_size
-        self.wv = None
-        self.final = None
-        self.pair_steps: list = []
+    clock: object
+    ref: object
+    figures: object
+    files: object
+    _: dataclasses.KW_ONLY
+    options: dict
+    threshold: float
+    has_schedule: bool
+    waits: int
+    rank: int | None
+    world_size: int
+    wv: dict | None = dataclasses.field(default=None, init=False)
+    final: dict | None = dataclasses.field(default=None, init=False)
+    pair_steps: list = dataclasses.field(default_factory=list, init=False)
 
     def estimate(self):
         """W from the kept steps' pairs (estimate_w): (W or None, notes, detail)."""

@@ -7,6 +7,12 @@ import sys
 from opskew.render.units import count_of, fmt_ns, fmt_time
 
 
+def schedule_args(sch: dict) -> str:
+    """A recommended schedule's arguments, as the text and the snippet write
+    them: "wait=2, warmup=1, active=5, repeat=1"."""
+    return ", ".join(f"{k}={sch[k]}" for k in ("wait", "warmup", "active", "repeat"))
+
+
 def print_human(result, out=None):
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
@@ -33,11 +39,9 @@ def print_human(result, out=None):
                   f"export {fmt_ns(cand['export_per_event_ns'])}, {cand['export_bytes_per_event']:.0f} B/event\n")
     rec = result.get("recommended")
     if rec:
-        sch = rec["schedule"]
         est = rec["estimate"]
         out.write(f"\n  recommended: {rec['label']}\n    {rec['why']}\n")
-        out.write(f"  schedule: wait={sch['wait']}, warmup={sch['warmup']}, active={sch['active']}, "
-                  f"repeat={sch['repeat']}\n")
+        out.write(f"  schedule: {schedule_args(rec['schedule'])}\n")
         out.write(f"  estimate: {est['events']:.6g} events, trace {est['trace_mb']:.3g} MB; each active "
                   f"iteration runs {100 * est['active_slowdown']:.0f}% slower; stop+export "
                   f"{fmt_time(est['stop_export_s'])} (the snippet runs no key_averages())\n")

@@ -28,6 +28,23 @@ def flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def field(key: str, doc: str | None = None, *, of: str | None = None, required: bool = False) -> property:
+    """A typed result's read-only property for a field of its document:
+    `data.get(key)` (None where it is absent), `data[key]` where `required`
+    (KeyError where it is absent), or with `of` a member of a nested object,
+    `data[of].get(key)` (None where either is absent)."""
+    if required:
+        def get(self):
+            return self._data[key]
+    elif of is None:
+        def get(self):
+            return self._data.get(key)
+    else:
+        def get(self):
+            return (self._data.get(of) or {}).get(key)
+    return property(get, doc=doc)
+
+
 class Result:
     """A command's result: the fields of its JSON as attributes (`r.verdict`,
     `r["schema"]`), `kind` the command. `to_dict()` is the JSON the command
@@ -76,13 +93,8 @@ class Result:
     def option(self, name: str, default=None):
         return getattr(self._options, name, default)
 
-    @property
-    def schema(self) -> str | None:
-        return self._data.get("schema")
-
-    @property
-    def status(self) -> str | None:
-        return self._data.get("status")
+    schema = field("schema")
+    status = field("status")
 
     @classmethod
     def from_dict(cls, data: dict, options=None) -> "Result":

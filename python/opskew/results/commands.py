@@ -16,7 +16,7 @@ from opskew.render.sweep import plot as sweep_plot
 from opskew.render.sweep import print_human as sweep_text
 from opskew.render.verdict import plot as verdict_plot
 from opskew.render.verdict import sentence
-from opskew.results.base import Result, flat, register
+from opskew.results.base import Result, field, flat, register
 
 
 @register
@@ -25,14 +25,8 @@ class CheckResult(Result):
     KIND = "check"
     SCHEMAS = ("opskew.check/1",)
 
-    @property
-    def w_ns(self) -> dict | None:
-        """W per event: {"median": ns, "ci95": [low, high], ...}."""
-        return self._data.get("added_per_event_ns")
-
-    @property
-    def skewed(self) -> bool | None:
-        return (self._data.get("verdict") or {}).get("skewed")
+    w_ns = field("added_per_event_ns", """W per event: {"median": ns, "ci95": [low, high], ...}.""")
+    skewed = field("skewed", of="verdict")
 
     def render_text(self, out) -> None:
         check_text(self._data, out)
@@ -79,9 +73,7 @@ class AdviseResult(Result):
     KIND = "advise"
     SCHEMAS = ("opskew.advise/1",)
 
-    @property
-    def recommended(self) -> dict | None:
-        return self._data.get("recommended")
+    recommended = field("recommended")
 
     def render_text(self, out) -> None:
         advise_text(self._data, out)

@@ -7,41 +7,19 @@ back), with typed properties for the figures people read first."""
 from __future__ import annotations
 
 from opskew.render.profile import render
-from opskew.results.base import Result, register
+from opskew.results.base import Result, field, register
 
 
 class _WFigures(Result):
     """What a cycle's report and the run's report share: W with its
     interval, the pairs it comes from, the corrected step."""
 
-    @property
-    def w_ns(self) -> dict | None:
-        """W per operator event: {"median": ns, "ci95": [low, high] or None, ...}."""
-        return self._data.get("w_ns")
-
-    @property
-    def w_median_ns(self) -> float | None:
-        return (self._data.get("w_ns") or {}).get("median")
-
-    @property
-    def w_ci95(self) -> list | None:
-        """W's 95% interval [low, high] in ns; None where the pairs were too few."""
-        return (self._data.get("w_ns") or {}).get("ci95")
-
-    @property
-    def pairs(self) -> int | None:
-        """The (active step, wait step) pairs W comes from."""
-        return self._data.get("pairs")
-
-    @property
-    def corrected_step_ns(self) -> float | None:
-        """The step's time less the instrument's (median over the pairs)."""
-        return self._data.get("corrected_step_ns")
-
-    @property
-    def inflation(self) -> float | None:
-        """Active step over its wait step (median): 1.10 is 10% slower under the profiler."""
-        return self._data.get("inflation")
+    w_ns = field("w_ns", """W per operator event: {"median": ns, "ci95": [low, high] or None, ...}.""")
+    w_median_ns = field("median", of="w_ns")
+    w_ci95 = field("ci95", "W's 95% interval [low, high] in ns; None where the pairs were too few.", of="w_ns")
+    pairs = field("pairs", "The (active step, wait step) pairs W comes from.")
+    corrected_step_ns = field("corrected_step_ns", "The step's time less the instrument's (median over the pairs).")
+    inflation = field("inflation", "Active step over its wait step (median): 1.10 is 10% slower under the profiler.")
 
     @property
     def notes(self) -> list:
@@ -53,42 +31,15 @@ class CycleReport(_WFigures):
     corrected trace, or the `error` that stopped its analysis."""
     KIND = "profile cycle"
 
-    @property
-    def cycle(self) -> int:
-        return self._data["cycle"]
-
-    @property
-    def rank(self) -> int | None:
-        return self._data.get("rank")
-
-    @property
-    def w_source(self) -> str | None:
-        """Where W came from: "in-run", a stored calibration, ..."""
-        return self._data.get("w_source")
-
-    @property
-    def skewed(self) -> bool | None:
-        return (self._data.get("verdict") or {}).get("skewed")
-
-    @property
-    def active_step_ns(self) -> float | None:
-        return self._data.get("active_step_ns")
-
-    @property
-    def baseline_step_ns(self) -> float | None:
-        return self._data.get("baseline_step_ns")
-
-    @property
-    def raw_trace(self) -> str | None:
-        return self._data.get("raw_trace")
-
-    @property
-    def corrected_trace(self) -> str | None:
-        return self._data.get("corrected_trace")
-
-    @property
-    def error(self) -> str | None:
-        return self._data.get("error")
+    cycle = field("cycle", required=True)
+    rank = field("rank")
+    w_source = field("w_source", """Where W came from: "in-run", a stored calibration, ...""")
+    skewed = field("skewed", of="verdict")
+    active_step_ns = field("active_step_ns")
+    baseline_step_ns = field("baseline_step_ns")
+    raw_trace = field("raw_trace")
+    corrected_trace = field("corrected_trace")
+    error = field("error")
 
     def render_text(self, out) -> None:
         """The report as the profiler prints it after the cycle."""
@@ -100,23 +51,10 @@ class RunReport(_WFigures):
     corrected trace of the run's latest cycles carries."""
     KIND = "profile run"
 
-    @property
-    def cycles(self) -> int:
-        """The cycles its pairs come from (the last KEEP_CYCLES)."""
-        return self._data["cycles"]
-
-    @property
-    def run_cycles(self) -> int:
-        return self._data["run_cycles"]
-
-    @property
-    def delta_ns(self) -> float | None:
-        return self._data.get("delta_ns")
-
-    @property
-    def corrected_step_w_ci_ns(self) -> list | None:
-        """The corrected step at the ends of W's 95% interval."""
-        return self._data.get("corrected_step_w_ci_ns")
+    cycles = field("cycles", "The cycles its pairs come from (the last KEEP_CYCLES).", required=True)
+    run_cycles = field("run_cycles", required=True)
+    delta_ns = field("delta_ns")
+    corrected_step_w_ci_ns = field("corrected_step_w_ci_ns", "The corrected step at the ends of W's 95% interval.")
 
 
 @register

@@ -114,36 +114,29 @@ def hook_new_threads(on_start):
 # ------------------------------------------------------------------ ctypes
 
 
+def _fields(*runs) -> list:
+    """A mirror's _fields_ from its C struct's members in order, written as
+    C declares them: runs of (C type, "name name ...")."""
+    return [(name, ctype) for ctype, names in runs for name in names.split()]
+
+
 class Calib(ctypes.Structure):
     """osk_trace_calib_t, checked against the library when it loads."""
     _c_name_ = "osk_trace_calib_t"
-    _fields_ = [
-        ("w_ns", ctypes.c_double),
-        ("delta_ns", ctypes.c_double),
-        ("w_spread_ns", ctypes.c_double),
-        ("pairs", ctypes.c_uint32),
-        ("rounds", ctypes.c_uint32),
-        ("valid", ctypes.c_int),
-    ]
+    _fields_ = _fields((ctypes.c_double, "w_ns delta_ns w_spread_ns"),
+                       (ctypes.c_uint32, "pairs rounds"),
+                       (ctypes.c_int, "valid"))
 
 
 class Op(ctypes.Structure):
     """osk_trace_op_t (a summary row), checked against the library when it loads."""
     _c_name_ = "osk_trace_op_t"
-    _fields_ = [
-        ("name", ctypes.c_uint32),
-        ("calls", ctypes.c_uint64),
-        ("total_ns", ctypes.c_int64),
-        ("self_ns", ctypes.c_int64),
-        ("total_corrected_ns", ctypes.c_int64),
-        ("self_corrected_ns", ctypes.c_int64),
-        ("mean_ns", ctypes.c_double),
-        ("p50_ns", ctypes.c_double),
-        ("p99_ns", ctypes.c_double),
-        ("max_ns", ctypes.c_int64),
-        ("children", ctypes.c_uint64),
-        ("descendants", ctypes.c_uint64),
-    ]
+    _fields_ = _fields((ctypes.c_uint32, "name"),
+                       (ctypes.c_uint64, "calls"),
+                       (ctypes.c_int64, "total_ns self_ns total_corrected_ns self_corrected_ns"),
+                       (ctypes.c_double, "mean_ns p50_ns p99_ns"),
+                       (ctypes.c_int64, "max_ns"),
+                       (ctypes.c_uint64, "children descendants"))
 
 
 MIRRORS = (Calib, Op)

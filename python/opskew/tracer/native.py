@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -34,16 +35,21 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native_shim.
 _cache = {}
 
 
-def cache_home() -> str:
-    """opskew's cache folder: $OPSKEW_CACHE_DIR, else $XDG_CACHE_HOME/opskew,
-    else ~/.cache/opskew. The one rule for every cache (calibrations too); it
-    lives here because this module must stay stdlib-only (record's child loads
-    it by path)."""
-    d = os.environ.get("OPSKEW_CACHE_DIR")
-    if not d:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "opskew")
-    return d
+def _load_host():
+    """opskew/host.py, which keeps the one rule for every cache folder (this
+    one, the calibrations'), loaded by path: record's child loads this module
+    by path, where opskew may not be importable, so it imports nothing from
+    the package; host.py is standard-library only too."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "host.py")
+    spec = importlib.util.spec_from_file_location("_opskew_host", path)
+    host = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(host)
+    return host
+
+
+# opskew's cache folder (host.cache_home): $OPSKEW_CACHE_DIR, else
+# $XDG_CACHE_HOME/opskew, else ~/.cache/opskew.
+cache_home = _load_host().cache_home
 
 
 def cache_root() -> str:

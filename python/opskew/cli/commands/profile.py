@@ -12,7 +12,7 @@ import tempfile
 from opskew.analyze.job import SCHEMA as JOB_SCHEMA
 from opskew.analyze.job import compute as summarize_job
 from opskew.analyze.job import rank_reports
-from opskew.cli.commands.record import exit_code, run_child, split_python
+from opskew.cli.commands.record import command_of, exit_code, run_child, split_python
 from opskew.errors import UsageError
 from opskew.options import OptionValueError, finite_float
 from opskew.output import write_file
@@ -162,11 +162,7 @@ def _output_dir(path: str) -> str:
 
 
 def run(args) -> int:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise UsageError("no command given: opskew profile -o prof -- python train.py")
+    cmd = command_of(args, "opskew profile -o prof -- python train.py")
     for name in ("wait", "warmup", "skip_first", "repeat"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be 0 or more")

@@ -101,6 +101,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS]")
 
 
+def command_of(args, example: str) -> list:
+    """The command after the options (`-- COMMAND`, the `--` optional); a
+    UsageError showing `example` where none is given."""
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError(f"no command given: {example}")
+    return cmd
+
+
 def split_python(cmd: list) -> tuple:
     """(interpreter argv, user part) where the user part starts at SCRIPT, -c or -m."""
     exe = cmd[0]
@@ -209,11 +220,7 @@ def _stored_costs(device: str) -> dict:
 
 
 def run(args) -> int:
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise UsageError("no command given: opskew record -o trace.json -- python script.py")
+    cmd = command_of(args, "opskew record -o trace.json -- python script.py")
     if args.top < 0:
         raise UsageError("--top must be 0 (all) or more")
     interp, rest = split_python(cmd)
