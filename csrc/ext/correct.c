@@ -2,6 +2,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "module.h"
 #include "opskew_correct.h"
 #include "read_error.h"
 
@@ -217,30 +218,28 @@ fail:
   return NULL;
 }
 
+PyDoc_STRVAR(correct_correct_doc,
+             "correct(path, w_ns, delta_ns, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
+             "        py_categories=None, run_json=None, clock=None, waits=-1,\n"
+             "        spans=None) -> dict\n\n"
+             "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
+             "- W_py x py_descendants (Python-function events: the second class),\n"
+             "per operator, clamped at zero with the residual; writes the corrected trace\n"
+             "to `out` when given. spans={name: ns, (ns, w_scale) or (ns, w_scale,\n"
+             "delta)}: events of that name span ns of the code they annotate\n"
+             "(opskew.profile's ProfilerStep#N: the step's body; ns < 0: none), their\n"
+             "reported time beyond it and delta is taken out too; the events of the\n"
+             "top-level trees they root cost w_scale x W (x W_py) each; delta >= 0 is\n"
+             "the name's own delta (at most its W), < 0 its class's.\n"
+             "'status' is 'ok', 'truncated', 'invalid' or 'error';\n"
+             "on the last two only 'status' and 'error' ({'code', 'number', 'message',\n"
+             "'offset', 'sys_errno'}) are there: use opskew.tracefile.correct, which\n"
+             "raises opskew.errors.from_c_error's exception for them.");
+
 static PyMethodDef correct_methods[] = {
-    {"correct", (PyCFunction)(void (*)(void))correct_correct, METH_VARARGS | METH_KEYWORDS,
-     "correct(path, w_ns, delta_ns, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
-     "        py_categories=None, run_json=None, clock=None, waits=-1,\n"
-     "        spans=None) -> dict\n\n"
-     "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
-     "- W_py x py_descendants (Python-function events: the second class),\n"
-     "per operator, clamped at zero with the residual; writes the corrected trace\n"
-     "to `out` when given. spans={name: ns, (ns, w_scale) or (ns, w_scale,\n"
-     "delta)}: events of that name span ns of the code they annotate\n"
-     "(opskew.profile's ProfilerStep#N: the step's body; ns < 0: none), their\n"
-     "reported time beyond it and delta is taken out too; the events of the\n"
-     "top-level trees they root cost w_scale x W (x W_py) each; delta >= 0 is\n"
-     "the name's own delta (at most its W), < 0 its class's.\n"
-     "'status' is 'ok', 'truncated', 'invalid' or 'error';\n"
-     "on the last two only 'status' and 'error' ({'code', 'number', 'message',\n"
-     "'offset', 'sys_errno'}) are there: use opskew.tracefile.correct, which\n"
-     "raises opskew.errors.from_c_error's exception for them."},
+    {"correct", OSK_PY_KWARGS(correct_correct), correct_correct_doc},
     {NULL, NULL, 0, NULL}};
 
 static PyModuleDef_Slot correct_slots[] = {{0, NULL}};
 
-static struct PyModuleDef correct_module = {PyModuleDef_HEAD_INIT, "opskew._correct",
-                                            "opskew's trace compensation (private).", 0,
-                                            correct_methods, correct_slots, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__correct(void) { return PyModuleDef_Init(&correct_module); }
+OSK_PY_MODULE(correct, "opskew's trace compensation (private).", correct_slots)

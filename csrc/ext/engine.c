@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "module.h"
 #include "opskew.h"
 #include "tracecore.h" /* the one file writer, osk__out_* */
 
@@ -320,34 +321,43 @@ static PyObject *engine_out_tmp_name(PyObject *self, PyObject *args) {
 
 /* --------------------------------------------------------------- module */
 
+PyDoc_STRVAR(engine_paired_doc,
+             "paired(baseline, treated, scale=1.0, level=0.95) -> dict\n\n"
+             "Median of (treated - baseline) * scale with the sign-test confidence\n"
+             "interval for the median, and exact sign and Wilcoxon signed-rank p-values.");
+PyDoc_STRVAR(engine_quantile_doc, "quantile(x, q) -> float (type 7)");
+PyDoc_STRVAR(engine_clock_info_doc, "clock_info() -> dict: the engine's clock");
+PyDoc_STRVAR(engine_spin_ns_doc, "spin_ns(ns) -> ns spent busy-waiting (GIL released)");
+PyDoc_STRVAR(engine_inject_start_doc, "inject_start(ns): start the busy-wait instrument on this thread");
+PyDoc_STRVAR(engine_strerror_doc, "strerror(code) -> str: the engine's message for an OSK_E* code");
+PyDoc_STRVAR(engine_err_name_doc, "err_name(code) -> str: the code's symbolic name (\"OSK_EFORMAT\")");
+PyDoc_STRVAR(engine_inject_stop_doc,
+             "inject_stop() -> (events, spun_ns): stop it; the torch calls it saw and\n"
+             "the busy-wait it actually spent, in ns");
+PyDoc_STRVAR(engine_write_file_doc,
+             "write_file(path, data: bytes) -> None: the one file writer (docs/outputs.md):\n"
+             "a temporary file next to path, fsynced and renamed into place; '-' is standard\n"
+             "output; a character device is written through; anything else that is not a\n"
+             "regular file is refused. OSError(errno, reason, path) on failure.");
+PyDoc_STRVAR(engine_out_target_doc,
+             "out_target(path) -> dict(kind, errno, reason, link, dev, ino): what the writer\n"
+             "would do with path: kind 'new', 'file', 'device', 'stdout' or 'refused'");
+PyDoc_STRVAR(engine_out_tmp_name_doc,
+             "out_tmp_name(path, n) -> str: the n-th temporary name the writer tries for\n"
+             "path in this process (for tests that plant files there)");
+
 static PyMethodDef engine_methods[] = {
-    {"paired", (PyCFunction)(void (*)(void))engine_paired, METH_VARARGS | METH_KEYWORDS,
-     "paired(baseline, treated, scale=1.0, level=0.95) -> dict\n\n"
-     "Median of (treated - baseline) * scale with the sign-test confidence\n"
-     "interval for the median, and exact sign and Wilcoxon signed-rank p-values."},
-    {"quantile", engine_quantile, METH_VARARGS, "quantile(x, q) -> float (type 7)"},
-    {"clock_info", engine_clock_info, METH_NOARGS, "clock_info() -> dict: the engine's clock"},
-    {"spin_ns", engine_spin_ns, METH_O, "spin_ns(ns) -> ns spent busy-waiting (GIL released)"},
-    {"inject_start", engine_inject_start, METH_O,
-     "inject_start(ns): start the busy-wait instrument on this thread"},
-    {"strerror", engine_strerror, METH_O,
-     "strerror(code) -> str: the engine's message for an OSK_E* code"},
-    {"err_name", engine_err_name, METH_O,
-     "err_name(code) -> str: the code's symbolic name (\"OSK_EFORMAT\")"},
-    {"inject_stop", engine_inject_stop, METH_NOARGS,
-     "inject_stop() -> (events, spun_ns): stop it; the torch calls it saw and\n"
-     "the busy-wait it actually spent, in ns"},
-    {"write_file", engine_write_file, METH_VARARGS,
-     "write_file(path, data: bytes) -> None: the one file writer (docs/outputs.md):\n"
-     "a temporary file next to path, fsynced and renamed into place; '-' is standard\n"
-     "output; a character device is written through; anything else that is not a\n"
-     "regular file is refused. OSError(errno, reason, path) on failure."},
-    {"out_target", engine_out_target, METH_O,
-     "out_target(path) -> dict(kind, errno, reason, link, dev, ino): what the writer\n"
-     "would do with path: kind 'new', 'file', 'device', 'stdout' or 'refused'"},
-    {"out_tmp_name", engine_out_tmp_name, METH_VARARGS,
-     "out_tmp_name(path, n) -> str: the n-th temporary name the writer tries for\n"
-     "path in this process (for tests that plant files there)"},
+    {"paired", OSK_PY_KWARGS(engine_paired), engine_paired_doc},
+    {"quantile", engine_quantile, METH_VARARGS, engine_quantile_doc},
+    {"clock_info", engine_clock_info, METH_NOARGS, engine_clock_info_doc},
+    {"spin_ns", engine_spin_ns, METH_O, engine_spin_ns_doc},
+    {"inject_start", engine_inject_start, METH_O, engine_inject_start_doc},
+    {"strerror", engine_strerror, METH_O, engine_strerror_doc},
+    {"err_name", engine_err_name, METH_O, engine_err_name_doc},
+    {"inject_stop", engine_inject_stop, METH_NOARGS, engine_inject_stop_doc},
+    {"write_file", engine_write_file, METH_VARARGS, engine_write_file_doc},
+    {"out_target", engine_out_target, METH_O, engine_out_target_doc},
+    {"out_tmp_name", engine_out_tmp_name, METH_VARARGS, engine_out_tmp_name_doc},
     {NULL, NULL, 0, NULL}};
 
 static int engine_exec(PyObject *m) {
@@ -362,8 +372,4 @@ static int engine_exec(PyObject *m) {
 
 static PyModuleDef_Slot engine_slots[] = {{Py_mod_exec, (void *)engine_exec}, {0, NULL}};
 
-static struct PyModuleDef engine_module = {
-    PyModuleDef_HEAD_INIT, "opskew._engine", "opskew's C engine (private; use the opskew package).",
-    0, engine_methods, engine_slots, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__engine(void) { return PyModuleDef_Init(&engine_module); }
+OSK_PY_MODULE(engine, "opskew's C engine (private; use the opskew package).", engine_slots)

@@ -27,6 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "module.h"
 #include "opskew_collector.h"
 
 #include <string.h>
@@ -216,12 +217,14 @@ static PyObject *pyhook_set_profile(PyObject *self, PyObject *args) {
   return PyBool_FromLong(!all_threads);
 }
 
+PyDoc_STRVAR(pyhook_calibrate_doc, "calibrate(torch_builtin): measure the hook's own cost once per process");
+PyDoc_STRVAR(pyhook_set_profile_doc,
+             "set_profile(on, all_threads) -> bool: install (on) or remove the hook on\n"
+             "every thread (Python 3.12+) or the calling one; whether every thread was reached");
+
 static PyMethodDef pyhook_methods[] = {
-    {"calibrate", pyhook_calibrate, METH_O,
-     "calibrate(torch_builtin): measure the hook's own cost once per process"},
-    {"set_profile", pyhook_set_profile, METH_VARARGS,
-     "set_profile(on, all_threads) -> bool: install (on) or remove the hook on\n"
-     "every thread (Python 3.12+) or the calling one; whether every thread was reached"},
+    {"calibrate", pyhook_calibrate, METH_O, pyhook_calibrate_doc},
+    {"set_profile", pyhook_set_profile, METH_VARARGS, pyhook_set_profile_doc},
     {NULL, NULL, 0, NULL}};
 
 static int pyhook_exec(PyObject *m) {
@@ -232,11 +235,8 @@ static int pyhook_exec(PyObject *m) {
 
 static PyModuleDef_Slot pyhook_slots[] = {{Py_mod_exec, (void *)pyhook_exec}, {0, NULL}};
 
-static struct PyModuleDef pyhook_module = {
-    PyModuleDef_HEAD_INIT, "opskew._pyhook",
-    "opskew's fallback instrument: a C profile hook that records torch builtins\n"
-    "into the C tracer (private; use opskew.trace(instrument=\"pyhook\")).\n"
-    "Sessions are started and stopped through ctypes (osk_collector_*).",
-    0, pyhook_methods, pyhook_slots, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__pyhook(void) { return PyModuleDef_Init(&pyhook_module); }
+OSK_PY_MODULE(pyhook,
+              "opskew's fallback instrument: a C profile hook that records torch builtins\n"
+              "into the C tracer (private; use opskew.trace(instrument=\"pyhook\")).\n"
+              "Sessions are started and stopped through ctypes (osk_collector_*).",
+              pyhook_slots)

@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "module.h"
 #include "opskew_job.h"
 #include "opskew_reader.h"
 #include "read_error.h"
@@ -41,8 +42,8 @@ static int put(PyObject *d, const char *key, PyObject *v) {
   return rc;
 }
 
-/* Fills `d` with row i of `src`: returns 1 to list it, 0 to leave it out,
- * -1 with an exception set. */
+/* Fills `d` with row i of `src`: returns 0, or nonzero with an exception
+ * set. A row that puts nothing in `d` is left out. */
 typedef int (*row_fn)(PyObject *d, const void *src, size_t i);
 
 /* The list of the dicts that `row` fills for rows 0..n-1 of `src`. */
@@ -50,8 +51,7 @@ static PyObject *rows_list(const void *src, size_t n, row_fn row) {
   PyObject *list = PyList_New(0);
   for (size_t i = 0; list && i < n; i++) {
     PyObject *d = PyDict_New();
-    int keep = d ? row(d, src, i) : -1;
-    if (keep < 0 || (keep && PyList_Append(list, d))) Py_CLEAR(list);
+    if (!d || row(d, src, i) || (PyDict_GET_SIZE(d) && PyList_Append(list, d))) Py_CLEAR(list);
     Py_XDECREF(d);
   }
   return list;
@@ -60,39 +60,35 @@ static PyObject *rows_list(const void *src, size_t n, row_fn row) {
 static int op_row(PyObject *d, const void *src, size_t i) {
   const osk_summary_t *s = src;
   const osk_summary_op_t *o = osk_summary_op(s, i);
-  if (o->calls == 0) return 0; /* a "B" that never ended */
+  if (o->calls == 0) return 0; /* a "B" that never ended: no row */
   double p50 = 0, p99 = 0;
   osk_summary_op_quantile(s, i, 0.5, &p50);
   osk_summary_op_quantile(s, i, 0.99, &p99);
-  if (put(d, "name", str_obj(o->name)) || put(d, "cat", str_obj(o->cat)) ||
-      put(d, "calls", PyLong_FromUnsignedLongLong(o->calls)) ||
-      put(d, "total_ns", PyLong_FromLongLong(o->total_ns)) ||
-      put(d, "self_ns", PyLong_FromLongLong(o->self_ns)) ||
-      put(d, "mean_ns", PyFloat_FromDouble((double)o->total_ns / (double)o->calls)) ||
-      put(d, "min_ns", PyLong_FromLongLong(o->min_ns)) ||
-      put(d, "max_ns", PyLong_FromLongLong(o->max_ns)) ||
-      put(d, "p50_ns", PyFloat_FromDouble(p50)) || put(d, "p99_ns", PyFloat_FromDouble(p99)) ||
-      put(d, "descendants", PyLong_FromUnsignedLongLong(o->descendants)) ||
-      put(d, "only_child_same_name", PyLong_FromUnsignedLongLong(o->only_child_same_name)))
-    return -1;
-  return 1;
+  return put(d, "name", str_obj(o->name)) || put(d, "cat", str_obj(o->cat)) ||
+         put(d, "calls", PyLong_FromUnsignedLongLong(o->calls)) ||
+         put(d, "total_ns", PyLong_FromLongLong(o->total_ns)) ||
+         put(d, "self_ns", PyLong_FromLongLong(o->self_ns)) ||
+         put(d, "mean_ns", PyFloat_FromDouble((double)o->total_ns / (double)o->calls)) ||
+         put(d, "min_ns", PyLong_FromLongLong(o->min_ns)) ||
+         put(d, "max_ns", PyLong_FromLongLong(o->max_ns)) ||
+         put(d, "p50_ns", PyFloat_FromDouble(p50)) || put(d, "p99_ns", PyFloat_FromDouble(p99)) ||
+         put(d, "descendants", PyLong_FromUnsignedLongLong(o->descendants)) ||
+         put(d, "only_child_same_name", PyLong_FromUnsignedLongLong(o->only_child_same_name));
 }
 
 static int thread_row(PyObject *d, const void *src, size_t i) {
   const osk_summary_thread_t *t = osk_summary_thread(src, i);
-  if (put(d, "pid", id_obj(&t->pid)) || put(d, "tid", id_obj(&t->tid)) ||
-      put(d, "name", t->name.ptr ? str_obj(t->name) : new_ref(Py_None)) ||
-      put(d, "complete_events", PyLong_FromUnsignedLongLong(t->complete_events)) ||
-      put(d, "max_depth", PyLong_FromUnsignedLong(t->max_depth)) ||
-      put(d, "overlaps", PyLong_FromUnsignedLongLong(t->overlaps)) ||
-      put(d, "resorted", PyBool_FromLong(t->resorted)))
-    return -1;
-  return 1;
+  return put(d, "pid", id_obj(&t->pid)) || put(d, "tid", id_obj(&t->tid)) ||
+         put(d, "name", t->name.ptr ? str_obj(t->name) : new_ref(Py_None)) ||
+         put(d, "complete_events", PyLong_FromUnsignedLongLong(t->complete_events)) ||
+         put(d, "max_depth", PyLong_FromUnsignedLong(t->max_depth)) ||
+         put(d, "overlaps", PyLong_FromUnsignedLongLong(t->overlaps)) ||
+         put(d, "resorted", PyBool_FromLong(t->resorted));
 }
 
 static int process_row(PyObject *d, const void *src, size_t i) {
   const osk_summary_process_t *p = osk_summary_process(src, i);
-  return put(d, "pid", id_obj(&p->pid)) || put(d, "name", str_obj(p->name)) ? -1 : 1;
+  return put(d, "pid", id_obj(&p->pid)) || put(d, "name", str_obj(p->name));
 }
 
 /* A summary's rows (NULL: none). */
@@ -222,21 +218,23 @@ static PyObject *marks_dict(const osk_reader_marks_t *m) {
                        (unsigned long long)m->flops);
 }
 
-/* The reader's counters into d (which the caller owns). */
+/* The reader's counters into d (which the caller owns): counts, and flags
+ * as bools. */
 static int reader_stats_into(PyObject *d, const osk_reader_stats_t *rs) {
-  return put(d, "bytes", PyLong_FromUnsignedLongLong(rs->bytes)) ||
-         put(d, "compressed_bytes", PyLong_FromUnsignedLongLong(rs->compressed_bytes)) ||
-         put(d, "gzip", PyBool_FromLong(rs->gzip)) ||
-         put(d, "gzip_unterminated", PyBool_FromLong(rs->gzip_unterminated)) ||
-         put(d, "gzip_corrupt", PyBool_FromLong(rs->gzip_corrupt)) ||
-         put(d, "array_format", PyBool_FromLong(rs->array_format)) ||
-         put(d, "bad_fields", PyLong_FromUnsignedLongLong(rs->bad_fields)) ||
-         put(d, "lone_surrogates", PyLong_FromUnsignedLongLong(rs->lone_surrogates)) ||
-         put(d, "out_of_range", PyLong_FromUnsignedLongLong(rs->out_of_range)) ||
-         put(d, "bytes_scanned", PyLong_FromUnsignedLongLong(rs->bytes_scanned)) ||
-         put(d, "objects_not_kept", PyLong_FromUnsignedLongLong(rs->objects_not_kept)) ||
-         put(d, "header_only_stopped", PyBool_FromLong(rs->header_only_stopped)) ||
-         put(d, "peak_buffer_bytes", PyLong_FromSize_t(rs->peak_buffer));
+  PyObject *v = Py_BuildValue(
+      "{s:K,s:K,s:O,s:O,s:O,s:O,s:K,s:K,s:K,s:K,s:K,s:O,s:K}", "bytes", (unsigned long long)rs->bytes,
+      "compressed_bytes", (unsigned long long)rs->compressed_bytes, "gzip", rs->gzip ? Py_True : Py_False,
+      "gzip_unterminated", rs->gzip_unterminated ? Py_True : Py_False, "gzip_corrupt",
+      rs->gzip_corrupt ? Py_True : Py_False, "array_format", rs->array_format ? Py_True : Py_False,
+      "bad_fields", (unsigned long long)rs->bad_fields, "lone_surrogates",
+      (unsigned long long)rs->lone_surrogates, "out_of_range", (unsigned long long)rs->out_of_range,
+      "bytes_scanned", (unsigned long long)rs->bytes_scanned, "objects_not_kept",
+      (unsigned long long)rs->objects_not_kept, "header_only_stopped",
+      rs->header_only_stopped ? Py_True : Py_False, "peak_buffer_bytes",
+      (unsigned long long)rs->peak_buffer);
+  int rc = v ? PyDict_Update(d, v) : -1;
+  Py_XDECREF(v);
+  return rc;
 }
 
 /* A read's outcome as "status" and "error" in `result` (read_error.h). */
@@ -459,14 +457,12 @@ static int source_row(PyObject *d, const void *src, size_t k) {
   const osk_summary_t *s = osk_job_source_summary(jr->j, jr->rank, k);
   osk_error_t serr = {0, "", 0, 0};
   int src_rc = osk_job_source_status(jr->j, jr->rank, k, &serr);
-  if (put_outcome(d, src_rc, &serr) || put(d, "threads", threads_list(s)) ||
-      put(d, "processes", processes_list(s)) ||
-      put(d, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
-      put(d, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
-      put(d, "stats",
-          stats_dict(osk_summary_stats(s), osk_job_source_reader_stats(jr->j, jr->rank, k))))
-    return -1;
-  return 1;
+  return put_outcome(d, src_rc, &serr) || put(d, "threads", threads_list(s)) ||
+         put(d, "processes", processes_list(s)) ||
+         put(d, "metadata", meta_dict(s, osk_summary_meta_count(s), summary_meta_get)) ||
+         put(d, "objects", objects_dict(s, osk_summary_object_count(s), summary_object_get)) ||
+         put(d, "stats",
+             stats_dict(osk_summary_stats(s), osk_job_source_reader_stats(jr->j, jr->rank, k)));
 }
 
 static int rank_row(PyObject *d, const void *src, size_t i) {
@@ -474,63 +470,57 @@ static int rank_row(PyObject *d, const void *src, size_t i) {
   const osk_job_rank_t *r = osk_job_rank(j, i);
   osk_reader_stats_t rs = rank_rstats(j, i);
   job_rank_t jr = {j, i};
-  if (put(d, "rank", PyLong_FromLong(r->rank)) ||
-      put(d, "sources", rows_list(&jr, r->sources, source_row)) ||
-      put(d, "status", PyUnicode_FromString(osk_py_status(r->status))) ||
-      put(d, "ops", ops_list(r->summary)) ||
-      put(d, "stats", stats_dict(osk_summary_stats(r->summary), &rs)) ||
-      put(d, "collectives", PyLong_FromUnsignedLongLong(r->collectives)) ||
-      put(d, "steps", PyLong_FromUnsignedLongLong(r->steps)) ||
-      put(d, "clock_origin_ns", PyLong_FromLongLong(r->clock_origin_ns)) ||
-      put(d, "offset_ns", PyFloat_FromDouble(r->offset_ns)) ||
-      put(d, "drift_ppm", PyFloat_FromDouble(r->drift_ppm)) ||
-      put(d, "residual_ns", PyFloat_FromDouble(r->residual_ns)) ||
-      put(d, "residual_max_ns", PyFloat_FromDouble(r->residual_max_ns)) ||
-      put(d, "clock_points", PyLong_FromUnsignedLongLong(r->clock_points)) ||
-      put(d, "wait_ns", PyFloat_FromDouble(r->wait_ns)) ||
-      put(d, "last_arrivals", PyLong_FromUnsignedLongLong(r->last_arrivals)) ||
-      put(d, "lateness_ns", PyFloat_FromDouble(r->lateness_ns)) ||
-      put(d, "costed", PyBool_FromLong(r->costed)) ||
-      put(d, "w_ns", r->costed ? PyFloat_FromDouble(r->w_ns) : new_ref(Py_None)) ||
-      put(d, "w_py_ns", r->costed ? PyFloat_FromDouble(r->w_py_ns) : new_ref(Py_None)) ||
-      put(d, "events", PyLong_FromUnsignedLongLong(r->events)) ||
-      put(d, "py_events", PyLong_FromUnsignedLongLong(r->py_events)) ||
-      put(d, "own_ns", PyFloat_FromDouble(r->own_ns)) ||
-      put(d, "own_before_sync_ns", PyFloat_FromDouble(r->own_before_sync_ns)) ||
-      put(d, "absorbed_ns", PyFloat_FromDouble(r->absorbed_ns)) ||
-      put(d, "corrected_wait_ns", PyFloat_FromDouble(r->corrected_wait_ns)))
-    return -1;
-  return 1;
+  return put(d, "rank", PyLong_FromLong(r->rank)) ||
+         put(d, "sources", rows_list(&jr, r->sources, source_row)) ||
+         put(d, "status", PyUnicode_FromString(osk_py_status(r->status))) ||
+         put(d, "ops", ops_list(r->summary)) ||
+         put(d, "stats", stats_dict(osk_summary_stats(r->summary), &rs)) ||
+         put(d, "collectives", PyLong_FromUnsignedLongLong(r->collectives)) ||
+         put(d, "steps", PyLong_FromUnsignedLongLong(r->steps)) ||
+         put(d, "clock_origin_ns", PyLong_FromLongLong(r->clock_origin_ns)) ||
+         put(d, "offset_ns", PyFloat_FromDouble(r->offset_ns)) ||
+         put(d, "drift_ppm", PyFloat_FromDouble(r->drift_ppm)) ||
+         put(d, "residual_ns", PyFloat_FromDouble(r->residual_ns)) ||
+         put(d, "residual_max_ns", PyFloat_FromDouble(r->residual_max_ns)) ||
+         put(d, "clock_points", PyLong_FromUnsignedLongLong(r->clock_points)) ||
+         put(d, "wait_ns", PyFloat_FromDouble(r->wait_ns)) ||
+         put(d, "last_arrivals", PyLong_FromUnsignedLongLong(r->last_arrivals)) ||
+         put(d, "lateness_ns", PyFloat_FromDouble(r->lateness_ns)) ||
+         put(d, "costed", PyBool_FromLong(r->costed)) ||
+         put(d, "w_ns", r->costed ? PyFloat_FromDouble(r->w_ns) : new_ref(Py_None)) ||
+         put(d, "w_py_ns", r->costed ? PyFloat_FromDouble(r->w_py_ns) : new_ref(Py_None)) ||
+         put(d, "events", PyLong_FromUnsignedLongLong(r->events)) ||
+         put(d, "py_events", PyLong_FromUnsignedLongLong(r->py_events)) ||
+         put(d, "own_ns", PyFloat_FromDouble(r->own_ns)) ||
+         put(d, "own_before_sync_ns", PyFloat_FromDouble(r->own_before_sync_ns)) ||
+         put(d, "absorbed_ns", PyFloat_FromDouble(r->absorbed_ns)) ||
+         put(d, "corrected_wait_ns", PyFloat_FromDouble(r->corrected_wait_ns));
 }
 
 static int collective_row(PyObject *d, const void *src, size_t k) {
   const osk_job_t *j = src;
   size_t nr = osk_job_rank_count(j);
   const osk_job_collective_t *c = osk_job_collective(j, k);
-  if (put(d, "segment", PyLong_FromSize_t(c->segment)) ||
-      put(d, "step", PyLong_FromLongLong(c->step)) ||
-      put(d, "ordinal", PyLong_FromUnsignedLong(c->ordinal)) || put(d, "name", str_obj(c->name)) ||
-      put(d, "p2p", PyBool_FromLong(c->p2p)) ||
-      put(d, "sender", c->p2p ? PyLong_FromSize_t(c->sender) : new_ref(Py_None)) ||
-      put(d, "last", PyLong_FromSize_t(c->last)) ||
-      put(d, "lateness_ns", PyFloat_FromDouble(c->lateness_ns)) ||
-      put(d, "enter_ns", ilist(c->enter_ns, nr)) || put(d, "exit_ns", ilist(c->exit_ns, nr)) ||
-      put(d, "wait_ns", dlist(c->wait_ns, nr)) || put(d, "own_ns", dlist(c->own_ns, nr)) ||
-      put(d, "shift_ns", dlist(c->shift_ns, nr)) ||
-      put(d, "corrected_wait_ns", dlist(c->corrected_wait_ns, nr)))
-    return -1;
-  return 1;
+  return put(d, "segment", PyLong_FromSize_t(c->segment)) ||
+         put(d, "step", PyLong_FromLongLong(c->step)) ||
+         put(d, "ordinal", PyLong_FromUnsignedLong(c->ordinal)) || put(d, "name", str_obj(c->name)) ||
+         put(d, "p2p", PyBool_FromLong(c->p2p)) ||
+         put(d, "sender", c->p2p ? PyLong_FromSize_t(c->sender) : new_ref(Py_None)) ||
+         put(d, "last", PyLong_FromSize_t(c->last)) ||
+         put(d, "lateness_ns", PyFloat_FromDouble(c->lateness_ns)) ||
+         put(d, "enter_ns", ilist(c->enter_ns, nr)) || put(d, "exit_ns", ilist(c->exit_ns, nr)) ||
+         put(d, "wait_ns", dlist(c->wait_ns, nr)) || put(d, "own_ns", dlist(c->own_ns, nr)) ||
+         put(d, "shift_ns", dlist(c->shift_ns, nr)) ||
+         put(d, "corrected_wait_ns", dlist(c->corrected_wait_ns, nr));
 }
 
 static int step_row(PyObject *d, const void *src, size_t k) {
   const osk_job_t *j = src;
   size_t nr = osk_job_rank_count(j);
   const osk_job_step_t *s = osk_job_step(j, k);
-  if (put(d, "segment", PyLong_FromSize_t(s->segment)) ||
-      put(d, "step", PyLong_FromLongLong(s->step)) || put(d, "dur_ns", ilist(s->dur_ns, nr)) ||
-      put(d, "corrected_ns", osk_job_stats(j)->corrected ? dlist(s->corrected_ns, nr) : new_ref(Py_None)))
-    return -1;
-  return 1;
+  return put(d, "segment", PyLong_FromSize_t(s->segment)) ||
+         put(d, "step", PyLong_FromLongLong(s->step)) || put(d, "dur_ns", ilist(s->dur_ns, nr)) ||
+         put(d, "corrected_ns", osk_job_stats(j)->corrected ? dlist(s->corrected_ns, nr) : new_ref(Py_None));
 }
 
 /* The merged table's stats: every rank's reads, and the job's span. */
@@ -654,51 +644,56 @@ done:
   return result;
 }
 
+PyDoc_STRVAR(reader_spool_doc,
+             "spool(path) -> (fd, code, message, sys_errno)\n\n"
+             "A descriptor of path ('-': standard input) readable from the start more\n"
+             "than once (osk_reader_spool): the file itself, or a pipe's whole copy in\n"
+             "an unlinked temporary file. fd is -1 on failure, with the C code, message\n"
+             "and errno for opskew.errors.from_c_error. The caller closes fd.");
+PyDoc_STRVAR(reader_summarize_doc,
+             "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
+             "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"
+             "of its complete events ('ops'), 'threads', 'processes', the document's\n"
+             "top-level 'metadata' and 'objects' (as in scan(): opskew's 'opskew'\n"
+             "header with its 'lost' counts), 'stats', 'status'\n"
+             "'marks' (the torch.profiler option marks, as in scan()), 'status' ('ok',\n"
+             "'truncated', 'invalid' or 'error': nothing could be read) and 'error'\n"
+             "(None, or {'code', 'number', 'message', 'offset', 'sys_errno'}: offset\n"
+             "is a byte offset in the JSON text; opskew.errors.from_c_error makes it\n"
+             "an exception). Times are integer ns (float for mean and quantiles). With\n"
+             "categories, only events whose 'cat' is listed are analyzed; events whose\n"
+             "'cat' is in exclude_categories are not.");
+PyDoc_STRVAR(reader_job_doc,
+             "job(sources, costs=None, align=False, categories=None, exclude_categories=None) -> dict\n\n"
+             "A multi-rank job's traces together (include/opskew_job.h): sources is a\n"
+             "sequence of (rank, path), each rank's in order (its segments); costs a\n"
+             "dict rank -> (W ns, W_py ns) for the cross-rank correction; align applies\n"
+             "the estimated clock offsets. Returns 'ranks' (per rank: its table 'ops',\n"
+             "clock fit, waits, costs; 'sources' with each file's threads, metadata\n"
+             "and objects), 'merged' (the table over ranks), 'collectives', 'steps',\n"
+             "'family', 'matched', 'unmatched', 'aligned', 'corrected', 'status' and\n"
+             "'error' as summarize() has them; when a file could not be read, only\n"
+             "'status', 'error' and 'failed_rank'/'failed_source'. Times in ns.");
+PyDoc_STRVAR(reader_scan_doc,
+             "scan(path, chunk_bytes=0, *, header_only=False) -> dict\n\n"
+             "Reads a Chrome trace in C without analyzing it and returns what it says\n"
+             "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects and arrays\n"
+             "such as opskew's 'opskew' header, decoded; see osk_reader_object_get for\n"
+             "the bound), 'marks' (events per torch.profiler option sign:\n"
+             "record_shapes, with_stack, profile_memory, with_modules, with_flops),\n"
+             "the reader's 'stats', 'status' and 'error' as summarize() has them.\n"
+             "With header_only=True the read stops where 'traceEvents' begins: only\n"
+             "the members before it (opskew's writers put 'opskew' there) are seen,\n"
+             "no events (marks and stats['events'] are 0), and\n"
+             "stats['header_only_stopped'] says whether it stopped there.\n"
+             "Objects nesting deeper than 64 levels are not kept (counted in\n"
+             "stats['objects_not_kept'], with the too large ones).");
+
 static PyMethodDef reader_methods[] = {
-    {"spool", reader_spool, METH_VARARGS,
-     "spool(path) -> (fd, code, message, sys_errno)\n\n"
-     "A descriptor of path ('-': standard input) readable from the start more\n"
-     "than once (osk_reader_spool): the file itself, or a pipe's whole copy in\n"
-     "an unlinked temporary file. fd is -1 on failure, with the C code, message\n"
-     "and errno for opskew.errors.from_c_error. The caller closes fd."},
-    {"summarize", (PyCFunction)(void (*)(void))reader_summarize, METH_VARARGS | METH_KEYWORDS,
-     "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
-     "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"
-     "of its complete events ('ops'), 'threads', 'processes', the document's\n"
-     "top-level 'metadata' and 'objects' (as in scan(): opskew's 'opskew'\n"
-     "header with its 'lost' counts), 'stats', 'status'\n"
-     "'marks' (the torch.profiler option marks, as in scan()), 'status' ('ok',\n"
-     "'truncated', 'invalid' or 'error': nothing could be read) and 'error'\n"
-     "(None, or {'code', 'number', 'message', 'offset', 'sys_errno'}: offset\n"
-     "is a byte offset in the JSON text; opskew.errors.from_c_error makes it\n"
-     "an exception). Times are integer ns (float for mean and quantiles). With\n"
-     "categories, only events whose 'cat' is listed are analyzed; events whose\n"
-     "'cat' is in exclude_categories are not."},
-    {"job", (PyCFunction)(void (*)(void))reader_job, METH_VARARGS | METH_KEYWORDS,
-     "job(sources, costs=None, align=False, categories=None, exclude_categories=None) -> dict\n\n"
-     "A multi-rank job's traces together (include/opskew_job.h): sources is a\n"
-     "sequence of (rank, path), each rank's in order (its segments); costs a\n"
-     "dict rank -> (W ns, W_py ns) for the cross-rank correction; align applies\n"
-     "the estimated clock offsets. Returns 'ranks' (per rank: its table 'ops',\n"
-     "clock fit, waits, costs; 'sources' with each file's threads, metadata\n"
-     "and objects), 'merged' (the table over ranks), 'collectives', 'steps',\n"
-     "'family', 'matched', 'unmatched', 'aligned', 'corrected', 'status' and\n"
-     "'error' as summarize() has them; when a file could not be read, only\n"
-     "'status', 'error' and 'failed_rank'/'failed_source'. Times in ns."},
-    {"scan", (PyCFunction)(void (*)(void))reader_scan, METH_VARARGS | METH_KEYWORDS,
-     "scan(path, chunk_bytes=0, *, header_only=False) -> dict\n\n"
-     "Reads a Chrome trace in C without analyzing it and returns what it says\n"
-     "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects and arrays\n"
-     "such as opskew's 'opskew' header, decoded; see osk_reader_object_get for\n"
-     "the bound), 'marks' (events per torch.profiler option sign:\n"
-     "record_shapes, with_stack, profile_memory, with_modules, with_flops),\n"
-     "the reader's 'stats', 'status' and 'error' as summarize() has them.\n"
-     "With header_only=True the read stops where 'traceEvents' begins: only\n"
-     "the members before it (opskew's writers put 'opskew' there) are seen,\n"
-     "no events (marks and stats['events'] are 0), and\n"
-     "stats['header_only_stopped'] says whether it stopped there.\n"
-     "Objects nesting deeper than 64 levels are not kept (counted in\n"
-     "stats['objects_not_kept'], with the too large ones)."},
+    {"spool", reader_spool, METH_VARARGS, reader_spool_doc},
+    {"summarize", OSK_PY_KWARGS(reader_summarize), reader_summarize_doc},
+    {"job", OSK_PY_KWARGS(reader_job), reader_job_doc},
+    {"scan", OSK_PY_KWARGS(reader_scan), reader_scan_doc},
     {NULL, NULL, 0, NULL}};
 
 static int reader_exec(PyObject *m) {
@@ -708,9 +703,5 @@ static int reader_exec(PyObject *m) {
 
 static PyModuleDef_Slot reader_slots[] = {{Py_mod_exec, (void *)reader_exec}, {0, NULL}};
 
-static struct PyModuleDef reader_module = {
-    PyModuleDef_HEAD_INIT, "opskew._reader",
-    "opskew's trace reader (private; use `opskew summary` or opskew.tracefile).", 0,
-    reader_methods, reader_slots, NULL, NULL, NULL};
-
-PyMODINIT_FUNC PyInit__reader(void) { return PyModuleDef_Init(&reader_module); }
+OSK_PY_MODULE(reader, "opskew's trace reader (private; use `opskew summary` or opskew.tracefile).",
+              reader_slots)
