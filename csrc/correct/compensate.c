@@ -83,6 +83,16 @@ typedef struct {
   double delta; /* < 0: the class's; else its events' own delta (may exceed W) */
 } named_t;
 
+/* relayout's scratch, kept by a thread across its trees: a tree's
+ * boundaries in time order, where they move, the marks of the intervals
+ * between them, and the stack that orders them. */
+typedef struct {
+  int64_t *b, *moved;
+  signed char *mark;
+  size_t *stack;
+  size_t b_cap, moved_cap, mark_cap, stack_cap;
+} relay_scratch_t;
+
 /* One thread's state in a pass. */
 typedef struct {
   osk_correct_t *c;
@@ -107,10 +117,7 @@ typedef struct {
   int have_r;         /* a boundary was placed */
   int64_t span_lo, span_hi; /* this read: the first start and the latest end of its events */
   int spanned;
-  int64_t *rb, *rmoved;     /* relayout's scratch: boundaries, and where they move */
-  signed char *rmark;
-  size_t *rstack;
-  size_t rb_cap, rmoved_cap, rmark_cap, rstack_cap;
+  relay_scratch_t relay;    /* relayout's scratch */
 } thr_t;
 
 /* The cross-thread rule's profile of one process: the starts and the ends
@@ -247,20 +254,34 @@ static thr_t *thr_at(osk_correct_t *c, int64_t id) {
   return &c->thr[id];
 }
 
+/* Room for a tree of n events (2 n boundaries): 0, or OSK_ENOMEM. */
+static int relay_scratch_reserve(relay_scratch_t *r, size_t n) {
+  size_t m = 2 * n;
+  if (osk__grow((void **)&r->b, &r->b_cap, m, sizeof *r->b) ||
+      osk__grow((void **)&r->moved, &r->moved_cap, m, sizeof *r->moved) ||
+      osk__grow((void **)&r->mark, &r->mark_cap, m, sizeof *r->mark) ||
+      osk__grow((void **)&r->stack, &r->stack_cap, n, sizeof *r->stack))
+    return OSK_ENOMEM;
+  return 0;
+}
+
+/* Frees it, leaving it empty (as new). */
+static void relay_scratch_free(relay_scratch_t *r) {
+  free(r->b);
+  free(r->moved);
+  free(r->mark);
+  free(r->stack);
+  memset(r, 0, sizeof *r);
+}
+
 static void thr_release(thr_t *t) {
   osk__nest_free(&t->nest);
   free(t->buf);
   free(t->line);
-  free(t->rb);
-  free(t->rmoved);
-  free(t->rmark);
-  free(t->rstack);
+  relay_scratch_free(&t->relay);
   t->buf = NULL;
   t->line = NULL;
-  t->rb = t->rmoved = NULL;
-  t->rmark = NULL;
-  t->rstack = NULL;
-  t->n = t->cap = t->line_cap = t->rb_cap = t->rmoved_cap = t->rmark_cap = t->rstack_cap = 0;
+  t->n = t->cap = t->line_cap = 0;
 }
 
 /* ------------------------------------------------------------ the output */
@@ -452,18 +473,15 @@ static int relayout(thr_t *t, size_t n) {
   if (!(excess > 1.0)) return 0;
   size_t m = 2 * n;
   /* Scratch kept by the thread across trees (thr_release frees it). */
-  if (osk__grow((void **)&t->rb, &t->rb_cap, m, sizeof *t->rb) ||
-      osk__grow((void **)&t->rmoved, &t->rmoved_cap, m, sizeof *t->rmoved) ||
-      osk__grow((void **)&t->rmark, &t->rmark_cap, m, sizeof *t->rmark) ||
-      osk__grow((void **)&t->rstack, &t->rstack_cap, n, sizeof *t->rstack))
-    return OSK_ENOMEM;
-  int64_t *b = t->rb, *moved = t->rmoved;
-  signed char *mark = t->rmark;
+  relay_scratch_t *rs = &t->relay;
+  if (relay_scratch_reserve(rs, n)) return OSK_ENOMEM;
+  int64_t *b = rs->b, *moved = rs->moved;
+  signed char *mark = rs->mark;
   /* The boundaries in time order: the begins in pre-order, each end when
    * its event is left (a stack), which is time order where the events nest
    * properly; an insertion sort puts the rest (improper overlaps) in place,
    * or qsort where that would take long. */
-  size_t *stk = t->rstack, top = 0, k = 0;
+  size_t *stk = rs->stack, top = 0, k = 0;
   for (size_t i = 0; i < n; i++) {
     while (top && (l[stk[top - 1]].end2 > l[stk[top - 1]].ts2 ? l[stk[top - 1]].end2 : l[stk[top - 1]].ts2) <=
                       l[i].ts2) {
