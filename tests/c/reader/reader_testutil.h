@@ -16,6 +16,16 @@ typedef struct {
   char lines[64][256];
 } rec_t;
 
+/* The strings a and b must be equal. */
+#define CHECK_STR(a, b)                                                          \
+  do {                                                                           \
+    const char *a_ = (a), *b_ = (b);                                             \
+    if (strcmp(a_, b_)) {                                                        \
+      fprintf(stderr, "%s:%d: got\n  %s\nexpected\n  %s\n", __FILE__, __LINE__, a_, b_); \
+      abort();                                                                   \
+    }                                                                            \
+  } while (0)
+
 static inline void rec_id(char *out, size_t cap, const osk_reader_id_t *id) {
   if (id->kind == OSK_READER_ID_INT)
     snprintf(out, cap, "%lld", (long long)id->num);
@@ -101,6 +111,29 @@ static inline int read_all_ways(const char *text, rec_t *rec, osk_error_t *err) 
   return rc;
 }
 
+/* Reads `text` every way (read_all_ways), which must end with `want_rc` and
+ * give the n events `lines` (as rec_event flattens them). */
+static inline void expect_events(const char *text, int want_rc, const char *const *lines, size_t n) {
+  rec_t rec;
+  osk_error_t err;
+  int rc = read_all_ways(text, &rec, &err);
+  if (rc != want_rc) {
+    fprintf(stderr, "rc %d (%s at %llu), expected %d for: %s\n", rc, err.message,
+            (unsigned long long)err.offset, want_rc, text);
+    abort();
+  }
+  CHECK(rec.n == n);
+  for (size_t i = 0; i < n; i++) CHECK_STR(rec.lines[i], lines[i]);
+}
+
+/* The reader's counters after reading `text` whole, which must succeed. */
+static inline osk_reader_stats_t stats_of(const char *text) {
+  osk_reader_t *r = read_mem(text, strlen(text), 0, NULL, NULL, NULL, 0, NULL);
+  osk_reader_stats_t st = *osk_reader_stats(r);
+  osk_reader_free(r);
+  return st;
+}
+
 /* Reads `text` every way (read_all_ways), which must succeed with n events. */
 static inline void read_all_ok(const char *text, rec_t *rec, size_t n) {
   osk_error_t err;
@@ -111,14 +144,5 @@ static inline void read_all_ok(const char *text, rec_t *rec, size_t n) {
     abort();
   }
 }
-
-#define CHECK_STR(a, b)                                                          \
-  do {                                                                           \
-    const char *a_ = (a), *b_ = (b);                                             \
-    if (strcmp(a_, b_)) {                                                        \
-      fprintf(stderr, "%s:%d: got\n  %s\nexpected\n  %s\n", __FILE__, __LINE__, a_, b_); \
-      abort();                                                                   \
-    }                                                                            \
-  } while (0)
 
 #endif
