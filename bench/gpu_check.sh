@@ -9,11 +9,15 @@
 #   record-cuda.json           opskew record --device cuda on a small CUDA loop
 #   nccl-job/                  opskew profile -- torchrun of a 1-rank NCCL DDP job
 #   pytest-gpu.txt             pytest -m gpu
+#   validate-cuda.json         bench/validate_profile.py, cuda_train and cuda_launch
+#   cuda-wait.json             bench/bench_cuda_wait.py: wait steps against bare, per suspect
+#   table.md                   bench/gpu_table.py: those two, the marks and the audit, as one table
 # The whole run is held under 8 minutes: every step's time limit is cut to
 # what is left of OPSKEW_GPU_BUDGET_S (default 450 s, so 7.5 min plus at most
 # 10 s to kill a step), and a step with under 15 s left is skipped and says
-# so. Steps run most important first: build, check, record, sweep, matrix,
-# pytest. Their own limits: build 240 s, check 90 s, record 75 + 30 s,
+# so. Steps run most important first: build, check, validate-cuda, cuda-wait,
+# table, record, sweep, nccl-job, pytest, matrix. Their own limits: build 240 s,
+# check 90 s, validate-cuda 150 s, cuda-wait 100 s, table 20 s, record 75 + 30 s,
 # sweep 90 s, matrix 160 s (over 100 s on an H200 with the native collector's
 # build, 2026-12-04), pytest 90 s.
 # On a machine without a GPU it runs the CPU-side parts (build, a quick
@@ -148,6 +152,17 @@ nvidia-smi >>"$LOG" 2>&1 || true
 
 step check-cuda 90 "${OPSKEW[@]}" check --device cuda --json "$OUT/check-cuda.json"
 
+# Issue 36: the corrected step against bare processes (a small-kernel training
+# step and a launch-bound loop, minimal and shapes+stack), the profiled
+# process's wait steps against bare ones per suspect, the per-operator marks
+# and the clean-window audit, in one table (table.md).
+step validate-cuda 150 "$PY" "$ROOT/bench/validate_profile.py" --workloads cuda_train,cuda_launch \
+  --rounds 2 --json "$OUT/validate-cuda.json"
+step cuda-wait 100 "$PY" "$ROOT/bench/bench_cuda_wait.py" --device cuda --rounds 2 --steps 40 \
+  --json "$OUT/cuda-wait.json"
+step table 20 "$PY" "$ROOT/bench/gpu_table.py" --validate "$OUT/validate-cuda.json" \
+  --wait "$OUT/cuda-wait.json" -o "$OUT/table.md"
+
 # record on a small CUDA loop: every operator must be in the trace.
 cat >"$OUT/cuda_loop.py" <<'EOF'
 import torch
@@ -183,7 +198,6 @@ else
   result sweep-cuda "skipped: this opskew has no sweep command yet"
 fi
 
-step matrix-cuda 160 "${OPSKEW[@]}" matrix --device cuda --trials 5 --json "$OUT/matrix-cuda.json"
 # A 1-rank NCCL job (the machine has one GPU) under opskew profile: the rank's
 # traces must hold NCCL events, the family the job summary keys on.
 cat >"$OUT/nccl_job.py" <<'EOF'
@@ -225,6 +239,8 @@ print("corrected trace's median step %.0f ns, wait steps %.0f ns, report's corre
       % (med, final["baseline_step_ns"], final["corrected_step_ns"]))
 EOF
 step pytest-gpu 90 bash -c "cd '$ROOT' && '$PY' -m pytest -q -m gpu -rs tests/py >'$OUT/pytest-gpu.txt' 2>&1; rc=\$?; cat '$OUT/pytest-gpu.txt'; exit \$rc"
+
+step matrix-cuda 160 "${OPSKEW[@]}" matrix --device cuda --trials 5 --json "$OUT/matrix-cuda.json"
 
 say "done in $(($(date +%s) - T_START))s"
 cat "$SUMMARY" >&2

@@ -289,6 +289,22 @@ def cuda_train():
     return _training(opt, model, x, y, torch.nn.functional.mse_loss, sync=torch.cuda.synchronize)
 
 
+def cuda_launch():
+    """200 x add of 4-element CUDA tensors, synchronized at its end: nothing
+    but launches, each kernel far shorter than its launch."""
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("cuda_launch: this torch sees no CUDA device")
+    a = torch.ones(4, device="cuda")
+
+    def step():
+        x = a
+        for _ in range(200):
+            x = torch.add(x, a)
+        torch.cuda.synchronize()
+    return step
+
+
 WORKLOADS = {
     "tiny_loop": (tiny_loop, 1, "200 x add of 1 element: the cheapest operator"),
     "mlp_train": (mlp_train, 1, "MLP fwd+bwd+SGD: autograd nodes, few inputs"),
@@ -300,9 +316,10 @@ WORKLOADS = {
     "bf16_autocast": (bf16_autocast, 1, "MLP step under bfloat16 autocast: casts around matmuls"),
     "two_threads": (two_threads, 2, "256-wide MLP step, torch.set_num_threads(2)"),
     "cuda_train": (cuda_train, 1, "MLP fwd+bwd+Adam on CUDA, synchronized per step: launch-bound"),
+    "cuda_launch": (cuda_launch, 1, "200 x add of 4 elements on CUDA, synchronized per step: launches only"),
 }
 # Run only when named in --workloads (they need a GPU); activities=[CPU, CUDA].
-CUDA_WORKLOADS = {"cuda_train"}
+CUDA_WORKLOADS = {"cuda_train", "cuda_launch"}
 
 
 def check_cpu_workload(ap, name):
@@ -549,6 +566,7 @@ def child_profile(a):
             "w_py_ns": last.get("w_py_ns"), "delta_ns": last.get("delta_ns"),
             "events_per_active_step": last.get("events_per_active_step"),
             "notes": last.get("notes"), "fallback": last.get("fallback"),
+            "audit": last.get("audit"), "marks": _marks(last),
             "raw_step_ns": _median(raw_all), "corrected_step_ns": _median(cor_all),
             # opskew's own figure: its timing of the paired active bodies less
             # W x events (the report's, from every step: prof.final); the one
@@ -589,6 +607,17 @@ def _tracer_leaves(step, a):
     leaves = {o["name"]: o["corrected_total_ns"] / o["calls"] for o in res["ops"]
               if o["descendants"] == 0 and o["calls"] >= 5 and not o.get("python")}
     return {"instrument": t.instrument, "w_ns": w, "delta_ns": d, "steps": a.tracer_steps, "leaf_ns": leaves}
+
+
+def _marks(rep: dict) -> dict | None:
+    """The last report's per-operator trust marks, counted: {mark: operators}."""
+    ops = (rep.get("operators") or {}).get("ops")
+    if not ops:
+        return None
+    out: dict = {}
+    for o in ops:
+        out[o.get("mark")] = out.get(o.get("mark"), 0) + 1
+    return out
 
 
 CHILDREN = {"bare": child_bare, "profile": child_profile}
