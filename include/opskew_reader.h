@@ -63,6 +63,9 @@ enum {
   OSK_READER_EV_BAD = 1 << 3,  /* a known field had the wrong type or was out of range */
   OSK_READER_EV_RANGE = 1 << 4, /* ts or dur was a number not representable as int64 ns
                                  * (also sets BAD; counted in stats.out_of_range) */
+  OSK_READER_EV_CORRELATION = 1 << 5, /* args.correlation is an integer: `correlation` */
+  OSK_READER_EV_EXTERNAL_ID = 1 << 6, /* args["External id"] is an integer: `external_id` */
+  OSK_READER_EV_ID = 1 << 7,          /* the event's own "id" is an integer: `id` */
 };
 
 /* One trace event, as the reader hands it to the callback. The reader owns
@@ -88,6 +91,18 @@ typedef struct {
   osk_str_t arg_name;   /* args.name when it is a string (metadata events) */
   unsigned has;         /* OSK_READER_EV_* bits */
   uint64_t offset;      /* byte offset of the event's '{' in the JSON text */
+  /* The ids that tie Kineto's events together (the CUDA audit, osk_audit_*):
+   * args.correlation (a runtime call and the kernel, memcpy or memset it
+   * launched share it), args["External id"] (the PyTorch operator an event
+   * belongs to) and the event's own top-level "id" (a flow's: "s"/"f" of
+   * cat "ac2g" carry the correlation). Each is set, with its has-bit, only
+   * when the value is an integer JSON number that fits int64 (at most 18
+   * digits): another value (a string id, a fraction, a huge number) leaves
+   * the bit clear and the field 0, without marking the event BAD. Only the
+   * top level of args is looked at; a repeated key: the last one wins. */
+  int64_t correlation;  /* OSK_READER_EV_CORRELATION */
+  int64_t external_id;  /* OSK_READER_EV_EXTERNAL_ID */
+  int64_t id;           /* OSK_READER_EV_ID */
 } osk_reader_event_t;
 
 /* Called once per element of traceEvents, in file order, on the thread that

@@ -1055,7 +1055,35 @@ static int parse_id(osk_reader_t *r, const char *p, const char *end, const char 
   return skip_value(r, p, end, next, 2);
 }
 
-/* args: only args.name is kept (metadata events name threads with it). */
+/* An integer id (args.correlation, args["External id"], the event's "id"):
+ * an integer number of at most 18 digits sets *out and `bit` in *has; any
+ * other value clears both (a repeated key: the last one wins) and is skipped,
+ * without marking the event bad (a string flow id is valid Chrome JSON). */
+static int parse_int_id(osk_reader_t *r, const char *p, const char *end, const char **next,
+                        int64_t *out, unsigned *has, unsigned bit) {
+  *has &= ~bit;
+  *out = 0;
+  if (*p == '-' || IS_DIGIT(p)) {
+    int integer;
+    int rc = scan_number(r, p, end, next, &integer);
+    if (rc) return rc;
+    const char *s = p + (*p == '-');
+    if (integer && *next - s <= 18) {
+      int64_t v = 0;
+      for (; s < *next; s++) v = v * 10 + (*s - '0');
+      *out = *p == '-' ? -v : v;
+      *has |= bit;
+    }
+    return P_OK;
+  }
+  return skip_value(r, p, end, next, 3);
+}
+
+/* args: args.name is kept (metadata events name threads with it), the ids
+ * correlation and "External id" are read, and the keys of the option marks
+ * are noted. One dispatch on the key's length, as parse_event's: most keys
+ * (Kineto's "Record function id", "Ev Idx", "Input type", ...) cost one
+ * switch and at most one memcmp. */
 static int parse_args(osk_reader_t *r, const char *p, const char *end, const char **next,
                       osk_reader_event_t *ev) {
   const char *s;
@@ -1063,18 +1091,37 @@ static int parse_args(osk_reader_t *r, const char *p, const char *end, const cha
   while (rc == P_NEXT) {
     osk_str_t key;
     if ((rc = member_key(r, s, end, &key, &s)) != P_OK) return rc;
-    if (key_is(key, "name", 4) && *s == '"') {
-      rc = scan_string(r, s, end, &ev->arg_name, &s);
-    } else {
-      /* The keys torch.profiler's options add (osk_reader_marks_t). */
-      if (key_is(key, "Input Dims", 10))
-        r->ev_marks |= MARK_INPUT_DIMS;
-      else if (key_is(key, "Module Hierarchy", 16))
-        r->ev_marks |= MARK_MODULE_HIERARCHY;
-      else if (key_is(key, "flops", 5))
-        r->ev_marks |= MARK_FLOPS;
-      rc = skip_value(r, s, end, &s, 3);
+    switch (key.len) {
+    case 4:
+      if (key_is(key, "name", 4) && *s == '"') {
+        rc = scan_string(r, s, end, &ev->arg_name, &s);
+        goto value_done;
+      }
+      break;
+    case 5: /* the keys torch.profiler's options add (osk_reader_marks_t) */
+      if (key_is(key, "flops", 5)) r->ev_marks |= MARK_FLOPS;
+      break;
+    case 10:
+      if (key_is(key, "Input Dims", 10)) r->ev_marks |= MARK_INPUT_DIMS;
+      break;
+    case 11:
+      if (key_is(key, "correlation", 11)) {
+        rc = parse_int_id(r, s, end, &s, &ev->correlation, &ev->has, OSK_READER_EV_CORRELATION);
+        goto value_done;
+      }
+      if (key_is(key, "External id", 11)) {
+        rc = parse_int_id(r, s, end, &s, &ev->external_id, &ev->has, OSK_READER_EV_EXTERNAL_ID);
+        goto value_done;
+      }
+      break;
+    case 16:
+      if (key_is(key, "Module Hierarchy", 16)) r->ev_marks |= MARK_MODULE_HIERARCHY;
+      break;
+    default:
+      break;
     }
+    rc = skip_value(r, s, end, &s, 3);
+  value_done:
     if (rc) return rc;
     rc = container_next(r, s, end, '}', "expected ',' or '}' in an object", &s);
   }
@@ -1109,6 +1156,9 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
       if (key_is(key, "ph", 2)) str_field = &ev->ph;
       else if (key_is(key, "ts", 2)) {
         rc = parse_time(r, s, end, &s, &ev->ts_ns, &ev->has, OSK_READER_EV_TS);
+        goto value_done;
+      } else if (key_is(key, "id", 2)) {
+        rc = parse_int_id(r, s, end, &s, &ev->id, &ev->has, OSK_READER_EV_ID);
         goto value_done;
       }
       break;

@@ -24,7 +24,8 @@ static void test_kineto_event(void) {
       "\"ts\":1212076812889.31,\"dur\":2.503,\"args\":{\"External id\":8490,\"Record function id\":0,"
       "\"Concrete Inputs\":[\"\",\"\",\"False\"],\"Input type\":[\"\",\"Scalar\"],"
       "\"Input Dims\":[[],[],[1,2]],\"Ev Idx\":7470}}\n],\"traceName\":\"x.json\"}";
-  const char *want[] = {"X|aten::empty|cpu_op|1074|1074|1212076812889310|2503||7"};
+  /* 71: TS|DUR|NAME and OSK_READER_EV_EXTERNAL_ID (its "External id" is 8490). */
+  const char *want[] = {"X|aten::empty|cpu_op|1074|1074|1212076812889310|2503||71"};
   expect_events(t, 0, want, 1);
   osk_reader_t *r = read_mem(t, strlen(t), 0, NULL, NULL, NULL, 0, NULL);
   CHECK(osk_reader_meta_count(r) == 4);
@@ -47,7 +48,8 @@ static void test_key_orders_and_unknown_fields(void) {
       "\"zzz\":[true,false,null,-1.5e-3,\"\\\"}\"],\"ts\":5,\"pid\":\"Spans\",\"name\":\"process_name\","
       "\"ph\":\"M\"},{\"dur\":1,\"name\":\"a\",\"ph\":\"X\",\"ts\":2,\"pid\":1,\"tid\":2,\"id\":7,\"bp\":\"e\"}],"
       "\"otherData\":{\"k\":{\"deep\":[1,2,{\"x\":\"]\"}]}},\"samples\":[],\"stackFrames\":{}}";
-  const char *want[] = {"M|process_name||'Spans'|0|5000|0|python|5", "X|a||1|2|2000|1000||7"};
+  /* 135: TS|DUR|NAME and OSK_READER_EV_ID (its "id" is 7). */
+  const char *want[] = {"M|process_name||'Spans'|0|5000|0|python|5", "X|a||1|2|2000|1000||135"};
   expect_events(t, 0, want, 2);
 }
 

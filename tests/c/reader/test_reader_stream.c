@@ -43,7 +43,8 @@ static void test_every_piece_size(rec_t *ref) {
   CHECK(read_text(TRACE, len, 0, 0, ref, &err) == 0);
   CHECK(ref->n == 4);
   CHECK_STR(ref->lines[0], "M|thread_name||7|7|0|0|main|4");
-  CHECK_STR(ref->lines[1], "X|aten::add|cpu_op|7|7|10500|2250||7");
+  /* 71: TS|DUR|NAME and OSK_READER_EV_EXTERNAL_ID (args["External id"] is 1). */
+  CHECK_STR(ref->lines[1], "X|aten::add|cpu_op|7|7|10500|2250||71");
   CHECK_STR(ref->lines[2], "X|aten::\xc3\xa9|cpu_op|7|7|13000|1000||7");
   CHECK_STR(ref->lines[3], "i|Record Window End||''|''|20000|0||5");
   for (size_t piece = 1; piece <= 48; piece++) {
