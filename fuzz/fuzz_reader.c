@@ -50,7 +50,8 @@ static int tally(void *ctx, const osk_reader_event_t *ev) {
   tally_t *t = ctx;
   t->n++;
   t->sum = t->sum * 31 + (uint64_t)ev->ts_ns + 7 * (uint64_t)ev->dur_ns + ev->name.len +
-           ev->has + ev->arg_name.len + ev->ph.len + ev->pid.str.len + (uint64_t)ev->tid.num;
+           ev->has + ev->arg_name.len + ev->ph.len + ev->pid.str.len + (uint64_t)ev->tid.num +
+           11 * (uint64_t)ev->correlation + 13 * (uint64_t)ev->external_id + 17 * (uint64_t)ev->id;
   return 0;
 }
 
@@ -120,5 +121,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (v < (double)op->min_ns || v > (double)op->max_ns) abort();
   }
   osk_summary_free(s);
+  /* The CUDA audit over the same input (issue 36): its counts agree with
+   * each other and its lists are within them. */
+  osk_audit_t *au = NULL;
+  osk_audit_opts_t ao = {.max_records = 1 + piece % 3};
+  int ru = osk_audit_from_mem(data, size, piece, &ao, &ro, &au, NULL, NULL);
+  if (ru != ra || !au) abort();
+  const osk_audit_stats_t *u = osk_audit_stats(au);
+  if (u->matched_launches + u->missing + u->duplicate_launches != u->launches ||
+      u->missing_head > u->missing || u->orphans + u->device_uncorrelated > u->device_events ||
+      u->bad_time > u->device_events || u->before_launch > u->bad_time ||
+      u->external_id_mismatch > u->device_events || u->overhead_in_launch > u->overhead_events ||
+      u->overhead_in_op > u->overhead_events || u->truncated != (ru == OSK_ETRUNCATED) ||
+      u->gap_min_ns > u->gap_p50_ns || u->gap_p50_ns > u->gap_max_ns)
+    abort();
+  if (osk_audit_event_count(au, OSK_AUDIT_MISSING) > u->missing ||
+      osk_audit_event_count(au, OSK_AUDIT_ORPHANS) > u->orphans ||
+      osk_audit_event_count(au, OSK_AUDIT_BAD_TIME) > u->bad_time ||
+      osk_audit_overhead_count(au) > u->overhead_events || osk_audit_step_count(au) != u->steps)
+    abort();
+  uint64_t kinds = 0;
+  for (size_t i = 0; i < osk_audit_overhead_kind_count(au); i++) kinds += osk_audit_overhead_kind(au, i)->count;
+  if (kinds != u->overhead_events) abort();
+  for (size_t i = 0; i < osk_audit_overhead_count(au); i++) {
+    const osk_audit_overhead_t *o = osk_audit_overhead(au, i);
+    /* The operator holds the record's start. */
+    if (o->op.ptr && (o->op_ts_ns > o->ts_ns || o->ts_ns - o->op_ts_ns >= o->op_dur_ns)) abort();
+    if (i && o->ts_ns < osk_audit_overhead(au, i - 1)->ts_ns) abort();
+  }
+  osk_audit_free(au);
   return 0;
 }

@@ -41,7 +41,7 @@ fi
 
 FLAGS=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Iinclude -Icsrc/tracecore -Icsrc/reader)
-READER=(csrc/reader/reader.c csrc/reader/summary.c csrc/tracecore/intern.c csrc/tracecore/nest.c
+READER=(csrc/reader/reader.c csrc/reader/summary.c csrc/reader/audit.c csrc/tracecore/intern.c csrc/tracecore/nest.c
   csrc/core/error.c)
 "$CC" "${FLAGS[@]}" fuzz/fuzz_reader.c "${READER[@]}" -lz -lm -lpthread -o "$WORK/fuzz_reader"
 "$CC" "${FLAGS[@]}" fuzz/fuzz_correct.c csrc/correct/compensate.c "${READER[@]}" csrc/tracecore/correct.c \

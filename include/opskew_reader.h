@@ -1,7 +1,8 @@
 /*
  * opskew_reader.h: the streaming Chrome-trace reader and the trace analyzer.
  *
- * Contents: ids | events | reader | summary (analyzer) | one-call summaries
+ * Contents: ids | events | reader | summary (analyzer) | one-call summaries |
+ *           CUDA audit (osk_audit_)
  *
  * The reader parses Chrome trace JSON as torch.profiler (Kineto) exports it
  * and as opskew's tracer writes it, plain or gzip-compressed, in bounded
@@ -16,7 +17,8 @@
  * Conventions (as in opskew.h): functions return 0 or a count on success and
  * a negative OSK_E* code on failure; constructors fill an out-parameter and
  * an optional osk_error_t. Prefixes: osk_reader_ for reading, osk_summary_
- * for the analyzer. Objects (osk_reader_t, osk_summary_t) are not thread
+ * for the analyzer, osk_audit_ for the CUDA audit. Objects (osk_reader_t,
+ * osk_summary_t, osk_audit_t) are not thread
  * safe: use one object from one thread at a time; distinct objects are
  * independent, so several threads may each read their own trace. Plain C11,
  * never includes Python.h.
@@ -457,6 +459,213 @@ int osk_summary_from_path(const char *path, const osk_summary_opts_t *opts,
 int osk_summary_from_mem(const void *data, size_t len, size_t piece, const osk_summary_opts_t *opts,
                       const osk_reader_opts_t *ropts, osk_summary_t **out,
                       osk_reader_stats_t *rstats, osk_error_t *err);
+
+/* ------------------------------------------------------------- CUDA audit */
+
+/*
+ * osk_audit_t: the clean-window audit of a CUDA trace (issue 36;
+ * docs/reader.md, "The CUDA audit"): what inside the active window is not the
+ * program's own time, and whether the GPU records are whole. One streaming
+ * read, in file order (Kineto writes the CPU events, then the GPU records,
+ * not in time order); everything is resolved after the read.
+ *
+ * What it reads: complete ("X") events with a ts (and a dur where needed),
+ * of these categories; everything else is skipped.
+ *   device events  cat "kernel", "gpu_memcpy", "gpu_memset" (Kineto: pid the
+ *                  device, tid the stream, args.correlation).
+ *   launches       cat "cuda_runtime" or "cuda_driver" with an integer
+ *                  args.correlation, whose name contains "Launch", "Memcpy"
+ *                  or "Memset" and not "HostFunc" (cudaLaunchHostFunc runs
+ *                  on the host and has no device record).
+ *   overhead       cat "overhead": CUPTI's own records (Kineto: pid -1, tid 0,
+ *                  no args; "Activity Buffer Request", "Lazy Function
+ *                  Loading", "Instrumentation", ...).
+ *   operators      cat "cpu_op" and "user_annotation", for where an
+ *                  overhead record landed.
+ *   steps          user_annotation events named "ProfilerStep#<n>".
+ *
+ * The checks:
+ *   - a launch and the device events of its correlation belong together;
+ *     a launch with none is `missing` (a dropped record: a corrupt
+ *     timestamp put it out of the window, T #192021, or the buffer cap
+ *     stopped collection); one of them before the first launch that has
+ *     its device event is also `missing_head` (#192021's signature: the
+ *     first launches of a later session). A device event whose correlation
+ *     no launch has is an orphan (its launch fell before the window). A
+ *     device event without an integer correlation is only counted
+ *     (`device_uncorrelated`). Several launches of one correlation: the
+ *     earliest is matched, the others counted (`duplicate_launches`).
+ *   - `bad_time`: a device event with dur <= 0 (Kineto clamps a negative
+ *     duration to 0) or that starts before its launch (a clock offset;
+ *     `before_launch`).
+ *   - `external_id_mismatch`: a device event whose "External id" differs
+ *     from its launch's, one of them having none included.
+ *   - the launch-to-device gap (the first device event's start minus the
+ *     launch's), min, median and max over matched launches: a gap that
+ *     grows session by session is T #175790's signature.
+ *   - overhead records: count and total per name, and each record's
+ *     operator and launch. The launch is the one whose interval overlaps
+ *     the record's most (ties: the earlier start, then file order); a
+ *     zero-length interval overlaps what holds it, intervals that only
+ *     touch do not. The operator is the innermost cpu_op or user_annotation
+ *     that contains the record's start (op.ts <= ts < op.ts + op.dur), by
+ *     the nesting rule of docs/design.md per thread: first on the thread
+ *     of the record's launch, if it has one; otherwise, on any thread, the
+ *     one that started last (ties: the shorter, then the thread first
+ *     seen). The audit only reports them: no overhead time is added to or
+ *     taken from any operator's (a record lands in an operator by time, as
+ *     CUPTI gives it no link; torch once charged the operator's device time
+ *     to each record: T PR #193924).
+ *   - ProfilerStep#<n> spans in time order, so the caller can tell a first
+ *     active step that ran long (a warm-up too short).
+ * Lists keep the first max_records entries in time order (missing
+ * launches, orphans, bad-time device events, overhead records); counts are
+ * over all.
+ *
+ * Memory: O(events of the categories above): per device event 48 bytes,
+ * per launch 48 (and 8 for its gap), per operator 32, per overhead record
+ * 24, per step 24, plus the distinct names and threads; never the other
+ * events. Time: O(n log n) in those events (sorted once each), plus, per
+ * overhead record, the launches that overlap it and the nesting depth.
+ *
+ * Ownership: osk_audit_new or the one-call audits create it into the
+ * caller's pointer; the caller frees it with osk_audit_free. Rows and
+ * strings the accessors return are the audit's, valid until then. One
+ * thread at a time while events are added; after osk_audit_finish it is
+ * only read, and its accessors may be called from several threads at once.
+ */
+typedef struct osk_audit osk_audit_t;
+
+#define OSK_AUDIT_RECORDS_DEFAULT 100
+#define OSK_AUDIT_RECORDS_NONE SIZE_MAX
+
+/* Audit options. The caller owns them; the audit copies them. */
+typedef struct {
+  /* Entries each list keeps (osk_audit_event, osk_audit_overhead): 0 is
+   * OSK_AUDIT_RECORDS_DEFAULT; OSK_AUDIT_RECORDS_NONE keeps none (counts
+   * only). */
+  size_t max_records;
+} osk_audit_opts_t;
+
+/* The audit's counters; owned by it. Times in ns. */
+typedef struct {
+  uint64_t events;               /* events handed to osk_audit_add */
+  uint64_t device_events;        /* kernel, gpu_memcpy, gpu_memset with ts and dur */
+  uint64_t device_uncorrelated;  /* of them, without an integer args.correlation */
+  uint64_t launches;             /* launches with a correlation, ts and dur >= 0 */
+  uint64_t missing;              /* launches without a device event of their correlation */
+  uint64_t missing_head;         /* of them, before the first launch that has one */
+  uint64_t orphans;              /* device events whose correlation no launch has */
+  uint64_t bad_time;             /* device events with dur <= 0 or before their launch */
+  uint64_t before_launch;        /* of them, those that start before their launch */
+  uint64_t external_id_mismatch; /* device events whose External id is not their launch's */
+  uint64_t duplicate_launches;   /* launches of a correlation an earlier launch has */
+  uint64_t matched_launches;     /* launches with their device events */
+  int64_t gap_min_ns, gap_p50_ns, gap_max_ns; /* launch -> first device event; 0 when none */
+  uint64_t overhead_events;      /* overhead records (with ts and dur >= 0) */
+  int64_t overhead_ns;           /* their total duration (saturating) */
+  uint64_t overhead_in_launch;   /* records that overlap a launch */
+  int64_t overhead_in_launch_ns;
+  uint64_t overhead_in_op;       /* records that landed in an operator */
+  int64_t overhead_in_op_ns;
+  uint64_t operators;            /* cpu_op and user_annotation events held */
+  uint64_t steps;                /* ProfilerStep#<n> annotations */
+  uint64_t unusable;             /* events of the categories above the audit could not
+                                  * use: no ts or dur, a negative dur where a launch,
+                                  * operator or overhead record needs one, a BAD field */
+  int truncated;                 /* the one-call audits: the trace ended early
+                                  * (OSK_ETRUNCATED); what was read is audited */
+} osk_audit_stats_t;
+
+/* One overhead record; owned by the audit, as its strings. */
+typedef struct {
+  osk_str_t name;             /* its kind: the event's name */
+  int64_t ts_ns, dur_ns;
+  osk_str_t op;               /* the operator it landed in; ptr NULL when none */
+  osk_reader_id_t op_pid, op_tid; /* that operator's thread (kind NONE when none) */
+  int64_t op_ts_ns, op_dur_ns;
+  osk_str_t launch;           /* the launch it overlaps; ptr NULL when none */
+  int64_t launch_correlation; /* that launch's correlation (0 when none) */
+  int64_t launch_ts_ns, launch_dur_ns;
+} osk_audit_overhead_t;
+
+/* Overhead records of one name. */
+typedef struct {
+  osk_str_t name;
+  uint64_t count;
+  int64_t total_ns; /* saturating */
+} osk_audit_overhead_kind_t;
+
+/* The lists of osk_audit_event. */
+typedef enum {
+  OSK_AUDIT_MISSING = 0,  /* launches without device events */
+  OSK_AUDIT_ORPHANS = 1,  /* device events without a launch */
+  OSK_AUDIT_BAD_TIME = 2, /* device events with dur <= 0 or before their launch */
+} osk_audit_list_t;
+
+/* A launch (OSK_AUDIT_MISSING) or a device event (the other lists). */
+typedef struct {
+  osk_str_t name;
+  int64_t correlation;  /* 0 when has_correlation is 0 */
+  int has_correlation;
+  int64_t ts_ns, dur_ns;
+  int has_launch;       /* device events: it has a launch (launch_ts_ns is its start) */
+  int64_t launch_ts_ns;
+} osk_audit_event_t;
+
+/* One ProfilerStep#<n> annotation. */
+typedef struct {
+  int64_t step; /* n */
+  int64_t ts_ns, dur_ns;
+} osk_audit_step_t;
+
+/* Creates an empty audit. `opts` may be NULL. Returns 0, OSK_EINVAL,
+ * OSK_ENOMEM. */
+int osk_audit_new(osk_audit_t **out, const osk_audit_opts_t *opts);
+
+/* Adds one event (an osk_reader_event_fn: pass the audit as ctx). Returns 0,
+ * OSK_ENOMEM, OSK_ERANGE (more than 2^32 - 2 events of one kind), OSK_EINVAL
+ * (after osk_audit_finish). */
+int osk_audit_add(void *audit, const osk_reader_event_t *ev);
+
+/* Matches launches and device events, places the overhead records, sorts
+ * the lists. Call once, after the last event; the accessors need it.
+ * Returns 0, OSK_ENOMEM, OSK_EINVAL (called twice). */
+int osk_audit_finish(osk_audit_t *a);
+
+/* Reads a trace file ("-" and pipes as osk_reader_open: one pass) and
+ * audits it. On success and on OSK_ETRUNCATED (stats.truncated set) and
+ * OSK_EFORMAT, *out holds the audit of everything read before the end or
+ * the error (finished; free it with osk_audit_free); on other failures *out
+ * is NULL. `rstats` (may be NULL) receives the reader's counters. Return
+ * codes as osk_reader_run. */
+int osk_audit_from_path(const char *path, const osk_audit_opts_t *opts,
+                        const osk_reader_opts_t *ropts, osk_audit_t **out,
+                        osk_reader_stats_t *rstats, osk_error_t *err);
+
+/* The same from memory (`piece` as in osk_reader_open_mem). */
+int osk_audit_from_mem(const void *data, size_t len, size_t piece, const osk_audit_opts_t *opts,
+                       const osk_reader_opts_t *ropts, osk_audit_t **out,
+                       osk_reader_stats_t *rstats, osk_error_t *err);
+
+/* Results (after osk_audit_finish; before it: counts 0, rows NULL). Pointers
+ * stay valid until osk_audit_free. */
+const osk_audit_stats_t *osk_audit_stats(const osk_audit_t *a);
+/* Overhead names, by total time (largest first; ties: count, then name). */
+size_t osk_audit_overhead_kind_count(const osk_audit_t *a);
+const osk_audit_overhead_kind_t *osk_audit_overhead_kind(const osk_audit_t *a, size_t i);
+/* The first max_records overhead records in time order (ts, then file order). */
+size_t osk_audit_overhead_count(const osk_audit_t *a);
+const osk_audit_overhead_t *osk_audit_overhead(const osk_audit_t *a, size_t i);
+/* The first max_records entries of a list, in time order (ts, then file order). */
+size_t osk_audit_event_count(const osk_audit_t *a, osk_audit_list_t list);
+const osk_audit_event_t *osk_audit_event(const osk_audit_t *a, osk_audit_list_t list, size_t i);
+/* Every ProfilerStep#<n> in time order (ts, then n). */
+size_t osk_audit_step_count(const osk_audit_t *a);
+const osk_audit_step_t *osk_audit_step(const osk_audit_t *a, size_t i);
+
+/* Frees everything; NULL is a no-op. */
+void osk_audit_free(osk_audit_t *a);
 
 #ifdef __cplusplus
 }
