@@ -1,5 +1,5 @@
 /* reader.c: opskew._reader, the thin Python binding over the trace reader
- * and analyzer (include/opskew_reader.h).
+ * and analyzer (include/opskew_reader.h), and the CUDA audit over it.
  *
  * One call, summarize(), reads a whole trace in C with the GIL released and
  * returns plain Python containers; the per-event work never touches Python.
@@ -391,6 +391,113 @@ static PyObject *reader_spool(PyObject *self, PyObject *args) {
   return Py_BuildValue("(iisi)", fd, 0, "", 0);
 }
 
+/* ---------------------------------------------------------------- audit */
+
+static PyObject *str_or_none(osk_str_t s) { return s.ptr ? str_obj(s) : new_ref(Py_None); }
+
+static int kind_row(PyObject *d, const void *src, size_t i) {
+  const osk_audit_overhead_kind_t *k = osk_audit_overhead_kind(src, i);
+  return put(d, "name", str_obj(k->name)) || put(d, "count", PyLong_FromUnsignedLongLong(k->count)) ||
+         put(d, "total_ns", PyLong_FromLongLong(k->total_ns));
+}
+
+static int overhead_row(PyObject *d, const void *src, size_t i) {
+  const osk_audit_overhead_t *o = osk_audit_overhead(src, i);
+  return put(d, "name", str_obj(o->name)) || put(d, "ts_ns", PyLong_FromLongLong(o->ts_ns)) ||
+         put(d, "dur_ns", PyLong_FromLongLong(o->dur_ns)) || put(d, "op", str_or_none(o->op)) ||
+         put(d, "launch", str_or_none(o->launch)) ||
+         put(d, "correlation",
+             o->launch.ptr ? PyLong_FromLongLong(o->launch_correlation) : new_ref(Py_None));
+}
+
+/* A row of one of the audit's lists (missing launches, orphans, bad times). */
+static int audit_event_row(PyObject *d, const osk_audit_event_t *e) {
+  return put(d, "name", str_obj(e->name)) ||
+         put(d, "correlation", e->has_correlation ? PyLong_FromLongLong(e->correlation) : new_ref(Py_None)) ||
+         put(d, "ts_ns", PyLong_FromLongLong(e->ts_ns)) || put(d, "dur_ns", PyLong_FromLongLong(e->dur_ns)) ||
+         put(d, "launch_ts_ns", e->has_launch ? PyLong_FromLongLong(e->launch_ts_ns) : new_ref(Py_None));
+}
+
+static int missing_row(PyObject *d, const void *src, size_t i) {
+  return audit_event_row(d, osk_audit_event(src, OSK_AUDIT_MISSING, i));
+}
+
+static int orphan_row(PyObject *d, const void *src, size_t i) {
+  return audit_event_row(d, osk_audit_event(src, OSK_AUDIT_ORPHANS, i));
+}
+
+static int bad_time_row(PyObject *d, const void *src, size_t i) {
+  return audit_event_row(d, osk_audit_event(src, OSK_AUDIT_BAD_TIME, i));
+}
+
+static int audit_step_row(PyObject *d, const void *src, size_t i) {
+  const osk_audit_step_t *s = osk_audit_step(src, i);
+  return put(d, "step", PyLong_FromLongLong(s->step)) || put(d, "ts_ns", PyLong_FromLongLong(s->ts_ns)) ||
+         put(d, "dur_ns", PyLong_FromLongLong(s->dur_ns));
+}
+
+static PyObject *audit_stats_dict(const osk_audit_stats_t *st, const osk_reader_stats_t *rs) {
+  PyObject *d = Py_BuildValue(
+      "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:L,s:K,s:L,s:K,s:L,s:K,s:L,s:K,s:K,s:K,s:O}",
+      "events", (unsigned long long)st->events, "device_events", (unsigned long long)st->device_events,
+      "device_uncorrelated", (unsigned long long)st->device_uncorrelated, "launches",
+      (unsigned long long)st->launches, "matched_launches", (unsigned long long)st->matched_launches,
+      "missing", (unsigned long long)st->missing, "missing_head", (unsigned long long)st->missing_head,
+      "orphans", (unsigned long long)st->orphans, "bad_time", (unsigned long long)st->bad_time,
+      "before_launch", (unsigned long long)st->before_launch, "external_id_mismatch",
+      (unsigned long long)st->external_id_mismatch, "duplicate_launches",
+      (unsigned long long)st->duplicate_launches, "gap_min_ns", (long long)st->gap_min_ns, "gap_p50_ns",
+      (long long)st->gap_p50_ns, "gap_max_ns", (long long)st->gap_max_ns, "overhead_events",
+      (unsigned long long)st->overhead_events, "overhead_ns", (long long)st->overhead_ns,
+      "overhead_in_launch", (unsigned long long)st->overhead_in_launch, "overhead_in_launch_ns",
+      (long long)st->overhead_in_launch_ns, "overhead_in_op", (unsigned long long)st->overhead_in_op,
+      "overhead_in_op_ns", (long long)st->overhead_in_op_ns, "operators", (unsigned long long)st->operators,
+      "steps", (unsigned long long)st->steps, "unusable", (unsigned long long)st->unusable, "truncated",
+      st->truncated ? Py_True : Py_False);
+  if (d && reader_stats_into(d, rs)) Py_CLEAR(d);
+  return d;
+}
+
+/* The CUDA clean-window audit (osk_audit_*): one read of the trace in C. */
+static PyObject *reader_audit(PyObject *self, PyObject *args, PyObject *kw) {
+  (void)self;
+  static char *kwlist[] = {"path", "max_records", "chunk_bytes", NULL};
+  PyObject *path_obj;
+  Py_ssize_t max_records = OSK_AUDIT_RECORDS_DEFAULT, chunk = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nn:audit", kwlist, PyUnicode_FSConverter, &path_obj,
+                                   &max_records, &chunk))
+    return NULL;
+  if (max_records < 0) {
+    Py_DECREF(path_obj);
+    PyErr_SetString(PyExc_ValueError, "max_records must be >= 0");
+    return NULL;
+  }
+  osk_audit_opts_t opts = {max_records ? (size_t)max_records : OSK_AUDIT_RECORDS_NONE};
+  osk_reader_opts_t ropts = {.chunk_bytes = chunk > 0 ? (size_t)chunk : 0};
+  osk_reader_stats_t rstats = {0};
+  osk_error_t err = {0, "", 0, 0};
+  osk_audit_t *a = NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = osk_audit_from_path(PyBytes_AS_STRING(path_obj), &opts, &ropts, &a, &rstats, &err);
+  Py_END_ALLOW_THREADS
+
+  /* Without an audit (nothing could be read) the same keys, empty. */
+  PyObject *result = PyDict_New();
+  if (result &&
+      (put_outcome(result, rc, &err) ||
+       put(result, "stats", a ? audit_stats_dict(osk_audit_stats(a), &rstats) : PyDict_New()) ||
+       put(result, "overhead_by_name", rows_list(a, osk_audit_overhead_kind_count(a), kind_row)) ||
+       put(result, "overhead", rows_list(a, osk_audit_overhead_count(a), overhead_row)) ||
+       put(result, "missing", rows_list(a, osk_audit_event_count(a, OSK_AUDIT_MISSING), missing_row)) ||
+       put(result, "orphans", rows_list(a, osk_audit_event_count(a, OSK_AUDIT_ORPHANS), orphan_row)) ||
+       put(result, "bad_time", rows_list(a, osk_audit_event_count(a, OSK_AUDIT_BAD_TIME), bad_time_row)) ||
+       put(result, "steps", rows_list(a, osk_audit_step_count(a), audit_step_row))))
+    Py_CLEAR(result);
+  osk_audit_free(a);
+  Py_DECREF(path_obj);
+  return result;
+}
+
 /* ------------------------------------------------------------------ job */
 
 static PyObject *dlist(const double *x, size_t n) {
@@ -674,6 +781,20 @@ PyDoc_STRVAR(reader_job_doc,
              "'family', 'matched', 'unmatched', 'aligned', 'corrected', 'status' and\n"
              "'error' as summarize() has them; when a file could not be read, only\n"
              "'status', 'error' and 'failed_rank'/'failed_source'. Times in ns.");
+PyDoc_STRVAR(reader_audit_doc,
+             "audit(path, max_records=100, chunk_bytes=0) -> dict\n\n"
+             "The clean-window audit of a CUDA trace (osk_audit_*, docs/reader.md\n"
+             "'The CUDA audit'), one read in C: 'stats' (launches, device events and\n"
+             "what failed to match: missing, orphans, bad_time, external_id_mismatch;\n"
+             "CUPTI's overhead records: overhead_events, overhead_ns and where they\n"
+             "landed; 'truncated'; the reader's counters), 'overhead_by_name' (name,\n"
+             "count, total_ns), 'overhead' (the first max_records records in time\n"
+             "order: name, ts_ns, dur_ns, op and launch, None when none, and the\n"
+             "launch's correlation), 'missing', 'orphans' and 'bad_time' (the first\n"
+             "max_records each: name, correlation, ts_ns, dur_ns, launch_ts_ns),\n"
+             "'steps' (every ProfilerStep#N: step, ts_ns, dur_ns), 'status' and\n"
+             "'error' as summarize() has them. max_records=0 keeps no records (the\n"
+             "counts are whole). Times in ns.");
 PyDoc_STRVAR(reader_scan_doc,
              "scan(path, chunk_bytes=0, *, header_only=False) -> dict\n\n"
              "Reads a Chrome trace in C without analyzing it and returns what it says\n"
@@ -694,6 +815,7 @@ static PyMethodDef reader_methods[] = {
     {"summarize", OSK_PY_KWARGS(reader_summarize), reader_summarize_doc},
     {"job", OSK_PY_KWARGS(reader_job), reader_job_doc},
     {"scan", OSK_PY_KWARGS(reader_scan), reader_scan_doc},
+    {"audit", OSK_PY_KWARGS(reader_audit), reader_audit_doc},
     {NULL, NULL, 0, NULL}};
 
 static int reader_exec(PyObject *m) {

@@ -1,6 +1,6 @@
-"""Type stub for opskew._reader (csrc/ext/reader.c): the trace reader and
-analyzer (include/opskew_reader.h, opskew_job.h). Private; use `opskew
-summary` or opskew.analyze.tracefile.
+"""Type stub for opskew._reader (csrc/ext/reader.c): the trace reader, the
+analyzer and the CUDA audit (include/opskew_reader.h, opskew_job.h). Private;
+use `opskew summary`, opskew.analyze.tracefile or opskew.analyze.audit.
 
 The C's own failures are not raised: results carry them as data (read_error.h),
 "status" ("ok", "truncated", "invalid" or "error") and "error" (None, or a
@@ -67,6 +67,32 @@ def scan(path: StrOrBytesPath, chunk_bytes: int = 0, *, header_only: bool = Fals
     objects_not_kept, header_only_stopped, peak_buffer_bytes).
 
     Raises TypeError for a path that is not a path; MemoryError."""
+
+def audit(path: StrOrBytesPath, max_records: int = 100, chunk_bytes: int = 0) -> dict[str, Any]:
+    """The clean-window audit of a CUDA trace (osk_audit_* in
+    include/opskew_reader.h; docs/reader.md, "The CUDA audit"), one read in
+    C with the GIL released. max_records: entries each list keeps (0: none;
+    the counts are whole); chunk_bytes <= 0: the reader's default.
+
+    Keys: status, error (see the module; "truncated": what was read is
+    audited); stats (events, device_events, device_uncorrelated, launches,
+    matched_launches, missing, missing_head, orphans, bad_time,
+    before_launch, external_id_mismatch, duplicate_launches, gap_min_ns,
+    gap_p50_ns, gap_max_ns, overhead_events, overhead_ns,
+    overhead_in_launch, overhead_in_launch_ns, overhead_in_op,
+    overhead_in_op_ns, operators, steps, unusable, truncated (bool), and the
+    reader's counters as in scan(); empty when nothing could be read);
+    overhead_by_name (list of dicts: name, count, total_ns; largest total
+    first); overhead (list of dicts, time order: name, ts_ns, dur_ns, op
+    (str | None: the innermost cpu_op or user_annotation holding its start),
+    launch (str | None: the launch it overlaps), correlation (int | None:
+    that launch's)); missing, orphans, bad_time (lists of dicts, time order:
+    name, correlation (int | None), ts_ns, dur_ns, launch_ts_ns (int | None:
+    the device event's launch)); steps (list of dicts: step, ts_ns, dur_ns,
+    every ProfilerStep#N in time order). Times in ns.
+
+    Raises TypeError for a path that is not a path; ValueError for
+    max_records < 0; MemoryError."""
 
 def job(
     sources: Iterable[tuple[int, StrOrBytesPath]],
