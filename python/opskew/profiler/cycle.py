@@ -9,12 +9,15 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from opskew.analyze.audit import audit, summary as audit_summary
 from opskew.analyze.tracefile import correct
+from opskew.errors import OpskewError
 from opskew.profiler.figures import leaves_own
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
 from opskew.profiler.traces import STEP_NAME, corrected_path, metadata, operators, per_operator_to, trace_steps
+from opskew.render.audit import lines as audit_lines
 from opskew.stats.pricing import MIN_PAIRS, POST_TRACE, WAIT_ADVICE, estimate_w
 
 # Traces corrected again with the run's final W at stop(), the latest first.
@@ -164,6 +167,8 @@ class CycleAnalysis:
         wv = self._w(rep, w, detail)
         self._notes(rep, w, notes, step_ranges)
         self._figures(rep, this_cycle, stop_ns, user_ns, wv, w, detail)
+        if self.figures.cuda:
+            self._audit(rep, trace)
         self.wv = None
         if raw is None and self.files.corrected_dir is not None:
             rep["raw_trace"] = raw = self.files.save_raw(trace, cycle)
@@ -270,6 +275,17 @@ class CycleAnalysis:
                                    "(`opskew calibrate` stores one)")
         rep["w_source"] = source
         return wv
+
+    def _audit(self, rep: dict, trace: str):
+        """The clean-window audit of a CUDA cycle's trace (docs/cuda.md): in
+        the report, its notes, and so in the corrected trace's metadata."""
+        try:
+            found = audit(trace)
+        except OpskewError as exc:
+            rep["audit"] = {"error": str(exc)}
+            return
+        rep["audit"] = audit_summary(found)
+        rep["notes"] = sorted(set(rep["notes"]) | set(audit_lines(found)))
 
     def _notes(self, rep: dict, w, notes: list, step_ranges):
         if w is not None and w["ci_reaches_95"] and w["ci95"][1] < 0:
