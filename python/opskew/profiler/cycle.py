@@ -342,8 +342,8 @@ class CycleAnalysis:
             "skewed": bool(significant and infl is not None and infl - 1 >= self.threshold),
             "significant": significant, "enough_pairs": bool(w is not None and w["ci_reaches_95"]),
             "threshold": self.threshold,
-            "test": (f"sign test over {w['n']} active steps against their neighbouring wait steps: "
-                     f"{w['n_positive']} slower, p = {w['sign_p']:.3g}" if w is not None else
+            "test": (w.get("test") or f"sign test over {w['n']} active steps against their neighbouring wait "
+                     f"steps: {w['n_positive']} slower, p = {w['sign_p']:.3g}" if w is not None else
                      "no active step could be paired with a wait step")}
 
     def _correct(self, rep: dict, trace: str, raw: str | None, counts: dict, wv: dict):
@@ -412,8 +412,8 @@ class CycleAnalysis:
                       "w_by_position": detail.get("w_by_position"), "w_by_cycle": detail.get("w_by_cycle"),
                       "cold_first_active_cycles": detail.get("cold_first_active_cycles"),
                       "baseline_step_ns": detail.get("baseline_step_ns"), "active_step_ns": detail.get("active_step_ns"),
-                      "sign_test": f"{w['n_positive']} of {w['n']} active steps slower than their wait step, "
-                                   f"p = {w['sign_p']:.3g}"}
+                      "sign_test": w.get("test") or (f"{w['n_positive']} of {w['n']} active steps slower than "
+                                                     f"their wait step, p = {w['sign_p']:.3g}")}
         self.wv = wv
         # The latest MAX_RECORRECT cycles' traces (those whose steps W comes
         # from); the older ones keep their own cycle's W.

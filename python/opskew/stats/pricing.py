@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from opskew import _engine
 from opskew.stats.estimators import estimate, per_event_diff
+from opskew.stats.shift import shift_estimate
 
 # The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
 MIN_PAIRS = 6
@@ -223,6 +224,13 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
               "baseline_step_ns": median([b * 1e9 for b in base_s]) if base_s else None,
               "active_step_ns": median([a * 1e9 for a in raw_act]) if raw_act else None,
               "events_per_active_step": median(events) if events else None}
+    if len(act_s) < MIN_PAIRS:
+        two = two_sample_w(blocks, events_of, cold_ids | unsettled, wp, len(act_s))
+        if two is not None:
+            w, extra, note = two
+            detail.update(extra)
+            notes.append(note)
+            return w, notes, detail, pair_steps
     if not act_s:
         return None, notes, detail, pair_steps
     w = per_event_diff(base_s, act_s, events)
@@ -248,6 +256,58 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
     detail["w_own_ns"] = w_own(cpu_base, cpu_act, events, cuda)
     detail["w_by_cycle"] = cycle_factors(by_cycle, detail["w_by_position"], w["median"])
     return w, notes, detail, pair_steps
+
+
+def two_sample_w(blocks: list, events_of: dict, not_bare: set, wp: float, pairs: int):
+    """W where the schedule leaves too few wait steps to pair each active step
+    with one of its own (fewer than MIN_PAIRS pairs; torch's documented
+    wait=1, warmup=1, active=3, repeat=2): every warm active step against
+    every settled bare step of the run (outside the cycles: before the first,
+    between them, after the last; never a cold one, one within SETTLE of a
+    trace or one under opskew's tracer), as two independent samples. W is
+    their Hodges-Lehmann shift per operator event (stats.shift), its interval
+    the Mann-Whitney test's with its exact coverage. Returns (W, the detail's
+    figures, a note), or None where the samples give no 95% interval."""
+    act, evs, raw = [], [], []
+    for phase, steps in blocks:
+        if phase != "active" or len(steps) < 2 or not all(s["step"] in events_of for s in steps):
+            continue
+        for a in steps[1:]:  # the cycle's first step runs cold
+            ev, py = events_of[a["step"]]
+            if ev > 0:
+                act.append(a["ns"] - wp * py)
+                raw.append(a["ns"])
+                evs.append(ev)
+    bare = [s["ns"] for phase, steps in blocks if phase == "wait"
+            for s in steps if id(s) not in not_bare and not s.get("ref")]
+    if len(act) < 2 or len(bare) < MIN_PAIRS:
+        return None
+    r = shift_estimate(bare, act)
+    if r is None or r["ci"] is None:
+        return None
+    ev = median(evs)
+    base = median(bare)
+    w = {"median": r["shift"] / ev, "ci95": [r["ci"][0] / ev, r["ci"][1] / ev], "ci_coverage": r["ci_coverage"],
+         "ci_reaches_95": True, "mean": None, "stdev": None, "n": r["n"],
+         "n_positive": sum(1 for a in act if a > base), "sign_p": r["p"], "wilcoxon_p": r["p"],
+         "ci_method": (f"two samples: {r['n']} active steps against {r['m']} settled bare steps outside the "
+                       "cycles, the Hodges-Lehmann shift per operator event with the Mann-Whitney interval "
+                       "(too few wait steps to pair each active step with its own)"),
+         "test": f"Mann-Whitney over {r['n']} active and {r['m']} bare steps: p = {r['p']:.3g}"}
+
+    def step_at(w_ns):
+        return median([a - max(w_ns, 0.0) * e for a, e in zip(act, evs)])
+
+    extra = {"two_sample": {"active_steps": r["n"], "bare_steps": r["m"], "p": r["p"]},
+             "inflation": median(raw) / base, "baseline_step_ns": base, "active_step_ns": median(raw),
+             "events_per_active_step": ev, "corrected_step_ns": step_at(w["median"]),
+             "corrected_step_w_ci_ns": [step_at(w["ci95"][1]), step_at(w["ci95"][0])],
+             "w_own_ns": None, "w_by_cycle": []}
+    note = (f"{pairs} active step(s) paired with a wait step of their own, fewer than {MIN_PAIRS}: W comes from "
+            f"all {r['n']} warm active steps against the run's {r['m']} settled bare steps outside the cycles "
+            f"(Hodges-Lehmann shift, {100 * r['ci_coverage']:.1f}% Mann-Whitney interval; docs/profile.md, "
+            f"\"Schedules with few wait steps\"); wait >= {WAIT_ADVICE} pairs each active step with its own")
+    return w, extra, note
 
 
 def w_own(cpu_base, cpu_act, events, cuda: bool):
