@@ -99,7 +99,11 @@ def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     final = doc["final"]
     assert final["pairs"] >= 6 and final["w_ns"]["ci95"] is not None
     first = doc["reports"][0]
-    assert first["w_ns"]["ci95"] is None  # its own cycle had too few pairs
+    # Its own cycle had too few pairs (3): its W came from its active steps
+    # against the bare steps before it, as two samples (docs/profile.md,
+    # "Schedules with few wait steps").
+    assert first["pairs"] < 6 and first["two_sample"]["bare_steps"] >= 6
+    assert first["w_ns"]["ci95"] is not None and "two samples" in first["w_ns"]["ci_method"]
     for r, n in ((first, 1), (last, 2)):
         assert r["corrected_with"] == "the run's final W" and r["corrected_w_ns"] == final["w_ns"]
         c = json.loads((out / f"opskew-profile-cycle{n}.corrected.json").read_text())["opskew"]
@@ -120,9 +124,12 @@ def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "RuntimeError: loss is nan" in p.stderr  # the script's own traceback
     assert "the traces and report hold what ran until then" in p.stderr
-    # 4 pairs in all: too few for a 95% CI, so nothing is corrected, and
-    # the report says what to change.
-    assert traces(out) == ["opskew-profile-cycle1.json", "opskew-profile-cycle2.json"]
+    # 4 pairs in all: too few for the paired 95% CI; the 4 warm active steps
+    # against the 7 bare steps before the first cycle give one (two samples,
+    # docs/profile.md "Schedules with few wait steps"), so both traces are
+    # corrected, and a note says what to change for pairs.
+    assert traces(out) == ["opskew-profile-cycle1.corrected.json", "opskew-profile-cycle1.json",
+                           "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
     doc = report(out)
     assert doc["ended_by"] == "the script raised RuntimeError: loss is nan"
     last = doc["step_times_ns"][-1]
@@ -131,7 +138,9 @@ def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
     # Cycle 1: 3 pairs (its first active step is cold); cycle 2: step 23
     # (22 is cold, 24 was cut short).
     assert doc["reports"][-1]["cycle"] == 2 and doc["reports"][-1]["pairs"] == 3 + 1
-    assert "a 95% CI needs 6" in doc["reports"][-1]["advice"]
+    assert doc["reports"][-1]["two_sample"] == {"active_steps": 4, "bare_steps": 7,
+                                                "p": doc["reports"][-1]["two_sample"]["p"]}
+    assert any("wait >= 14 pairs each active step with its own" in n for n in doc["reports"][-1]["notes"])
 
 
 def test_exit_status_and_sigterm(tmp_path):
