@@ -2,9 +2,11 @@
 #ifndef OPSKEW_READER_TESTUTIL_H
 #define OPSKEW_READER_TESTUTIL_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "opskew_reader.h"
 #include "testutil.h"
@@ -143,6 +145,61 @@ static inline void read_all_ok(const char *text, rec_t *rec, size_t n) {
             (unsigned long long)err.offset, rec->n, n);
     abort();
   }
+}
+
+/* A text built by appending, the tests' hand-made traces: buf holds len
+ * bytes and a NUL; n is the builder's own count (the elements written so
+ * far, for their commas). Start from all zeros; the caller frees buf. */
+typedef struct {
+  char *buf;
+  size_t len, cap;
+  int n;
+} tb_t;
+
+/* Appends printf's text of `fmt` to t. */
+static inline void tb_put(tb_t *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  CHECK(n >= 0);
+  if (t->len + (size_t)n + 1 > t->cap) {
+    t->cap = (t->len + (size_t)n + 1) * 2;
+    t->buf = realloc(t->buf, t->cap);
+    CHECK(t->buf);
+  }
+  va_start(ap, fmt);
+  vsnprintf(t->buf + t->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+}
+
+/* gzip (one member, deflate level 6) of n bytes at `in` into out, which
+ * must hold it (cap bytes); returns its length. */
+static inline size_t gzip_into(const void *in, size_t n, unsigned char *out, size_t cap) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  z.next_in = (Bytef *)in;
+  z.avail_in = (uInt)n;
+  z.next_out = out;
+  z.avail_out = (uInt)cap;
+  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  size_t got = cap - z.avail_out;
+  deflateEnd(&z);
+  return got;
+}
+
+/* gzip of n bytes at `in` (gzip_into) in a malloc'ed buffer, its length in
+ * *out_len; the caller frees it. */
+static inline unsigned char *gzip_of(const void *in, size_t n, size_t *out_len) {
+  /* compressBound is zlib's wrapper (6 bytes); gzip's header and trailer
+   * take 18. */
+  size_t cap = compressBound((uLong)n) + 64;
+  unsigned char *out = malloc(cap);
+  CHECK(out);
+  *out_len = gzip_into(in, n, out, cap);
+  return out;
 }
 
 #endif

@@ -8,47 +8,21 @@
  * order, then metadata, gpu_user_annotation and "Record Window End"). Every
  * trace is read from memory, whole and in small pieces, which must agree.
  * Times below are microseconds as in the traces; the audit reports ns. */
-#include <stdarg.h>
-#include <zlib.h>
-
-#include "opskew_reader.h"
-#include "testutil.h"
+#include "reader_testutil.h"
 
 /* ------------------------------------------------------- trace builder */
-
-typedef struct {
-  char *buf;
-  size_t len, cap;
-  int n;
-} tb_t;
-
-static void tb_raw(tb_t *t, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  CHECK(n > 0 && (size_t)n < sizeof line);
-  if (t->len + (size_t)n + 1 > t->cap) {
-    t->cap = (t->len + (size_t)n + 1) * 2;
-    t->buf = realloc(t->buf, t->cap);
-    CHECK(t->buf);
-  }
-  memcpy(t->buf + t->len, line, (size_t)n + 1);
-  t->len += (size_t)n;
-}
 
 /* One element of traceEvents (the comma before it handled). */
 #define EV(t, ...)                          \
   do {                                      \
-    tb_raw((t), (t)->n++ ? ",\n  " : "  "); \
-    tb_raw((t), __VA_ARGS__);               \
+    tb_put((t), (t)->n++ ? ",\n  " : "  "); \
+    tb_put((t), __VA_ARGS__);               \
   } while (0)
 
 /* Kineto's header members before traceEvents. */
 static void tb_begin(tb_t *t) {
   memset(t, 0, sizeof *t);
-  tb_raw(t,
+  tb_put(t,
          "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0, \"name\": \"NVIDIA H100 80GB "
          "HBM3\", \"numSms\": 132}],\n  \"cupti_version\": 26, \"cuda_runtime_version\": 12080,\n"
          "  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": 1782864000000000000,\n"
@@ -58,7 +32,7 @@ static void tb_begin(tb_t *t) {
 static void tb_end(tb_t *t) {
   EV(t, "{\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", "
         "\"ts\": 5000000990.000}");
-  tb_raw(t, "\n  ],\n  \"traceName\": \"/tmp/trace.json\"\n}\n");
+  tb_put(t, "\n  ],\n  \"traceName\": \"/tmp/trace.json\"\n}\n");
 }
 
 #define PID 4242
@@ -166,7 +140,7 @@ static char *audit_text(const osk_audit_t *a) {
   tb_t t;
   memset(&t, 0, sizeof t);
   const osk_audit_stats_t *s = osk_audit_stats(a);
-  tb_raw(&t,
+  tb_put(&t,
          "dev %llu unc %llu launch %llu miss %llu head %llu orph %llu bad %llu before %llu ext %llu "
          "dup %llu matched %llu gap %lld/%lld/%lld ovh %llu/%lld in_launch %llu/%lld in_op "
          "%llu/%lld ops %llu steps %llu unusable %llu trunc %d\n",
@@ -183,12 +157,12 @@ static char *audit_text(const osk_audit_t *a) {
          (unsigned long long)s->steps, (unsigned long long)s->unusable, s->truncated);
   for (size_t i = 0; i < osk_audit_overhead_kind_count(a); i++) {
     const osk_audit_overhead_kind_t *k = osk_audit_overhead_kind(a, i);
-    tb_raw(&t, "kind %.*s %llu %lld\n", (int)k->name.len, k->name.ptr,
+    tb_put(&t, "kind %.*s %llu %lld\n", (int)k->name.len, k->name.ptr,
            (unsigned long long)k->count, (long long)k->total_ns);
   }
   for (size_t i = 0; i < osk_audit_overhead_count(a); i++) {
     const osk_audit_overhead_t *o = osk_audit_overhead(a, i);
-    tb_raw(&t, "ovh %.*s %lld %lld op=%.*s@%lld launch=%.*s#%lld\n", (int)o->name.len, o->name.ptr,
+    tb_put(&t, "ovh %.*s %lld %lld op=%.*s@%lld launch=%.*s#%lld\n", (int)o->name.len, o->name.ptr,
            (long long)o->ts_ns, (long long)o->dur_ns, (int)o->op.len, o->op.ptr ? o->op.ptr : "",
            (long long)o->op_ts_ns, (int)o->launch.len, o->launch.ptr ? o->launch.ptr : "",
            (long long)o->launch_correlation);
@@ -196,16 +170,16 @@ static char *audit_text(const osk_audit_t *a) {
   for (int l = 0; l < 3; l++)
     for (size_t i = 0; i < osk_audit_event_count(a, (osk_audit_list_t)l); i++) {
       const osk_audit_event_t *e = osk_audit_event(a, (osk_audit_list_t)l, i);
-      tb_raw(&t, "list%d %.*s %lld/%d %lld %lld %d %lld\n", l, (int)e->name.len, e->name.ptr,
+      tb_put(&t, "list%d %.*s %lld/%d %lld %lld %d %lld\n", l, (int)e->name.len, e->name.ptr,
              (long long)e->correlation, e->has_correlation, (long long)e->ts_ns,
              (long long)e->dur_ns, e->has_launch, (long long)e->launch_ts_ns);
     }
   for (size_t i = 0; i < osk_audit_step_count(a); i++) {
     const osk_audit_step_t *st = osk_audit_step(a, i);
-    tb_raw(&t, "step %lld %lld %lld\n", (long long)st->step, (long long)st->ts_ns,
+    tb_put(&t, "step %lld %lld %lld\n", (long long)st->step, (long long)st->ts_ns,
            (long long)st->dur_ns);
   }
-  if (!t.buf) tb_raw(&t, "-");
+  if (!t.buf) tb_put(&t, "-");
   return t.buf;
 }
 
@@ -227,6 +201,20 @@ static osk_audit_t *audit_all_ways(const tb_t *t, const osk_audit_opts_t *o, int
   }
   free(ref);
   return a;
+}
+
+/* Ends the trace t and audits it every way (audit_all_ways, no options). */
+static osk_audit_t *audit_trace(tb_t *t) {
+  tb_end(t);
+  return audit_all_ways(t, NULL, 0);
+}
+
+/* Runs `test` on a new trace, tb_begin's, and frees the trace after it. */
+static void with_trace(void (*test)(tb_t *t)) {
+  tb_t t;
+  tb_begin(&t);
+  test(&t);
+  free(t.buf);
 }
 
 #define NS(us) ((int64_t)((us) * 1000.0 + ((us) < 0 ? -0.5 : 0.5)))
@@ -353,9 +341,9 @@ static void test_clean(void) {
  * aten::add's cudaLaunchKernel; aten::mul on another thread started later
  * and also holds the record's start, but the launch's thread wins. A "Lazy
  * Function Loading" after aten::add, with no launch, lands in
- * ProfilerStep#1; an "Instrumentation" record lands in nothing. */
+ * ProfilerStep#1; an "Instrumentation" record lands in nothing. Written
+ * into a begun trace (tb_begin), which it ends. */
 static void build_buffer_request(tb_t *t, int reversed_gpu) {
-  tb_begin(t);
   cpu(t, "user_annotation", "ProfilerStep#1", PID, 0, 60.5, 7);
   cpu(t, "cpu_op", "aten::add", PID, 10.12, 25.3, 8);
   cpu(t, "cpu_op", "aten::mul", PID + 1, 19, 11, 20);
@@ -379,10 +367,9 @@ static void build_buffer_request(tb_t *t, int reversed_gpu) {
   tb_end(t);
 }
 
-static void test_buffer_request(void) {
-  tb_t t;
-  build_buffer_request(&t, 0);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
+static void test_buffer_request(tb_t *t) {
+  build_buffer_request(t, 0);
+  osk_audit_t *a = audit_all_ways(t, NULL, 0);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   check_clean_stats(s);
   CHECK(s->device_events == 1 && s->launches == 1 && s->matched_launches == 1);
@@ -420,6 +407,7 @@ static void test_buffer_request(void) {
   /* Another file order: the same audit. */
   char *ref = audit_text(a);
   tb_t r;
+  tb_begin(&r);
   build_buffer_request(&r, 1);
   osk_audit_t *b = audit_all_ways(&r, NULL, 0);
   char *got = audit_text(b);
@@ -434,7 +422,7 @@ static void test_buffer_request(void) {
    * its launch), the launch's 14.9 us, and the records on their own row,
    * pid -1, nested in nothing. */
   osk_summary_t *sum;
-  CHECK(osk_summary_from_mem(t.buf, t.len, 0, NULL, NULL, &sum, NULL, NULL) == 0);
+  CHECK(osk_summary_from_mem(t->buf, t->len, 0, NULL, NULL, &sum, NULL, NULL) == 0);
   int seen = 0;
   for (size_t i = 0; i < osk_summary_op_count(sum); i++) {
     const osk_summary_op_t *op = osk_summary_op(sum, i);
@@ -459,16 +447,15 @@ static void test_buffer_request(void) {
 
   /* max_records: the lists are cut, the counts are not; NONE keeps none. */
   osk_audit_opts_t opt = {.max_records = 1};
-  a = audit_mem(t.buf, t.len, 0, &opt, 0);
+  a = audit_mem(t->buf, t->len, 0, &opt, 0);
   CHECK(osk_audit_overhead_count(a) == 1 && osk_audit_stats(a)->overhead_events == 4);
   CHECK(osk_audit_stats(a)->overhead_in_op == 3 && osk_audit_overhead_kind_count(a) == 3);
   CHECK(str_eq(osk_audit_overhead(a, 0)->op, "aten::add"));
   osk_audit_free(a);
   opt.max_records = OSK_AUDIT_RECORDS_NONE;
-  a = audit_mem(t.buf, t.len, 0, &opt, 0);
+  a = audit_mem(t->buf, t->len, 0, &opt, 0);
   CHECK(osk_audit_overhead_count(a) == 0 && osk_audit_stats(a)->overhead_events == 4);
   osk_audit_free(a);
-  free(t.buf);
 }
 
 /* Where a record lands, rule by rule: the innermost operator on the
@@ -476,39 +463,36 @@ static void test_buffer_request(void) {
  * thread; improper overlap (with_stack's annotation outliving the Python
  * event it started in) by the nesting rule; a zero-length record; the
  * launch with the largest overlap. */
-static void test_landing_rules(void) {
-  tb_t t;
-  tb_begin(&t);
+static void test_landing_rules(tb_t *t) {
   /* Thread A: outer [0, 100) > inner [10, 50) > leaf [20, 30); two launches. */
-  cpu(&t, "cpu_op", "outer", PID, 0, 100, 1);
-  cpu(&t, "cpu_op", "inner", PID, 10, 40, 2);
-  cpu(&t, "cpu_op", "leaf", PID, 20, 10, 3);
+  cpu(t, "cpu_op", "outer", PID, 0, 100, 1);
+  cpu(t, "cpu_op", "inner", PID, 10, 40, 2);
+  cpu(t, "cpu_op", "leaf", PID, 20, 10, 3);
   /* Thread B: "late" [60, 90), "py" [200, 210) then "annot" [205, 260)
    * outliving it (an improper overlap), equal starts "long" [300, 350)
    * holding "short" [300, 310). */
-  cpu(&t, "cpu_op", "late", PID + 1, 60, 30, 4);
-  cpu(&t, "python_function", "not an operator", PID + 1, 61, 1, 0);
-  cpu(&t, "cpu_op", "py", PID + 1, 200, 10, 5);
-  cpu(&t, "user_annotation", "annot", PID + 1, 205, 55, 6);
-  cpu(&t, "cpu_op", "short", PID + 1, 300, 10, 8);
-  cpu(&t, "cpu_op", "long", PID + 1, 300, 50, 7);
-  runtime(&t, "cudaLaunchKernel", PID, 21, 5, 11, 3);
-  runtime(&t, "cudaLaunchKernel", PID, 26, 3, 12, 3);
-  runtime(&t, "cuLaunchKernel", PID, 70, 10, 13, 0); /* a driver-side name, no External id */
-  kernel(&t, 40, 1, 11, 3);
-  kernel(&t, 41, 1, 12, 3);
-  kernel(&t, 90, 1, 13, 0);
-  overhead(&t, "o1", 25, 2);    /* [25, 27): 1 us in launch 11, 1 us in 12: the earlier */
-  overhead(&t, "o2", 25.5, 3);  /* [25.5, 28.5): 0.5 in 11, 2.5 in 12 */
-  overhead(&t, "o3", 75, 1);    /* launch 13 on A, A's innermost there: outer, not B's late */
-  overhead(&t, "o4", 65, 1);    /* no launch: late (B) started after outer (A) */
-  overhead(&t, "o5", 207, 1);   /* py [200,210) was closed by annot at 205: annot */
-  overhead(&t, "o6", 305, 0);   /* zero length, in short (inside long) */
-  overhead(&t, "o7", 310, 1);   /* short ended at 310: long */
-  overhead(&t, "o8", 26, 0);    /* a point where 11 ends and 12 starts: 12 holds it */
-  overhead(&t, "o9", 29, 2);    /* [29, 31) only touches launch 12's end at 29: none */
-  tb_end(&t);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
+  cpu(t, "cpu_op", "late", PID + 1, 60, 30, 4);
+  cpu(t, "python_function", "not an operator", PID + 1, 61, 1, 0);
+  cpu(t, "cpu_op", "py", PID + 1, 200, 10, 5);
+  cpu(t, "user_annotation", "annot", PID + 1, 205, 55, 6);
+  cpu(t, "cpu_op", "short", PID + 1, 300, 10, 8);
+  cpu(t, "cpu_op", "long", PID + 1, 300, 50, 7);
+  runtime(t, "cudaLaunchKernel", PID, 21, 5, 11, 3);
+  runtime(t, "cudaLaunchKernel", PID, 26, 3, 12, 3);
+  runtime(t, "cuLaunchKernel", PID, 70, 10, 13, 0); /* a driver-side name, no External id */
+  kernel(t, 40, 1, 11, 3);
+  kernel(t, 41, 1, 12, 3);
+  kernel(t, 90, 1, 13, 0);
+  overhead(t, "o1", 25, 2);    /* [25, 27): 1 us in launch 11, 1 us in 12: the earlier */
+  overhead(t, "o2", 25.5, 3);  /* [25.5, 28.5): 0.5 in 11, 2.5 in 12 */
+  overhead(t, "o3", 75, 1);    /* launch 13 on A, A's innermost there: outer, not B's late */
+  overhead(t, "o4", 65, 1);    /* no launch: late (B) started after outer (A) */
+  overhead(t, "o5", 207, 1);   /* py [200,210) was closed by annot at 205: annot */
+  overhead(t, "o6", 305, 0);   /* zero length, in short (inside long) */
+  overhead(t, "o7", 310, 1);   /* short ended at 310: long */
+  overhead(t, "o8", 26, 0);    /* a point where 11 ends and 12 starts: 12 holds it */
+  overhead(t, "o9", 29, 2);    /* [29, 31) only touches launch 12's end at 29: none */
+  osk_audit_t *a = audit_trace(t);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   check_clean_stats(s);
   CHECK(s->operators == 8 && s->launches == 3 && s->overhead_events == 9);
@@ -538,24 +522,20 @@ static void test_landing_rules(void) {
   }
   CHECK(s->overhead_in_launch == 4 && s->overhead_in_op == 9);
   osk_audit_free(a);
-  free(t.buf);
 }
 
 /* A launch without its kernel (T #192021: the first launches of a later
  * session lose their kernels), one later as well, and a duplicate. */
-static void test_missing_kernel(void) {
-  tb_t t;
-  tb_begin(&t);
-  cpu(&t, "user_annotation", "ProfilerStep#5", PID, 0, 100, 1);
-  cpu(&t, "cpu_op", "aten::add", PID, 1, 90, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 2, 3, 201, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 6, 3, 202, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 10, 3, 203, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 14, 3, 203, 2); /* the same correlation again */
-  runtime(&t, "cudaMemcpyAsync", PID, 20, 3, 204, 2);
-  kernel(&t, 12, 1, 203, 2);
-  tb_end(&t);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
+static void test_missing_kernel(tb_t *t) {
+  cpu(t, "user_annotation", "ProfilerStep#5", PID, 0, 100, 1);
+  cpu(t, "cpu_op", "aten::add", PID, 1, 90, 2);
+  runtime(t, "cudaLaunchKernel", PID, 2, 3, 201, 2);
+  runtime(t, "cudaLaunchKernel", PID, 6, 3, 202, 2);
+  runtime(t, "cudaLaunchKernel", PID, 10, 3, 203, 2);
+  runtime(t, "cudaLaunchKernel", PID, 14, 3, 203, 2); /* the same correlation again */
+  runtime(t, "cudaMemcpyAsync", PID, 20, 3, 204, 2);
+  kernel(t, 12, 1, 203, 2);
+  osk_audit_t *a = audit_trace(t);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   CHECK(s->launches == 5 && s->device_events == 1 && s->matched_launches == 1);
   CHECK(s->missing == 3 && s->missing_head == 2 && s->duplicate_launches == 1);
@@ -572,21 +552,17 @@ static void test_missing_kernel(void) {
   CHECK(osk_audit_event_count(a, OSK_AUDIT_ORPHANS) == 0);
   CHECK(osk_audit_step_count(a) == 1 && osk_audit_step(a, 0)->step == 5);
   osk_audit_free(a);
-  free(t.buf);
 }
 
 /* A kernel whose launch fell before the window, and one without a
  * correlation at all (counted apart, not an orphan). */
-static void test_orphan_kernel(void) {
-  tb_t t;
-  tb_begin(&t);
-  cpu(&t, "cpu_op", "aten::add", PID, 1, 20, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 2, 3, 302, 2);
-  kernel(&t, 0.5, 1, 301, 1);
-  kernel(&t, 6, 1, 302, 2);
-  device(&t, "kernel", "no correlation", 8, 1, -1, 0);
-  tb_end(&t);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
+static void test_orphan_kernel(tb_t *t) {
+  cpu(t, "cpu_op", "aten::add", PID, 1, 20, 2);
+  runtime(t, "cudaLaunchKernel", PID, 2, 3, 302, 2);
+  kernel(t, 0.5, 1, 301, 1);
+  kernel(t, 6, 1, 302, 2);
+  device(t, "kernel", "no correlation", 8, 1, -1, 0);
+  osk_audit_t *a = audit_trace(t);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   CHECK(s->device_events == 3 && s->device_uncorrelated == 1 && s->launches == 1);
   CHECK(s->orphans == 1 && s->missing == 0 && s->bad_time == 0 && s->matched_launches == 1);
@@ -596,23 +572,36 @@ static void test_orphan_kernel(void) {
   CHECK(e->correlation == 301 && e->ts_ns == TNS(0.5) && e->dur_ns == 1000 && !e->has_launch);
   CHECK(str_eq(e->name, "void at::native::vectorized_elementwise_kernel<4>(int)"));
   osk_audit_free(a);
-  free(t.buf);
 }
 
-/* A kernel that starts before its launch (a clock offset), and one of
- * duration 0 (what Kineto writes for end < start). */
-static void test_kernel_before_launch(void) {
+/* A kernel as audit_three_launches writes it: start, duration (us), External id
+ * (0: none). */
+typedef struct {
+  double ts, dur;
+  int ext;
+} kern_t;
+
+/* aten::add [1, 41) with External id ext and its three launches of 3 us at
+ * 10, 20 and 30 us, correlations corr + 1 to corr + 3, each with External
+ * id ext, then their kernels k[0..3); audited every way. */
+static osk_audit_t *audit_three_launches(int corr, int ext, const kern_t k[3]) {
   tb_t t;
   tb_begin(&t);
-  cpu(&t, "cpu_op", "aten::add", PID, 1, 40, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 10, 3, 401, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 20, 3, 402, 2);
-  runtime(&t, "cudaLaunchKernel", PID, 30, 3, 403, 2);
-  kernel(&t, 9.5, 1, 401, 2);  /* 0.5 us before its launch */
-  kernel(&t, 25, 0, 402, 2);   /* dur 0.000 */
-  kernel(&t, 35, 1, 403, 2);   /* fine */
-  tb_end(&t);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
+  cpu(&t, "cpu_op", "aten::add", PID, 1, 40, ext);
+  for (int i = 0; i < 3; i++)
+    runtime(&t, "cudaLaunchKernel", PID, 10 * (i + 1), 3, corr + i + 1, ext);
+  for (int i = 0; i < 3; i++) kernel(&t, k[i].ts, k[i].dur, corr + i + 1, k[i].ext);
+  osk_audit_t *a = audit_trace(&t);
+  free(t.buf);
+  return a;
+}
+
+/* A kernel's time and External id against its launch's. */
+static void test_kernel_time_and_ids(void) {
+  /* A kernel that starts before its launch (a clock offset), one of
+   * duration 0 (what Kineto writes for end < start), one fine. */
+  static const kern_t early[3] = {{9.5, 1, 2}, {25, 0, 2}, {35, 1, 2}};
+  osk_audit_t *a = audit_three_launches(400, 2, early);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   CHECK(s->bad_time == 2 && s->before_launch == 1 && s->missing == 0 && s->orphans == 0);
   CHECK(s->matched_launches == 3);
@@ -623,56 +612,25 @@ static void test_kernel_before_launch(void) {
   e = osk_audit_event(a, OSK_AUDIT_BAD_TIME, 1);
   CHECK(e->correlation == 402 && e->dur_ns == 0 && e->has_launch && e->launch_ts_ns == TNS(20));
   osk_audit_free(a);
-  free(t.buf);
-}
 
-/* A kernel whose External id is another operator's, and one without any
- * while its launch has one. */
-static void test_external_id_mismatch(void) {
-  tb_t t;
-  tb_begin(&t);
-  cpu(&t, "cpu_op", "aten::add", PID, 1, 40, 8);
-  runtime(&t, "cudaLaunchKernel", PID, 10, 3, 501, 8);
-  runtime(&t, "cudaLaunchKernel", PID, 20, 3, 502, 8);
-  runtime(&t, "cudaLaunchKernel", PID, 30, 3, 503, 8);
-  kernel(&t, 15, 1, 501, 9);
-  kernel(&t, 25, 1, 502, 0);
-  kernel(&t, 35, 1, 503, 8);
-  tb_end(&t);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
-  const osk_audit_stats_t *s = osk_audit_stats(a);
+  /* A kernel whose External id is another operator's, and one without any
+   * while its launch has one. */
+  static const kern_t ids[3] = {{15, 1, 9}, {25, 1, 0}, {35, 1, 8}};
+  a = audit_three_launches(500, 8, ids);
+  s = osk_audit_stats(a);
   CHECK(s->external_id_mismatch == 2 && s->missing == 0 && s->orphans == 0 && s->bad_time == 0);
   osk_audit_free(a);
-  free(t.buf);
-}
-
-static unsigned char *gzip_of(const char *in, size_t n, size_t *out_len) {
-  size_t cap = n + 1024;
-  unsigned char *out = malloc(cap);
-  CHECK(out);
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  z.next_in = (Bytef *)in;
-  z.avail_in = (uInt)n;
-  z.next_out = out;
-  z.avail_out = (uInt)cap;
-  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
-  *out_len = cap - z.avail_out;
-  deflateEnd(&z);
-  return out;
 }
 
 /* gzip audits as plain; a trace cut anywhere audits what was read, flagged;
  * cut after a launch and before its kernel, that launch is missing. */
-static void test_gzip_and_truncated(void) {
-  tb_t t;
-  build_buffer_request(&t, 0);
-  osk_audit_t *a = audit_mem(t.buf, t.len, 0, NULL, 0);
+static void test_gzip_and_truncated(tb_t *t) {
+  build_buffer_request(t, 0);
+  osk_audit_t *a = audit_mem(t->buf, t->len, 0, NULL, 0);
   char *ref = audit_text(a);
   osk_audit_free(a);
   size_t gz_len;
-  unsigned char *gz = gzip_of(t.buf, t.len, &gz_len);
+  unsigned char *gz = gzip_of(t->buf, t->len, &gz_len);
   osk_reader_stats_t rs;
   CHECK(osk_audit_from_mem(gz, gz_len, 0, NULL, NULL, &a, &rs, NULL) == 0 && rs.gzip);
   char *got = audit_text(a);
@@ -682,11 +640,11 @@ static void test_gzip_and_truncated(void) {
 
   /* Cut before the kernel: its launch is missing, the Buffer Request
    * before it is placed, the trace is flagged. */
-  const char *k = strstr(t.buf, "\"cat\": \"kernel\"");
+  const char *k = strstr(t->buf, "\"cat\": \"kernel\"");
   CHECK(k);
-  size_t cut = (size_t)(k - t.buf) - 10;
+  size_t cut = (size_t)(k - t->buf) - 10;
   osk_error_t err;
-  CHECK(osk_audit_from_mem(t.buf, cut, 0, NULL, NULL, &a, NULL, &err) == OSK_ETRUNCATED);
+  CHECK(osk_audit_from_mem(t->buf, cut, 0, NULL, NULL, &a, NULL, &err) == OSK_ETRUNCATED);
   CHECK(err.code == OSK_ETRUNCATED);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   CHECK(s->truncated && s->launches == 1 && s->device_events == 0 && s->missing == 1);
@@ -700,38 +658,34 @@ static void test_gzip_and_truncated(void) {
 
   /* Every prefix: truncated (the empty one too), never a crash, and never
    * more than the whole. */
-  for (size_t n = 0; n < t.len - 2; n++) {
-    a = audit_mem(t.buf, n, 0, NULL, OSK_ETRUNCATED);
+  for (size_t n = 0; n < t->len - 2; n++) {
+    a = audit_mem(t->buf, n, 0, NULL, OSK_ETRUNCATED);
     s = osk_audit_stats(a);
     CHECK(s->truncated && s->overhead_events <= 4 && s->launches <= 1 && s->missing <= s->launches);
     osk_audit_free(a);
   }
   /* Invalid JSON: the audit of what came before, not flagged as truncated. */
-  char *bad = malloc(t.len + 1);
-  memcpy(bad, t.buf, t.len + 1);
+  char *bad = malloc(t->len + 1);
+  memcpy(bad, t->buf, t->len + 1);
   char *p = strstr(bad, "\"cat\": \"kernel\"");
   p[0] = '!';
-  a = audit_mem(bad, t.len, 0, NULL, OSK_EFORMAT);
+  a = audit_mem(bad, t->len, 0, NULL, OSK_EFORMAT);
   CHECK(!osk_audit_stats(a)->truncated && osk_audit_stats(a)->launches == 1);
   osk_audit_free(a);
   free(bad);
   free(gz);
   free(ref);
-  free(t.buf);
 }
 
 /* A CPU-only trace (no CUDA activity): nothing to flag, nothing placed. */
-static void test_no_cuda(void) {
-  tb_t t;
-  tb_begin(&t);
-  cpu(&t, "user_annotation", "ProfilerStep#0", PID, 0, 50, 1);
-  cpu(&t, "cpu_op", "aten::add", PID, 1, 5, 2);
-  cpu(&t, "user_annotation", "ProfilerStep#1", PID, 60, 40, 3);
-  cpu(&t, "user_annotation", "ProfilerStep#x", PID, 61, 1, 4); /* not a step */
-  trace_span(&t);
-  metadata(&t);
-  tb_end(&t);
-  osk_audit_t *a = audit_all_ways(&t, NULL, 0);
+static void test_no_cuda(tb_t *t) {
+  cpu(t, "user_annotation", "ProfilerStep#0", PID, 0, 50, 1);
+  cpu(t, "cpu_op", "aten::add", PID, 1, 5, 2);
+  cpu(t, "user_annotation", "ProfilerStep#1", PID, 60, 40, 3);
+  cpu(t, "user_annotation", "ProfilerStep#x", PID, 61, 1, 4); /* not a step */
+  trace_span(t);
+  metadata(t);
+  osk_audit_t *a = audit_trace(t);
   const osk_audit_stats_t *s = osk_audit_stats(a);
   check_clean_stats(s);
   CHECK(s->device_events == 0 && s->launches == 0 && s->overhead_events == 0 && s->matched_launches == 0);
@@ -740,7 +694,6 @@ static void test_no_cuda(void) {
   CHECK(osk_audit_step(a, 0)->step == 0 && osk_audit_step(a, 1)->step == 1);
   CHECK(osk_audit_overhead_kind_count(a) == 0 && osk_audit_overhead_count(a) == 0);
   osk_audit_free(a);
-  free(t.buf);
 
   /* Not even events: an empty document, and a bare array. */
   a = audit_mem("{}", 2, 0, NULL, 0);
@@ -801,14 +754,13 @@ int main(void) {
   osk_test_in_tmpdir();
   test_reader_ids();
   test_clean();
-  test_buffer_request();
-  test_landing_rules();
-  test_missing_kernel();
-  test_orphan_kernel();
-  test_kernel_before_launch();
-  test_external_id_mismatch();
-  test_gzip_and_truncated();
-  test_no_cuda();
+  with_trace(test_buffer_request);
+  with_trace(test_landing_rules);
+  with_trace(test_missing_kernel);
+  with_trace(test_orphan_kernel);
+  test_kernel_time_and_ids();
+  with_trace(test_gzip_and_truncated);
+  with_trace(test_no_cuda);
   test_api();
   puts("test_audit: ok");
   return 0;

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "reader_testutil.h"
 
@@ -315,23 +314,6 @@ static void test_open_errors(void) {
   CHECK(err.sys_errno == ENOENT);
 }
 
-/* gzip of `t` (deflate level 6); the caller frees it. */
-static unsigned char *gz(const char *t, size_t n, size_t *out_len) {
-  z_stream z = {0};
-  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  size_t cap = deflateBound(&z, n) + 64;
-  unsigned char *o = malloc(cap);
-  CHECK(o != NULL);
-  z.next_in = (Bytef *)t;
-  z.avail_in = (uInt)n;
-  z.next_out = o;
-  z.avail_out = (uInt)cap;
-  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
-  *out_len = cap - z.avail_out;
-  deflateEnd(&z);
-  return o;
-}
-
 /* Item 6: a small gzip cut in half or corrupt in the middle is read up to
  * the damage (OSK_ETRUNCATED, the events before it), the same in any piece
  * size; corrupt from the first byte is invalid. */
@@ -345,7 +327,7 @@ static void test_damaged_gzip(void) {
                             i ? "," : "", (i * 7919) % 1000, i, i % 13);
   len += (size_t)snprintf(t + len, cap - len, "]}");
   size_t zn;
-  unsigned char *z = gz(t, len, &zn);
+  unsigned char *z = gzip_of(t, len, &zn);
   for (int damage = 0; damage < 3; damage++) {
     unsigned char *d = malloc(zn);
     CHECK(d != NULL);

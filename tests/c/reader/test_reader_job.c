@@ -2,32 +2,8 @@
  * clock alignment and the cross-rank correction's exact arithmetic on
  * hand-made traces. Times below are in microseconds as in the traces; the
  * job reports nanoseconds. */
-#include <stdarg.h>
-
 #include "opskew_job.h"
-#include "testutil.h"
-
-typedef struct {
-  char *buf;
-  size_t len, cap;
-  int n;
-} tb_t;
-
-static void tb_put(tb_t *t, const char *fmt, ...) {
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  CHECK(n > 0 && (size_t)n < sizeof line);
-  if (t->len + (size_t)n + 1 > t->cap) {
-    t->cap = (t->len + (size_t)n + 1) * 2;
-    t->buf = realloc(t->buf, t->cap);
-    CHECK(t->buf);
-  }
-  memcpy(t->buf + t->len, line, (size_t)n + 1);
-  t->len += (size_t)n;
-}
+#include "reader_testutil.h"
 
 static void tb_begin(tb_t *t, int rank) {
   memset(t, 0, sizeof *t);

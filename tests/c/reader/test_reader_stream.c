@@ -3,7 +3,6 @@
  * buffer. */
 #include <errno.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "reader_testutil.h"
 
@@ -17,20 +16,6 @@ static const char *TRACE =
     "   \"ts\": 13.000, \"dur\": 1e0, \"args\": {}},\n"
     "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": 20}\n"
     "  ],\n  \"traceName\": \"t.json\"\n}\n";
-
-static size_t gzip_bytes(const char *in, size_t n, unsigned char *out, size_t cap) {
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  z.next_in = (Bytef *)in;
-  z.avail_in = (uInt)n;
-  z.next_out = out;
-  z.avail_out = (uInt)cap;
-  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
-  size_t got = cap - z.avail_out;
-  deflateEnd(&z);
-  return got;
-}
 
 static void check_same(const rec_t *a, const rec_t *b) {
   CHECK(a->n == b->n);
@@ -96,7 +81,7 @@ static void test_truncation_everywhere(void) {
 static void test_gzip(const rec_t *ref) {
   size_t len = strlen(TRACE);
   unsigned char gz[4096], gz2[4096];
-  size_t n = gzip_bytes(TRACE, len, gz, sizeof gz);
+  size_t n = gzip_into(TRACE, len, gz, sizeof gz);
   for (size_t piece = 0; piece <= 5; piece++) {
     rec_t rec;
     memset(&rec, 0, sizeof rec);
@@ -110,8 +95,8 @@ static void test_gzip(const rec_t *ref) {
   }
   /* Two members, as `cat a.gz b.gz` makes, are one document. */
   size_t half = len / 2;
-  size_t n1 = gzip_bytes(TRACE, half, gz2, sizeof gz2);
-  size_t n2 = gzip_bytes(TRACE + half, len - half, gz2 + n1, sizeof gz2 - n1);
+  size_t n1 = gzip_into(TRACE, half, gz2, sizeof gz2);
+  size_t n2 = gzip_into(TRACE + half, len - half, gz2 + n1, sizeof gz2 - n1);
   rec_t rec;
   osk_error_t err;
   CHECK(read_text((const char *)gz2, n1 + n2, 3, 16, &rec, &err) == 0);
@@ -147,7 +132,7 @@ static void test_files(const rec_t *ref) {
   CHECK(f && fwrite(TRACE, 1, strlen(TRACE), f) == strlen(TRACE));
   fclose(f);
   unsigned char gz[4096];
-  size_t n = gzip_bytes(TRACE, strlen(TRACE), gz, sizeof gz);
+  size_t n = gzip_into(TRACE, strlen(TRACE), gz, sizeof gz);
   f = fopen(gzpath, "wb");
   CHECK(f && fwrite(gz, 1, n, f) == n);
   fclose(f);
