@@ -267,10 +267,8 @@ static int relay_scratch_reserve(relay_scratch_t *r, size_t n) {
 
 /* Frees it, leaving it empty (as new). */
 static void relay_scratch_free(relay_scratch_t *r) {
-  free(r->b);
-  free(r->moved);
-  free(r->mark);
-  free(r->stack);
+  void **arrays[] = {(void **)&r->b, (void **)&r->moved, (void **)&r->mark, (void **)&r->stack};
+  osk__free_arrays(arrays, sizeof arrays / sizeof *arrays);
   memset(r, 0, sizeof *r);
 }
 

@@ -23,6 +23,7 @@
  */
 #include "opskew_reader.h"
 #include "reader_analysis.h"
+#include "reader_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,29 @@ static int overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
 
 /* --------------------------------------------------------------- adding */
 
+/* What adding a record of ev takes first: ev must have `need`
+ * (osk__event_usable), else it is counted unusable and the result is 1
+ * (nothing to add); room for one more record in the array *arr (n of
+ * `elem` bytes, capacity *cap); its name interned into *name and, with
+ * `thread`, its thread into *thread. 0, 1, or a (negative) error code. */
+static int take(osk_audit_t *a, const osk_reader_event_t *ev, unsigned need, void **arr,
+                size_t *cap, size_t n, size_t elem, uint32_t *name, uint32_t *thread) {
+  if (!osk__event_usable(ev, need)) {
+    a->stats.unusable++;
+    return 1;
+  }
+  int rc = room(arr, cap, n, elem);
+  if (rc) return rc;
+  int64_t id = intern_name(a, ev->name);
+  if (id < 0) return (int)id;
+  *name = (uint32_t)id;
+  if (!thread) return 0;
+  int64_t th = osk__threads_intern_ev(&a->threads, ev);
+  if (th < 0) return (int)th;
+  *thread = (uint32_t)th;
+  return 0;
+}
+
 int osk_audit_new(osk_audit_t **out, const osk_audit_opts_t *opts) {
   if (!out) return OSK_EINVAL;
   *out = NULL;
@@ -205,15 +229,10 @@ static int add_launch(osk_audit_t *a, const osk_reader_event_t *ev) {
   if (!(ev->has & OSK_READER_EV_NAME) || !is_launch_name(ev->name) ||
       !(ev->has & OSK_READER_EV_CORRELATION))
     return 0; /* not a launch */
-  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) {
-    a->stats.unusable++;
-    return 0;
-  }
-  int rc = room((void **)&a->launch, &a->launch_cap, a->n_launch, sizeof *a->launch);
-  int64_t name = rc ? rc : intern_name(a, ev->name);
-  if (name < 0) return (int)name;
-  int64_t th = osk__threads_intern_ev(&a->threads, ev);
-  if (th < 0) return (int)th;
+  uint32_t name = 0, th = 0;
+  int rc = take(a, ev, OSK__EV_COMPLETE, (void **)&a->launch, &a->launch_cap, a->n_launch,
+                sizeof *a->launch, &name, &th);
+  if (rc) return rc < 0 ? rc : 0;
   launch_t *l = &a->launch[a->n_launch];
   memset(l, 0, sizeof *l);
   l->ts = ev->ts_ns;
@@ -221,23 +240,18 @@ static int add_launch(osk_audit_t *a, const osk_reader_event_t *ev) {
   l->corr = ev->correlation;
   l->has_ext = (ev->has & OSK_READER_EV_EXTERNAL_ID) != 0;
   l->ext = l->has_ext ? ev->external_id : 0;
-  l->name = (uint32_t)name;
-  l->thread = (uint32_t)th;
+  l->name = name;
+  l->thread = th;
   l->seq = (uint32_t)a->n_launch++;
   a->stats.launches++;
   return 0;
 }
 
 static int add_op(osk_audit_t *a, const osk_reader_event_t *ev, int annotation) {
-  if (!osk__event_usable(ev, OSK__EV_COMPLETE)) {
-    a->stats.unusable++;
-    return 0;
-  }
-  int rc = room((void **)&a->op, &a->op_cap, a->n_op, sizeof *a->op);
-  int64_t name = rc ? rc : intern_name(a, ev->name);
-  if (name < 0) return (int)name;
-  int64_t th = osk__threads_intern_ev(&a->threads, ev);
-  if (th < 0) return (int)th;
+  uint32_t name = 0, th = 0;
+  int rc = take(a, ev, OSK__EV_COMPLETE, (void **)&a->op, &a->op_cap, a->n_op, sizeof *a->op,
+                &name, &th);
+  if (rc) return rc < 0 ? rc : 0;
   int64_t n;
   if (annotation && step_number(ev->name, &n)) {
     rc = osk__grow((void **)&a->steps, &a->steps_cap, a->n_steps + 1, sizeof *a->steps);
@@ -245,22 +259,18 @@ static int add_op(osk_audit_t *a, const osk_reader_event_t *ev, int annotation) 
     a->steps[a->n_steps++] = (osk_audit_step_t){n, ev->ts_ns, ev->dur_ns};
     a->stats.steps++;
   }
-  a->op[a->n_op] = (op_t){ev->ts_ns, ev->dur_ns, (uint32_t)name, (uint32_t)th, NONE,
-                          (uint32_t)a->n_op};
+  a->op[a->n_op] = (op_t){ev->ts_ns, ev->dur_ns, name, th, NONE, (uint32_t)a->n_op};
   a->n_op++;
   a->stats.operators++;
   return 0;
 }
 
 static int add_overhead(osk_audit_t *a, const osk_reader_event_t *ev) {
-  if (!osk__event_usable(ev, OSK_READER_EV_TS | OSK_READER_EV_DUR)) {
-    a->stats.unusable++;
-    return 0;
-  }
-  int rc = room((void **)&a->ovh, &a->ovh_cap, a->n_ovh, sizeof *a->ovh);
-  int64_t name = rc ? rc : intern_name(a, ev->name);
-  if (name < 0) return (int)name;
-  a->ovh[a->n_ovh] = (overhead_t){ev->ts_ns, ev->dur_ns, (uint32_t)name, (uint32_t)a->n_ovh};
+  uint32_t name = 0;
+  int rc = take(a, ev, OSK_READER_EV_TS | OSK_READER_EV_DUR, (void **)&a->ovh, &a->ovh_cap,
+                a->n_ovh, sizeof *a->ovh, &name, NULL);
+  if (rc) return rc < 0 ? rc : 0;
+  a->ovh[a->n_ovh] = (overhead_t){ev->ts_ns, ev->dur_ns, name, (uint32_t)a->n_ovh};
   a->n_ovh++;
   a->stats.overhead_events++;
   a->stats.overhead_ns = osk__sat_add(a->stats.overhead_ns, ev->dur_ns);
@@ -295,19 +305,29 @@ int osk_audit_add(void *audit, const osk_reader_event_t *ev) {
     if ((x) != (y)) return (x) < (y) ? -1 : 1; \
   } while (0)
 
-static int launch_by_corr(const void *pa, const void *pb) {
-  const launch_t *a = pa, *b = pb;
-  CMP(a->corr, b->corr);
-  CMP(a->ts, b->ts);
-  CMP(a->seq, b->seq);
+/* Time order, ties by arrival: how records of one kind sort by time, and
+ * within a correlation. */
+static int by_time(int64_t a_ts, uint32_t a_seq, int64_t b_ts, uint32_t b_seq) {
+  CMP(a_ts, b_ts);
+  CMP(a_seq, b_seq);
   return 0;
 }
 
-static int launch_by_time(const void *pa, const void *pb) {
+/* qsort's comparison `name` of records of type T (ts, seq) by time. */
+#define BY_TIME(name, T)                            \
+  static int name(const void *pa, const void *pb) { \
+    const T *a = pa, *b = pb;                       \
+    return by_time(a->ts, a->seq, b->ts, b->seq);   \
+  }
+
+BY_TIME(launch_by_time, launch_t)
+BY_TIME(dev_by_time, device_t)
+BY_TIME(ovh_by_time, overhead_t)
+
+static int launch_by_corr(const void *pa, const void *pb) {
   const launch_t *a = pa, *b = pb;
-  CMP(a->ts, b->ts);
-  CMP(a->seq, b->seq);
-  return 0;
+  CMP(a->corr, b->corr);
+  return by_time(a->ts, a->seq, b->ts, b->seq);
 }
 
 /* Uncorrelated device events first: they match nothing. */
@@ -315,16 +335,7 @@ static int dev_by_corr(const void *pa, const void *pb) {
   const device_t *a = pa, *b = pb;
   CMP(a->has_corr, b->has_corr);
   CMP(a->corr, b->corr);
-  CMP(a->ts, b->ts);
-  CMP(a->seq, b->seq);
-  return 0;
-}
-
-static int dev_by_time(const void *pa, const void *pb) {
-  const device_t *a = pa, *b = pb;
-  CMP(a->ts, b->ts);
-  CMP(a->seq, b->seq);
-  return 0;
+  return by_time(a->ts, a->seq, b->ts, b->seq);
 }
 
 /* Per thread, the nesting order (osk__nest_order: start, longer first, arrival). */
@@ -332,13 +343,6 @@ static int op_by_thread(const void *pa, const void *pb) {
   const op_t *a = pa, *b = pb;
   CMP(a->thread, b->thread);
   return osk__nest_order(a->ts, a->dur, a->seq, b->ts, b->dur, b->seq);
-}
-
-static int ovh_by_time(const void *pa, const void *pb) {
-  const overhead_t *a = pa, *b = pb;
-  CMP(a->ts, b->ts);
-  CMP(a->seq, b->seq);
-  return 0;
 }
 
 static int step_by_time(const void *pa, const void *pb) {
@@ -620,14 +624,8 @@ static int overhead_kinds(osk_audit_t *a) {
 }
 
 static void free_work(osk_audit_t *a) {
-  free(a->launch);
-  free(a->dev);
-  free(a->op);
-  free(a->ovh);
-  a->launch = NULL;
-  a->dev = NULL;
-  a->op = NULL;
-  a->ovh = NULL;
+  void **work[] = {(void **)&a->launch, (void **)&a->dev, (void **)&a->op, (void **)&a->ovh};
+  osk__free_arrays(work, sizeof work / sizeof *work);
   a->n_launch = a->n_dev = a->n_op = a->n_ovh = 0;
   a->launch_cap = a->dev_cap = a->op_cap = a->ovh_cap = 0;
 }
@@ -724,32 +722,25 @@ static int audit_source(const char *path, const void *data, size_t len, size_t p
   *out = NULL;
   osk_audit_t *a;
   int rc = osk_audit_new(&a, opts);
-  if (rc) {
-    *err = (osk_error_t){rc, osk_strerror(rc), 0, 0};
-    return rc;
-  }
+  if (rc) return osk__fail(err, rc);
   osk_reader_t *r;
   rc = path ? osk_reader_open(&r, path, ropts, err)
             : osk_reader_open_mem(&r, data, len, piece, ropts, err);
-  if (rc) {
-    osk_audit_free(a);
-    return rc;
-  }
+  if (rc) goto fail;
   rc = osk_reader_run(r, osk_audit_add, a, err);
   if (rstats) *rstats = *osk_reader_stats(r);
   osk_reader_free(r);
-  if (rc && rc != OSK_ETRUNCATED && rc != OSK_EFORMAT) {
-    osk_audit_free(a);
-    return rc;
-  }
+  if (!osk__read_kept(rc)) goto fail;
   a->stats.truncated = rc == OSK_ETRUNCATED;
   int frc = osk_audit_finish(a);
   if (frc) {
-    osk_audit_free(a);
-    *err = (osk_error_t){frc, osk_strerror(frc), 0, 0};
-    return frc;
+    rc = osk__fail(err, frc);
+    goto fail;
   }
   *out = a;
+  return rc;
+fail: /* every failure after the audit exists: it goes */
+  osk_audit_free(a);
   return rc;
 }
 

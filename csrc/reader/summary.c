@@ -832,10 +832,7 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
   *out = NULL;
   osk_summary_t *s;
   int rc = osk_summary_new(&s, opts);
-  if (rc) {
-    *err = (osk_error_t){rc, osk_strerror(rc), 0, 0};
-    return rc;
-  }
+  if (rc) return osk__fail(err, rc);
   osk_reader_t *r;
   rc = open_source(src, ropts, &r, err);
   if (rc) {
@@ -850,10 +847,9 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
   if (mrc) {
     osk_reader_free(r);
     osk_summary_free(s);
-    *err = (osk_error_t){mrc, osk_strerror(mrc), 0, 0};
-    return mrc;
+    return osk__fail(err, mrc);
   }
-  if (rc && rc != OSK_ETRUNCATED && rc != OSK_EFORMAT) {
+  if (!osk__read_kept(rc)) {
     osk_reader_free(r);
     osk_summary_free(s);
     return rc;
@@ -874,8 +870,7 @@ static int summarize(const source_t *src, const osk_summary_opts_t *opts,
   int frc = osk_summary_finish(s);
   if (frc) {
     osk_summary_free(s);
-    *err = (osk_error_t){frc, osk_strerror(frc), 0, 0};
-    return frc;
+    return osk__fail(err, frc);
   }
   *out = s;
   return rc;

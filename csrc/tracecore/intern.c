@@ -16,6 +16,13 @@ int osk__grow(void **p, size_t *cap, size_t need, size_t elem) {
   return 0;
 }
 
+void osk__free_arrays(void **const *ps, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(*ps[i]);
+    *ps[i] = NULL;
+  }
+}
+
 char *osk__dup_bytes(const char *p, size_t n) {
   char *d = malloc(n + 1);
   if (!d) return NULL;

@@ -75,6 +75,9 @@ static inline int64_t osk__sat_add(int64_t a, int64_t b) {
 
 /* Grows *p (elements of `elem` bytes) to hold `need`, doubling; 0 or OSK_ENOMEM. */
 OSK__CORE_HIDDEN int osk__grow(void **p, size_t *cap, size_t need, size_t elem);
+/* Frees the n arrays that ps[0..n) point at (osk__grow's, say), each
+ * pointer left NULL; their owner resets the counts and capacities. */
+OSK__CORE_HIDDEN void osk__free_arrays(void **const *ps, size_t n);
 /* A NUL-terminated malloc'ed copy of n bytes, or NULL. */
 OSK__CORE_HIDDEN char *osk__dup_bytes(const char *p, size_t n);
 /* qsort's comparison of int64_t values, ascending. */
