@@ -569,14 +569,17 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   /* A span's trim still due comes out of x's self time here, after its
    * last child; what does not fit stretches x, as a debt does. */
   int64_t end = x->start + x->dur, debt = osk__sat_add(l->debt, l->trim), end2;
-  if (cut < end) {
+  if (cut < end || x->end < end) {
     /* Closed early: an event beginning at `cut` outlives x (an improper
      * overlap; with_stack's __enter__ and __exit__ events around a
      * record_function), so x's end lies after a begin the time line has not
      * placed yet. Placing it first moved that begin, and everything after
      * it, to x's end (events shifted and shortened even at W = 0). x's end
      * is moved back by what was removed so far, and the line is left where
-     * it is: the overlap stays as reported. */
+     * it is: the overlap stays as reported. So for a Python event clipped at
+     * the end of the operator it outlives (osk__nest_push: the frame around
+     * optimizer.step() that ends in the next ProfilerStep): its end lies
+     * past its parent's, which is not placed yet. */
     end2 = moved_back(end, t->removed + (double)debt);
     debt = 0;
     if (end2 < t->last2) {
@@ -616,6 +619,15 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   osk__corrected_t k = osk__correct_event(&cost, x->cls, x->dur, x->desc[OSK__CLS_OP], x->desc[OSK__CLS_PY],
                                           x->wait_ns + (double)trim + beyond_scale, x->child_corr_ns);
   x->corr_ns = k.raw_ns;
+  if (cut == INT64_MAX && x->end < x->start + x->dur) {
+    /* Clipped at its parent's end (a Python event outliving an operator):
+     * its end was placed as reported past the parent's, which is placed
+     * after it, moved back by x's own share after its end too. What the
+     * parent holds of it, as the corrected trace is written, is its
+     * corrected duration less that tail. */
+    x->corr_in_ns = k.raw_ns - (double)(x->start + x->dur - x->end) - half;
+    x->has_corr_in = 1;
+  }
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
   /* Self time ends where x was closed (summary.c's rule, so both read the

@@ -145,7 +145,7 @@ typedef struct {
 typedef struct {
   int64_t start, dur;
   uint64_t seq;
-  uint32_t name;
+  uint32_t name, cls;
 } held_t;
 
 typedef struct {
@@ -323,8 +323,17 @@ static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *pa
   return 0;
 }
 
-static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name) {
-  return osk__nest_push(&t->nest, start, dur, name, OSK__CLS_OP, on_close, t, NULL);
+static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name, uint32_t cls) {
+  return osk__nest_push(&t->nest, start, dur, name, cls, on_close, t, NULL);
+}
+
+/* The event's class for the nesting rule: python_function events are
+ * Python's, as the correction's default py categories have them
+ * (compensate.c's default_py_cats), so that the summary of a corrected
+ * trace nests as the correction did; every other event an operator's. */
+static uint32_t class_of(osk_str_t cat) {
+  static const char py[] = "python_function";
+  return osk__str_is(cat, py, sizeof py - 1) ? OSK__CLS_PY : OSK__CLS_OP;
 }
 
 static int close_all(thread_t *t) { return osk__nest_close_all(&t->nest, on_close, t); }
@@ -505,7 +514,7 @@ int osk_summary_add(void *summary, const osk_reader_event_t *ev) {
     }
     t->have_last = 1;
     t->last_start = ev->ts_ns;
-    return nest(t, ev->ts_ns, ev->dur_ns, (uint32_t)id);
+    return nest(t, ev->ts_ns, ev->dur_ns, (uint32_t)id, class_of(ev->cat));
   }
   case 'B':
   case 'E': {
@@ -544,7 +553,7 @@ int osk_summary_add_resort(void *summary, const osk_reader_event_t *ev) {
   int64_t id = op_intern(s, ev->name, ev->cat);
   if (id < 0) return (int)id;
   if (osk__grow((void **)&t->held, &t->held_cap, t->n_held + 1, sizeof *t->held)) return OSK_ENOMEM;
-  t->held[t->n_held++] = (held_t){ev->ts_ns, ev->dur_ns, s->seq++, (uint32_t)id};
+  t->held[t->n_held++] = (held_t){ev->ts_ns, ev->dur_ns, s->seq++, (uint32_t)id, class_of(ev->cat)};
   s->stats.resorted_events++;
   s->stats.passes = 2;
   return 0;
@@ -565,7 +574,7 @@ int osk_summary_finish(osk_summary_t *s) {
     if (t->unsorted && t->n_held) {
       qsort(t->held, t->n_held, sizeof *t->held, held_cmp);
       for (size_t k = 0; k < t->n_held; k++) {
-        rc = nest(t, t->held[k].start, t->held[k].dur, t->held[k].name);
+        rc = nest(t, t->held[k].start, t->held[k].dur, t->held[k].name, t->held[k].cls);
         if (rc) return rc;
       }
       rc = close_all(t);

@@ -110,6 +110,11 @@ typedef struct {
   double child_corr_ns;  /* children's corrected time inside it (their corr_ns) */
   double corr_ns;        /* set by the close callback: its corrected duration
                           * before clamping (osk__corrected_t.raw_ns) */
+  double corr_in_ns;     /* set by the close callback with has_corr_in: the
+                          * part of corr_ns that its parent holds (a clipped
+                          * event's, whose tail past the parent's end stays
+                          * as reported); else corr_ns in proportion */
+  uint32_t has_corr_in;
   uint64_t desc[2];      /* events nested inside, per class */
   /* Other threads' instrumented events that fell in its self time or its
    * descendants' while it waited for them, per class, and their instrument
@@ -126,7 +131,8 @@ typedef struct {
  * level; `cut` is INT64_MAX, or the start of a later event that outlived f,
  * where f was closed. Return 0, or a negative code to stop. After it returns,
  * the core adds f to the parent: f's reported time up to the cut, its
- * corr_ns in proportion, its descendants and itself. */
+ * corr_ns in proportion (or its corr_in_ns where the callback set
+ * has_corr_in), its descendants and itself. */
 typedef int (*osk__close_fn)(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent,
                              int64_t cut);
 
@@ -145,11 +151,16 @@ typedef struct {
  * started before it: that one is closed at the new event's start and counted
  * as an overlap (under torch.profiler's with_stack, record_function's
  * annotation starts inside the Python tracer's __enter__ event and outlives
- * it; the annotation keeps its whole interval). Events that start together
+ * it; the annotation keeps its whole interval). Except: a Python event
+ * (cls OSK__CLS_PY) that outlives an open operator or annotation
+ * (OSK__CLS_OP) does not close it: it nests inside, its end clipped to the
+ * operator's (an overlap too); the frame around optimizer.step() that the
+ * step boundary runs in starts in ProfilerStep#N and ends in #N+1, and the
+ * step keeps the optimizer's operators. Events that start together
  * nest the longer one outside, whichever came first; equal intervals nest in
- * arrival order. Only for a shorter event of equal start that arrived first
- * above an outlived event is the new event's end clipped to the outlived
- * one's (an overlap too): sorted input never needs it.
+ * arrival order. For a shorter event of equal start that arrived first
+ * above an outlived event, the new event's end is clipped to the outlived
+ * one's too (an overlap): sorted input never needs it.
  * Events must arrive in start order; osk__nest_order sorts them so.
  * Precondition: dur >= 0 and start + dur <= INT64_MAX (osk__event_usable,
  * csrc/reader/reader_analysis.h, checks both for read events); the end is

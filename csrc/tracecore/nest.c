@@ -15,6 +15,7 @@ static int pop(osk__nest_t *n, osk__close_fn close, void *ctx, int64_t cut) {
   osk__nest_frame_t f = n->stack[--n->depth];
   osk__nest_frame_t *p = n->depth ? &n->stack[n->depth - 1] : NULL;
   f.corr_ns = 0;
+  f.has_corr_in = 0;
   int rc = close ? close(ctx, &f, p, cut) : 0;
   if (rc) return rc;
   if (p) {
@@ -23,7 +24,9 @@ static int pop(osk__nest_t *n, osk__close_fn close, void *ctx, int64_t cut) {
     /* The streaming summary corrects nothing (corr_ns 0): no division
      * per event there. A zero-duration child (whole-microsecond traces
      * have many) has nothing to prorate: its whole correction counts. */
-    if (f.corr_ns != 0)
+    if (f.has_corr_in)
+      p->child_corr_ns += f.corr_in_ns;
+    else if (f.corr_ns != 0)
       p->child_corr_ns += f.dur > 0 ? f.corr_ns * (double)span / (double)f.dur : f.corr_ns;
     p->desc[OSK__CLS_OP] += f.desc[OSK__CLS_OP];
     p->desc[OSK__CLS_PY] += f.desc[OSK__CLS_PY];
@@ -49,8 +52,17 @@ int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name, ui
    * is closed here, at this start; the new event keeps its children. Under
    * torch.profiler's with_stack this is the rule, not noise: annotations
    * opened from Python (record_function's user_annotation, ProfilerStep#N)
-   * start inside the Python tracer's __enter__ event and end in __exit__'s. */
+   * start inside the Python tracer's __enter__ event and end in __exit__'s.
+   * One exception: a Python event that outlives an open operator or
+   * annotation does not close it. The step boundary runs inside the Python
+   * frame around optimizer.step(), which starts in ProfilerStep#N and ends
+   * in #N+1; closing the step there would take the optimizer's operators
+   * from it. The operator stays open and keeps its later children; the
+   * Python event nests inside it, clipped at its end (below, as an event
+   * clipped under events of equal start). Open Python frames it outlives
+   * still close here, and so does a Python frame an operator outlives. */
   while (n->depth && n->stack[n->depth - 1].start < start && n->stack[n->depth - 1].end < end) {
+    if (cls == OSK__CLS_PY && n->stack[n->depth - 1].cls == OSK__CLS_OP) break;
     n->overlaps++;
     int rc = pop(n, close, ctx, start);
     if (rc) return rc;
@@ -61,8 +73,9 @@ int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name, ui
   while (pos && n->stack[pos - 1].start == start && n->stack[pos - 1].end < end) pos--;
   int64_t nest_end = end;
   if (pos && end > n->stack[pos - 1].end) {
-    /* Left only when events of equal start sit above the outlived one:
-     * clip, so the parent's self time stays >= 0. */
+    /* Left when events of equal start sit above the outlived one, or when
+     * a Python event outlives an open operator: clip, so the parent's self
+     * time stays >= 0. */
     n->overlaps++;
     nest_end = n->stack[pos - 1].end;
   }

@@ -1,5 +1,6 @@
 /* The nesting rule (osk__nest_push): proper nesting, equal starts nest the
- * longer event outside whichever came first, the outlived-event rule, the
+ * longer event outside whichever came first, the outlived-event rule and its
+ * exception (a Python event that outlives an operator is clipped inside it), the
  * clip that only unsorted equal starts need, and what the core hands each
  * closed event's parent. */
 #include "analysis.h"
@@ -117,6 +118,68 @@ static void outlived(void) {
   CHECK(find(&l, 3)->parent_name == 2);
 }
 
+/* A Python event that outlives an open operator or annotation does not
+ * close it (the optimizer.step() frame the step boundary runs in starts in
+ * ProfilerStep#N and ends in #N+1): P [0,100) an annotation holds C [10,20);
+ * the Python W [50,130) nests inside P, its end clipped to 100 (an overlap),
+ * and P stays open: X [60,70) and Z [90,95) are W's, so P's descendants. Y
+ * [105,115) starts after P's end: no one's child. */
+static void python_outlives_op(void) {
+  osk__nest_t n = {0};
+  log_t l = {.corr = -1};
+  push(&n, &l, 0, 100, 1, OSK__CLS_OP);
+  push(&n, &l, 10, 10, 2, OSK__CLS_OP);
+  osk__nest_frame_t *f = NULL;
+  CHECK(osk__nest_push(&n, 50, 80, 3, OSK__CLS_PY, on_close, &l, &f) == 0);
+  CHECK(f && f->end == 100 && f->dur == 80 && n.overlaps == 1 && n.depth == 2);
+  CHECK(n.stack[0].name == 1 && n.stack[0].end == 100);
+  push(&n, &l, 60, 10, 4, OSK__CLS_OP);
+  push(&n, &l, 90, 5, 5, OSK__CLS_OP);
+  push(&n, &l, 105, 10, 6, OSK__CLS_OP);
+  CHECK(osk__nest_close_all(&n, on_close, &l) == 0 && l.n == 6 && n.overlaps == 1);
+  const closed_t *p = find(&l, 1), *w = find(&l, 3);
+  CHECK(p->cut == INT64_MAX && !p->has_parent && p->child_ns == 10 + 50);
+  CHECK(p->desc_op == 3 && p->desc_py == 1);
+  CHECK(w->cut == INT64_MAX && w->parent_name == 1 && w->child_ns == 15 && w->desc_op == 2);
+  CHECK(find(&l, 2)->parent_name == 1);
+  CHECK(find(&l, 4)->parent_name == 3 && find(&l, 5)->parent_name == 3);
+  CHECK(!find(&l, 6)->has_parent);
+  osk__nest_free(&n);
+}
+
+/* The other improper overlaps are as before: an operator that outlives an
+ * open Python frame (record_function's annotation starting in the tracer's
+ * __enter__) closes it at its start, and so does a Python frame outliving
+ * a Python frame; the outliving event keeps its whole interval. */
+static void op_outlives_python(void) {
+  log_t l;
+  CHECK(RUN(&l, {0, 100, 1, OSK__CLS_PY}, {20, 130, 2, OSK__CLS_OP}, {120, 10, 3, OSK__CLS_OP}) == 1);
+  CHECK(find(&l, 1)->cut == 20 && !find(&l, 2)->has_parent && find(&l, 3)->parent_name == 2);
+  CHECK(RUN(&l, {0, 100, 1, OSK__CLS_PY}, {20, 130, 2, OSK__CLS_PY}, {120, 10, 3, OSK__CLS_OP}) == 1);
+  CHECK(find(&l, 1)->cut == 20 && !find(&l, 2)->has_parent && find(&l, 3)->parent_name == 2);
+  CHECK(find(&l, 2)->desc_op == 1 && find(&l, 1)->child_ns == 0);
+}
+
+/* Nested stacks: M [0,1000) Python holds the annotation P [100,500), which
+ * holds the Python Q [200,300). The Python W [250,600) outlives Q and P: Q
+ * (Python in Python) closes at 250, P stays open and W nests in it, clipped
+ * at 500: two overlaps. S [550,560) is M's. An operator R [520,900) that
+ * outlives P in M closes it, as before. */
+static void nested_stacks(void) {
+  log_t l;
+  CHECK(RUN(&l, {0, 1000, 1, OSK__CLS_PY}, {100, 400, 2, OSK__CLS_OP}, {200, 100, 3, OSK__CLS_PY},
+            {250, 350, 4, OSK__CLS_PY}, {260, 10, 5, OSK__CLS_OP}, {550, 10, 6, OSK__CLS_OP}) == 2);
+  const closed_t *p = find(&l, 2), *q = find(&l, 3), *w = find(&l, 4);
+  CHECK(q->cut == 250 && q->parent_name == 2);
+  CHECK(w->cut == INT64_MAX && w->parent_name == 2 && w->desc_op == 1);
+  CHECK(p->cut == INT64_MAX && p->parent_name == 1 && p->child_ns == 50 + 250);
+  CHECK(p->desc_op == 1 && p->desc_py == 2);
+  CHECK(find(&l, 5)->parent_name == 4 && find(&l, 6)->parent_name == 1);
+  CHECK(find(&l, 1)->child_ns == 400 + 10);
+  CHECK(RUN(&l, {0, 1000, 1, OSK__CLS_PY}, {100, 400, 2, OSK__CLS_OP}, {300, 600, 3, OSK__CLS_OP}) == 1);
+  CHECK(find(&l, 2)->cut == 300 && find(&l, 3)->parent_name == 1);
+}
+
 /* An event that ends exactly where the open one ends is its child; one that
  * starts where it ends is not. */
 static void boundaries(void) {
@@ -189,6 +252,9 @@ int main(void) {
   proper();
   equal_starts();
   outlived();
+  python_outlives_op();
+  op_outlives_python();
+  nested_stacks();
   boundaries();
   clipped();
   corrected_share();

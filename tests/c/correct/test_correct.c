@@ -214,8 +214,9 @@ static void test_python_class(void) {
 }
 
 /* record_function under with_stack: the annotation starts inside the Python
- * tracer's __enter__ event and ends inside __exit__'s. Each outlived event is
- * closed at the start of the one that outlives it; nothing is clipped. */
+ * tracer's __enter__ event and ends inside __exit__'s. enter, outlived by the
+ * annotation, is closed at its start; exit, a Python event that outlives the
+ * annotation, is clipped inside it at its end (osk__nest_push). */
 static const char *OVERLAP_TRACE =
     "{\"traceEvents\":[\n"
     "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"enter\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":0.5},\n"
@@ -233,18 +234,22 @@ static void test_overlapping_annotation(void) {
   const osk_correct_op_t *en = op_named(c, "enter"), *it = op_named(c, "iter"), *op = op_named(c, "op"),
                          *ex = op_named(c, "exit");
   CHECK(en && it && op && ex);
-  CHECK(it->reported_total_ns == 3000 && it->descendants == 1 && it->py_descendants == 0);
-  CHECK_NEAR(it->corrected_total_ns, 2890, 1e-9); /* 3000 - 10 - 100: its whole interval */
+  CHECK(it->reported_total_ns == 3000 && it->descendants == 1 && it->py_descendants == 1);
+  CHECK_NEAR(it->corrected_total_ns, 2840, 1e-9); /* 3000 - 10 - 100 - 50: its whole interval */
   CHECK(en->descendants == 0 && en->py_descendants == 0);
   CHECK_NEAR(en->corrected_total_ns, 495, 1e-9);
   CHECK_NEAR(ex->corrected_total_ns, 495, 1e-9);
-  CHECK(st->reported_top_ns == 4000);
-  CHECK_NEAR(st->corrected_top_ns, 3880, 1e-9);
+  CHECK(st->reported_top_ns == 3500); /* enter and iter; exit is iter's */
+  CHECK_NEAR(st->corrected_top_ns, 3335, 1e-9);
   /* Self times end where the events were closed, as the summary counts
-   * them: enter at iter's start (200 ns), iter at exit's (2800 less op's 500). */
-  CHECK(en->reported_self_ns == 200 && it->reported_self_ns == 2300 && ex->reported_self_ns == 500);
+   * them: enter at iter's start (200 ns), exit at iter's end (200 ns), iter
+   * 3000 less op's 500 and exit's 200 inside it. */
+  CHECK(en->reported_self_ns == 200 && it->reported_self_ns == 2300 && ex->reported_self_ns == 200);
   CHECK_NEAR(en->corrected_self_ns, 195, 1e-9); /* 495 less its 300 ns past iter's start */
-  CHECK_NEAR(it->corrected_self_ns, 2890 - 490 - 200, 1e-9); /* less op's corrected 490, 200 past exit's */
+  CHECK_NEAR(ex->corrected_self_ns, 195, 1e-9); /* 495 less its 300 ns past iter's end */
+  /* less op's corrected 490 and exit's 495 less its tail past iter's end as
+   * written: 300 reported and its share after its end, (50 - 5) / 2 */
+  CHECK_NEAR(it->corrected_self_ns, 2840 - 490 - 172.5, 1e-9);
   osk_correct_free(c);
   int ie = find(&s, "enter"), ii = find(&s, "iter"), io = find(&s, "op"), ix = find(&s, "exit");
   CHECK(ie >= 0 && ii >= 0 && io >= 0 && ix >= 0);
@@ -252,10 +257,12 @@ static void test_overlapping_annotation(void) {
    * overlaps stay as reported: iter begins inside enter and exit inside
    * iter. Placing enter's end before iter's begin moved iter, and every
    * boundary after it, to enter's end (shifted and shortened, even at W = 0). */
-  CHECK(llabs(s.dur[ie] - 495) <= 1 && llabs(s.dur[ii] - 2890) <= 1 && llabs(s.dur[io] - 490) <= 1 &&
+  CHECK(llabs(s.dur[ie] - 495) <= 1 && llabs(s.dur[ii] - 2840) <= 1 && llabs(s.dur[io] - 490) <= 1 &&
         llabs(s.dur[ix] - 495) <= 1);
   CHECK(s.ts[ie] < s.ts[ii] && s.ts[ii] < s.ts[ie] + s.dur[ie]);
   CHECK(s.ts[ii] < s.ts[ix] && s.ts[ix] < s.ts[ii] + s.dur[ii]);
+  /* What iter holds of exit as written is what its self time counted. */
+  CHECK(llabs(s.ts[ii] + s.dur[ii] - s.ts[ix] - 172) <= 1);
   CHECK(s.ts[io] >= s.ts[ii] && s.ts[io] + s.dur[io] <= s.ts[ii] + s.dur[ii]);
   /* W = 0: the trace is written as it was read. */
   osk_correct_opts_t zero = {0};
@@ -263,9 +270,10 @@ static void test_overlapping_annotation(void) {
   static const int64_t ts0[] = {0, 200, 1000, 3000}, dur0[] = {500, 3000, 500, 500};
   const int at[] = {find(&s, "enter"), find(&s, "iter"), find(&s, "op"), find(&s, "exit")};
   for (int k = 0; k < 4; k++) CHECK(s.ts[at[k]] == ts0[k] && s.dur[at[k]] == dur0[k]);
-  /* Inside a parent (py "wrapper", 0..4 us), the closed-early events count
-   * for it only up to the later event's start: enter 0.2, iter 2.8, exit 0.5
-   * of reported children's time, so its reported self time is 500 ns. */
+  /* Inside a parent (py "wrapper", 0..4 us), enter counts for it only up to
+   * iter's start (0.2 us) and iter whole (3 us, exit inside it clipped at
+   * its end: exit's last 0.3 us is the wrapper's), so its reported self time
+   * is 800 ns. */
   static const char *WRAPPED =
       "{\"traceEvents\":[\n"
       "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"wrapper\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":4},\n"
@@ -276,7 +284,7 @@ static void test_overlapping_annotation(void) {
       "]}\n";
   c = correct_text(WRAPPED, &opts, NULL);
   const osk_correct_op_t *w = op_named(c, "wrapper");
-  CHECK(w && w->reported_self_ns == 500 && w->descendants == 2 && w->py_descendants == 2);
+  CHECK(w && w->reported_self_ns == 800 && w->descendants == 2 && w->py_descendants == 2);
   /* 4000 - 5 - 100 * 2 - 50 * 2 */
   CHECK_NEAR(w->corrected_total_ns, 3695, 1e-9);
   CHECK(osk_correct_stats(c)->overlaps == 2);
