@@ -62,13 +62,18 @@ def _timed(step, n: int) -> list:
 
 
 def child(arm: str, device: str, steps: int, settle: int, trace_steps: int, wait: int) -> list:
-    """The timed steps (ns) of one arm, in this process."""
+    """The timed steps (ns) of one arm, in this process; its traces go to a
+    temporary folder removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="opskew-cuda-wait-") as tmp:
+        return _arm(arm, device, steps, settle, trace_steps, wait, tmp)
+
+
+def _arm(arm: str, device: str, steps: int, settle: int, trace_steps: int, wait: int, tmp: str) -> list:
     sys.path.insert(0, HERE)
     import validate_profile as vp
 
     torch, step = vp._setup(WORKLOAD[device])
     vp._warm(step, 0.4)
-    tmp = tempfile.mkdtemp(prefix="opskew-cuda-wait-")
     if arm == "bare":
         return _timed(step, steps)
     if arm == "between-cycles":

@@ -37,10 +37,6 @@ def fmt_ci(lo: float, hi: float, fmt=fmt_ns) -> str:
     return f"[{fmt(lo)}, {fmt(hi)}]"
 
 
-def fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p >= 1e-4 else "<1e-4"
-
-
 def table(rows: list[tuple[str, str]], title: str | None = None, out=None) -> None:
     """Two-column key/value table."""
     out = out or sys.stdout

@@ -10,9 +10,8 @@ from opskew import _engine
 
 
 def p_text(p: float) -> str:
-    """A p-value as the check's test sentence (JSON "test") spells it: two
-    significant digits, or "<1e-4" (the same text as render.units.fmt_p; the
-    sentence is part of the result, built here, where render is out of reach)."""
+    """A p-value as every opskew sentence spells it: two significant digits,
+    or "<1e-4"."""
     return f"{p:.2g}" if p >= 1e-4 else "<1e-4"
 
 
