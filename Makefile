@@ -20,8 +20,9 @@ $(BIN)/python:
 
 # torch==2.13.0 comes from the CPU wheel on this machine kind; it is installed
 # before the package and never appears in the build requirements.
-$(STAMP): requirements-dev.txt | $(BIN)/python
+$(STAMP): requirements-dev.txt requirements-hta.txt | $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -r requirements-hta.txt
 	touch $@
 
 setup: $(STAMP)

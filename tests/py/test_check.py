@@ -193,6 +193,10 @@ def test_corrected_trace_with_in_run_calibration(check_json, opskew, tmp_path):
     assert 0 < c["corrected_top_ns"] < c["reported_top_ns"] and 0 < c["instrument_share"] < 1
     corrected = json.loads(out.read_text())
     assert corrected["opskew"]["corrected"]["w_ns"] == pytest.approx(c["w_ns"]["median"], abs=1e-3)
+    # The trace says in words what it is and which W it carries.
+    about = corrected["opskew"]["run"]["about"]
+    assert about.startswith("Corrected by opskew") and "opskew check's in-run W on with_stack" in about
+    assert "W_py = " in about and "6 interleaved pairs" in about
     raw_events = [e for e in json.loads(raw.read_text())["traceEvents"] if e.get("ph") == "X"]
     assert any(e.get("cat") == "python_function" for e in raw_events)
     # with_stack: the interpreter's slowdown under the profile function is

@@ -168,6 +168,10 @@ def test_correct_torch_trace(cache, tmp_path):
     assert 0 < r["instrument_share"] < 1
     # The corrected trace opens as JSON, keeps the reported times, and nests.
     data = json.loads(out.read_text())
+    # It says in words what was corrected, with which W (for Perfetto's reader).
+    about = data["opskew"]["run"]["about"]
+    assert about.startswith("Corrected by opskew") and "opskew correct with the calibration of minimal" in about
+    assert str(trace) in about and "W = " in about
     xs = [e for e in data["traceEvents"] if e["ph"] == "X"]
     assert len(xs) == r["stats"]["corrected_events"]
     assert all("reported_dur" in e["args"] for e in xs)

@@ -808,18 +808,22 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
 
 def test_tensorboard_trace_handler_gets_its_corrected_trace_beside_it(tmp_path):
     """torch's own handler exports through the profiler it is given (opskew's
-    wrapper): the corrected trace lands beside each of its files, gzipped
-    like them."""
+    wrapper): the corrected trace lands in the folder corrected/ beside each
+    of its files, as the worker WORKER.corrected, gzipped like them
+    (tracefile.corrected_path; test_viewers checks the name against
+    TensorBoard's plugin)."""
     d = str(tmp_path / "tb")
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
                                         schedule=torch.profiler.schedule(wait=8, warmup=1, active=7, repeat=1),
                                         on_trace_ready=torch.profiler.tensorboard_trace_handler(d, use_gzip=True)),
                  17, make_body(20_000))
     files = sorted(os.listdir(d))
-    assert len(files) == 2, files
+    assert len(files) == 2 and "corrected" in files, files
     raw = [f for f in files if f.endswith(".pt.trace.json.gz")]
-    assert len(raw) == 1 and raw[0].replace(".json.gz", ".corrected.json.gz") in files
+    worker, ts = raw[0][: -len(".pt.trace.json.gz")].rsplit(".", 1)
+    assert os.listdir(os.path.join(d, "corrected")) == [f"{worker}.corrected.{ts}.pt.trace.json.gz"]
     assert p.report["raw_trace"] == os.path.join(d, raw[0])
+    assert p.report["corrected_trace"] == os.path.join(d, "corrected", f"{worker}.corrected.{ts}.pt.trace.json.gz")
     assert op_counts(p.report["corrected_trace"])["aten::add"] == 7 * OPS
 
 
@@ -971,8 +975,9 @@ def test_one_export_name_for_every_cycle_and_two_profilers_in_one_folder(tmp_pat
     for _ in range(2):
         run_loop(lambda: opskew.profile(activities=CPU, report_file=None, corrected_dir=d,  # noqa: B023
                                         schedule=torch.profiler.schedule(**SCHED, repeat=1)), 17, make_body())
-    raw = sorted(f for f in os.listdir(d) if not f.endswith(".corrected.json"))
+    raw = sorted(f for f in os.listdir(d) if f.endswith(".pt.trace.json"))
     assert len(raw) == 2 and len(set(raw)) == 2, raw
+    assert len(os.listdir(os.path.join(d, "corrected"))) == 2
 
 
 def test_a_handler_that_removes_its_export_is_named(tmp_path):

@@ -38,8 +38,8 @@ SMALL = ("--skip-first", "0", "--wait", "8", "--warmup", "1", "--active", "4", "
 # with no stored calibration its raw trace is kept and not corrected then;
 # cycle 2 pools 6, and at the end cycle 1's trace is corrected with the
 # run's final W.
-EXPECTED = ["opskew-profile-cycle1.corrected.json", "opskew-profile-cycle1.json",
-            "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
+EXPECTED = ["opskew-profile-cycle1.corrected.pt.trace.json", "opskew-profile-cycle1.pt.trace.json",
+            "opskew-profile-cycle2.corrected.pt.trace.json", "opskew-profile-cycle2.pt.trace.json"]
 
 
 def script(tmp_path, hook="pass", name="train.py"):
@@ -53,7 +53,17 @@ def report(out):
 
 
 def traces(out):
-    return sorted(p.name for p in out.iterdir() if p.name.startswith("opskew-profile-cycle"))
+    """The traces of OUT: raw in OUT/traces, corrected in OUT/traces/corrected."""
+    return sorted(p.name for d in (out / "traces", out / "traces" / "corrected") if d.is_dir()
+                  for p in d.iterdir() if p.name.startswith("opskew-profile-cycle"))
+
+
+def raw_trace(out, name):
+    return out / "traces" / f"{name}.pt.trace.json"
+
+
+def corrected_trace(out, name):
+    return out / "traces" / "corrected" / f"{name}.corrected.pt.trace.json"
 
 
 def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
@@ -82,7 +92,7 @@ def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     # A step's events are all the operators and annotations inside its
     # ProfilerStep#N by time, the optimizer's own included (its step boundary
     # comes after Optimizer.step's range has closed).
-    raw = json.loads((out / "opskew-profile-cycle2.json").read_text())
+    raw = json.loads(raw_trace(out, "opskew-profile-cycle2").read_text())
     ev = raw["traceEvents"]
     steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
     per_step = [sum(1 for e in ev if e.get("cat") in ("cpu_op", "user_annotation") and e not in steps
@@ -91,9 +101,12 @@ def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     assert any(e.get("name", "").startswith("Optimizer.step#SGD") for e in ev)
     # The raw trace is torch's, the corrected one carries the run's report.
     assert sum(1 for e in raw["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")) == 4
-    corrected = json.loads((out / "opskew-profile-cycle2.corrected.json").read_text())
+    corrected = json.loads(corrected_trace(out, "opskew-profile-cycle2").read_text())
     run = corrected["opskew"]["run"]
     assert run["cycle"] == 2
+    # It says in words what it is, for whoever opens it (Perfetto, an editor).
+    assert run["about"].startswith("Corrected by opskew: not the profiler's raw record.")
+    assert "the run's final W" in run["about"] and str(raw_trace(out, "opskew-profile-cycle2")) in run["about"]
     # Both traces carry the run's final W, from all its steps (the wait steps
     # after cycle 2 pair too): cycle 1's was corrected at the end.
     final = doc["final"]
@@ -106,7 +119,7 @@ def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     assert first["w_ns"]["ci95"] is not None and "two samples" in first["w_ns"]["ci_method"]
     for r, n in ((first, 1), (last, 2)):
         assert r["corrected_with"] == "the run's final W" and r["corrected_w_ns"] == final["w_ns"]
-        c = json.loads((out / f"opskew-profile-cycle{n}.corrected.json").read_text())["opskew"]
+        c = json.loads(corrected_trace(out, f"opskew-profile-cycle{n}").read_text())["opskew"]
         # (a negative W, noise on a busy machine, corrects as 0)
         assert c["corrected"]["w_ns"] == pytest.approx(max(final["w_ns"]["median"], 0.0)) and c["run"]["cycle"] == n
     assert "opskew profile: 2 trace(s), 2 corrected (each with the run's final W)" in p.stderr and "W " in p.stderr
@@ -128,8 +141,7 @@ def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
     # against the 7 bare steps before the first cycle give one (two samples,
     # docs/profile.md "Schedules with few wait steps"), so both traces are
     # corrected, and a note says what to change for pairs.
-    assert traces(out) == ["opskew-profile-cycle1.corrected.json", "opskew-profile-cycle1.json",
-                           "opskew-profile-cycle2.corrected.json", "opskew-profile-cycle2.json"]
+    assert traces(out) == EXPECTED
     doc = report(out)
     assert doc["ended_by"] == "the script raised RuntimeError: loss is nan"
     last = doc["step_times_ns"][-1]
@@ -158,7 +170,7 @@ def test_exit_status_and_sigterm(tmp_path):
                             env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     deadline = time.monotonic() + 120
     try:
-        while not (out2 / "opskew-profile-cycle1.json").exists():
+        while not raw_trace(out2, "opskew-profile-cycle1").exists():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
     except BaseException:
@@ -191,7 +203,7 @@ def test_stands_aside_for_the_scripts_own_profiler(tmp_path):
     assert "opskew stood aside at step boundary 20: the script starts its own torch.profiler" in p.stderr
     doc = report(out)
     assert doc["stood_aside"] == "at step boundary 20, for the script's own torch.profiler"
-    assert len(doc["reports"]) == 1 and traces(out)[-1] == "opskew-profile-cycle1.json"
+    assert len(doc["reports"]) == 1 and traces(out)[-1] == "opskew-profile-cycle1.pt.trace.json"
     assert "opskew profile: opskew stood aside at step boundary 20" in p.stderr
     # From the start: no trace at all, and the line says why.
     out2 = tmp_path / "prof2"
@@ -361,7 +373,7 @@ def test_cuda(tmp_path):
     assert p.returncode == 0, p.stderr
     doc = report(out)
     assert doc["conditions"]["device"] == "cuda" and len(doc["reports"]) == 2
-    raw = json.loads((out / "opskew-profile-cycle2.json").read_text())
+    raw = json.loads(raw_trace(out, "opskew-profile-cycle2").read_text())
     assert any(e.get("cat") == "kernel" for e in raw["traceEvents"])
 
 
@@ -398,10 +410,10 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
                    env={"TMPDIR": str(tmp_path)})  # torchrun's own log folder lands here
     assert p.returncode == 0, p.stderr
     assert "rank 0 done" in p.stdout and "rank 1 done" in p.stdout
-    names = set(os.listdir(out))
+    names = set(os.listdir(out)) | set(os.listdir(out / "traces")) | set(os.listdir(out / "traces" / "corrected"))
     for r in (0, 1):
-        assert {f"opskew-profile-rank{r}-cycle1.json", f"opskew-profile-rank{r}-cycle2.json",
-                f"opskew-profile-rank{r}-cycle2.corrected.json", f"report.rank{r}.json"} <= names
+        assert {f"opskew-profile-rank{r}-cycle1.pt.trace.json", f"opskew-profile-rank{r}-cycle2.pt.trace.json",
+                f"opskew-profile-rank{r}-cycle2.corrected.pt.trace.json", f"report.rank{r}.json"} <= names
         doc = json.loads((out / f"report.rank{r}.json").read_text())
         assert doc["rank"] == r and doc["world_size"] == 2 and len(doc["reports"]) == 2
         assert doc["reports"][-1]["pairs"] == 6
@@ -421,7 +433,7 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
         doc = json.loads((out / f"report.rank{r}.json").read_text())
         rep = doc["reports"][-1]
         name = f"opskew-profile-rank{r}-cycle2"
-        t = json.loads((cor / f"{name}.corrected.json").read_text())
+        t = json.loads((cor / f"{name}.corrected.pt.trace.json").read_text())
         job = t["opskew"]["run"]["job"]
         assert job["rank"] == r and job["cycle_report"] == f"cycle {rep['cycle']} of opskew profile's report"
         assert set(rep["step_spans_ns"]) <= set(job["spans"]) and job["delta_ns"] == rep["delta_ns"]
@@ -430,33 +442,42 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
             return {o["name"]: o["total_ns"] for o in summarize(str(path), categories=["user_annotation"])["ops"]
                     if o["name"] in rep["step_spans_ns"]}
 
-        held = steps(cor / f"{name}.corrected.json")
+        held = steps(cor / f"{name}.corrected.pt.trace.json")
         # The same correction without the spans: every range longer by the
         # part of step() inside it (a few us each).
-        correct(str(out / f"{name}.json"), job["w_ns"], job["delta_ns"], str(tmp_path / f"{name}.nospans.json"),
+        correct(str(raw_trace(out, name)), job["w_ns"], job["delta_ns"], str(tmp_path / f"{name}.nospans.json"),
                 w_py_ns=job["w_py_ns"])
         loose = steps(tmp_path / f"{name}.nospans.json")
         assert held.keys() == loose.keys() == rep["step_spans_ns"].keys()
         assert all(held[k] <= loose[k] for k in held) and sum(held.values()) < sum(loose.values())
     # Without the reports, a trace's cycle report comes from the corrected
-    # trace opskew profile wrote beside it (its "opskew" metadata).
+    # trace opskew profile wrote for it (its "opskew" metadata): in the
+    # folder corrected/ beside it, or beside it under the name earlier
+    # versions gave it (NAME.corrected.json).
     import shutil
 
-    alone = tmp_path / "alone"
-    alone.mkdir()
+    alone, legacy = tmp_path / "alone", tmp_path / "legacy"
+    (alone / "corrected").mkdir(parents=True)
+    legacy.mkdir()
     for r in (0, 1):
-        for suffix in (".json", ".corrected.json"):
-            shutil.copy(out / f"opskew-profile-rank{r}-cycle2{suffix}", alone)
-    p = run_opskew("summary", str(alone / "opskew-profile-rank0-cycle2.json"),
-                   str(alone / "opskew-profile-rank1-cycle2.json"), "--w", "500", "--corrected-dir",
-                   str(tmp_path / "cor2"))
-    assert p.returncode == 0, p.stderr
-    for r in (0, 1):
-        rep = json.loads((out / f"report.rank{r}.json").read_text())["reports"][-1]
-        job = json.loads((tmp_path / "cor2" / f"opskew-profile-rank{r}-cycle2.corrected.json").read_text()
-                         )["opskew"]["run"]["job"]
-        assert job["w_ns"] == 500 and set(rep["step_spans_ns"]) <= set(job["spans"])
-        assert job["cycle_report"] == f"cycle {rep['cycle']} of opskew profile's report"
+        name = f"opskew-profile-rank{r}-cycle2"
+        shutil.copy(raw_trace(out, name), alone)
+        shutil.copy(corrected_trace(out, name), alone / "corrected")
+        shutil.copy(raw_trace(out, name), legacy / f"{name}.json")
+        shutil.copy(corrected_trace(out, name), legacy / f"{name}.corrected.json")
+    for folder, ext, made in ((alone, ".pt.trace.json", ".corrected.pt.trace.json"),
+                              (legacy, ".json", ".corrected.json")):
+        p = run_opskew("summary", str(folder / f"opskew-profile-rank0-cycle2{ext}"),
+                       str(folder / f"opskew-profile-rank1-cycle2{ext}"), "--w", "500", "--corrected-dir",
+                       str(tmp_path / f"cor-{folder.name}"))
+        assert p.returncode == 0, p.stderr
+        for r in (0, 1):
+            rep = json.loads((out / f"report.rank{r}.json").read_text())["reports"][-1]
+            t = json.loads((tmp_path / f"cor-{folder.name}" / f"opskew-profile-rank{r}-cycle2{made}").read_text())
+            job = t["opskew"]["run"]["job"]
+            assert job["w_ns"] == 500 and set(rep["step_spans_ns"]) <= set(job["spans"])
+            assert job["cycle_report"] == f"cycle {rep['cycle']} of opskew profile's report"
+            assert t["opskew"]["run"]["about"].startswith("Corrected by opskew") and "W = 500 ns" in t["opskew"]["run"]["about"]
     # torchrun's own options are checked before anything runs.
     p = run_opskew("profile", "-o", str(out), "--", torchrun, "--no-python", "true", cwd=str(tmp_path))
     assert p.returncode == 2 and "--no-python" in p.stderr

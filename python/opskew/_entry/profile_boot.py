@@ -48,6 +48,7 @@ if "opskew" not in sys.modules:
     _spec.loader.exec_module(sys.modules["opskew"])
 
 from opskew._entry import record_boot as rb  # noqa: E402  (after the package is loaded by its spec)
+from opskew.analyze.job import PROFILE_TRACES  # noqa: E402
 from opskew.exitcodes import EXIT_SETUP  # noqa: E402
 from opskew.output import write_file  # noqa: E402
 from opskew.profiler import core as profiler_core  # noqa: E402  (does not import torch)
@@ -75,7 +76,8 @@ class Driver:
             activities=acts,
             schedule=torch.profiler.schedule(wait=sch["wait"], warmup=sch["warmup"], active=sch["active"],
                                              repeat=sch["repeat"], skip_first=sch["skip_first"]),
-            report_file=sys.stderr, corrected_dir=spec["out"], threshold=spec["threshold"],
+            report_file=sys.stderr, corrected_dir=os.path.join(spec["out"], PROFILE_TRACES),
+            threshold=spec["threshold"],
             **spec["options"])
         self.mode = "marker" if spec.get("step_marker") else "optimizer"
         self.started = False

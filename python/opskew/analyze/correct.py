@@ -4,6 +4,7 @@ opskew.cli.commands.correct's."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from opskew.analyze.tracefile import correct, rereadable, scan
@@ -12,6 +13,7 @@ from opskew.calibration.store import CalibrationError, config_name, find, load, 
 from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
+from opskew.render.trace_notes import corrected_note
 
 SCHEMA = "opskew.correct/1"
 
@@ -168,8 +170,13 @@ def _compute(args, src: str) -> dict:
                      "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
                      "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
     try:
+        source = cal.get("_path") or args.calibration or "the calibration cache"
+        about = corrected_note(w, delta, w_py_ns=w_py, source=None if args.trace == "-" else args.trace,
+                               by=f"opskew correct with the calibration of {found['config']} from {source}, "
+                                  "measured on a micro-workload unless calibrated on this one")
         r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
-                    waits={"auto": -1, "on": 1, "off": 0}[args.waits])
+                    waits={"auto": -1, "on": 1, "off": 0}[args.waits],
+                    run_json=json.dumps({"about": about}) if args.out else None)
     except UsageError as exc:
         # The C writer's failure (disk full, no permission): one line, exit 7.
         failure = write_failure(exc, args.out)

@@ -16,10 +16,12 @@ import re
 import statistics
 
 from opskew import _reader
-from opskew.analyze.tracefile import DEFAULT_EXCLUDED, correct, corrected_path, raise_unless_read, scan
+from opskew.analyze.tracefile import (DEFAULT_EXCLUDED, correct, corrected_candidates, corrected_path, is_corrected_name,
+                                      raise_unless_read, scan)
 from opskew.analyze.verdict import own_deltas, with_deltas
 from opskew.errors import UsageError, from_c_error
 from opskew.output import check_output
+from opskew.render.trace_notes import corrected_note
 from opskew.stats.pricing import COLD_MAX_SCALE, cold_w_scale
 
 SCHEMA = "opskew.job_summary/1"
@@ -27,6 +29,10 @@ SCHEMA = "opskew.job_summary/1"
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _CYCLE_IN_NAME = re.compile(r"cycle(\d+)")
 _TRACE_SUFFIXES = (".json", ".json.gz")
+# Where opskew profile puts its raw traces in OUT (their corrected ones in
+# OUT/traces/corrected, tracefile.corrected_path), apart from its reports:
+# a folder of traces alone is what HTA reads as one trace per rank.
+PROFILE_TRACES = "traces"
 
 
 def _natural(name: str):
@@ -35,16 +41,16 @@ def _natural(name: str):
 
 def trace_files(paths: list) -> list:
     """The trace files among `paths`: files as given; a directory's *.json and
-    *.json.gz, less opskew's own corrected traces and reports."""
+    *.json.gz, less opskew's own corrected traces and reports; a directory
+    opskew profile wrote (its raw traces in OUT/traces) is read there."""
     out = []
     for p in paths:
         if p == "-":
             raise UsageError("a job summary reads each trace twice: give files or a directory, not '-'")
         if os.path.isdir(p):
-            names = sorted(os.listdir(p), key=_natural)
-            found = [os.path.join(p, n) for n in names
-                     if n.endswith(_TRACE_SUFFIXES) and ".corrected." not in n and not n.startswith("report")
-                     and n != "job-summary.json" and os.path.isfile(os.path.join(p, n))]
+            found = _traces_in(p)
+            if not found and os.path.isdir(os.path.join(p, PROFILE_TRACES)):
+                found = _traces_in(os.path.join(p, PROFILE_TRACES))
             if not found:
                 raise UsageError(f"{p}: is a directory with no trace files (*.json, *.json.gz) in it; a "
                                  "directory is read as a multi-rank job's traces")
@@ -52,6 +58,13 @@ def trace_files(paths: list) -> list:
         else:
             out.append(p)
     return out
+
+
+def _traces_in(folder: str) -> list:
+    names = sorted(os.listdir(folder), key=_natural)
+    return [os.path.join(folder, n) for n in names
+            if n.endswith(_TRACE_SUFFIXES) and not is_corrected_name(n) and not n.startswith("report")
+            and n != "job-summary.json" and os.path.isfile(os.path.join(folder, n))]
 
 
 def identify(path: str) -> dict:
@@ -99,6 +112,8 @@ def _reports_w(folders: set) -> dict:
     """rank -> (W, W_py, where) from opskew profile's report.rankR.json in
     the given folders: the run's final W (else the last cycle's)."""
     found = {}
+    # opskew profile's reports lie in OUT, above its traces (OUT/traces).
+    folders = set(folders) | {os.path.dirname(d) for d in folders if os.path.basename(d) == PROFILE_TRACES}
     for d in sorted(folders):
         for n, doc in rank_reports(d):
             m = re.fullmatch(r"report\.rank(\d+)\.json", n)
@@ -253,8 +268,13 @@ def _cycle_reports(files: list) -> dict:
     put in the corrected trace it wrote beside it, if any (_cycle_report)."""
     found = {}
     for d in sorted({os.path.dirname(os.path.abspath(f)) for f in files}):
-        # report.rankR.json under torchrun, report.json for one process.
-        for _, doc in rank_reports(d) + rank_reports(d, ["report.json"]):
+        # report.rankR.json under torchrun, report.json for one process; in
+        # the folder above OUT/traces where opskew profile wrote them.
+        up = os.path.dirname(d) if os.path.basename(d) == PROFILE_TRACES else None
+        docs = rank_reports(d) + rank_reports(d, ["report.json"])
+        if up:
+            docs += rank_reports(up) + rank_reports(up, ["report.json"])
+        for _, doc in docs:
             for r in (doc.get("reports") or []) if isinstance(doc, dict) else []:
                 raw = r.get("raw_trace") if isinstance(r, dict) else None
                 if isinstance(raw, str):
@@ -268,8 +288,8 @@ def _cycle_report(src: str, found: dict) -> dict | None:
     rep = found.get(os.path.realpath(src))
     if rep is not None:
         return rep
-    cor = corrected_path(src)
-    if not os.path.isfile(cor):
+    cor = next((c for c in corrected_candidates(src) if os.path.isfile(c)), None)
+    if cor is None:
         return None
     try:
         run = (scan(cor, header_only=True).get("objects") or {}).get("opskew", {}).get("run")
@@ -339,9 +359,9 @@ def write_corrected(doc: dict, out_dir: str) -> list:
                                 "in the job summary (docs/multirank.md)"}}
         found = _cycle_reports(rk["files"])
         for src in rk["files"]:
-            base = os.path.basename(src)
-            stem, ext = (base[:-8], ".json.gz") if base.endswith(".json.gz") else (base[:-5], ".json")
-            out = os.path.join(out_dir, f"{stem}.corrected{ext}")
+            # corrected_path's name (WORKER.corrected.TS.pt.trace.json for a
+            # name TensorBoard's plugin lists), in out_dir.
+            out = os.path.join(out_dir, os.path.basename(corrected_path(src)))
             check_output(out, inputs=[("an input trace", t) for t in doc["traces"]])
             rep = _cycle_report(src, found)
             spans = job_spans(rep, rk["w_ns"], rk["w_py_ns"])
@@ -349,7 +369,11 @@ def write_corrected(doc: dict, out_dir: str) -> list:
             delta = min(max(float(d), 0.0), rk["w_ns"]) if isinstance(d, (int, float)) else 0.0
             m = dict(meta["job"], delta_ns=delta, spans=spans,
                      cycle_report=(f"cycle {rep.get('cycle')} of opskew profile's report" if rep else None))
-            correct(src, rk["w_ns"], delta, out, w_py_ns=rk["w_py_ns"], run_json=json.dumps({"job": m}),
+            about = corrected_note(rk["w_ns"], delta, w_py_ns=rk["w_py_ns"], source=src,
+                                   by=f"rank {rk['rank']}'s own W in opskew summary of {doc['world_size']} "
+                                      f"rank(s), from {rk['w_source']}")
+            correct(src, rk["w_ns"], delta, out, w_py_ns=rk["w_py_ns"],
+                    run_json=json.dumps({"about": about, "job": m}),
                     clock=clock, spans=spans)
             written.append(out)
     return written

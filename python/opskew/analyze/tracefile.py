@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 
 from opskew import _correct, _reader
@@ -38,12 +39,64 @@ OPEN_ERRORS = {
 }
 
 
+# TensorBoard's profiler plugin (torch-tb-profiler) lists only the files whose
+# name matches this pattern, copied from its source: pytorch/kineto,
+# tb_plugin/torch_tb_profiler/consts.py, WORKER_PATTERN (the last version
+# before kineto removed tb_plugin, commit 041e7ce99f1562dd81232ee58b7c454ef16bfae2;
+# profiler/loader.py takes group 1 as the worker, group 2 as the span). It is
+# what torch's tensorboard_trace_handler writes: WORKER.TS.pt.trace.json[.gz].
+TB_WORKER_PATTERN = re.compile(r"""^(.*?) # worker name
+        (\.\d+)? # optional timestamp like 1619499959628 used as span name
+        \.pt\.trace\.json # the ending suffix
+        (?:\.gz)?$""", re.X)
+
+# The folder, beside a trace, that holds its corrected trace when the raw one
+# lies among others that a viewer opens as a set (docs/profile.md, "Where
+# the corrected traces go"): HolisticTraceAnalysis reads every *.json and *.gz
+# of the folder it is given as one trace per rank (hta/common/trace_file.py),
+# so a raw and a corrected trace of one rank in the same folder would be one
+# rank read twice, one of them dropped.
+CORRECTED_DIR = "corrected"
+
+
 def corrected_path(raw: str) -> str:
-    """NAME.corrected.json (or .json.gz) next to the raw trace NAME.json(.gz)."""
+    """Where the corrected trace of the raw trace `raw` goes.
+
+    - A name TensorBoard's plugin lists (TB_WORKER_PATTERN: WORKER[.TS].pt.trace.json[.gz],
+      as tensorboard_trace_handler and opskew profile write) goes into the folder
+      `corrected/` beside it, as its own worker: WORKER.corrected[.TS].pt.trace.json[.gz].
+      The plugin shows that folder as a run of its own and the worker as WORKER.corrected;
+      HTA reads the raw folder and the corrected one apart.
+    - Any other NAME.json(.gz) gets NAME.corrected.json(.gz) next to it, as before.
+    """
+    folder, name = os.path.split(raw)
+    m = TB_WORKER_PATTERN.match(name)
+    if m:
+        gz = ".gz" if name.endswith(".gz") else ""
+        return os.path.join(folder, CORRECTED_DIR, f"{m.group(1)}.corrected{m.group(2) or ''}.pt.trace.json{gz}")
     for suffix in (".json.gz", ".json", ".gz"):
         if raw.endswith(suffix):
             return raw[: -len(suffix)] + ".corrected" + (".json.gz" if suffix != ".json" else ".json")
     return raw + ".corrected.json"
+
+
+def corrected_candidates(raw: str) -> list:
+    """Where a corrected trace of `raw` may lie: corrected_path(raw), then the
+    name earlier opskew versions gave it beside the raw one
+    (NAME.corrected.json for every name)."""
+    out = [corrected_path(raw)]
+    for suffix in (".json.gz", ".json", ".gz"):
+        if raw.endswith(suffix):
+            legacy = raw[: -len(suffix)] + ".corrected" + (".json.gz" if suffix != ".json" else ".json")
+            break
+    else:
+        legacy = raw + ".corrected.json"
+    return out + ([legacy] if legacy not in out else [])
+
+
+def is_corrected_name(name: str) -> bool:
+    """True for the name of a corrected trace opskew writes (corrected_path)."""
+    return ".corrected." in os.path.basename(name)
 
 
 class rereadable:

@@ -16,16 +16,20 @@ from opskew.analyze.tracefile import corrected_path  # noqa: F401 - re-exported:
 from opskew.analyze.verdict import per_operator
 from opskew.output import write_file
 from opskew.render.profile import STRETCH_PREFIX, stretch_note
+from opskew.render.trace_notes import corrected_note
 from opskew.stats.pricing import median
 
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 STRETCH_NOTE = 0.02  # the share of a step past which the report says its range is written stretched
 
-# The traces a profile writes to corrected_dir: STEM-cycleN.json and its
-# corrected_path, STEM being opskew-profile, -rankR under torchrun, then -K
-# for the K-th profiler of a process with that folder (profile.__init__).
-TRACE_NAME = re.compile(r"opskew-profile(-rank\d+)?(-\d+)?-cycle\d+(\.corrected)?\.json(\.gz)?$")
+# The traces a profile writes to corrected_dir: STEM-cycleN.pt.trace.json,
+# a name TensorBoard's plugin lists (tracefile.TB_WORKER_PATTERN), and its
+# corrected_path, corrected/STEM-cycleN.corrected.pt.trace.json; STEM being
+# opskew-profile, -rankR under torchrun, then -K for the K-th profiler of a
+# process with that folder (profile.__init__). The names of earlier versions
+# (STEM-cycleN.json and STEM-cycleN.corrected.json beside it) still match.
+TRACE_NAME = re.compile(r"opskew-profile(-rank\d+)?(-\d+)?-cycle\d+(\.corrected)?(\.pt\.trace)?\.json(\.gz)?$")
 
 
 _DIR_USERS: dict = {}  # corrected_dir (real path) -> profilers of this process that used it
@@ -84,10 +88,10 @@ class TraceFiles:
         write_file(path, data)
 
     def save_raw(self, trace: str, cycle: int) -> str:
-        """A copy of `trace` in corrected_dir as STEM-cycleN.json: the raw
-        trace is kept whether or not W is known."""
+        """A copy of `trace` in corrected_dir as STEM-cycleN.pt.trace.json:
+        the raw trace is kept whether or not W is known."""
         os.makedirs(self.corrected_dir, exist_ok=True)
-        keep = os.path.join(self.corrected_dir, f"{self.stem}-cycle{cycle}.json")
+        keep = os.path.join(self.corrected_dir, f"{self.stem}-cycle{cycle}.pt.trace.json")
         with open(trace, "rb") as f:
             write_file(keep, f.read())
         return keep
@@ -102,10 +106,24 @@ def per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=
     `delta_range`: delta's spread over operators (calibration.delta_range);
     `op_deltas`: the leaves' own deltas (LeafReference.op_deltas)."""
     dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
+    if out is not None:
+        # corrected_path's folder (corrected/ beside a trace the viewers list).
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        metadata = {"about": about(metadata or {}, w, delta, w_py), **(metadata or {})}
     v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
                      delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode, delta_range=delta_range,
                      op_deltas=op_deltas)
     return v
+
+
+def about(rep: dict, w: dict, delta: float, w_py: dict | None) -> str:
+    """The corrected trace's sentence about itself (render.trace_notes.corrected_note)."""
+    cycle = f"cycle {rep['cycle']}'s own" if rep.get("cycle") is not None else "its cycle's"
+    rank = f" of rank {rep['rank']}" if rep.get("rank") is not None else ""
+    by = (f"opskew.profile's in-run W{rank}: {rep.get('corrected_with') or cycle}, from the run's own wait and "
+          "active steps")
+    return corrected_note(w["median"], delta, by=by, w_ci95=w.get("ci95"),
+                          w_py_ns=(w_py or {}).get("median", 0.0), source=rep.get("raw_trace"))
 
 
 def metadata(rep: dict) -> dict:

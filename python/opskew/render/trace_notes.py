@@ -1,10 +1,11 @@
 """What a reading of a trace counted, in words: the warnings a command
-prints (and its JSON lists) for the C reader's counts, and the line for the
-events opskew's tracer lost while recording."""
+prints (and its JSON lists) for the C reader's counts, the line for the
+events opskew's tracer lost while recording, and the sentence a corrected
+trace carries about itself (corrected_note)."""
 
 from __future__ import annotations
 
-from opskew.render.units import count_of
+from opskew.render.units import count_of, fmt_ci, fmt_ns
 
 
 def warnings_of(result: dict) -> list[str]:
@@ -48,3 +49,20 @@ def losses_line(losses: dict) -> str:
     return (f"{losses['total']} events were lost while recording"
             + (f" (by cause: {causes})" if causes else "")
             + "; the summary cannot include them")
+
+
+def corrected_note(w_ns: float, delta_ns: float, *, by: str, w_ci95=None, w_py_ns: float = 0.0,
+                   source: str | None = None) -> str:
+    """The sentence a corrected trace carries in its "opskew" header
+    ("run": {"about": ...}), so that whoever opens the file (Perfetto, an
+    editor, HTA's metadata) knows it is not the profiler's raw record: what
+    was taken out, with which W and where it came from (`by`)."""
+    w = fmt_ns(w_ns) + (f" (95% CI {fmt_ci(*w_ci95)})" if w_ci95 else "")
+    py = f", and W_py = {fmt_ns(w_py_ns)} for each Python event" if w_py_ns else ""
+    raw = f" The raw trace: {source}." if source else ""
+    return (f"Corrected by opskew: not the profiler's raw record. Each event's time has the profiler's own cost "
+            f"taken out: W = {w} per operator event ({by}), of which delta = {fmt_ns(delta_ns)} lies inside the "
+            f"event's own interval{py}; corrected = reported - delta - W x operator descendants - W_py x Python "
+            f"descendants, and the gaps between events shrink by the rest. Operators whose cost the profiler "
+            f"inflated read shorter than in the raw trace; the time line is opskew's estimate of the run without "
+            f"the profiler (docs/correct.md).{raw}")

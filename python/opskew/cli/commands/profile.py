@@ -11,7 +11,8 @@ import tempfile
 
 from opskew.analyze.job import SCHEMA as JOB_SCHEMA
 from opskew.analyze.job import compute as summarize_job
-from opskew.analyze.job import rank_reports
+from opskew.analyze.job import PROFILE_TRACES, rank_reports
+from opskew.analyze.tracefile import CORRECTED_DIR
 from opskew.cli.commands.record import command_of, exit_code, run_child, split_python
 from opskew.errors import UsageError
 from opskew.options import OptionValueError, finite_float
@@ -42,17 +43,21 @@ the script's setup is never a step.
 Files in OUT (a folder, created if absent; files of the same names that
 opskew wrote there before are replaced, and a line counts an earlier run's
 traces that stay beside the new ones):
-  opskew-profile-cycleN.json            the raw trace of cycle N, as torch exports it
-  opskew-profile-cycleN.corrected.json  corrected with the in-run W
-  report.json                           every cycle's report, the step times and
-                                        conditions (schema opskew.profile/1),
-                                        rewritten after each cycle
+  traces/opskew-profile-cycleN.pt.trace.json
+                the raw trace of cycle N, as torch exports it
+  traces/corrected/opskew-profile-cycleN.corrected.pt.trace.json
+                corrected with the in-run W
+  report.json   every cycle's report, the step times and conditions (schema
+                opskew.profile/1), rewritten after each cycle
+TensorBoard's profiler plugin lists both folders (tensorboard --logdir OUT),
+each cycle as a worker; HolisticTraceAnalysis reads either folder as a set,
+one trace per rank: TraceAnalysis(trace_dir="OUT/traces/corrected").
 An exception, SIGINT or SIGTERM in the script finishes the cycle in progress
 and keeps everything collected until then.
 
 Under torchrun (`-- torchrun [OPTIONS] SCRIPT ARGS`, or `python -m
 torch.distributed.run ...`) each worker runs SCRIPT under opskew.profile and
-measures its own W; files carry the rank (opskew-profile-rankR-cycleN.json,
+measures its own W; files carry the rank (opskew-profile-rankR-cycleN.pt.trace.json,
 report.rankR.json) and report.json is the job's: every rank's W, interval and
 inflation (schema opskew.profile.job/1).
 
@@ -153,7 +158,10 @@ def _output_dir(path: str) -> str:
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
     else:
-        old = [n for n in os.listdir(out) if TRACE_NAME.match(n)]
+        # This version's folders (OUT/traces, OUT/traces/corrected) and OUT
+        # itself, where earlier versions put them.
+        old = [n for d in (out, os.path.join(out, PROFILE_TRACES), os.path.join(out, PROFILE_TRACES, CORRECTED_DIR))
+               if os.path.isdir(d) for n in os.listdir(d) if TRACE_NAME.match(n)]
         if old:
             sys.stderr.write(f"opskew profile: {out} holds {len(old)} trace file(s) of an earlier run; this run "
                              "replaces those of the same names only, and its report.json lists its own (remove "

@@ -1,0 +1,160 @@
+"""Corrected traces where viewers look: the names TensorBoard's profiler plugin
+lists, the folders HolisticTraceAnalysis reads as one trace per rank, and the
+sentence a corrected trace carries about itself (docs/profile.md, "Where the
+corrected traces go")."""
+
+import json
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import run_opskew
+
+from opskew.analyze.tracefile import TB_WORKER_PATTERN, corrected_candidates, corrected_path
+from opskew.render.trace_notes import corrected_note
+
+# Copied as data from TensorBoard's profiler plugin (torch-tb-profiler):
+# pytorch/kineto, tb_plugin/torch_tb_profiler/consts.py at
+# 041e7ce99f1562dd81232ee58b7c454ef16bfae2, the last commit before kineto
+# removed tb_plugin (949796072a88). profiler/loader.py lists a run folder's
+# files through it: group 1 is the worker, group 2 the span (a timestamp);
+# plugin.py's _get_run_dirs makes every folder under the logdir that holds
+# one matching file a run. NODE_PROCESS_PATTERN splits a worker into node
+# and process for the GPU view (run_generator.py).
+PLUGIN_WORKER_PATTERN = re.compile(r"""^(.*?) # worker name
+        (\.\d+)? # optional timestamp like 1619499959628 used as span name
+        \.pt\.trace\.json # the ending suffix
+        (?:\.gz)?$""", re.X)
+PLUGIN_NODE_PROCESS_PATTERN = re.compile(r"""^(.*)_(\d+)""")
+
+
+def plugin_parse(name):
+    """(worker, span) as the plugin's RunLoader.load reads a file name, or None
+    when the plugin does not list it."""
+    m = PLUGIN_WORKER_PATTERN.match(name)
+    return None if m is None else (m.group(1), m.group(2)[1:] if m.group(2) else None)
+
+
+def test_opskew_uses_the_plugins_own_pattern():
+    assert TB_WORKER_PATTERN.pattern == PLUGIN_WORKER_PATTERN.pattern
+    assert TB_WORKER_PATTERN.flags == PLUGIN_WORKER_PATTERN.flags
+
+
+@pytest.mark.parametrize("gz", ["", ".gz"])
+def test_tensorboard_handlers_corrected_trace_is_a_worker_of_its_own(tmp_path, gz):
+    """tensorboard_trace_handler writes WORKER.TS.pt.trace.json[.gz] (WORKER
+    being host_pid); its corrected trace is listed by the plugin as the
+    worker WORKER.corrected, same span, on the same node and process."""
+    raw = str(tmp_path / "log" / f"myhost_4242.1700000000123456789.pt.trace.json{gz}")
+    cor = corrected_path(raw)
+    assert cor == str(tmp_path / "log" / "corrected" / f"myhost_4242.corrected.1700000000123456789.pt.trace.json{gz}")
+    assert plugin_parse(os.path.basename(raw)) == ("myhost_4242", "1700000000123456789")
+    assert plugin_parse(os.path.basename(cor)) == ("myhost_4242.corrected", "1700000000123456789")
+    node = [PLUGIN_NODE_PROCESS_PATTERN.match(plugin_parse(os.path.basename(p))[0]).groups() for p in (raw, cor)]
+    assert node[0] == node[1] == ("myhost", "4242")
+    # A worker name without a span (handler given worker_name, no timestamp
+    # kept), and opskew profile's own names: each cycle a worker.
+    assert plugin_parse(os.path.basename(corrected_path("/x/w.pt.trace.json"))) == ("w.corrected", None)
+    for rank in ("", "-rank1"):
+        raw = f"/o/traces/opskew-profile{rank}-cycle3.pt.trace.json"
+        cor = corrected_path(raw)
+        assert cor == f"/o/traces/corrected/opskew-profile{rank}-cycle3.corrected.pt.trace.json"
+        assert plugin_parse(os.path.basename(raw)) == (f"opskew-profile{rank}-cycle3", None)
+        assert plugin_parse(os.path.basename(cor)) == (f"opskew-profile{rank}-cycle3.corrected", None)
+
+
+def test_other_names_keep_their_corrected_name_beside_them():
+    assert corrected_path("/a/t.json") == "/a/t.corrected.json"
+    assert corrected_path("/a/t.json.gz") == "/a/t.corrected.json.gz"
+    assert plugin_parse("t.corrected.json") is None  # not a name the plugin lists: as before
+    # Readers look in both places: the new folder, then the name earlier
+    # versions gave a TensorBoard-named trace (NAME.pt.trace.corrected.json).
+    assert corrected_candidates("/a/w.1.pt.trace.json") == ["/a/corrected/w.corrected.1.pt.trace.json",
+                                                            "/a/w.1.pt.trace.corrected.json"]
+    assert corrected_candidates("/a/t.json") == ["/a/t.corrected.json"]
+
+
+def test_the_corrected_note_says_what_and_with_which_w():
+    note = corrected_note(296.0, 20.0, by="opskew check's in-run W", w_ci95=[232.0, 352.0], w_py_ns=900.0,
+                          source="/tmp/raw.json")
+    assert note.startswith("Corrected by opskew: not the profiler's raw record.")
+    assert "W = 296 ns (95% CI [232 ns, 352 ns]) per operator event (opskew check's in-run W)" in note
+    assert "delta = 20 ns" in note and "W_py = 900 ns" in note and "The raw trace: /tmp/raw.json." in note
+    assert "W_py" not in corrected_note(296.0, 0.0, by="x").split("corrected =")[0]
+
+
+TRAIN = """\
+import sys, torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+x, y = torch.randn(8, 16), torch.randn(8, 4)
+for i in range(int(sys.argv[1])):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(net(x), y).backward()
+    opt.step()
+"""
+SMALL = ("--skip-first", "0", "--wait", "8", "--warmup", "1", "--active", "4", "--repeat", "2")
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """The folder `opskew profile` wrote for a small training loop."""
+    d = tmp_path_factory.mktemp("viewers")
+    (d / "train.py").write_text(TRAIN)
+    out = d / "prof"
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(d / "train.py"), "40")
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def test_profile_keeps_each_set_in_a_folder_of_traces_alone(profiled):
+    """Reports stay in OUT; OUT/traces holds the raw traces only and
+    OUT/traces/corrected the corrected ones: folders a viewer reads whole."""
+    raw, cor = profiled / "traces", profiled / "traces" / "corrected"
+    assert sorted(os.listdir(raw)) == ["corrected", "opskew-profile-cycle1.pt.trace.json",
+                                       "opskew-profile-cycle2.pt.trace.json"]
+    assert sorted(os.listdir(cor)) == ["opskew-profile-cycle1.corrected.pt.trace.json",
+                                       "opskew-profile-cycle2.corrected.pt.trace.json"]
+    # Every file of both folders is one the plugin lists, each its own worker.
+    workers = [plugin_parse(n)[0] for d in (raw, cor) for n in os.listdir(d) if os.path.isfile(d / n)]
+    assert len(workers) == len(set(workers)) == 4
+    rep = json.loads((profiled / "report.json").read_text())["reports"][-1]
+    assert rep["raw_trace"] == str(raw / "opskew-profile-cycle2.pt.trace.json")
+    assert rep["corrected_trace"] == str(cor / "opskew-profile-cycle2.corrected.pt.trace.json")
+
+
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # HTA 0.5.0 under pandas 3
+def test_hta_reads_either_set(profiled):
+    """The real HolisticTraceAnalysis (an optional test dependency) pointed at
+    either folder: it reads every *.json/*.gz there as one trace per rank
+    (hta/common/trace_file.py), so each folder gives rank 0 a trace of its
+    own set. Its breakdowns (temporal, idle time, kernels, critical path)
+    need GPU kernels; on a CPU trace, get_profiler_steps and the parsed
+    events are what it analyses: the corrected set's ProfilerStep ranges
+    are shorter than the raw set's."""
+    hta = pytest.importorskip("hta.trace_analysis")
+    steps = {}
+    for name, folder in (("raw", profiled / "traces"), ("corrected", profiled / "traces" / "corrected")):
+        ta = hta.TraceAnalysis(trace_dir=str(folder))
+        files = ta.t.trace_files
+        assert list(files) == [0] and os.path.dirname(files[0]) == str(folder), files
+        assert (".corrected." in files[0]) == (name == "corrected")
+        cycle = re.search(r"cycle(\d)", files[0]).group(1)
+        assert len(ta.get_profiler_steps()) >= 3
+        df = ta.t.get_trace(0)
+        names = ta.t.symbol_table.get_sym_table()
+        step_rows = df[df["name"].map(lambda i: names[i].startswith("ProfilerStep#"))]
+        steps[name] = (cycle, step_rows["dur"].sum())
+    # Each set from the same run (HTA keeps one of a rank's cycles: compare
+    # like with like through trace_files when the cycles differ).
+    if steps["raw"][0] != steps["corrected"][0]:
+        c = steps["raw"][0]
+        ta = hta.TraceAnalysis(trace_files={0: f"opskew-profile-cycle{c}.corrected.pt.trace.json"},
+                               trace_dir=str(profiled / "traces" / "corrected"))
+        df, names = ta.t.get_trace(0), ta.t.symbol_table.get_sym_table()
+        steps["corrected"] = (c, df[df["name"].map(lambda i: names[i].startswith("ProfilerStep#"))]["dur"].sum())
+    assert 0 < steps["corrected"][1] < steps["raw"][1]
