@@ -220,7 +220,7 @@ import glob, json, os, sys
 # A job of WORLD_SIZE 1 names its files as one process does (no -rankR:
 # opskew.profiling.rank_of); a larger one by rank.
 d = sys.argv[1]
-raw = sorted(p for p in glob.glob(d + "/opskew-profile-*cycle*.json") if ".corrected." not in p)
+raw = sorted(p for p in glob.glob(d + "/traces/opskew-profile-*cycle*.json") if ".corrected." not in p)
 assert raw, "no trace in " + d
 names = [e.get("name", "") for e in json.load(open(raw[-1]))["traceEvents"]]
 kernels = sorted({n for n in names if n.startswith("nccl")})
@@ -232,7 +232,7 @@ print("report", final)
 # The corrected step (the corrected trace's ProfilerStep#N, read back) against
 # the wait steps: a CUDA backward runs on the autograd engine's device
 # thread, which the cross-thread rule must take into account.
-cor = raw[-1].replace(".json", ".corrected.json")
+cor = json.load(open(rep))["reports"][-1]["corrected_trace"]  # traces/corrected/NAME.corrected.pt.trace.json
 steps = sorted(e["dur"] for e in json.load(open(cor))["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
 med = steps[len(steps) // 2] * 1e3
 print("corrected trace's median step %.0f ns, wait steps %.0f ns, report's corrected %.0f ns"
