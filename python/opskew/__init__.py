@@ -11,8 +11,9 @@ layout of the package is in docs/design.md ("The Python shell").
 """
 
 from opskew._engine import version as __version__  # noqa: E402  (meson.build is its one source)
-from opskew.api import Result, advise, check, compare, matrix, summary, sweep  # noqa: F401
+from opskew.api import Result, advise, check, compare, corrected_averages, matrix, summary, sweep  # noqa: F401
 from opskew.profiler.core import profile, step  # noqa: F401  (the package is opskew.profiler, not .profile)
 from opskew.tracer.session import trace  # noqa: F401  (the C operator tracer)
 
-__all__ = ["Result", "advise", "check", "compare", "matrix", "profile", "step", "summary", "sweep", "trace"]
+__all__ = ["Result", "advise", "check", "compare", "corrected_averages", "matrix", "profile", "step", "summary",
+           "sweep", "trace"]

@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import warnings
 
+from opskew.analyze import averages as averages_cmd
 from opskew.analyze import compare as compare_cmd
+from opskew.analyze.averages import refuse_grouping
 from opskew.analyze import summary as summary_cmd
 from opskew.experiments import advise as advise_cmd
 from opskew.experiments import check as check_cmd
@@ -28,10 +30,11 @@ from opskew.experiments import matrix as matrix_cmd
 from opskew.experiments import sweep as sweep_cmd
 from opskew.measure.workload import NO_SETUP, callable_target
 from opskew.options import convert
+from opskew.results.averages import CorrectedAverages
 from opskew.results import (AdviseResult, CheckResult, CompareResult, MatrixResult, Result, SummaryResult,
                             SweepResult)
 
-__all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare"]
+__all__ = ["Result", "check", "matrix", "sweep", "advise", "summary", "compare", "corrected_averages"]
 
 # Options of the command line that the API does not take, and why.
 _CLI_ONLY = {"json": "use .to_dict() (or opskew.output.write_json) for the JSON",
@@ -139,11 +142,43 @@ def summary(path, **options) -> Result:
     are the table of all ranks merged."""
     trace = [_path(p) for p in path] if isinstance(path, (list, tuple)) else [_path(path)]
     args = _options("summary", summary_cmd, options, {"trace": trace})
-    result = SummaryResult(summary_cmd.compute(args), args)
+    doc = summary_cmd.compute(args)
+    if args.corrected:  # summary(path, corrected=True): corrected_averages(path)'s table
+        return _averages(doc)
+    result = SummaryResult(doc, args)
     if result.to_dict().get("warnings"):
         for w in result["warnings"]:
             warnings.warn(f"opskew.summary: {w}", RuntimeWarning, stacklevel=2)
     return result
+
+
+def corrected_averages(path, *, calibration=None, w_ns=None, delta_ns=None, w_py_ns=None, threshold=0.05,
+                       waits="auto", force=False, group_by_input_shape=False, group_by_stack_n=0,
+                       group_by_overload_name=False) -> CorrectedAverages:
+    """`opskew summary TRACE --corrected`: key_averages() of any trace with
+    the profiler's cost taken out, as opskew.profile's corrected_averages()
+    gives it (the same rows, `.table(sort_by=..., row_limit=...)`, trust
+    marks and intervals). W given (`w_ns`: ns, or {"median", "ci95"};
+    `delta_ns`, `w_py_ns`: 0 where not given), else from `calibration` (a
+    file) or the stored calibration `opskew correct` would take. Grouping
+    by shapes, stacks or overload names is not supported yet
+    (NotImplementedError): the correction's table is by name."""
+    refuse_grouping(group_by_input_shape, group_by_stack_n, group_by_overload_name)
+    if waits not in ("auto", "on", "off"):
+        raise ValueError(f"waits: 'auto', 'on' or 'off', not {waits!r}")
+    doc = averages_cmd.from_trace(_path(path), calibration=None if calibration is None else _path(calibration),
+                                  w_ns=w_ns, delta_ns=delta_ns, w_py_ns=w_py_ns, threshold=threshold,
+                                  waits=waits, force=force)
+    return _averages(doc)
+
+
+def _averages(doc: dict) -> CorrectedAverages:
+    """The document's rows, with torch's DeviceType values where torch is installed."""
+    try:
+        from torch.autograd import DeviceType
+    except ImportError:
+        return CorrectedAverages(doc)
+    return CorrectedAverages(doc, (DeviceType.CPU, DeviceType.CUDA))
 
 
 def compare(*paths, **options) -> Result:

@@ -120,6 +120,26 @@ def _from_header(header: dict, found: dict, torch_version: str) -> dict:
 
 
 
+def calibration_notes(cal: dict, found: dict) -> list:
+    """What a calibration leaves in a trace it corrects (`found`: detect()'s):
+    no W_py for a with_stack trace, a micro-workload's W."""
+    notes = []
+    if found["options"].get("with_stack") and not cal.get("w_py_ns"):
+        notes.append("the trace has Python-function events (with_stack) but the calibration has no W_py: "
+                     "their cost is not removed (recalibrate with this opskew, --config ...,with_stack)")
+    opts = found["options"]
+    if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
+        shapes = opts.get("record_shapes") or opts.get("with_flops")
+        notes.append("W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) "
+                     "real workloads paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to "
+                     "2.9 times with record_shapes+with_stack" + (" (record_shapes' cost grows with each "
+                                                                   "operator's inputs)" if shapes else "")
+                     + ", so their corrected times stay too high. For an in-run W with its interval, profile "
+                     "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
+                     "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
+    return notes
+
+
 def compute(args) -> dict:
     """The correction's document (the --json, schema opskew.correct/1, with
     every operator; "omitted" counts those past --top, which the table leaves
@@ -153,22 +173,9 @@ def _compute(args, src: str) -> dict:
     delta = min(max(delta, 0.0), w)
     w_py = float((cal.get("w_py_ns") or {}).get("median", 0.0))
     delta_py = min(max(float((cal.get("delta_py_ns") or {}).get("median", 0.0)), 0.0), max(w_py, 0.0))
-    notes = []
     if w_py < 0:
         raise UsageError(f"the calibration has a negative W_py ({w_py:.1f} ns): recalibrate on a quieter machine")
-    if found["options"].get("with_stack") and not cal.get("w_py_ns"):
-        notes.append("the trace has Python-function events (with_stack) but the calibration has no W_py: "
-                     "their cost is not removed (recalibrate with this opskew, --config ...,with_stack)")
-    opts = found["options"]
-    if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
-        shapes = opts.get("record_shapes") or opts.get("with_flops")
-        notes.append("W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) "
-                     "real workloads paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to "
-                     "2.9 times with record_shapes+with_stack" + (" (record_shapes' cost grows with each "
-                                                                   "operator's inputs)" if shapes else "")
-                     + ", so their corrected times stay too high. For an in-run W with its interval, profile "
-                     "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
-                     "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
+    notes = calibration_notes(cal, found)
     try:
         source = cal.get("_path") or args.calibration or "the calibration cache"
         about = corrected_note(w, delta, w_py_ns=w_py, source=None if args.trace == "-" else args.trace,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from opskew.analyze import job
+from opskew.analyze import averages, job
 from opskew.analyze.tracefile import DEFAULT_EXCLUDED, losses_of, summarize
 from opskew.errors import UsageError
 from opskew.options import Spec, declared
@@ -42,12 +42,20 @@ def declare(p: Spec) -> None:
     p.add_argument("--csv", metavar="PATH",
                    help="also write every operator as CSV to PATH ('-': stdout): a header line, then "
                    "plain numbers (times in ns, shares as fractions)")
+    fix = p.add_argument_group("corrected (one trace): key_averages()'s table with the profiler's cost taken out")
+    fix.add_argument("--corrected", action="store_true",
+                     help="print the corrected table in torch's key_averages().table() layout, with each row's "
+                     "interval and trust mark (docs/profile.md, \"A corrected key_averages()\"); W from "
+                     "--calibration, --w, or the stored calibration `opskew correct` would take")
+    fix.add_argument("--calibration", metavar="FILE",
+                     help="with --corrected: a calibration file (default: the cache's for the trace's configuration)")
     job = p.add_argument_group("multi-rank jobs (a directory or several traces)")
     job.add_argument("--w", action="append", metavar="[RANK=]NS[,PY_NS]",
                      help="instrument cost per operator event (and per Python event) for the cross-rank "
                      "correction: for every rank, or RANK=NS for one; repeatable (default: the W_own that "
                      "opskew profile measured on each rank, its own cost by CPU time, from "
-                     "report.rankR.json beside the traces)")
+                     "report.rankR.json beside the traces). With --corrected on one trace: NS[,PY_NS], a W "
+                     "given without an interval (delta 0)")
     job.add_argument("--align", choices=("auto", "on", "off"), default="auto",
                      help="apply the clock offsets estimated from the collectives (default auto: when the "
                      "traces come from more than one host)")
@@ -86,6 +94,10 @@ def compute(args) -> dict:
         raise UsageError("--cat needs at least one category")
     # An explicit --cat list is taken as is; by default Kineto's "Trace" span
     # (profiler bookkeeping, as long as the whole window) is left out.
+    if getattr(args, "corrected", False):
+        return corrected(args, cats)
+    if getattr(args, "calibration", None):
+        raise UsageError("--calibration is for --corrected")
     if is_job(args):
         if getattr(args, "csv", None):
             raise UsageError("--csv is for one trace; a job's tables are in --json")
@@ -111,6 +123,32 @@ def compute(args) -> dict:
         "ops": sorted(result["ops"], key=SORT_KEYS[args.sort]),
         "warnings": warnings_of(result) + _unmatched(cats, result),
     }
+
+
+# --sort's keys as the corrected table's attributes (torch's names).
+CORRECTED_SORT = {"total": "cpu_time_total", "self": "self_cpu_time_total", "calls": "count", "mean": "cpu_time",
+                  "name": None}
+
+
+def corrected(args, cats) -> dict:
+    """`--corrected`: the opskew.averages/1 document of one trace."""
+    if is_job(args):
+        raise UsageError("--corrected is for one trace; a job's cross-rank correction: --w and --corrected-dir")
+    for flag, given in (("--cat", cats), ("--csv", getattr(args, "csv", None)),
+                        ("--corrected-dir", getattr(args, "corrected_dir", None))):
+        if given:
+            raise UsageError(f"{flag} is not taken with --corrected (the corrected rows are in --json)")
+    if args.sort not in CORRECTED_SORT:
+        raise UsageError(f"--sort {args.sort} with --corrected: one of {', '.join(CORRECTED_SORT)}")
+    w, w_py = averages.cli_w(getattr(args, "w", None))
+    if w is not None and args.calibration:
+        raise UsageError("--w and --calibration: give one")
+    check_output(args.json, inputs=[("the input trace", args.trace), ("the calibration", args.calibration)])
+    doc = averages.from_trace(args.trace, calibration=args.calibration, w_ns=w, w_py_ns=w_py)
+    doc["sort"] = CORRECTED_SORT[args.sort]
+    if args.sort == "name":
+        doc["rows"].sort(key=lambda r: r["key"])
+    return doc
 
 
 def _unmatched(cats, result) -> list:

@@ -47,7 +47,7 @@ def runs_bytecode(row: dict) -> bool:
     return bool(row.get("python")) or row.get("category") == "user_annotation"
 
 
-def _mark(reported: float, med: float, lo: float, hi: float, threshold: float) -> str:
+def trust_mark(reported: float, med: float, lo: float, hi: float, threshold: float) -> str:
     removed = reported - med
     if reported <= 0:
         return "believable"
@@ -191,7 +191,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         marks = {}
         for fig in ("self", "total"):
             c = row[f"corrected_{fig}_ns"]
-            marks[fig] = _mark(row[f"reported_{fig}_ns"], c["median"], c["ci95"][0], c["ci95"][1], threshold)
+            marks[fig] = trust_mark(row[f"reported_{fig}_ns"], c["median"], c["ci95"][0], c["ci95"][1], threshold)
             if "below_tracer_ns" in row and c["ci95"][1] > row[f"reported_{fig}_ns"] * (1 + threshold):
                 marks[fig] = "unknowable"  # its own time may lie well above the trace's
         row["marks"] = marks

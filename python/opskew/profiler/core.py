@@ -31,6 +31,7 @@ from opskew.profiler.cycle import CycleAnalysis, claim, count, error_report, she
 from opskew.profiler.figures import Figures
 from opskew.profiler.leafref import REF_FIRST, REF_STEPS, LeafReference
 from opskew.profiler.ranges import choose, open_range
+from opskew.profiler.reports import corrected_averages, typed
 from opskew.profiler.schedule import UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, session_gone, transit
 from opskew.profiler.traces import TraceFiles
 from opskew.render.profile import render
@@ -80,8 +81,9 @@ _STDERR = _Stderr()
 
 class profile:
     """`opskew.profile(...)`: `torch.profiler.profile(...)` with the same
-    arguments and methods, plus the skew report (`.report`, a dict; `.reports`,
-    one per trace) and a corrected trace next to each raw one it exported.
+    arguments and methods, plus the skew report (`.report`, a typed result that
+    is still a dict; `.reports`, one per trace), `corrected_averages()` and a
+    corrected trace next to each raw one it exported.
 
     opskew's own keywords (all optional):
       report_file   where the per-cycle report is printed (default
@@ -124,7 +126,7 @@ class profile:
                             + (" (open the file first)" if isinstance(report_file, (str, os.PathLike)) else ""))
         self._report_file = report_file
         self.prof = torch.profiler.profile(*args, on_trace_ready=self._on_ready, **kwargs)
-        self.reports: list[dict] = []
+        self.reports: list = []  # CycleReport
         self._cycle = 0
         self._running = False  # between start() and stop()
         self._stopped = False  # stop() ended a session: a later step() is a no-op
@@ -189,9 +191,14 @@ class profile:
     final = property(attrgetter("_analysis.final"), doc="The run's W from all its steps, set at stop().")
 
     @property
-    def report(self) -> dict | None:
-        """The latest cycle's skew report (None before the first trace)."""
+    def report(self):
+        """The latest cycle's skew report, a CycleReport (None before the first trace)."""
         return self.reports[-1] if self.reports else None
+
+    def corrected_averages(self, group_by_input_shape=False, group_by_stack_n=0, group_by_overload_name=False,
+                           cycle=None):
+        """key_averages() corrected (the latest cycle's, or `cycle`'s), with trust marks and intervals."""
+        return corrected_averages(self, group_by_input_shape, group_by_stack_n, group_by_overload_name, cycle)
 
     def step_counts(self) -> dict:
         """Whole steps per phase so far, the dropped wait steps included."""
@@ -450,15 +457,18 @@ class profile:
         # per-operator verdict and the corrected trace. Not in any step.
         rep["opskew_ns"] = time.perf_counter_ns() - t0 - user_ns
         rep["w_py_measure_ns"] = self._figures.own_ns - own0
-        self.reports.append(rep)
-        claim(self.reports, rep)
-        self._shed_upto = shed_old_operators(self.reports, self._shed_upto)
+        rep = self._add_report(rep, own=True)
         self._say(render(rep))
         c.ready_ns = time.perf_counter_ns() - t0
 
-    def _add_report(self, rep: dict):
+    def _add_report(self, rep: dict, own: bool = False):
+        """Keeps `rep` as a typed report (own: its raw trace is now this cycle's, claim)."""
+        rep = typed(rep, self)
         self.reports.append(rep)
+        if own:
+            claim(self.reports, rep)
         self._shed_upto = shed_old_operators(self.reports, self._shed_upto)
+        return rep
 
     def _error_report(self, error: str, raw: str | None = None) -> dict:
         """The report of a cycle that has no analysis: why, and what is known."""

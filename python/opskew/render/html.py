@@ -27,7 +27,7 @@ def html(kind: str, d: dict, *, top: int = 30, rows=None) -> str:
         parts.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in cols) + "</tr>"
                      + "".join("<tr>" + "".join(cell for cell in r) + "</tr>" for r in body)
                      + "</table>")
-    if kind == "check" and "operators" in d:
+    if kind in ("check", "profile cycle") and (d.get("operators") or {}).get("summary"):
         parts.append(f"<p>where the skew lands: {e(sentence(d['operators']['summary']))}</p>")
     return "".join(parts) + "</div>"
 
@@ -51,6 +51,8 @@ def headline(kind: str, d: dict) -> list:
                          f"[{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]"))
             v = d["verdict"]
             rows.append(("verdict", skew_words(v)))
+    elif kind == "profile cycle":
+        rows += profile_headline(d)
     elif kind == "summary":
         st = d["stats"]
         rows += [("trace", d["trace"]), ("status", d["status"]),
@@ -68,6 +70,30 @@ def headline(kind: str, d: dict) -> list:
     return rows
 
 
+def profile_headline(d: dict) -> list:
+    """(label, text) pairs of an opskew.profile cycle's report."""
+    who = f" (rank {d['rank']} of {d.get('world_size')})" if d.get("rank") is not None else ""
+    rows = [("cycle", f"{d.get('cycle')}{who}")]
+    w = d.get("w_ns") or {}
+    if w.get("median") is not None:
+        ci = w.get("ci95")
+        rows.append(("W per operator event", fmt_ns(w["median"]) + (f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci
+                                                                      else " (no 95% CI)")
+                     + f" ({d.get('w_source')}, {d.get('pairs') or 0} pairs)"))
+    if d.get("inflation") is not None:
+        rows.append(("in-window inflation", f"{100 * (d['inflation'] - 1):+.1f}%"))
+    if d.get("corrected_step_ns") is not None:
+        rows.append(("step", f"{fmt_ns(d.get('active_step_ns'))} profiled, {fmt_ns(d['corrected_step_ns'])} "
+                             f"corrected, {fmt_ns(d.get('baseline_step_ns'))} in the wait steps (medians)"))
+    if d.get("verdict"):
+        rows.append(("verdict", skew_words(d["verdict"], d["verdict"].get("enough_pairs", True))))
+    marks = (d.get("operators") or {}).get("marks")
+    if marks:
+        rows.append(("operators", ", ".join(f"{n} {m}" for m, n in marks.items())))
+    rows.append(("corrected trace", d.get("corrected_trace") or "none"))
+    return rows
+
+
 def table_rows(kind: str, d: dict, *, top: int = 30, rows=None):
     """(column titles, rows of <td> cells) of a result's table."""
     e = escape
@@ -81,11 +107,13 @@ def table_rows(kind: str, d: dict, *, top: int = 30, rows=None):
     def cols_of(names):
         return tuple(names)  # the titles of opskew.render.tables.COLUMNS, as the text tables print them
 
-    if kind == "check":
-        if "operators" not in d:
+    if kind in ("check", "profile cycle"):
+        v = d.get("operators") or {}
+        ops = v.get("ops") or []
+        if not ops:
             return [], []
-        v = d["operators"]
-        ops = v["ops"] if not v.get("top") else v["ops"][: v["top"]]
+        # check's own top; a profile cycle's, the notebook's
+        ops = ops[: v["top"]] if v.get("top") else ops[:top] if kind != "check" and top else ops
         kinds = [column(c).kind for c in VERDICT_COLUMNS]  # the text table's columns and units
         body = []
         for r, row in zip(ops, verdict_rows(ops)):

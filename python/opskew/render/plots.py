@@ -1,9 +1,12 @@
-"""What every plot shares: a matplotlib figure rendered in memory, so that it
+"""What every plot shares: matplotlib, an optional extra (opskew[plot]),
+loaded when a plot is drawn, and a figure rendered in memory, so that it
 goes through the one writer (opskew.output.write_file) like every output."""
 
 from __future__ import annotations
 
 import io
+
+from opskew.output import write_file
 
 
 def figure_bytes(fig, fmt: str, **kw) -> bytes:
@@ -12,3 +15,24 @@ def figure_bytes(fig, fmt: str, **kw) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, **kw)
     return buf.getvalue()
+
+
+def pyplot():
+    """matplotlib's pyplot on the Agg backend; ImportError in one line
+    without matplotlib (an optional extra: opskew[plot])."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plot needs matplotlib (pip install 'opskew[plot]')") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(plt, fig, path: str) -> None:
+    """The figure to `path` (PNG or SVG by its suffix) through the one writer."""
+    fig.tight_layout()
+    data = figure_bytes(fig, "svg" if path.lower().endswith(".svg") else "png", dpi=120)
+    plt.close(fig)
+    write_file(path, data)

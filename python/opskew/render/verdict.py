@@ -4,8 +4,7 @@ table and its plot."""
 
 from __future__ import annotations
 
-from opskew.output import write_file
-from opskew.render.plots import figure_bytes
+from opskew.render.plots import pyplot, save
 from opskew.render.tables import Col, op_table
 
 
@@ -98,14 +97,24 @@ def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
     """Per operator (top by reported self time): the reported total (hollow)
     against the corrected total (filled) with the interval W's CI gives it,
     coloured by trust mark; PNG or SVG by the suffix of `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
+    plt = pyplot()
     ops = verdict["ops"] if top == 0 else verdict["ops"][:top]
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.38 * max(len(ops), 1)))
+    dropped = draw_operators(ax, ops)
+    note = f"; {dropped} corrected value(s) at or below 0 not drawn" if dropped else ""
+    w = verdict["w_ns"]
+    ax.set_title((title + "\n" if title else "")
+                 + f"W {w['median']:.0f} ns [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}] per event{note}", fontsize=9)
+    save(plt, fig, path)
+
+
+def draw_operators(ax, ops: list) -> int:
+    """The operators on `ax`: per call, the reported total (hollow) against
+    the corrected total (filled) with its interval, coloured by trust mark,
+    on a log axis, with the marks' legend. Returns how many corrected values
+    at or below 0 were not drawn."""
+    from matplotlib.lines import Line2D
+
     dropped = 0
     for i, r in enumerate(ops):
         y = len(ops) - 1 - i
@@ -129,12 +138,5 @@ def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:
     ax.set_xlabel("time per call (µs), log scale: hollow = reported, filled = corrected [95% CI of W]")
     handles = [Line2D([], [], marker="o", color=col, ls="none", label=m) for m, col in MARK_COLOURS.items()]
     ax.legend(handles=handles, loc="lower right", fontsize=8)
-    note = f"; {dropped} corrected value(s) at or below 0 not drawn" if dropped else ""
-    w = verdict["w_ns"]
-    ax.set_title((title + "\n" if title else "")
-                 + f"W {w['median']:.0f} ns [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}] per event{note}", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    data = figure_bytes(fig, "svg" if path.lower().endswith(".svg") else "png", dpi=120)
-    plt.close(fig)
-    write_file(path, data)
+    return dropped

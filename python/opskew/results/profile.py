@@ -1,13 +1,15 @@
 """The typed reports of opskew.profile (docs/profile.md): a cycle's report
-(`prof.report`, one of `prof.reports`), the run's final W (`prof.final`,
-set at stop()), and the report.json `opskew profile` writes, which holds
-both. Each reads the plain dict the profiler keeps (`to_dict()` gives it
-back), with typed properties for the figures people read first."""
+(`prof.report`, one of `prof.reports`: the dict the profiler keeps, typed),
+the run's final W (`prof.final`, set at stop()), and the report.json
+`opskew profile` writes, which holds both. `to_dict()` gives each back as
+its JSON, with typed properties for the figures people read first; a
+cycle's report also has its per-operator rows, notebook view and picture."""
 
 from __future__ import annotations
 
 from opskew.render.profile import render
-from opskew.results.base import Result, field, register
+from opskew.render.profile_plot import plot as profile_plot
+from opskew.results.base import Result, field, flat, register
 
 
 class _WFigures(Result):
@@ -26,10 +28,37 @@ class _WFigures(Result):
         return list(self._data.get("notes") or [])
 
 
-class CycleReport(_WFigures):
-    """One traced cycle's report (`prof.report`): its W, verdict and
-    corrected trace, or the `error` that stopped its analysis."""
+class CycleReport(dict, _WFigures):
+    """One traced cycle's report (`prof.report`, each of `prof.reports`):
+    its W, verdict and corrected trace, or the `error` that stopped its
+    analysis. It is the dict the profiler keeps (`rep["w_ns"]`, `.get()`,
+    `json.dumps(rep)` work as they did: opskew.profile fills it in as the
+    cycle is analysed and again at stop()), with the typed figures, its text
+    (`str()`, what the profiler prints), `to_dict()` (report.json's),
+    `rows()` and `to_pandas()` (the per-operator table), `_repr_html_` and
+    `plot(path)`. `history`: the run's reports, for W per cycle in the
+    plot; `conditions`: what the run ran on, for the plot's title."""
     KIND = "profile cycle"
+
+    def __init__(self, data=(), options=None, kind=None, *, history=None, conditions=None):
+        dict.__init__(self, data)
+        for k, v in (("kind", kind or self.KIND), ("_options", options), ("_history", history),
+                     ("_conditions", conditions)):
+            object.__setattr__(self, k, v)
+
+    _data = property(lambda self: self)  # Result's fields read the dict itself
+
+    def rows(self) -> list:
+        """The per-operator verdict, one flat dict per operator (times in ns)."""
+        return [flat(o) for o in (self.get("operators") or {}).get("ops") or []]
+
+    def plot(self, path) -> str:
+        """The picture (`opskew profile` writes it as report.png): per
+        operator, the reported time against the corrected one with its
+        interval, coloured by trust mark; W per cycle with its interval
+        (the run's cycles so far). PNG or SVG by the suffix of `path`;
+        ImportError in one line without matplotlib."""
+        return profile_plot(self, list(self._history or [self]), str(path), conditions=self._conditions)
 
     cycle = field("cycle", required=True)
     rank = field("rank")
@@ -68,11 +97,19 @@ class ProfileResult(Result):
     def report(self) -> CycleReport | None:
         """The latest cycle's report."""
         r = self._data.get("report")
-        return CycleReport(r) if r is not None else None
+        return CycleReport(r, history=self._data.get("reports"), conditions=self._data.get("conditions")) \
+            if r is not None else None
 
     @property
     def reports(self) -> list:
-        return [CycleReport(r) for r in self._data.get("reports") or []]
+        return [CycleReport(r, conditions=self._data.get("conditions")) for r in self._data.get("reports") or []]
+
+    def plot(self, path) -> str:
+        """The latest cycle's picture with W per cycle over the reports kept
+        (CycleReport.plot); `opskew profile` writes it as report.png."""
+        if self.report is None:
+            raise ValueError("no cycle completed: nothing to plot")
+        return self.report.plot(path)
 
     @property
     def final(self) -> RunReport | None:

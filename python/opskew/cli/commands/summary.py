@@ -14,6 +14,7 @@ from opskew.output import check_output, write_json
 from opskew.render.job import render as render_job
 from opskew.render.summary import print_table
 from opskew.render.tables import SUMMARY_COLUMNS, summary_rows, write_csv
+from opskew.results.averages import CorrectedAverages
 
 HELP = "per-operator table (like key_averages()) of a trace, or of a multi-rank job's traces"
 DESCRIPTION = """\
@@ -34,6 +35,13 @@ A trace that ends early (a profiler killed mid-write, or gzip data corrupt
 part way) is summarized up to that point, with a warning, and the exit code
 is 5. Events that opskew's tracer lost while recording (its "opskew" header
 counts them) are reported on one line and in --json's "losses".
+
+--corrected: the table of torch's key_averages().table() (its columns and
+format), its times corrected for the profiler's cost per event (W, from
+--calibration, --w NS, or the stored calibration `opskew correct` would
+take), with each row's interval at W's interval ends and its trust mark
+(believable, inflated, unknowable). Rows by name; ProfilerStep#N together
+as ProfilerStep*, as torch's table has them. docs/profile.md.
 
 A job (torchrun): give a directory (its *.json and *.json.gz traces, less
 opskew's .corrected ones) or several traces. Each trace's rank comes from
@@ -57,6 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.corrected:
+        return _corrected(args)
     if L.is_job(args):
         doc = L.compute(args)
         if args.json != "-":
@@ -84,3 +94,19 @@ def run(args) -> int:
     for w in doc["warnings"]:
         print(f"opskew summary: warning: {w}", file=sys.stderr)
     return EXIT_TRUNCATED if doc["status"] == "truncated" else EXIT_OK
+
+
+def _corrected(args) -> int:
+    """--corrected: torch's key_averages() table, corrected (opskew.results.averages)."""
+    doc = L.compute(args)
+    if args.json != "-":
+        sys.stdout.write(CorrectedAverages(doc).table(sort_by=doc["sort"], row_limit=args.top or None))
+    if args.json:
+        write_json(doc, args.json)
+    for n in doc["notes"]:
+        print(f"opskew summary: note: {n}", file=sys.stderr)
+    if doc["truncated"]:
+        print("opskew summary: warning: the trace ended early (a profiler killed mid-write?); what was read is "
+              "corrected", file=sys.stderr)
+        return EXIT_TRUNCATED
+    return EXIT_OK
