@@ -19,6 +19,7 @@ from opskew.options import OptionValueError, finite_float
 from opskew.output import write_file
 from opskew.profiler import ADVISED_SCHEDULE, TRACE_NAME
 from opskew.render.units import fmt_ns
+from opskew.results.profile import ProfileResult
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
 
@@ -52,6 +53,10 @@ traces that stay beside the new ones):
 TensorBoard's profiler plugin lists both folders (tensorboard --logdir OUT),
 each cycle as a worker; HolisticTraceAnalysis reads either folder as a set,
 one trace per rank: TraceAnalysis(trace_dir="OUT/traces/corrected").
+Beside report.json, report.png: the latest cycle's picture, its operators
+reported against corrected with their intervals and trust marks, and W per
+cycle (report.rankR.png under torchrun; it needs matplotlib, the opskew[plot]
+extra: without it one line says so).
 An exception, SIGINT or SIGTERM in the script finishes the cycle in progress
 and keeps everything collected until then.
 
@@ -213,13 +218,33 @@ def run(args) -> int:
         print(f"opskew profile: no report was written to {out}", file=sys.stderr)
     elif "report.json" in fresh:
         print("opskew profile: " + _outcome(os.path.join(out, "report.json"), doc), file=sys.stderr)
+        _picture(out, doc, "report.png")
     else:
         _job_report(out, sorted(fresh, key=_rank_key))
         _job_summary(out, sorted(fresh, key=_rank_key))
+        for n, rank_doc in rank_reports(out, sorted(fresh, key=_rank_key)):
+            _picture(out, rank_doc, n[: -len(".json")] + ".png")
     kept = "the traces and report hold what ran until then"
     if doc is not None and not _traces(doc):
         kept = "report.json says how far it got (no trace was written)"
     return exit_code(rc, written, who="opskew profile", kept=kept)
+
+
+def _picture(out: str, doc: dict | None, name: str) -> None:
+    """The latest cycle's picture (ProfileResult.plot: its operators, reported
+    against corrected, and W per cycle) as OUT/NAME, and a line saying so, or
+    why there is none (matplotlib is an optional extra). Never fails the run."""
+    if not doc or not doc.get("report"):
+        return
+    path = os.path.join(out, name)
+    try:
+        ProfileResult(doc).plot(path)
+    except ImportError as exc:
+        print(f"opskew profile: no picture: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - the run's traces and report stand
+        print(f"opskew profile: no picture ({type(exc).__name__}: {exc})", file=sys.stderr)
+    else:
+        print(f"opskew profile: picture {path}", file=sys.stderr)
 
 
 def _read_report(path: str) -> dict | None:
