@@ -19,6 +19,7 @@ from opskew.measure.instruments import PROFILER_OPTIONS, parse_instrument
 from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output, write_failure, write_file
+from opskew.render.plots import NO_MATPLOTLIB
 from opskew.render.trace_notes import corrected_note
 from opskew.render.verdict import plot
 from opskew.stats.estimators import analyze_check, busy_wait_spun, operator_event_cost, python_event_cost
@@ -83,7 +84,7 @@ def _check_paths(args):
         try:
             import matplotlib  # noqa: F401  (before the trials, not after them)
         except ImportError:
-            raise UsageError("--plot needs matplotlib (pip install matplotlib)") from None
+            raise UsageError(f"--plot {NO_MATPLOTLIB}") from None
     # Each output refused now, before the trials, if it cannot be written
     # or would overwrite another (docs/outputs.md).
     src = workload_files(args)

@@ -20,6 +20,7 @@ from opskew.measure.rounds import conditions, make_window, user_traceback
 from opskew.measure.workload import load_module
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
+from opskew.render.plots import plot_unavailable
 from opskew.render.sweep import ANNOTATION, plot
 from opskew.render.units import fmt_time
 from opskew.stats.estimators import estimate, per_event_diff
@@ -358,7 +359,8 @@ def compute(args):
     if not os.path.isdir(d):
         raise UsageError(f"--out: directory does not exist: {d}")
     src = workload_files(args)
-    if not args.no_plot:
+    skipped = None if args.no_plot else plot_unavailable()
+    if not args.no_plot and not skipped:
         for ext in ("png", "svg"):
             check_output(f"{args.out}.{ext}", stdout=False, what="plot",
                          inputs=src + [("the --json file", args.json)])
@@ -386,6 +388,8 @@ def compute(args):
             result["traceback"] = error.user_traceback
     result["conditions"].pop("instrument_label", None)
     result["conditions"].pop("instrument", None)
-    if not args.no_plot and any(c["points"] for c in curves):
+    if skipped:
+        result["plot_skipped"] = skipped
+    elif not args.no_plot and any(c["points"] for c in curves):
         result["plots"] = plot(result, args.out)
     return Computed(result, error=error, interrupted=interrupted)

@@ -36,3 +36,18 @@ def save(plt, fig, path: str) -> None:
     data = figure_bytes(fig, "svg" if path.lower().endswith(".svg") else "png", dpi=120)
     plt.close(fig)
     write_file(path, data)
+
+
+# What a plot request says without matplotlib (an optional extra), after
+# "--plot" or "plot skipped: it".
+NO_MATPLOTLIB = "needs matplotlib, an optional extra: pip install 'opskew[plot]'"
+
+
+def plot_unavailable() -> str | None:
+    """None when matplotlib imports; else, in one line, why a plot that was
+    not asked for by name (sweep's default one) is skipped."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return f"plot skipped: it {NO_MATPLOTLIB} (--no-plot leaves it out)"
+    return None

@@ -6,7 +6,7 @@ import sys
 import zlib
 
 from opskew.output import write_file
-from opskew.render.plots import figure_bytes
+from opskew.render.plots import NO_MATPLOTLIB, figure_bytes, plot_unavailable
 from opskew.render.units import columns, count_of, fmt_time
 
 
@@ -38,6 +38,8 @@ def dropped_note(curve, labels: dict) -> str | None:
 
 
 def plot(result, prefix) -> list:
+    if plot_unavailable():
+        raise ImportError(f"the sweep's plot {NO_MATPLOTLIB}")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,5 +183,7 @@ def print_human(result, out=None):
                           "(added cost <= 0 on a log axis)\n")
     if result.get("plots"):
         out.write(f"\nplot: {', '.join(result['plots'])}\n")
+    elif result.get("plot_skipped"):
+        out.write(f"\n{result['plot_skipped']}\n")
     if result.get("error"):
         out.write(f"\nerror: {result['error']}\n")
