@@ -205,8 +205,8 @@ typedef struct {
   double stretched_ns;
   int truncated;              /* the input ended early; what was read is used */
   /* Memory and reads: the most corrected events held at once, over all
-   * threads and reads (the bound above: 32 bytes each, plus 64 for those of
-   * the tree being written, and 42 more while it is relaid); the threads held whole in the last read; the
+   * threads and reads (the bound above: 32 bytes each, plus 80 for those of
+   * the tree being written, and 132 more while it is fitted); the threads held whole in the last read; the
    * reads of the input (1, or 2 when a thread broke the gap rule). */
   uint64_t held_peak;
   uint64_t held_threads;
@@ -220,10 +220,9 @@ typedef struct {
   double waited_ns;
   uint64_t overlapping_threads;
   /* Events written shorter than their corrected duration (by more than 1 ns
-   * of rounding), and by how much in all: an enclosing event's shortfall
-   * that its own later self time could not hold is taken from the self time
-   * of the later events inside it that have children of their own
-   * (docs/correct.md). */
+   * of rounding), and by how much in all: only an event with no time of its
+   * own to give (every interval of it belongs to an event that outlived it;
+   * docs/correct.md). */
   uint64_t shortened;
   double shortened_ns;
   /* Events with a span (osk_correct_opts_t.span_ns) whose reported duration
@@ -233,13 +232,11 @@ typedef struct {
   /* What W scales (osk_correct_opts_t.span_w_scale) priced the events they
    * cover at beyond W, each event once. */
   double scaled_ns;
-  /* Top-level trees written longer than their root's corrected duration by
-   * the forward placement (a shortfall found after the self time that could
-   * hold it had passed: under with_stack, W per operator event holds the
-   * interpreter's slowdown, which ran in the Python frames' self time before
-   * the operators), whose excess was then taken from the self time of their
-   * events that were written stretched, in proportion to it (compensate.c,
-   * relayout; docs/correct.md); and the nanoseconds taken so. */
+  /* Top-level trees whose root's end the fit moved from where the forward
+   * placement put it (by more than 1 ns: a shortfall found after the self
+   * time that could hold it had passed, under with_stack), and the
+   * nanoseconds it moved back by in all (negative: later; compensate.c,
+   * fit; docs/correct.md, "One time line"). */
   uint64_t relaid;
   double relaid_ns;
 } osk_correct_stats_t;

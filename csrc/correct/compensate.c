@@ -56,8 +56,8 @@ typedef struct {
 } held_t;
 
 /* What the pass computes for a buffered event of the tree being written,
- * 64 bytes: its place on the compressed time line and its descendants
- * (and, relaid, 42 bytes more of the thread's scratch: relayout). */
+ * 80 bytes: its place on the compressed time line and its descendants
+ * (and, as the tree is fitted, 132 bytes more of the thread's scratch: fit). */
 typedef struct {
   int64_t ts2;
   union {
@@ -74,6 +74,9 @@ typedef struct {
   double scale; /* on W and W_py: its own name's span_w_scale, else its parent's */
   double dcost; /* its descendants' W (W_py), each at its own scale, as they closed */
   double want;  /* once closed: its corrected duration (the formula's total) */
+  uint32_t parent; /* once closed: its parent's line, UINT32_MAX for the tree's root */
+  int clipped;     /* once closed: it outlived its parent, clipped at the parent's end */
+  int early;       /* once closed: closed early, at the start of a later event that outlived it */
 } line_t;
 
 /* A name's entry of osk_correct_opts_t.span_*. */
@@ -83,14 +86,23 @@ typedef struct {
   double delta; /* < 0: the class's; else its events' own delta (may exceed W) */
 } named_t;
 
-/* relayout's scratch, kept by a thread across its trees: a tree's
- * boundaries in time order, where they move, the marks of the intervals
- * between them, and the stack that orders them. */
+/* One boundary of a tree being fitted: an event's begin or end, its place
+ * on the forward time line, its rank in the tree's structure (fit). */
 typedef struct {
-  int64_t *b, *moved;
-  signed char *mark;
-  size_t *stack;
-  size_t b_cap, moved_cap, mark_cap, stack_cap;
+  int64_t v;
+  uint32_t rank, ev;
+  int end;
+} point_t;
+
+/* fit's scratch, kept by a thread across its trees: per boundary (2 per
+ * event) its point, the interval after it (its forward and fitted lengths,
+ * its owner) and its fitted place; per event where its boundaries sort, its
+ * range's end, its clipped tail and the structural stack. */
+typedef struct {
+  point_t *pt;
+  int64_t *fwd, *len, *x, *re, *tail;
+  uint32_t *owner, *pos_b, *pos_e, *stack;
+  size_t pt_cap, fwd_cap, len_cap, x_cap, re_cap, tail_cap, owner_cap, pos_b_cap, pos_e_cap, stack_cap;
 } relay_scratch_t;
 
 /* One thread's state in a pass. */
@@ -117,7 +129,11 @@ typedef struct {
   int have_r;         /* a boundary was placed */
   int64_t span_lo, span_hi; /* this read: the first start and the latest end of its events */
   int spanned;
-  relay_scratch_t relay;    /* relayout's scratch */
+  relay_scratch_t relay;    /* fit's scratch */
+  /* The corrected time line as written, read back by the nesting rule as
+   * the summary of the corrected trace reads it (readback): the table's
+   * corrected self and total times come from it. */
+  osk__nest_t rb;
 } thr_t;
 
 /* The cross-thread rule's profile of one process: the starts and the ends
@@ -257,9 +273,15 @@ static thr_t *thr_at(osk_correct_t *c, int64_t id) {
 /* Room for a tree of n events (2 n boundaries): 0, or OSK_ENOMEM. */
 static int relay_scratch_reserve(relay_scratch_t *r, size_t n) {
   size_t m = 2 * n;
-  if (osk__grow((void **)&r->b, &r->b_cap, m, sizeof *r->b) ||
-      osk__grow((void **)&r->moved, &r->moved_cap, m, sizeof *r->moved) ||
-      osk__grow((void **)&r->mark, &r->mark_cap, m, sizeof *r->mark) ||
+  if (osk__grow((void **)&r->pt, &r->pt_cap, m, sizeof *r->pt) ||
+      osk__grow((void **)&r->fwd, &r->fwd_cap, m, sizeof *r->fwd) ||
+      osk__grow((void **)&r->len, &r->len_cap, m, sizeof *r->len) ||
+      osk__grow((void **)&r->x, &r->x_cap, m, sizeof *r->x) ||
+      osk__grow((void **)&r->owner, &r->owner_cap, m, sizeof *r->owner) ||
+      osk__grow((void **)&r->re, &r->re_cap, n, sizeof *r->re) ||
+      osk__grow((void **)&r->tail, &r->tail_cap, n, sizeof *r->tail) ||
+      osk__grow((void **)&r->pos_b, &r->pos_b_cap, n, sizeof *r->pos_b) ||
+      osk__grow((void **)&r->pos_e, &r->pos_e_cap, n, sizeof *r->pos_e) ||
       osk__grow((void **)&r->stack, &r->stack_cap, n, sizeof *r->stack))
     return OSK_ENOMEM;
   return 0;
@@ -267,7 +289,9 @@ static int relay_scratch_reserve(relay_scratch_t *r, size_t n) {
 
 /* Frees it, leaving it empty (as new). */
 static void relay_scratch_free(relay_scratch_t *r) {
-  void **arrays[] = {(void **)&r->b, (void **)&r->moved, (void **)&r->mark, (void **)&r->stack};
+  void **arrays[] = {(void **)&r->pt,  (void **)&r->fwd,   (void **)&r->len,   (void **)&r->x,
+                     (void **)&r->re,  (void **)&r->tail,  (void **)&r->owner, (void **)&r->pos_b,
+                     (void **)&r->pos_e, (void **)&r->stack};
   osk__free_arrays(arrays, sizeof arrays / sizeof *arrays);
   memset(r, 0, sizeof *r);
 }
@@ -277,6 +301,7 @@ static void thr_release(thr_t *t) {
   free(t->buf);
   free(t->line);
   relay_scratch_free(&t->relay);
+  osk__nest_free(&t->rb);
   t->buf = NULL;
   t->line = NULL;
   t->n = t->cap = t->line_cap = 0;
@@ -449,109 +474,199 @@ static int64_t place(thr_t *t, int64_t r, int64_t *debt, osk__nest_frame_t *in) 
   return p;
 }
 
+/* The duration an event is written at: its corrected one to the whole ns,
+ * at least 1 ns where it reported any (so that the written trace nests as
+ * the reported one did: of equal start, the longer event is the parent). */
+static int64_t written_dur(const line_t *l, const held_t *e) {
+  int64_t d = llround(l->want), least = e->dur > 0 ? 1 : 0;
+  return d > least ? d : least;
+}
+
+/* The structural order of boundaries of equal place: rank, from the tree's
+ * nesting (a parent's begin before its children's, their ends before its). */
+static int cmp_point(const void *pa, const void *pb) {
+  const point_t *a = pa, *b = pb;
+  if (a->v != b->v) return a->v < b->v ? -1 : 1;
+  return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
 /* A closed top-level tree of n events (lines 0..n, the root first, parents
- * before children) whose root the forward placement wrote longer than its
- * corrected duration: place() can only carry a shortfall forward, into
- * later self time, and under with_stack W per operator event holds the
- * interpreter's slowdown, which ran in the Python frames' self time before
- * the operators whose gaps cannot hold it, so the root's end comes late.
- * That excess is taken here from the self time of the tree's events that
- * were written stretched (longer than their own corrected durations): each
- * interval between two of the tree's boundaries that lies in no leaf and
- * whose innermost enclosing event is stretched shrinks in proportion to its
- * length, all of them together by the root's excess at most; the boundaries
- * after it move back by as much, so nesting and every leaf's duration stay.
- * The thread's line then goes on from the root's new end, with what the
- * root owed the time between trees paid by it. Returns 0, or OSK_ENOMEM. */
-static int relayout(thr_t *t, size_t n) {
+ * before children), placed by the forward pass (place()), is fitted: every
+ * event is written at its corrected duration (the formula's total, `want`,
+ * to the nanosecond: written_dur), so that the corrected trace, its summary and the
+ * table say the same (docs/correct.md, "One time line"). The forward pass
+ * can only carry a shortfall forward, into later self time: under with_stack
+ * W per operator event holds the interpreter's slowdown, which ran in the
+ * Python frames' self time before the operators whose gaps cannot hold it,
+ * and (W - delta)/2 after an end lands in the gap to the parent's end, which
+ * may be shorter; so its events come out longer or shorter than their
+ * corrected durations.
+ *
+ * The fit keeps the forward pass's order of boundaries (ties in the tree's
+ * structural order) and chooses the length of each interval between two
+ * consecutive boundaries. Each interval belongs to the innermost event that
+ * holds it (the latest in pre-order): that event's self time, or a leaf's
+ * time. In reverse pre-order, each event's own intervals get what its
+ * corrected duration leaves after the intervals of the events inside it
+ * (fitted already), shared in proportion to their forward lengths (evenly
+ * where those are all 0); none below 0: where its children's durations
+ * outlast its own (an over-compensating W, a clamped child), it is written
+ * longer. A Python event clipped at its parent's end (osk__nest_push) ends
+ * its range there, and is written past it by its forward tail, as reported.
+ * The thread's line goes on from the root's fitted end. Returns 0, or
+ * OSK_ENOMEM. */
+static int fit(thr_t *t, const held_t *ev, size_t n) {
   osk_correct_t *c = t->c;
   line_t *l = t->line;
-  if (n < 2) return 0;
-  double excess = (double)(l[0].end2 - l[0].ts2) - l[0].want;
-  if (!(excess > 1.0)) return 0;
-  size_t m = 2 * n;
-  /* Scratch kept by the thread across trees (thr_release frees it). */
-  relay_scratch_t *rs = &t->relay;
-  if (relay_scratch_reserve(rs, n)) return OSK_ENOMEM;
-  int64_t *b = rs->b, *moved = rs->moved;
-  signed char *mark = rs->mark;
-  /* The boundaries in time order: the begins in pre-order, each end when
-   * its event is left (a stack), which is time order where the events nest
-   * properly; an insertion sort puts the rest (improper overlaps) in place,
-   * or qsort where that would take long. */
-  size_t *stk = rs->stack, top = 0, k = 0;
-  for (size_t i = 0; i < n; i++) {
-    while (top && (l[stk[top - 1]].end2 > l[stk[top - 1]].ts2 ? l[stk[top - 1]].end2 : l[stk[top - 1]].ts2) <=
-                      l[i].ts2) {
-      const line_t *x = &l[stk[--top]];
-      b[k++] = x->end2 > x->ts2 ? x->end2 : x->ts2;
-    }
-    b[k++] = l[i].ts2;
-    stk[top++] = i;
-  }
-  while (top) {
-    const line_t *x = &l[stk[--top]];
-    b[k++] = x->end2 > x->ts2 ? x->end2 : x->ts2;
-  }
-  size_t shifts = 0;
-  for (size_t i = 1; i < m && shifts <= 4 * m; i++) {
-    int64_t v = b[i];
-    size_t j = i;
-    for (; j && b[j - 1] > v && shifts <= 4 * m; j--, shifts++) b[j] = b[j - 1];
-    b[j] = v;
-  }
-  if (shifts > 4 * m) qsort(b, m, sizeof *b, osk__cmp_i64);
-  size_t u = 0;
-  for (size_t i = 0; i < m; i++)
-    if (!u || b[i] != b[u - 1]) b[u++] = b[i];
-  m = u;
-  /* mark[k] for the interval (b[k], b[k+1]): 1 where its innermost event is
-   * stretched, -1 inside a leaf, 0 otherwise. The lines are in pre-order, so
-   * an event inside another comes after it and overwrites its marks there:
-   * each interval ends up marked by its innermost event. */
-  memset(mark, 0, m);
-  for (size_t i = 0; i < n; i++) {
-    int64_t e = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
-    int leaf = l[i].desc[OSK__CLS_OP] == 0 && l[i].desc[OSK__CLS_PY] == 0;
-    signed char v = leaf ? -1 : (double)(e - l[i].ts2) - l[i].want > 1.0 ? 1 : 0;
-    for (size_t k = osk__count_below(b, m, l[i].ts2), k1 = osk__count_below(b, m, e); k < k1; k++) mark[k] = v;
-  }
-  double room = 0.0;
-  for (size_t k = 0; k + 1 < m; k++)
-    if (mark[k] > 0) room += (double)(b[k + 1] - b[k]);
-  int64_t gone = 0;
-  if (room > 0) {
-    /* Each boundary moves back by what the intervals before it gave up,
-     * rounded as it accumulates. */
-    double f = excess < room ? excess / room : 1.0, taken = 0.0;
-    moved[0] = b[0];
-    for (size_t k = 0; k + 1 < m; k++) {
-      if (mark[k] > 0) taken += f * (double)(b[k + 1] - b[k]);
-      gone = (int64_t)floor(taken + 0.5);
-      moved[k + 1] = b[k + 1] - gone;
-    }
+  if (!n) return 0;
+  int64_t root_end = l[0].end2 > l[0].ts2 ? l[0].end2 : l[0].ts2;
+  if (n == 1) {
+    l[0].end2 = l[0].ts2 + written_dur(&l[0], &ev[0]);
+  } else {
+    relay_scratch_t *rs = &t->relay;
+    if (relay_scratch_reserve(rs, n)) return OSK_ENOMEM;
+    point_t *pt = rs->pt;
+    int64_t *fwd = rs->fwd, *len = rs->len, *x = rs->x, *re = rs->re, *tail = rs->tail;
+    uint32_t *owner = rs->owner, *pos_b = rs->pos_b, *pos_e = rs->pos_e, *stk = rs->stack;
+    size_t m = 2 * n, k = 0, top = 0;
+    /* The boundaries, in the tree's structural order (rank): a stack by
+     * parent links. A range stays inside its parent's on the forward line;
+     * a clipped event's range ends with its parent's. */
     for (size_t i = 0; i < n; i++) {
-      int64_t e = l[i].end2 > l[i].ts2 ? l[i].end2 : l[i].ts2;
-      l[i].ts2 = moved[osk__count_below(b, m, l[i].ts2)];
-      l[i].end2 = moved[osk__count_below(b, m, e)];
+      uint32_t p = l[i].parent;
+      while (top && stk[top - 1] != p) {
+        uint32_t e = stk[--top];
+        pt[k] = (point_t){re[e], (uint32_t)k, e, 1};
+        k++;
+      }
+      int64_t b = l[i].ts2, e = l[i].end2 > b ? l[i].end2 : b;
+      tail[i] = 0;
+      if (p != UINT32_MAX) {
+        /* Past its parent's range (clipped there, or closed early by an
+         * event that outlived it after its parent's end): the rest is its
+         * tail, written as placed. */
+        if (b < l[p].ts2) b = l[p].ts2;
+        if (l[i].clipped || e > re[p]) {
+          tail[i] = e > re[p] ? e - re[p] : 0;
+          e = re[p];
+        }
+        if (e < b) e = b;
+      }
+      l[i].ts2 = b;
+      re[i] = e;
+      pt[k] = (point_t){b, (uint32_t)k, (uint32_t)i, 0};
+      k++;
+      stk[top++] = (uint32_t)i;
+    }
+    while (top) {
+      uint32_t e = stk[--top];
+      pt[k] = (point_t){re[e], (uint32_t)k, e, 1};
+      k++;
+    }
+    /* Time order, ties by rank: nearly sorted already (improper overlaps
+     * aside), so an insertion sort, or qsort where that would take long. */
+    size_t shifts = 0;
+    for (size_t i = 1; i < m && shifts <= 4 * m; i++) {
+      point_t v = pt[i];
+      size_t j = i;
+      for (; j && cmp_point(&pt[j - 1], &v) > 0 && shifts <= 4 * m; j--, shifts++) pt[j] = pt[j - 1];
+      pt[j] = v;
+    }
+    if (shifts > 4 * m) qsort(pt, m, sizeof *pt, cmp_point);
+    for (size_t i = 0; i < m; i++) {
+      if (pt[i].end) pos_e[pt[i].ev] = (uint32_t)i;
+      else pos_b[pt[i].ev] = (uint32_t)i;
+      if (i + 1 < m) fwd[i] = pt[i + 1].v - pt[i].v;
+    }
+    /* Each interval's owner: the lines are in pre-order, so an event inside
+     * another comes after it and takes its intervals. */
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = pos_b[i]; j < pos_e[i]; j++) owner[j] = (uint32_t)i;
+    for (size_t i = n; i-- > 0;) {
+      int64_t fixed = 0;
+      double own_fwd = 0.0;
+      size_t own = 0;
+      for (size_t j = pos_b[i]; j < pos_e[i]; j++) {
+        if (owner[j] == i) {
+          own_fwd += (double)fwd[j];
+          own++;
+        } else {
+          fixed = osk__sat_add(fixed, len[j]);
+        }
+      }
+      int64_t target = written_dur(&l[i], &ev[i]) - tail[i] - fixed;
+      if (target < 0) target = 0;
+      /* Shared in proportion, rounded as it accumulates: the last one takes
+       * what is left, so they sum to the target exactly. */
+      double acc = 0.0;
+      int64_t given = 0;
+      size_t seen = 0;
+      for (size_t j = pos_b[i]; j < pos_e[i] && seen < own; j++) {
+        if (owner[j] != i) continue;
+        if (++seen == own) {
+          len[j] = target - given;
+          break;
+        }
+        acc += own_fwd > 0 ? (double)target * (double)fwd[j] / own_fwd : (double)target / (double)own;
+        int64_t upto = llround(acc);
+        if (upto > target) upto = target;
+        if (upto < given) upto = given;
+        len[j] = upto - given;
+        given = upto;
+      }
+    }
+    x[0] = pt[0].v;
+    for (size_t i = 0; i + 1 < m; i++) x[i + 1] = osk__sat_add(x[i], len[i]);
+    for (size_t i = 0; i < n; i++) {
+      l[i].ts2 = x[pos_b[i]];
+      /* A clipped event begins after its parent (else, of equal start and
+       * longer, it would nest outside it): without room for that, it ends
+       * with its parent. */
+      int64_t tl = tail[i];
+      if (tl && l[i].ts2 <= l[l[i].parent].ts2) tl = 0;
+      l[i].end2 = osk__sat_add(x[pos_e[i]], tl);
     }
   }
-  if (gone > 0) {
+  /* The thread's line goes on from the root's fitted end: the time after
+   * it moves as the end did, and what the root owed the time after it is
+   * settled. */
+  if (l[0].early) { /* its end lies past a later begin, placed after it */
+    t->debt = 0;
+    return 0;
+  }
+  int64_t shift = root_end - l[0].end2;
+  if (shift > 1 || shift < -1) {
     c->stats.relaid++;
-    c->stats.relaid_ns += (double)gone;
-    /* The line goes on from the tree's new end (the root's, or a later
-     * boundary's), and what the root owed the time between trees
-     * (t->debt) is paid by what came out here. */
-    if (t->last2 >= b[m - 1]) t->last2 -= gone;
-    else {
-      size_t k = osk__count_below(b, m, t->last2);
-      t->last2 = moved[k < m ? k : m - 1];
-    }
-    int64_t pay = t->debt < gone ? (t->debt > 0 ? t->debt : 0) : gone;
-    t->debt -= pay;
-    t->removed += (double)pay;
+    c->stats.relaid_ns += (double)shift;
   }
+  t->removed += (double)shift;
+  t->last2 = t->last2 >= root_end ? osk__sat_add(t->last2, -shift) : l[0].end2;
+  t->debt = 0;
   return 0;
+}
+
+/* The readback's close: an event's corrected self time as the summary of
+ * the corrected trace reads it (summary.c's on_close: its written span up to
+ * where it was closed, less its children's written time inside it). */
+static int rb_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent, int64_t cut) {
+  thr_t *t = ctx;
+  (void)parent;
+  int64_t self = ((f->end < cut ? f->end : cut) - f->start) - f->child_ns;
+  t->c->ops[f->name].corrected_self_ns += self > 0 ? (double)self : 0.0;
+  return 0;
+}
+
+/* One event of the corrected time line as written (its times through the
+ * clock map, as write_event writes them), read back in the order written:
+ * its corrected total time is its written duration, its self time what
+ * rb_close finds. So the table and the summary of the corrected trace agree
+ * to the nanosecond, whatever the fit could not give an event. */
+static int readback(thr_t *t, const held_t *e, const line_t *l, int root) {
+  osk_correct_t *c = t->c;
+  int64_t ts = to_clock(c, l->ts2), end = to_clock(c, l->end2), dur = end > ts ? end - ts : 0;
+  c->ops[e->name].corrected_total_ns += (double)dur;
+  if (root) c->stats.corrected_top_ns += (double)dur;
+  return osk__nest_push(&t->rb, ts, dur, e->name, class_of(c, e->cat), rb_close, t, NULL);
 }
 
 /* The nesting rule closed x: correct it (osk__correct_event), account it,
@@ -596,6 +711,9 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   if (end2 < begin2) end2 = begin2;
   t->removed += half;
   l->end2 = end2;
+  l->parent = parent ? (uint32_t)((size_t)parent->user[0] - t->tree_begin) : UINT32_MAX;
+  l->clipped = cut == INT64_MAX && x->end < x->start + x->dur;
+  l->early = cut < end;
   /* What x's self time could not hold (its children's corrected durations
    * outlast its own): x is written longer by that, its parent owes it. */
   int64_t *owed = parent ? &t->line[(size_t)parent->user[0] - t->tree_begin].debt : &t->debt;
@@ -630,18 +748,15 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   }
   osk_correct_op_t *op = &c->ops[x->name];
   op->calls++;
-  /* Self time ends where x was closed (summary.c's rule, so both read the
-   * same self time): at `cut` when a later event outlived x, at its parent's
-   * end when it was clipped there. The reported time past that point is the
-   * later event's, and comes off the corrected self time too. */
+  /* Reported self time ends where x was closed (summary.c's rule, so both
+   * read the same self time): at `cut` when a later event outlived x, at
+   * its parent's end when it was clipped there. The corrected self and
+   * total times are read back from the corrected time line as written
+   * (readback), as the summary of the corrected trace reads them. */
   int64_t span = (x->end < cut ? x->end : cut) - x->start;
-  int64_t beyond = x->dur > span ? x->dur - span : 0;
   int64_t rself = span - x->child_ns;
-  double cself = beyond ? k.raw_ns - x->child_corr_ns - (double)beyond : k.self_ns;
   op->reported_total_ns += x->dur;
   op->reported_self_ns += rself > 0 ? rself : 0;
-  op->corrected_total_ns += k.total_ns;
-  op->corrected_self_ns += cself > 0 ? cself : 0;
   op->descendants += x->desc[OSK__CLS_OP];
   op->py_descendants += x->desc[OSK__CLS_PY];
   op->waited_descendants += x->wdesc[OSK__CLS_OP];
@@ -672,13 +787,14 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   }
   if (!parent) {
     c->stats.reported_top_ns += x->dur;
-    c->stats.corrected_top_ns += k.total_ns;
     /* The stack is empty: every event pushed since the tree began closed. */
     size_t n = t->pushing - t->tree_begin;
-    if (relayout(t, n)) return OSK_ENOMEM;
+    if (fit(t, t->buf + t->tree_begin, n)) return OSK_ENOMEM;
     const osk__thread_id_t *th = &c->th.th[t->id];
     for (size_t i = t->tree_begin; i < t->pushing; i++) {
       const line_t *li = &t->line[i - t->tree_begin];
+      int rc = readback(t, &t->buf[i], li, i == t->tree_begin);
+      if (rc) return rc;
       double longer = (double)(li->end2 - li->ts2) - li->want;
       if (longer > 1.0) { /* more than the rounding of its two boundaries */
         c->stats.stretched++;
@@ -1296,6 +1412,7 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   /* The rest of every thread, held threads whole, in thread order. */
   for (size_t i = 0; i < c->n_thr; i++) {
     rc = flush(&c->thr[i], INT64_MAX);
+    if (!rc) rc = osk__nest_close_all(&c->thr[i].rb, rb_close, &c->thr[i]);
     if (rc) goto fail;
     c->stats.overlaps += c->thr[i].nest.overlaps;
     c->stats.held_threads += c->thr[i].held != 0;

@@ -9,11 +9,16 @@
  *
  * The correction is osk__correct_event's, as for a trace file (opskew
  * correct): the tracer is a one-class instrument whose W and delta come from
- * its own calibration, and an operator's corrected self time is its
- * corrected total less its children's (before clamping).
+ * its own calibration. Its corrected times are those of the corrected time
+ * line that opskew correct writes (compensate.c's fit, docs/correct.md):
+ * each operator written at its corrected total, whole ns and at least 1
+ * where it took any,
+ * or as long as its children's written times where they outlast it; its
+ * self time what its children leave of that.
  */
 #include "trace_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,7 @@ struct osk_trace_summary {
 typedef struct {
   int64_t sum;
   double corr; /* their corrected durations before clamping */
+  int64_t written; /* their durations on the corrected time line */
   uint64_t count;
   uint64_t desc;
   int64_t min_t0; /* earliest begin among them (ns) */
@@ -119,7 +125,7 @@ int osk_trace_summarize_window(const osk_trace_snapshot_t *s, const osk_trace_ca
         memset(kids, 0, sizeof *kids);
         continue;
       }
-      int64_t kid_sum = 0;
+      int64_t kid_sum = 0, kid_written = 0;
       double kid_corr = 0;
       uint64_t kid_n = 0, desc = 0;
       /* Children that began before this operator are left over from an
@@ -128,6 +134,7 @@ int osk_trace_summarize_window(const osk_trace_snapshot_t *s, const osk_trace_ca
       if (kids->count && kids->min_t0 >= t0) {
         kid_sum = kids->sum;
         kid_corr = kids->corr;
+        kid_written = kids->written;
         kid_n = kids->count;
         desc = kids->desc + kids->count;
       }
@@ -138,18 +145,22 @@ int osk_trace_summarize_window(const osk_trace_snapshot_t *s, const osk_trace_ca
       /* The residual is the clamped part of the corrected total only, as
        * in osk_correct_stats_t: one definition for both callers. */
       sum->residual_ns += (int64_t)c.residual_ns;
+      int64_t written = llround(c.total_ns), least = dur > 0 ? 1 : 0;
+      if (written < least) written = least;
+      if (written < kid_written) written = kid_written;
       osk__acc_t *me = &acc[d];
       if (me->count == 0 || t0 < me->min_t0) me->min_t0 = t0;
       me->sum += dur;
       me->corr += c.raw_ns;
+      me->written += written;
       me->count++;
       me->desc += desc;
 
       osk_trace_op_t *r = &by[id];
       r->total_ns += dur;
       r->self_ns += self;
-      r->total_corrected_ns += (int64_t)(c.total_ns + 0.5);
-      r->self_corrected_ns += (int64_t)(c.self_ns + 0.5);
+      r->total_corrected_ns += written;
+      r->self_corrected_ns += written - kid_written;
       r->children += kid_n;
       r->descendants += desc;
       if (dur > r->max_ns) r->max_ns = dur;

@@ -55,17 +55,13 @@ def print_human(res: dict, out=None) -> None:
                   f"{fmt_time(s['residual_ns'] * 1e-9)} (the calibration over-compensates these)\n")
     if s.get("stretched"):
         out.write(f"  {s['stretched']} event(s) are longer in the corrected trace than their corrected duration "
-                  f"({fmt_time(s['stretched_ns'] * 1e-9)} in all): the instrument time due inside them did not fit "
-                  f"in their self time after the shortfall (a child ending or starting within W of them; W "
-                  f"over-compensates there), so the trace nests them longer than the table (docs/correct.md)\n")
+                  f"({fmt_time(s['stretched_ns'] * 1e-9)} in all): their children's corrected durations outlast "
+                  f"their own (W over-compensates there: a clamped child), so they are written as long as their "
+                  f"children need; the table reads them as written (docs/correct.md)\n")
     if s.get("shortened"):
         out.write(f"  {s['shortened']} event(s) are shorter in the corrected trace than their corrected duration "
-                  f"({fmt_time(s['shortened_ns'] * 1e-9)} in all): they hold what an enclosing event's own self "
-                  f"time could not (docs/correct.md)\n")
-    if s.get("relaid"):
-        out.write(f"  {s['relaid']} top-level event(s) came out longer than their corrected duration and were "
-                  f"written back toward it: {fmt_time(s['relaid_ns'] * 1e-9)} taken from the self time of their "
-                  f"stretched events, in proportion (docs/correct.md)\n")
+                  f"({fmt_time(s['shortened_ns'] * 1e-9)} in all): they have no time of their own to give (events "
+                  f"that outlived them hold all of it); the table reads them as written (docs/correct.md)\n")
     out.write("\n")
     op_table(correct_rows(res["ops"]), CORRECT_COLUMNS, omitted=res.get("omitted", 0), out=out)
     if res.get("out"):
