@@ -12,8 +12,7 @@ import pytest
 
 from conftest import run_opskew
 from opskew.results.profile import CycleReport, ProfileResult
-
-W = {"median": 210.5, "ci95": [180.0, 240.0], "ci_coverage": 0.96, "ci_method": "sign test"}
+from test_results_profile import CYCLE as BASE
 
 
 def op(name, calls, reported, corrected, lo, hi, mark, self_mark=None):
@@ -30,20 +29,11 @@ OPS = [op("aten::linear", 10, 50000, 40000.0, 38000.0, 42000.0, "inflated"),
        op("aten::add<&>", 20, 20000, 19800.0, 19000.0, 20000.0, "believable"),
        op("aten::t", 30, 3000, 900.0, 0.0, 1500.0, "unknowable", "believable")]
 
-CYCLE = {"cycle": 2, "rank": None, "world_size": 1, "raw_trace": "/tmp/t.json",
-         "corrected_trace": "/tmp/t.corrected.json", "steps": {"wait": 20, "warmup": 2, "active": 14},
-         "events": {"op_events": 120, "py_events": 0, "per_step": True, "how": "operators"},
-         "step_ranges": {"route": "native", "why": None}, "trace_step_stretch": None, "pairs": 12,
-         "inflation": 1.25, "corrected_step_ns": 80000.0, "corrected_step_w_ci_ns": [78000.0, 82000.0],
-         "active_step_ns": 105000.0, "baseline_step_ns": 84000.0, "w_source": "in-run", "notes": ["a note"],
-         "w_ns": W, "w_py_ns": None, "bytecode": None, "stop_ns": 5000, "on_trace_ready_ns": 10,
-         "verdict": {"skewed": True, "significant": True, "enough_pairs": True, "threshold": 0.05,
-                     "test": "sign test over 12 active steps: 12 slower, p = 0.000488"},
-         "delta_ns": 20.0, "opskew_ns": 1000, "w_py_measure_ns": 0,
-         "operators": {"ops": OPS, "bytecode_rows": 0,
-                       "marks": {"believable": 1, "inflated": 1, "unknowable": 1},
-                       "summary": {"added_ns": 1000.0, "in_leaves_ns": 100.0, "in_parents_ns": 300.0,
-                                   "between_top_level_ns": 600.0, "leaf_inflation": 0.01}}}
+# test_results_profile's cycle report, with the per-operator verdict a corrected cycle has.
+CYCLE = dict(BASE, operators={"ops": OPS, "bytecode_rows": 0,
+                              "marks": {"believable": 1, "inflated": 1, "unknowable": 1},
+                              "summary": {"added_ns": 1000.0, "in_leaves_ns": 100.0, "in_parents_ns": 300.0,
+                                          "between_top_level_ns": 600.0, "leaf_inflation": 0.01}})
 
 FIRST = dict(CYCLE, cycle=1, w_ns={"median": 250.0, "ci95": None, "ci_coverage": None}, operators=None)
 
