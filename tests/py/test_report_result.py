@@ -3,8 +3,10 @@ report"): still the dict it was, with to_dict() (report.json's), rows() and
 to_pandas() (the per-operator table), _repr_html_ for notebooks and
 plot(path); and the picture `opskew profile` writes beside report.json."""
 
+import copy
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -51,6 +53,8 @@ def test_a_cycle_report_is_still_the_dict():
     assert str(CycleReport(CYCLE)).startswith("opskew.profile cycle 2: 14 active, 20 wait, 2 warmup")
     with pytest.raises(AttributeError):
         r.cycle = 3
+    for again in (copy.deepcopy(r), copy.copy(r), pickle.loads(pickle.dumps(r))):  # as a dict's
+        assert type(again) is CycleReport and again == r and again.w_median_ns == 210.5
 
 
 def test_rows_and_pandas():

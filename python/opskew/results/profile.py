@@ -47,6 +47,9 @@ class CycleReport(dict, _WFigures):
             object.__setattr__(self, k, v)
 
     _data = property(lambda self: self)  # Result's fields read the dict itself
+    # Until an instance has its own (copy and pickle make it empty first,
+    # then look attributes up through Result.__getattr__, which reads kind).
+    kind, _options, _history, _conditions = KIND, None, None, None
 
     def rows(self) -> list:
         """The per-operator verdict, one flat dict per operator (times in ns)."""
