@@ -130,3 +130,44 @@ def test_wait_wording_agrees_with_the_stabilization():
         else:
             assert f"skips the {stable_from} iteration(s) before the time stabilizes" in text
         assert "15%" not in text  # one rule, one threshold (20%)
+
+
+def test_budget_line_through_two_sizes():
+    from opskew.measure import budget
+
+    pts = [{"iters": 10, "trace_bytes": 1_000_000 + 10 * 50_000, "stop_s": 0.01, "export_s": 0.02,
+            "peak_added_bytes": None}] * 2 + [
+          {"iters": 40, "trace_bytes": 1_000_000 + 40 * 50_000, "stop_s": 0.04, "export_s": 0.05,
+           "peak_added_bytes": None}] * 2
+    m = {k: budget._line(pts, k) for k in ("trace_bytes", "stop_s", "export_s", "peak_added_bytes")}
+    assert m["trace_bytes"] == pytest.approx({"fixed": 1_000_000, "per_iter": 50_000})
+    assert m["peak_added_bytes"] is None  # not measured: no line
+    c = budget.at(m, 100)
+    assert c["trace_bytes"] == pytest.approx(6_000_000) and c["stop_export_s"] == pytest.approx(0.1 + 0.11)
+    assert c["peak_added_bytes"] is None
+    assert any("symbolizes each distinct Python stack" in w for w in budget.weak_points({"with_stack": True}, "cpu", True))
+
+
+def test_budget_before_capture_against_the_capture(opskew, tmp_path):
+    """`--active 20`: the budget of a cycle of 20 active iterations, from
+    probes of 5 and 20 iterations; the advised snippet's trace lands within
+    30% of the size it gives (sizes are steady; the times and memory are
+    checked against the capture by bench/bench_capture_budget.py)."""
+    snip, js = tmp_path / "s.py", tmp_path / "a.json"
+    p = opskew("advise", f"{WL}:mlp_step", "--setup", "mlp_setup", *FAST, "--active", "20",
+               "--snippet-out", str(snip), "--json", str(js))
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(js.read_text())["recommended"]
+    assert rec["schedule"]["active"] == 20
+    b = rec["budget"]
+    assert [pt["iters"] for pt in b["probes"]] == [5, 20, 5, 20]
+    c = b["cycle"]
+    assert c["iters"] == 20 and c["trace_bytes"] > 0 and c["stop_export_s"] > 0
+    assert c["peak_added_bytes"] > 0  # Linux lets the process reset its peak (clear_refs)
+    assert b["profile_cycle"]["iters"] == 7
+    assert "budget per cycle of 20 active iteration(s): trace " in p.stdout and "weak where: " in p.stdout
+    run_snippet(snip, tmp_path)
+    size = (tmp_path / "opskew-advised-trace.json").stat().st_size
+    assert abs(c["trace_bytes"] / size - 1) <= 0.3, (c["trace_bytes"], size)
+    p = opskew("advise", "--active", "0", *FAST)
+    assert p.returncode == 2 and "--active must be at least 1" in p.stderr

@@ -108,6 +108,7 @@ def profiled(tmp_path_factory):
     out = d / "prof"
     p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(d / "train.py"), "40")
     assert p.returncode == 0, p.stderr
+    (out / "stderr.txt").write_text(p.stderr)
     return out
 
 
@@ -158,3 +159,18 @@ def test_hta_reads_either_set(profiled):
         df, names = ta.t.get_trace(0), ta.t.symbol_table.get_sym_table()
         steps["corrected"] = (c, df[df["name"].map(lambda i: names[i].startswith("ProfilerStep#"))]["dur"].sum())
     assert 0 < steps["corrected"][1] < steps["raw"][1]
+
+
+def test_profile_says_what_its_first_cycle_cost(profiled):
+    """After the first cycle, one line: its trace on disk, the time outside the
+    steps, the run's disk use at that rate (docs/commands.md, "A budget
+    before capture"); report.json keeps it (capture_budget)."""
+    b = json.loads((profiled / "report.json").read_text())["capture_budget"]
+    raw = profiled / "traces" / "opskew-profile-cycle1.pt.trace.json"
+    assert b["cycle"] == 1 and b["raw_trace_bytes"] == raw.stat().st_size and b["cycles"] == 2
+    assert b["stop_ns"] > 0 and b["export_ns"] > 0
+    per_cycle = b["raw_trace_bytes"] + (b["corrected_trace_bytes"] or b["raw_trace_bytes"])
+    assert b["run_bytes"] == 2 * per_cycle
+    lines = [ln for ln in (profiled / "stderr.txt").read_text().splitlines() if "capture budget" in ln]
+    assert len(lines) == 1 and lines[0].startswith("opskew profile: capture budget, from cycle 1 as it ran: ")
+    assert "the run's 2 cycles: about " in lines[0] and "opskew advise" in lines[0]

@@ -50,10 +50,12 @@ if "opskew" not in sys.modules:
 from opskew._entry import record_boot as rb  # noqa: E402  (after the package is loaded by its spec)
 from opskew.analyze.job import PROFILE_TRACES  # noqa: E402
 from opskew.exitcodes import EXIT_SETUP  # noqa: E402
+from opskew.measure import budget  # noqa: E402
 from opskew.output import write_file  # noqa: E402
 from opskew.profiler import core as profiler_core  # noqa: E402  (does not import torch)
 from opskew.profiler.cycle import KEEP_CYCLES  # noqa: E402
 from opskew.profiler.traces import metadata  # noqa: E402
+from opskew.render.advise import cycle_budget_line  # noqa: E402
 
 
 class Driver:
@@ -87,6 +89,7 @@ class Driver:
         self.other_thread_steps = 0  # optimizer steps on threads other than the main one
         self.scaler_skipped_steps = 0  # GradScaler skipped opt.step(): still boundaries
         self.reports_written = 0
+        self.budget = None  # measure.budget.from_cycle of the first cycle
         self.notes = []
         self.child_processes = 0  # started through multiprocessing by this process
         self.own = 0  # > 0 while opskew's own code drives the profiler (_hook_own_profilers)
@@ -156,6 +159,11 @@ class Driver:
 
     def _write_if_new(self):
         if len(self.prof.reports) != self.reports_written:
+            if self.budget is None:
+                # What the first cycle cost, once (it runs in the cold wait
+                # step after a trace, which W never pairs).
+                self.budget = budget.from_cycle(self.prof.reports[0], self.spec["schedule"]["repeat"])
+                sys.stderr.write("opskew profile: %s\n" % cycle_budget_line(self.budget))
             try:
                 self.write_report(None)
             except Exception as exc:  # noqa: BLE001 - never stop the training for the report
@@ -292,6 +300,7 @@ class Driver:
             # enough pairs.
             "final": self.prof.final,
             "step_times_ns": steps,
+            "capture_budget": self.budget,
         }
         self.reports_written = len(self.prof.reports)
         doc["rank"], doc["world_size"] = self.prof.rank, self.prof.world_size

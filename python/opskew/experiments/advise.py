@@ -13,6 +13,7 @@ import time
 from opskew import _engine
 from opskew.errors import UsageError
 from opskew.experiments.common import Computed, add_workload_arguments, conclude, load_workload, prepare, workload_files
+from opskew.measure import budget
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import TorchProfiler
 from opskew.measure.rounds import conditions, make_window, progress_printer
@@ -36,6 +37,14 @@ def declare(p: Spec) -> None:
     p.add_argument("--scope", metavar="PATH", help="a submodule to profile alone, e.g. model.encoder")
     p.add_argument("--max-events", type=int, default=50_000, metavar="N",
                    help="events per active window the schedule aims to stay under (default: 50000)")
+    p.add_argument("--active", type=int, metavar="N",
+                   help="active iterations per cycle to schedule and budget (default: as --max-events allows, "
+                        "at most 5)")
+    p.add_argument("--probe-iters", type=int, metavar="N",
+                   help="iterations of the budget's smaller probe, the larger being 4 x N (default: a quarter of "
+                        "--active, within about 1 s of iterations)")
+    p.add_argument("--no-budget", action="store_true",
+                   help="skip the capture budget (trace size, stop and export time, peak memory)")
     p.add_argument("--cold-iters", type=int, default=30, metavar="N",
                    help="iterations timed one by one from a cold start to find where time stabilizes "
                         "(default: 30, at least 4)")
@@ -137,9 +146,34 @@ def resolve_scope(path: str, workload):
     return obj
 
 
-def schedule_for(events_per_iter: float, stable_from: int, max_events: int) -> dict:
-    active = max(1, min(5, math.floor(max_events / max(events_per_iter, 1))))
+def schedule_for(events_per_iter: float, stable_from: int, max_events: int, active: int | None = None) -> dict:
+    if active is None:
+        active = max(1, min(5, math.floor(max_events / max(events_per_iter, 1))))
     return {"wait": max(1, stable_from), "warmup": 1, "active": active, "repeat": 1}
+
+
+# The probes of the budget: at most about this long each (iterations at the
+# steady time), so that a slow step still gets a short measurement.
+BUDGET_PROBE_S = 1.0
+
+
+def capture_budget(workload, inst, device: str, steady_s: float, active: int, profile_active: int,
+                   small: int | None = None) -> dict:
+    """The capture budget of configuration `inst` (measure.budget): per
+    cycle of `active` iterations, and per cycle of `opskew profile`'s
+    schedule (`profile_active`)."""
+    import torch
+
+    if small is None:
+        small = max(2, min(math.ceil(active / budget.SPREAD), math.floor(BUDGET_PROBE_S / max(steady_s, 1e-9))))
+    sync = torch.cuda.synchronize if device == "cuda" else None
+    m = budget.measure(workload.iteration, inst.options, inst._activities(), small, sync)
+    peak_ok = m["model"]["peak_added_bytes"] is not None
+    largest = budget.SPREAD * small
+    return {"cycle": budget.at(m["model"], active), "profile_cycle": budget.at(m["model"], profile_active),
+            "model": m["model"], "probes": m["probes"], "method": m["method"],
+            "extrapolated": active / largest if active > largest else None,
+            "weak": budget.weak_points(inst.options, device, peak_ok)}
 
 
 def wait_reason(sch: dict, stabilization: dict) -> str:
@@ -233,6 +267,9 @@ def compute(args) -> Computed:
         raise UsageError("--max-events must be at least 1")
     if args.cold_iters < 4:
         raise UsageError("--cold-iters must be at least 4")
+    for name in ("active", "probe_iters"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("snippet_out",):
         path = getattr(args, name)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
@@ -298,7 +335,7 @@ def compute(args) -> Computed:
         best = result["candidates"][best_name]
         epi = best["events_per_iter"]
         result["events_per_iter"] = epi
-        sch = schedule_for(epi, result["stabilization"]["stable_from_iter"], args.max_events)
+        sch = schedule_for(epi, result["stabilization"]["stable_from_iter"], args.max_events, args.active)
         events = epi * sch["active"] * sch["repeat"]
         need_txt = ", ".join(args.need) or "operator timings only"
         others = [k for k in result["candidates"] if k != best_name]
@@ -317,6 +354,10 @@ def compute(args) -> Computed:
                 "stop_export_s": events * (best["stop_per_event_ns"] + best["export_per_event_ns"]) * 1e-9,
             },
         }
+        if not args.no_budget:
+            result["recommended"]["budget"] = capture_budget(
+                workload, cands[best_name], device, result["stabilization"]["steady_per_iter_s"], sch["active"],
+                ADVISED_SCHEDULE["active"], args.probe_iters)
         if scope_mod is not None:
             s_trials = rounds.trials["scoped"]
             whole = [t.window.wall_s for t in rounds.trials[next(iter(cands))]]

@@ -13,6 +13,49 @@ def schedule_args(sch: dict) -> str:
     return ", ".join(f"{k}={sch[k]}" for k in ("wait", "warmup", "active", "repeat"))
 
 
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "not measured"
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= f:
+            return f"{n / f:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def budget_cycle(c: dict) -> str:
+    """One cycle's costs, as the budget line writes them."""
+    return (f"trace {fmt_bytes(c['trace_bytes'])} on disk, stop + export {fmt_time(c['stop_export_s'])}, "
+            f"peak memory +{fmt_bytes(c['peak_added_bytes'])}")
+
+
+def budget_lines(b: dict, sch: dict, out) -> None:
+    """The capture budget (experiments.advise.capture_budget) in words."""
+    c = b["cycle"]
+    out.write(f"  budget per cycle of {c['iters']} active iteration(s): {budget_cycle(c)}"
+              + (f" (x{sch['repeat']} cycles)" if sch.get("repeat", 1) > 1 else "") + "\n")
+    p = b["profile_cycle"]
+    out.write(f"    under opskew profile's schedule ({p['iters']} active a cycle): {budget_cycle(p)}, and the "
+              "corrected trace beside it, about as large\n")
+    ex = f"; extrapolated x{b['extrapolated']:.3g} past the largest probe" if b.get("extrapolated") else ""
+    out.write(f"    from {b['method']}{ex}\n")
+    for w in b["weak"]:
+        out.write(f"    weak where: {w}\n")
+
+
+def cycle_budget_line(b: dict) -> str:
+    """`opskew profile`'s line on what its first cycle cost (measure.budget.from_cycle)."""
+    cor = (f" + {fmt_bytes(b['corrected_trace_bytes'])} corrected" if not b["corrected_as_raw"]
+           else " (+ its corrected trace when written, about as large)")
+    times = ", ".join(f"{what} {fmt_ns(b[k])}" for k, what in (
+        ("stop_ns", "stop"), ("export_ns", "on_trace_ready"),
+        ("opskew_ns", "opskew (its export where on_trace_ready made none, analysis, correction)"))
+        if b.get(k) is not None)
+    run = (f"; the run's {b['cycles']} cycles: about {fmt_bytes(b['run_bytes'])} on disk" if b.get("run_bytes")
+           else "")
+    return (f"capture budget, from cycle {b['cycle']} as it ran: {fmt_bytes(b['raw_trace_bytes'])} raw trace{cor} "
+            f"on disk, {times} per cycle (outside the steps){run}; peak memory {b['peak_memory']}")
+
+
 def print_human(result, out=None):
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     c = result["conditions"]
@@ -45,6 +88,8 @@ def print_human(result, out=None):
         out.write(f"  estimate: {est['events']:.6g} events, trace {est['trace_mb']:.3g} MB; each active "
                   f"iteration runs {100 * est['active_slowdown']:.0f}% slower; stop+export "
                   f"{fmt_time(est['stop_export_s'])} (the snippet runs no key_averages())\n")
+        if rec.get("budget"):
+            budget_lines(rec["budget"], rec["schedule"], out)
         sc = rec.get("self_correcting")
         if sc:
             out.write(f"  corrected traces: the same options under {sc['python']}, or no code change: "
