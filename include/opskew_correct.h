@@ -206,7 +206,7 @@ typedef struct {
   int truncated;              /* the input ended early; what was read is used */
   /* Memory and reads: the most corrected events held at once, over all
    * threads and reads (the bound above: 32 bytes each, plus 80 for those of
-   * the tree being written, and 132 more while it is fitted); the threads held whole in the last read; the
+   * the tree being written, and 134 more while it is fitted); the threads held whole in the last read; the
    * reads of the input (1, or 2 when a thread broke the gap rule). */
   uint64_t held_peak;
   uint64_t held_threads;

@@ -57,7 +57,7 @@ typedef struct {
 
 /* What the pass computes for a buffered event of the tree being written,
  * 80 bytes: its place on the compressed time line and its descendants
- * (and, as the tree is fitted, 132 bytes more of the thread's scratch: fit). */
+ * (and, as the tree is fitted, 134 bytes more of the thread's scratch: fit). */
 typedef struct {
   int64_t ts2;
   union {
@@ -102,7 +102,8 @@ typedef struct {
   point_t *pt;
   int64_t *fwd, *len, *x, *re, *tail;
   uint32_t *owner, *pos_b, *pos_e, *stack;
-  size_t pt_cap, fwd_cap, len_cap, x_cap, re_cap, tail_cap, owner_cap, pos_b_cap, pos_e_cap, stack_cap;
+  unsigned char *leafy; /* per interval: a leaf holds it (give_back leaves it) */
+  size_t pt_cap, fwd_cap, len_cap, x_cap, re_cap, tail_cap, owner_cap, pos_b_cap, pos_e_cap, stack_cap, leafy_cap;
 } relay_scratch_t;
 
 /* One thread's state in a pass. */
@@ -278,6 +279,7 @@ static int relay_scratch_reserve(relay_scratch_t *r, size_t n) {
       osk__grow((void **)&r->len, &r->len_cap, m, sizeof *r->len) ||
       osk__grow((void **)&r->x, &r->x_cap, m, sizeof *r->x) ||
       osk__grow((void **)&r->owner, &r->owner_cap, m, sizeof *r->owner) ||
+      osk__grow((void **)&r->leafy, &r->leafy_cap, m, sizeof *r->leafy) ||
       osk__grow((void **)&r->re, &r->re_cap, n, sizeof *r->re) ||
       osk__grow((void **)&r->tail, &r->tail_cap, n, sizeof *r->tail) ||
       osk__grow((void **)&r->pos_b, &r->pos_b_cap, n, sizeof *r->pos_b) ||
@@ -291,7 +293,7 @@ static int relay_scratch_reserve(relay_scratch_t *r, size_t n) {
 static void relay_scratch_free(relay_scratch_t *r) {
   void **arrays[] = {(void **)&r->pt,  (void **)&r->fwd,   (void **)&r->len,   (void **)&r->x,
                      (void **)&r->re,  (void **)&r->tail,  (void **)&r->owner, (void **)&r->pos_b,
-                     (void **)&r->pos_e, (void **)&r->stack};
+                     (void **)&r->pos_e, (void **)&r->stack, (void **)&r->leafy};
   osk__free_arrays(arrays, sizeof arrays / sizeof *arrays);
   memset(r, 0, sizeof *r);
 }
@@ -490,6 +492,43 @@ static int cmp_point(const void *pa, const void *pb) {
   return (a->rank > b->rank) - (a->rank < b->rank);
 }
 
+/* Event i's children, as fitted, outlast its corrected duration by `need`
+ * ns: the instrument time the formula takes out of i (W per event inside
+ * it) lies in its descendants' own time, not in its self time (under
+ * with_stack W per operator event holds the interpreter's slowdown, which ran
+ * in the Python frames around the operators). It is taken from the self
+ * time of i's descendants that have children of their own, in proportion to
+ * it (no leaf's time, even one that an event outlived: a leaf's instrument
+ * time is its delta), so that i
+ * keeps its corrected duration; those are written shorter. Returns what was
+ * taken (at most need). */
+static int64_t give_back(relay_scratch_t *rs, const line_t *l, size_t i, int64_t need) {
+  const uint32_t *owner = rs->owner, *last = rs->stack;
+  int64_t *len = rs->len;
+  double room = 0.0;
+  for (size_t j = rs->pos_b[i]; j < rs->pos_e[i]; j++) {
+    uint32_t o = owner[j];
+    if (o > i && o <= last[i] && !rs->leafy[j] && (l[o].desc[OSK__CLS_OP] || l[o].desc[OSK__CLS_PY]))
+      room += (double)len[j];
+  }
+  if (!(room > 0)) return 0;
+  double f = (double)need < room ? (double)need / room : 1.0, acc = 0.0;
+  int64_t taken = 0;
+  for (size_t j = rs->pos_b[i]; j < rs->pos_e[i]; j++) {
+    uint32_t o = owner[j];
+    if (!(o > i && o <= last[i] && !rs->leafy[j] && (l[o].desc[OSK__CLS_OP] || l[o].desc[OSK__CLS_PY])))
+      continue;
+    acc += f * (double)len[j];
+    int64_t upto = llround(acc), cut = upto - taken;
+    if (cut > len[j]) cut = len[j];
+    if (cut > need - taken) cut = need - taken;
+    if (cut < 0) cut = 0;
+    len[j] -= cut;
+    taken += cut;
+  }
+  return taken;
+}
+
 /* A closed top-level tree of n events (lines 0..n, the root first, parents
  * before children), placed by the forward pass (place()), is fitted: every
  * event is written at its corrected duration (the formula's total, `want`,
@@ -510,8 +549,10 @@ static int cmp_point(const void *pa, const void *pb) {
  * corrected duration leaves after the intervals of the events inside it
  * (fitted already), shared in proportion to their forward lengths (evenly
  * where those are all 0); none below 0: where its children's durations
- * outlast its own (an over-compensating W, a clamped child), it is written
- * longer. A Python event clipped at its parent's end (osk__nest_push) ends
+ * outlast its own, what they take beyond it comes out of the self time of
+ * its descendants that have children (give_back), and what that cannot
+ * hold (its leaves alone outlast it: an over-compensating W, a clamped
+ * child) is written longer. A Python event clipped at its parent's end (osk__nest_push) ends
  * its range there, and is written past it by its forward tail, as reported.
  * The thread's line goes on from the root's fitted end. Returns 0, or
  * OSK_ENOMEM. */
@@ -580,13 +621,32 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
     }
     /* Each interval's owner: the lines are in pre-order, so an event inside
      * another comes after it and takes its intervals. */
-    for (size_t i = 0; i < n; i++)
-      for (size_t j = pos_b[i]; j < pos_e[i]; j++) owner[j] = (uint32_t)i;
+    memset(rs->leafy, 0, m);
+    for (size_t i = 0; i < n; i++) {
+      int leaf = !l[i].desc[OSK__CLS_OP] && !l[i].desc[OSK__CLS_PY];
+      for (size_t j = pos_b[i]; j < pos_e[i]; j++) {
+        owner[j] = (uint32_t)i;
+        if (leaf) rs->leafy[j] = 1;
+      }
+    }
+    /* Each event's last descendant (pre-order: its descendants follow it),
+     * in the structural stack's room. */
+    uint32_t *last = stk;
+    for (size_t i = 0; i < n; i++) last[i] = (uint32_t)i;
+    for (size_t i = n; i-- > 1;)
+      if (l[i].parent != UINT32_MAX && last[l[i].parent] < last[i]) last[l[i].parent] = last[i];
     for (size_t i = n; i-- > 0;) {
       int64_t fixed = 0;
       double own_fwd = 0.0;
       size_t own = 0;
+      int leaf = !l[i].desc[OSK__CLS_OP] && !l[i].desc[OSK__CLS_PY];
       for (size_t j = pos_b[i]; j < pos_e[i]; j++) {
+        if (owner[j] == i && !leaf && rs->leafy[j]) {
+          /* Its own, and an outlived leaf's too (the leaf's time after
+           * i's begin): the leaf's length as placed, for the leaf's sake. */
+          len[j] = fwd[j];
+          owner[j] = UINT32_MAX;
+        }
         if (owner[j] == i) {
           own_fwd += (double)fwd[j];
           own++;
@@ -595,6 +655,7 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
         }
       }
       int64_t target = written_dur(&l[i], &ev[i]) - tail[i] - fixed;
+      if (target < 0) target = osk__sat_add(target, give_back(rs, l, i, osk__sat_add(0, -target)));
       if (target < 0) target = 0;
       /* Shared in proportion, rounded as it accumulates: the last one takes
        * what is left, so they sum to the target exactly. */

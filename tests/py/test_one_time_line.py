@@ -85,36 +85,83 @@ def test_correct_table_is_the_summary_of_its_trace(traces, tmp_path, name, cost)
     if w == 0:
         # At W = 0 nothing moves: the table is the reported one.
         assert all(o["corrected_total_ns"] == o["reported_total_ns"] for o in r["ops"])
-    # Every event is written at its corrected duration, longer where its
-    # children's written durations outlast it (clamping), shorter only where
-    # it has no time of its own to give (its every interval belongs to an
-    # event that outlived it, or its clipped tail begins with its parent).
-    st = r["stats"]
-    assert st["shortened"] <= max(2, st["corrected_events"] // 1000)
+    # Every leaf is written at its corrected duration, to the ns, and longer
+    # only where an event that outlived it took more of it (stretched_ns): a
+    # leaf gives back nothing (docs/correct.md). (At a W that clamps most of
+    # the trace, a leaf that an annotation outlived can come out shorter: its
+    # overlap with the annotation is the annotation's to compress.)
+    for o in r["ops"]:
+        if w <= 300 and o["calls"] and o["descendants"] == 0 and o["py_descendants"] == 0 and not o["clamped"]:
+            d_own = d_py if o["python"] else d
+            expect = o["reported_total_ns"] - d_own * o["calls"] + o["stretched_ns"]
+            assert o["corrected_total_ns"] == pytest.approx(expect, abs=0.5 * o["calls"] + 1e-6), o["name"]
 
 
-def test_profile_report_rows_are_the_summary_of_its_corrected_trace(tmp_path):
-    """opskew.profile under record_shapes + with_stack: each cycle's report
-    rows (corrected self and total, the median) against `opskew summary` of
-    that cycle's corrected trace."""
+def _mlp_step(model, x, opt):
+    model(x).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+@pytest.fixture
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("options", [{}, {"record_shapes": True, "with_stack": True}],
+                         ids=["minimal", "shapes+stack"])
+def test_profile_report_rows_and_steps_are_its_corrected_traces(tmp_path, options, one_thread):
+    """opskew.profile on small models: each cycle's report rows (corrected
+    self and total, the median) against `opskew summary` of that cycle's
+    corrected trace, to the ns; and, under the minimal profiler, the run's
+    corrected step (prof.final, from the pairs) against the median
+    ProfilerStep#N of the corrected traces (recorrected at stop() with the
+    run's W). Same process, so the machine's noise is shared; the two medians
+    are over the same active steps, the report's of the step's clock and the
+    trace's of the ranges, so they differ by the steps' noise only
+    (docs/profile-validation.md has the quiet figures). A step written 20-30%
+    off the report, as before the fit, fails here. (Under with_stack the
+    steps of these small models vary several-fold from one to the next on
+    this machine: no ratio of medians over 15 steps means anything there.)"""
+    import json
+
     import opskew
 
-    model, x, step, _ = _models()["transformer"]
-    opt = torch.optim.AdamW(model.parameters())
-    sched = torch.profiler.schedule(wait=3, warmup=1, active=4, repeat=2)
-    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched, record_shapes=True,
-                        with_stack=True, report_file=None, corrected_dir=str(tmp_path)) as p:
-        for _ in range(24):
-            step(model, x, opt)
-            p.step()
-    checked = 0
-    for rep in p.reports:
-        path = rep.get("corrected_trace")
-        if not path or not rep.get("operators"):
+    torch.manual_seed(0)
+    models = [(_models()["transformer"][:3]),
+              (torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32)),
+               torch.randn(16, 32), _mlp_step)]
+    for k, (model, x, step) in enumerate(models):
+        opt = torch.optim.AdamW(model.parameters())
+        sched = torch.profiler.schedule(wait=6, warmup=1, active=5, repeat=3)
+        d = tmp_path / str(k)
+        with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched, report_file=None,
+                            corrected_dir=str(d), **options) as p:
+            for _ in range(48):
+                step(model, x, opt)
+                p.step()
+        checked, steps = 0, []
+        for rep in p.reports:
+            path = rep.get("corrected_trace")
+            if not path:
+                continue
+            with open(path) as f:
+                steps += [e["dur"] * 1e3 for e in json.load(f)["traceEvents"]
+                          if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")]
+            if not rep.get("operators"):
+                continue
+            table = {o["name"]: (o["corrected_total_ns"]["median"], o["corrected_self_ns"]["median"])
+                     for o in rep["operators"]["ops"]}
+            differ, n = _table_vs_summary(table, path)
+            assert n > 5 and differ == []
+            checked += 1
+        assert checked >= 1
+        if options:
             continue
-        table = {o["name"]: (o["corrected_total_ns"]["median"], o["corrected_self_ns"]["median"])
-                 for o in rep["operators"]["ops"]}
-        differ, n = _table_vs_summary(table, path)
-        assert n > 20 and differ == []
-        checked += 1
-    assert checked >= 1
+        final = p.final
+        assert final is not None and final["corrected_step_ns"] and len(steps) >= 10
+        ratio = sorted(steps)[len(steps) // 2] / final["corrected_step_ns"]
+        assert 0.85 < ratio < 1.15, (k, ratio, final["corrected_step_ns"], sorted(steps))

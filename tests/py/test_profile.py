@@ -1036,11 +1036,11 @@ def test_a_step_counts_the_events_it_waited_for(tmp_path):
 
 def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it_is_a_cost_per_event():
     """opskew.profiling._spans: the cold first active step's extra is spread
-    over its events as a scale on W from COLD_MIN_CYCLES cycles on, where W's
+    over its events as a scale on W from COLD_STEP_MIN_CYCLES cycles on, where W's
     CI lies above 0 and the scale stays within COLD_MAX_SCALE; otherwise it
     stays in the step and `why` says so (docs/profile.md)."""
     from opskew.profiler.pricing import step_spans as _spans
-    from opskew.stats.pricing import COLD_MAX_SCALE, COLD_MIN_CYCLES
+    from opskew.stats.pricing import COLD_MAX_SCALE, COLD_MIN_CYCLES, COLD_STEP_MIN_CYCLES
 
     def rep():
         return {"step_spans_ns": {"ProfilerStep#9": 5000.0, "ProfilerStep#10": 4000.0},
@@ -1048,12 +1048,13 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
 
     w, wpy = {"median": 100.0, "ci95": [80.0, 120.0]}, {"median": 10.0}
     r = rep()  # 10 x 100 + 20 x 10 = 1200 ns of instrument: an extra of 1800 ns is a scale of 2.5
-    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": COLD_MIN_CYCLES})
+    spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0,
+                               "cold_first_active_cycles": COLD_STEP_MIN_CYCLES})
     assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)), "ProfilerStep#10": 4000.0}
     assert r["cold_step"]["w_scale"] == pytest.approx(2.5) and "2.50 x W" in r["cold_step"]["why"]
     for est, wv, said in (
-            ({"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": COLD_MIN_CYCLES - 1}, w,
-             f"it takes {COLD_MIN_CYCLES}"),
+            ({"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": COLD_STEP_MIN_CYCLES - 1}, w,
+             f"it takes {COLD_STEP_MIN_CYCLES}"),
             ({"cold_first_active_extra_ns": -50.0, "cold_first_active_cycles": 5}, w, "no slower"),
             ({"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": 5},
              {"median": 100.0, "ci95": [-20.0, 220.0]}, "CI reaches 0"),
@@ -1101,7 +1102,7 @@ def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
     first step's (on top of the extra); 5 pairs never reach 95%."""
     from opskew.analyze.job import job_spans
     from opskew.profiler.pricing import step_spans as _spans
-    from opskew.stats.pricing import COLD_MIN_CYCLES, cycle_factors as _cycle_factors
+    from opskew.stats.pricing import COLD_MIN_CYCLES, COLD_STEP_MIN_CYCLES, cycle_factors as _cycle_factors
 
     by_pos = [{"position": k, "w_ns": w, "pairs": 5} for k, w in ((1, 200.0), (2, 100.0))] + \
              [{"position": 3, "w_ns": 90.0, "pairs": COLD_MIN_CYCLES - 1}]  # too few: its pairs go against W
@@ -1144,7 +1145,7 @@ def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
     assert all(st["cycle_factor"] == 1.0 for st in r["position_steps"])
     # The extra too few cycles measured: the cold step pays its level only.
     r = rep(9)
-    spans = _spans(r, w, wpy, dict(est, cold_first_active_cycles=COLD_MIN_CYCLES - 1))
+    spans = _spans(r, w, wpy, dict(est, cold_first_active_cycles=COLD_STEP_MIN_CYCLES - 1))
     assert spans["ProfilerStep#9"] == (3000.0, pytest.approx(1600 / 1200)) and not r["cold_step"]["extra_priced"]
     # A multi-rank job's correction at another W keeps both parts, as priced.
     r = rep(9)
@@ -1153,7 +1154,7 @@ def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
     assert js["ProfilerStep#9"] == (3000.0, pytest.approx(4800 / 2200))
     assert js["ProfilerStep#10"] == (3000.0, pytest.approx(3000 / 1200))  # the same ratio to W
     r = rep(9)
-    _spans(r, w, wpy, dict(est, cold_first_active_cycles=COLD_MIN_CYCLES - 1))
+    _spans(r, w, wpy, dict(est, cold_first_active_cycles=COLD_STEP_MIN_CYCLES - 1))
     assert job_spans(r, 200.0, 10.0)["ProfilerStep#9"] == (3000.0, pytest.approx(3000 / 2200))
 
 
@@ -1230,7 +1231,8 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     assert r["w_ns"]["median"] < 0.75 * own["median"] and "opskew_test::spin" in ld["above_w"]
     row = {o["name"]: o for o in r["operators"]["ops"]}["opskew_test::spin"]
     per_call = row["corrected_total_ns"]["median"] / row["calls"]
-    assert per_call == pytest.approx(row["reported_total_ns"] / row["calls"] - own["median"], rel=1e-6)
+    # (each call written to the whole ns)
+    assert per_call == pytest.approx(row["reported_total_ns"] / row["calls"] - own["median"], abs=0.5)
     assert base * 0.9 <= per_call <= base + 0.5 * extra  # the kernel's call from Python costs some us too
     assert row["delta_ns"]["median"] == pytest.approx(own["median"])
     add = r["op_deltas_ns"]["aten::add"]

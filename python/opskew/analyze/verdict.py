@@ -58,6 +58,15 @@ def trust_mark(reported: float, med: float, lo: float, hi: float, threshold: flo
     return "believable"
 
 
+def _band(o: dict, lo: dict, hi: dict, fig: str) -> dict:
+    """A corrected figure at W's median and its interval, from the passes
+    at W's ends. The time line gives an event's self time back to its
+    ancestors (docs/correct.md, "One time line"), so a self time need not
+    move monotonically with W: the interval holds the median too."""
+    m, a, b = o[fig], lo[fig], hi[fig]
+    return {"median": m, "ci95": [min(a, b, m), max(a, b, m)]}
+
+
 def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
                  threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
                  waits: int = -1, spans: dict | None = None, bytecode: dict | None = None,
@@ -155,10 +164,8 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
                          # and what a W scale took out beyond W (its cold first step).
                          "span": o.get("trimmed_ns", 0.0), "scaled": o.get("scaled_ns", 0.0)},
             "descendants_per_call": o["descendants"] / calls if calls else 0.0,
-            "corrected_self_ns": {"median": o["corrected_self_ns"],
-                                  "ci95": [lo["corrected_self_ns"], hi["corrected_self_ns"]]},
-            "corrected_total_ns": {"median": o["corrected_total_ns"],
-                                   "ci95": [lo["corrected_total_ns"], hi["corrected_total_ns"]]},
+            "corrected_self_ns": _band(o, lo, hi, "corrected_self_ns"),
+            "corrected_total_ns": _band(o, lo, hi, "corrected_total_ns"),
             "clamped": o["clamped"],
             # How much longer the corrected trace writes these events than
             # the corrected total above, summed over calls (stretched: their
@@ -300,8 +307,12 @@ def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_p
            "leaf_inflation": (leaf_rep / leaf_corr - 1) if leaf_corr > 0 else 0.0}
     if worst is not None:
         c = worst["corrected_total_ns"]["median"]
-        # A corrected total clamped at 0 has no finite inflation: None (JSON
-        # null; math.inf was written as Infinity, which no JSON reader takes).
+        # A corrected total clamped at 0 in every call has no finite
+        # inflation: None (JSON null; math.inf was written as Infinity, which
+        # no JSON reader takes). The corrected trace writes such an event as
+        # long as its children need (docs/correct.md), which is no measure.
+        clamped = worst["clamped"] >= worst["calls"]
         out["most_inflated_parent"] = {"name": worst["name"],
-                                       "inflation": worst["reported_total_ns"] / c - 1 if c > 0 else None}
+                                       "inflation": worst["reported_total_ns"] / c - 1 if c > 0 and not clamped
+                                       else None}
     return out

@@ -6,7 +6,7 @@ the report gives. The arithmetic is opskew.stats.pricing's."""
 from __future__ import annotations
 
 from opskew.render.units import fmt_ns
-from opskew.stats.pricing import COLD_MAX_SCALE, COLD_MIN_CYCLES, cold_w_scale, level as cycle_level
+from opskew.stats.pricing import COLD_MAX_SCALE, COLD_MIN_CYCLES, COLD_STEP_MIN_CYCLES, cold_w_scale, level as cycle_level
 
 
 def step_spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None:
@@ -16,7 +16,7 @@ def step_spans(rep: dict, wv: dict, w_py: dict | None, est: dict) -> dict | None
     for its events: 1 + its extra (est's cold_first_active_extra_ns, the
     median over cycles of the first active step less the cycle's others) over
     the instrument time W and W_py give its events. Priced from
-    COLD_MIN_CYCLES cycles on, when the extra is > 0, W's 95% CI lies above 0
+    COLD_STEP_MIN_CYCLES cycles on, when the extra is > 0, W's 95% CI lies above 0
     (else W x events is no base to price it on) and the scale comes to at
     most COLD_MAX_SCALE; what was used, and why not, goes into
     rep["cold_step"]. Each of the cycle's other active steps is priced at
@@ -105,8 +105,8 @@ def price(spans: dict, cold: dict, extra, n: int, wv: dict, w_py: dict | None, l
     ci = (wv or {}).get("ci95") or [0.0, 0.0]
     f = cycle_level(level)
     want = cold_w_scale(extra, cold, wm, wpm)
-    if n < COLD_MIN_CYCLES:
-        why = f"priced at W: {n} cycle(s) measured it (it takes {COLD_MIN_CYCLES})"
+    if n < COLD_STEP_MIN_CYCLES:
+        why = f"priced at W: {n} cycle(s) measured it (it takes {COLD_STEP_MIN_CYCLES})"
     elif want == 1.0:
         why = "priced at W: it ran no slower than the others"
     elif not ci[0] > 0:

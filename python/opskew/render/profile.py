@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from opskew.render.units import fmt_ns
 from opskew.render.verdict import bytecode_sentence, skew_words
-from opskew.stats.pricing import COLD_MIN_CYCLES, level
+from opskew.stats.pricing import COLD_STEP_MIN_CYCLES, level
 
 STRETCH_PREFIX = "the corrected trace's ProfilerStep#N ranges are "
 
@@ -34,7 +34,7 @@ def render(rep: dict) -> str:
         lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
                      f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
     cold = rep.get("cold_step") or {}
-    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_MIN_CYCLES:
+    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_STEP_MIN_CYCLES:
         lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
     priced = [p for p in rep.get("position_steps") or [] if p.get("w_scale", 1.0) != 1.0]
     if priced:
