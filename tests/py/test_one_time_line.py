@@ -149,8 +149,15 @@ def test_profile_report_rows_and_steps_are_its_corrected_traces(tmp_path, option
             if not path:
                 continue
             with open(path) as f:
-                steps += [e["dur"] * 1e3 for e in json.load(f)["traceEvents"]
-                          if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")]
+                doc = json.load(f)
+            steps += [e["dur"] * 1e3 for e in doc["traceEvents"]
+                      if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")]
+            # Each class's price, and what is not separable, in the report and the trace.
+            classes = rep["cost_classes"]
+            assert doc["opskew"]["run"]["cost_classes"] == classes
+            assert "user_annotation" in classes["not_separable"] and "cpu_op" not in classes["not_separable"]
+            assert ("python_function" in classes) == bool(options.get("with_stack"))
+            assert ("per_operator_extras" in classes["not_separable"]) == bool(options.get("record_shapes"))
             if not rep.get("operators"):
                 continue
             table = {o["name"]: (o["corrected_total_ns"]["median"], o["corrected_self_ns"]["median"])

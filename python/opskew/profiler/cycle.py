@@ -12,7 +12,7 @@ import os
 from opskew.analyze.audit import audit, summary as audit_summary
 from opskew.analyze.tracefile import correct
 from opskew.errors import OpskewError
-from opskew.profiler.figures import leaves_own
+from opskew.profiler.figures import cost_classes, leaves_own
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
@@ -308,6 +308,7 @@ class CycleAnalysis:
         fig = self.figures
         w_py = fig.w_py()
         rep["w_py_ns"] = w_py
+        rep["cost_classes"] = cost_classes(self.options, w_py)
         rep["bytecode"] = fig.bytecode()
         if self.options["with_stack"] and fig.measure_py and rep["bytecode"] is None:
             rep["notes"] = sorted(set(rep["notes"]) | {

@@ -26,6 +26,31 @@ def leaves_own(notes: list) -> list:
             for n in notes]
 
 
+def cost_classes(options: dict, w_py) -> dict:
+    """What each class of the trace's events is priced at, and where a
+    class's cost cannot be told apart from another's in this run (the
+    report's and the corrected trace's `cost_classes`; docs/profile.md,
+    "What each class pays"). W is fitted per operator event (cpu_op and
+    user_annotation: both are RecordFunction ranges, one instrument path), so
+    whatever the configuration records per operator (shapes, modules, flops)
+    is in it; W_py is measured apart, on Python calls alone."""
+    out = {"cpu_op": "W per event, from this run's pairs of active and wait steps",
+           "user_annotation": "W per event, as an operator: a record_function range takes the operators' "
+                              "RecordFunction path; not measured apart"}
+    if options.get("with_stack"):
+        out["python_function"] = ("W_py per event, measured apart on Python calls (" + w_py["source"] + ")"
+                                  if w_py else "not measured here: its cost is in W per operator event")
+    folded = [k for k in ("record_shapes", "with_modules", "with_flops") if options.get(k)]
+    if folded:
+        out["per_operator_extras"] = ", ".join(folded) + ": no events of their own; what they cost per operator is in W"
+    if options.get("profile_memory"):
+        out["memory"] = ("[memory] instant events: not separable in this run; what recording them costs "
+                         "is in W per operator event (an operator that allocates pays for one that does not)")
+    out["not_separable"] = sorted(k for k in out if k in ("user_annotation", "memory", "per_operator_extras")
+                                  or (k == "python_function" and not w_py))
+    return out
+
+
 class Figures:
     """W_py, the bytecode slowdown, the stored calibration and delta of one
     profiler's configuration (`options`: its record_shapes, ... flags)."""

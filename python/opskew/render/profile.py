@@ -55,6 +55,10 @@ def render(rep: dict) -> str:
                      f"Python event ({wp['source']})")
     elif rep.get("w_py_note"):
         lines.append(f"  note: {rep['w_py_note']}")
+    classes = rep.get("cost_classes") or {}
+    if classes.get("not_separable"):
+        lines.append("  priced at W with the operators, not measured apart: " + ", ".join(classes["not_separable"])
+                     + " (cost_classes in the report and the corrected trace's metadata say why)")
     ld = rep.get("leaf_delta")
     if ld and ld.get("names"):
         lo, hi = ld["range_ns"]
