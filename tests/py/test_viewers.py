@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import run_opskew
+from test_profile_cli import SMALL, script
 
 from opskew.analyze.tracefile import TB_WORKER_PATTERN, corrected_candidates, corrected_path
 from opskew.render.trace_notes import corrected_note
@@ -85,28 +86,12 @@ def test_the_corrected_note_says_what_and_with_which_w():
     assert "W_py" not in corrected_note(296.0, 0.0, by="x").split("corrected =")[0]
 
 
-TRAIN = """\
-import sys, torch
-torch.manual_seed(0)
-torch.set_num_threads(1)
-net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-opt = torch.optim.SGD(net.parameters(), lr=0.01)
-x, y = torch.randn(8, 16), torch.randn(8, 4)
-for i in range(int(sys.argv[1])):
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(net(x), y).backward()
-    opt.step()
-"""
-SMALL = ("--skip-first", "0", "--wait", "8", "--warmup", "1", "--active", "4", "--repeat", "2")
-
-
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory):
     """The folder `opskew profile` wrote for a small training loop."""
     d = tmp_path_factory.mktemp("viewers")
-    (d / "train.py").write_text(TRAIN)
     out = d / "prof"
-    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, str(d / "train.py"), "40")
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(d), "40")
     assert p.returncode == 0, p.stderr
     (out / "stderr.txt").write_text(p.stderr)
     return out
