@@ -106,7 +106,10 @@ import sys
 import tempfile
 import time
 
-CONFIGS = {"minimal": {}, "record_shapes+with_stack": {"record_shapes": True, "with_stack": True}}
+CONFIGS = {"minimal": {}, "record_shapes+with_stack": {"record_shapes": True, "with_stack": True},
+           "record_shapes+profile_memory": {"record_shapes": True, "profile_memory": True}}
+# The models nobody in this project wrote (torch's own nn modules).
+THIRD_PARTY = ("tfm_encoder", "lstm_lm", "mha_block", "seq2seq")
 
 
 # ----------------------------------------------------------------- workloads
@@ -272,6 +275,87 @@ def two_threads():
     return _training(opt, model, x, y, torch.nn.functional.cross_entropy)
 
 
+# Models nobody in this project wrote: torch's own nn modules, small sizes,
+# trained with AdamW (issue 35's third-party validation; docs/profile-validation.md).
+
+def tfm_encoder():
+    """torch.nn.TransformerEncoder (2 layers, d_model 32, 4 heads) trained on
+    8 sequences of 16: attention, layer norms, dropout, AdamW."""
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, batch_first=True),
+                                  num_layers=2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 16, 32), torch.randn(8, 16, 32)
+    return _training(opt, model, x, y, torch.nn.functional.mse_loss)
+
+
+def lstm_lm():
+    """A language model of torch.nn.Embedding, a 2-layer torch.nn.LSTM (64
+    wide) and a Linear head over 100 tokens, trained on 8 x 16 tokens."""
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.rnn, self.head = nn.Embedding(100, 32), nn.LSTM(32, 64, 2, batch_first=True), nn.Linear(64, 100)
+
+        def forward(self, t):
+            return self.head(self.rnn(self.emb(t))[0]).flatten(0, 1)
+
+    model = LM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randint(0, 100, (8, 16)), torch.randint(0, 100, (8 * 16,))
+    return _training(opt, model, x, y, torch.nn.functional.cross_entropy)
+
+
+def mha_block():
+    """A pre-norm attention block of torch.nn.MultiheadAttention (32 wide, 4
+    heads), torch.nn.LayerNorm and a GELU MLP, trained on 8 x 16."""
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(32), nn.LayerNorm(32)
+            self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+
+        def forward(self, x):
+            h = self.n1(x)
+            x = x + self.attn(h, h, h, need_weights=False)[0]
+            return x + self.mlp(self.n2(x))
+
+    model = Block()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(8, 16, 32), torch.randn(8, 16, 32)
+    return _training(opt, model, x, y, torch.nn.functional.mse_loss)
+
+
+def seq2seq():
+    """torch.nn.Transformer (1 encoder and 1 decoder layer, d_model 32, 4
+    heads) trained on 8 pairs of 12-token sequences with a causal mask."""
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Transformer(32, 4, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64,
+                           batch_first=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    src, tgt, y = torch.randn(8, 12, 32), torch.randn(8, 12, 32), torch.randn(8, 12, 32)
+    mask = nn.Transformer.generate_square_subsequent_mask(12)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(src, tgt, tgt_mask=mask), y).backward()
+        opt.step()
+    return step
+
+
 # name -> (maker, intra-op threads, what drives W)
 def cuda_train():
     """An MLP training step on CUDA (3 x Linear 256 wide, batch 64, Adam),
@@ -315,6 +399,10 @@ WORKLOADS = {
     "deep_nested": (deep_nested, 1, "40 nested modules: deep Python and module nesting"),
     "bf16_autocast": (bf16_autocast, 1, "MLP step under bfloat16 autocast: casts around matmuls"),
     "two_threads": (two_threads, 2, "256-wide MLP step, torch.set_num_threads(2)"),
+    "tfm_encoder": (tfm_encoder, 1, "torch.nn.TransformerEncoder, 2 layers, AdamW: third-party model"),
+    "lstm_lm": (lstm_lm, 1, "torch.nn Embedding + 2-layer LSTM + head, AdamW: third-party model"),
+    "mha_block": (mha_block, 1, "torch.nn.MultiheadAttention block with LayerNorm, AdamW: third-party model"),
+    "seq2seq": (seq2seq, 1, "torch.nn.Transformer encoder-decoder, AdamW: third-party model"),
     "cuda_train": (cuda_train, 1, "MLP fwd+bwd+Adam on CUDA, synchronized per step: launch-bound"),
     "cuda_launch": (cuda_launch, 1, "200 x add of 4 elements on CUDA, synchronized per step: launches only"),
 }
@@ -572,6 +660,9 @@ def child_profile(a):
             # W x events (the report's, from every step: prof.final); the one
             # to read where the corrected trace is written stretched.
             "report_corrected_step_ns": (final or {}).get("corrected_step_ns") if isinstance(final, dict) else None,
+            # The pairs' own figure (active bodies less W x events, the cold
+            # first step never paired): the report's before it took its traces'.
+            "pairs_corrected_step_ns": (final or {}).get("corrected_step_pairs_ns") if isinstance(final, dict) else None,
             # ... and at the ends of W's 95% CI: the band W's uncertainty gives it.
             "report_corrected_step_w_ci_ns": (final or {}).get("corrected_step_w_ci_ns")
             if isinstance(final, dict) else None,
@@ -763,7 +854,8 @@ def make_row(wname, cname, rounds, cals, tolerance):
     row["delta_micro_ns"] = (cal.get("delta_ns") or {}).get("median")
     row["rounds"] = []
     ratios = {k: [] for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step",
-                              "report_corrected_step")}
+                              "report_corrected_step", "pairs_corrected_step")}
+    trace_vs_report = []
     bare_all, errors = [], []
     for prof, bares in rounds:
         steps = [t for b in bares if "steps_ns" in b for t in b["steps_ns"]]
@@ -783,6 +875,11 @@ def make_row(wname, cname, rounds, cals, tolerance):
                 if v is not None and bare:
                     ratios[k].append(v / bare - 1)
                     rd[k + "_err"] = v / bare - 1
+            # The corrected trace's median step against the report's, in the
+            # same process (issue 35's acceptance: within 2%).
+            if prof.get("corrected_step_ns") and prof.get("report_corrected_step_ns"):
+                rd["trace_vs_report"] = prof["corrected_step_ns"] / prof["report_corrected_step_ns"] - 1
+                trace_vs_report.append(rd["trace_vs_report"])
             band = prof.get("report_corrected_step_w_ci_ns")
             if band and bare:
                 rd["bare_in_w_band"] = band[0] <= bare <= band[1]
@@ -799,8 +896,10 @@ def make_row(wname, cname, rounds, cals, tolerance):
         row[k] = last.get(k)
     row["w_ns_rounds"] = [(rd.get("w_ns") or {}).get("median") for rd in ok]
     for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step", "in_loop_active_step",
-              "annotation_overhang", "report_corrected_step"):
+              "annotation_overhang", "report_corrected_step", "pairs_corrected_step"):
         row[k + "_ns"] = _median([rd[k + "_ns"] for rd in ok if rd.get(k + "_ns") is not None])
+    row["trace_vs_report"] = _median(trace_vs_report)
+    row["trace_vs_report_rounds"] = trace_vs_report
     for k, v in ratios.items():
         row[k + "_err"] = _median(v)
         row[k + "_err_rounds"] = v
@@ -834,12 +933,13 @@ def table(rows, tolerance):
     lines = ["| workload | config | W in-run ns [95% CI] (pairs) | W micro ns | bare step us | raw step us (excess) "
              f"| corrected step us (error) | within {100 * tolerance:.0f}% | leaf ops within 15% or 100 ns "
              "of opskew | worst leaf (profile vs opskew ns) | step() inside ProfilerStep us | corrected, warm steps us (error) "
-             "| report's corrected_step us (error) | bare inside its band at W's CI (rounds) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| report's corrected_step us (error) | trace vs report, same run | pairs' corrected step us (error) "
+             "| bare inside its band at W's CI (rounds) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         w = r.get("w_ns")
         if "error" in r:
-            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | | | |")
+            lines.append(f"| {r['workload']} | {r['config']} | failed: {r['error'][:80]} | | | | | FAIL | | | | | | | | |")
             continue
         ws = "-" if not w else (f"{w['median']:.0f}" + (f" [{w['ci95'][0]:.0f}, {w['ci95'][1]:.0f}]"
                                                         if w.get("ci95") else " [no CI]")
@@ -862,6 +962,8 @@ def table(rows, tolerance):
             + f" | {fmt_us(r.get('annotation_overhang_ns'))} | "
             f"{fmt_us(r.get('corrected_step_warm_ns'))}{fmt_err(r.get('corrected_step_warm_err'))} | "
             f"{fmt_us(r.get('report_corrected_step_ns'))}{fmt_err(r.get('report_corrected_step_err'))} | "
+            f"{'-' if r.get('trace_vs_report') is None else '%+.1f%%' % (100 * r['trace_vs_report'])} | "
+            f"{fmt_us(r.get('pairs_corrected_step_ns'))}{fmt_err(r.get('pairs_corrected_step_err'))} | "
             + ("-" if not r.get("bare_in_w_band_rounds") else "%d/%d" % tuple(r["bare_in_w_band_rounds"])) + " |")
     return "\n".join(lines)
 

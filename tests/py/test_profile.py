@@ -453,10 +453,14 @@ def test_known_answer_w_recovers_the_injected_cost(tmp_path):
     lo, hi = r["w_ns"]["ci95"]
     assert lo <= w <= hi
     # W's CI carried into the step: every step holds OPS events, so the
-    # band is W's interval times OPS around the corrected step.
-    b_lo, b_hi = r["corrected_step_w_ci_ns"]
-    assert b_lo == pytest.approx(r["corrected_step_ns"] - (hi - w) * OPS, rel=1e-9)
-    assert b_hi == pytest.approx(r["corrected_step_ns"] + (w - lo) * OPS, rel=1e-9)
+    # pairs' band is W's interval times OPS around their corrected step; the
+    # trace's (the passes at W's CI ends, where no time is below 0) holds
+    # its corrected step.
+    b_lo, b_hi = r["corrected_step_pairs_w_ci_ns"]
+    assert b_lo == pytest.approx(r["corrected_step_pairs_ns"] - (hi - w) * OPS, rel=1e-9)
+    assert b_hi == pytest.approx(r["corrected_step_pairs_ns"] + (w - lo) * OPS, rel=1e-9)
+    t_lo, t_hi = r["corrected_step_w_ci_ns"]
+    assert t_lo <= r["corrected_step_ns"] <= t_hi
     assert r["verdict"]["enough_pairs"] and r["verdict"]["skewed"]
     # The corrected step is the step without the injected cost: within 20% of
     # that cost of the wait steps.
@@ -579,13 +583,18 @@ def test_a_stretched_step_range_is_reported_and_said_once():
 
     def rows(stretch):
         return {"ops": [{"name": f"ProfilerStep#{k}", "calls": 1, "stretched_ns": x,
-                         "corrected_total_ns": {"median": 100_000.0}} for k, x in enumerate(stretch, 9)]
+                         "corrected_total_ns": {"median": 100_000.0 + k, "ci95": [90_000.0 + k, 110_000.0 + k]}}
+                        for k, x in enumerate(stretch, 9)]
                 + [{"name": "aten::add", "calls": 40, "stretched_ns": 50_000.0,
                     "corrected_total_ns": {"median": 1_000.0}}]}
 
-    rep = {"notes": ["another note"]}
+    rep = {"notes": ["another note"], "corrected_step_ns": 95_000.0, "corrected_step_w_ci_ns": [1.0, 2.0]}
     _trace_steps(rep, rows([8_000.0, 12_000.0, 10_000.0]))
-    assert rep["trace_step_stretch"] == {"median_ns": 10_000.0, "share": 0.1, "steps": 3}
+    assert rep["trace_step_stretch"] == {"median_ns": 10_000.0, "share": pytest.approx(0.1, rel=1e-3), "steps": 3}
+    # The report's corrected step is the trace's (the median range, its band
+    # from the passes at W's CI ends); the pairs' stays beside it.
+    assert rep["corrected_step_ns"] == 100_010.0 and rep["corrected_step_w_ci_ns"] == [90_010.0, 110_010.0]
+    assert rep["corrected_step_pairs_ns"] == 95_000.0 and rep["corrected_step_pairs_w_ci_ns"] == [1.0, 2.0]
     said = [n for n in rep["notes"] if n.startswith("the corrected trace's ProfilerStep#N")]
     assert len(said) == 1 and "10.0 us (10%) longer" in said[0] and "another note" in rep["notes"]
     _trace_steps(rep, rows([0.0, 1_000.0, 500.0]))  # corrected again: within 2%, the note goes

@@ -18,7 +18,7 @@ from opskew.profiler.pricing import step_spans
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
 from opskew.profiler.traces import STEP_NAME, corrected_path, metadata, operators, per_operator_to, trace_steps
 from opskew.render.audit import lines as audit_lines
-from opskew.stats.pricing import MIN_PAIRS, POST_TRACE, WAIT_ADVICE, estimate_w
+from opskew.stats.pricing import MIN_PAIRS, POST_TRACE, WAIT_ADVICE, estimate_w, median
 
 # Traces corrected again with the run's final W at stop(), the latest first.
 MAX_RECORRECT = 50
@@ -423,6 +423,7 @@ class CycleAnalysis:
             self.final["not_recorrected"] = (f"the {older} oldest traces keep their own cycle's W (those of the "
                                              f"latest {MAX_RECORRECT} cycles are corrected again at stop)")
         redo = [r for r in reports[-MAX_RECORRECT:] if r.get("raw_trace") and os.path.isfile(r["raw_trace"])]
+        steps = []
         for rep in redo:
             out = corrected_path(rep["raw_trace"])
             rep["corrected_trace"] = out
@@ -438,3 +439,11 @@ class CycleAnalysis:
                                 self.waits, spans, fig.bytecode(), fig.delta_range(), rep["op_deltas_ns"])
             rep["operators"] = operators(v)
             trace_steps(rep, v)
+            steps += [o["corrected_total_ns"] for o in v["ops"] if STEP_NAME.match(o["name"]) and o["calls"] == 1]
+        if steps:
+            # The run's corrected step is its corrected traces' (trace_steps).
+            self.final["corrected_step_pairs_ns"] = self.final["corrected_step_ns"]
+            self.final["corrected_step_pairs_w_ci_ns"] = self.final["corrected_step_w_ci_ns"]
+            self.final["corrected_step_ns"] = median([c["median"] for c in steps])
+            self.final["corrected_step_w_ci_ns"] = [median([c["ci95"][0] for c in steps]),
+                                                    median([c["ci95"][1] for c in steps])]

@@ -133,7 +133,9 @@ def metadata(rep: dict) -> dict:
 
 
 def trace_steps(rep: dict, v: dict):
-    """How much longer the corrected trace writes the ProfilerStep#N ranges
+    """The corrected step as the corrected trace writes it (the report's
+    corrected_step_ns: one number for both), and how much longer the
+    corrected trace writes the ProfilerStep#N ranges
     than the model's figure (their events stretched: W - delta did not fit
     between a step's events; docs/correct.md), as the median over the
     trace's steps, into rep["trace_step_stretch"], with a note past
@@ -145,6 +147,15 @@ def trace_steps(rep: dict, v: dict):
         rep["trace_step_stretch"] = None
         rep["notes"] = notes
         return
+    # The report's corrected step is its corrected trace's: the median of
+    # the ProfilerStep#N ranges as written, and its band at W's CI ends from
+    # the passes there; the pairs' own figure (active bodies less W x events,
+    # the cold first step left out) stays as corrected_step_pairs_ns.
+    rep.setdefault("corrected_step_pairs_ns", rep.get("corrected_step_ns"))
+    rep.setdefault("corrected_step_pairs_w_ci_ns", rep.get("corrected_step_w_ci_ns"))
+    rep["corrected_step_ns"] = median([o["corrected_total_ns"]["median"] for o in rows])
+    rep["corrected_step_w_ci_ns"] = [median([o["corrected_total_ns"]["ci95"][0] for o in rows]),
+                                     median([o["corrected_total_ns"]["ci95"][1] for o in rows])]
     ns = median([o["stretched_ns"] for o in rows])
     share = median([o["stretched_ns"] / o["corrected_total_ns"]["median"]
                     for o in rows if o["corrected_total_ns"]["median"] > 0])

@@ -20,7 +20,8 @@ class _WFigures(Result):
     w_median_ns = field("median", of="w_ns")
     w_ci95 = field("ci95", "W's 95% interval [low, high] in ns; None where the pairs were too few.", of="w_ns")
     pairs = field("pairs", "The (active step, wait step) pairs W comes from.")
-    corrected_step_ns = field("corrected_step_ns", "The step's time less the instrument's (median over the pairs).")
+    corrected_step_ns = field("corrected_step_ns", "The step's time less the instrument's: the median ProfilerStep#N "
+                                                   "of the corrected trace (corrected_step_pairs_ns: the pairs').")
     inflation = field("inflation", "Active step over its wait step (median): 1.10 is 10% slower under the profiler.")
 
     @property
