@@ -91,8 +91,10 @@ def test_opskew_profile_with_the_documented_schedule_corrects_its_traces(tmp_pat
     final = prof.final
     assert final is not None and final["w_ns"]["ci95"] is not None, [r.get("fallback") for r in prof.reports]
     assert "two samples" in final["w_ns"]["ci_method"]
-    corrected = sorted(p for p in os.listdir(out) if "corrected" in p)
-    assert len(corrected) == 2, os.listdir(out)
+    # tensorboard_trace_handler's files: each corrected one in corrected/, as
+    # the worker WORKER.corrected (tracefile.corrected_path).
+    corrected = sorted(p for p in os.listdir(out / "corrected") if ".corrected." in p)
+    assert len(corrected) == 2, os.listdir(out / "corrected")
     for rep in prof.reports:
         assert rep["corrected_with"] == "the run's final W" and rep["corrected_w_ns"] == final["w_ns"]
         head = json.load(open(rep["corrected_trace"]))

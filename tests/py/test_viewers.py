@@ -108,6 +108,8 @@ def test_profile_keeps_each_set_in_a_folder_of_traces_alone(profiled):
     # Every file of both folders is one the plugin lists, each its own worker.
     workers = [plugin_parse(n)[0] for d in (raw, cor) for n in os.listdir(d) if os.path.isfile(d / n)]
     assert len(workers) == len(set(workers)) == 4
+    (last,) = [ln for ln in (profiled / "stderr.txt").read_text().splitlines() if " trace(s), " in ln]
+    assert f"in {raw} (the corrected ones in {cor});" in last, last
     rep = json.loads((profiled / "report.json").read_text())["reports"][-1]
     assert rep["raw_trace"] == str(raw / "opskew-profile-cycle2.pt.trace.json")
     assert rep["corrected_trace"] == str(cor / "opskew-profile-cycle2.corrected.pt.trace.json")

@@ -446,5 +446,6 @@ def _outcome(report: str, doc: dict | None = None) -> str:
              else "")
     counted = (f"{_traces(doc)} trace(s), {corrected} of the latest {len(reps)} corrected{final}" if earlier
                else f"{len(reps)} trace(s), {corrected} corrected{final}")
-    return (f"{aside}{counted}, in {os.path.dirname(report)}; {wtext}; "
+    where = os.path.join(os.path.dirname(report), PROFILE_TRACES)
+    return (f"{aside}{counted}, in {where} (the corrected ones in {os.path.join(where, CORRECTED_DIR)}); {wtext}; "
             f"steps from {doc['step_source']}; report: {report}")
