@@ -235,8 +235,8 @@ typedef struct {
   /* Top-level trees whose root's end the fit moved from where the forward
    * placement put it (by more than 1 ns: a shortfall found after the self
    * time that could hold it had passed, under with_stack), and the
-   * nanoseconds it moved back by in all (negative: later; compensate.c,
-   * fit; docs/correct.md, "One time line"). */
+   * nanoseconds it moved by in all, either way (compensate.c, fit;
+   * docs/correct.md, "One time line"). */
   uint64_t relaid;
   double relaid_ns;
 } osk_correct_stats_t;

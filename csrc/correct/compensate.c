@@ -698,7 +698,7 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
   int64_t shift = root_end - l[0].end2;
   if (shift > 1 || shift < -1) {
     c->stats.relaid++;
-    c->stats.relaid_ns += (double)shift;
+    c->stats.relaid_ns += (double)(shift > 0 ? shift : -shift);
   }
   t->removed += (double)shift;
   t->last2 = t->last2 >= root_end ? osk__sat_add(t->last2, -shift) : l[0].end2;
