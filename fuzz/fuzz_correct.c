@@ -90,6 +90,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (rr != 0 && rc == 0) abort();
       if (rr == 0 && n != s->corrected_events) abort();
       osk_reader_free(r);
+      /* One time line: the summary of the corrected trace reads the table's
+       * self and total times back, per name, to the ns. */
+      osk_summary_t *sum = NULL;
+      osk_error_t serr;
+      if (rr == 0 && rc == 0 && osk_summary_from_path(out, NULL, NULL, &sum, NULL, &serr) == 0) {
+        for (size_t i = 0; i < osk_correct_op_count(c); i++) {
+          const osk_correct_op_t *op = osk_correct_op(c, i);
+          if (!op->calls) continue;
+          const osk_summary_op_t *so = NULL;
+          for (size_t j = 0; j < osk_summary_op_count(sum) && !so; j++) {
+            const osk_summary_op_t *x = osk_summary_op(sum, j);
+            if (x->name.len == op->name.len && !memcmp(x->name.ptr, op->name.ptr, x->name.len)) so = x;
+          }
+          if (!so) {
+            /* A name the output escaped (not UTF-8, a control byte) reads
+             * back as another string. */
+            int plain = 1;
+            for (size_t k = 0; k < op->name.len; k++) {
+              unsigned char b = (unsigned char)op->name.ptr[k];
+              if (b < 0x20 || b >= 0x7f || b == '"' || b == '\\') plain = 0;
+            }
+            if (plain) abort();
+            continue;
+          }
+          if ((double)so->total_ns != op->corrected_total_ns || (double)so->self_ns != op->corrected_self_ns) abort();
+        }
+      }
+      osk_summary_free(sum);
     } else if (rc == 0) {
       abort();
     }

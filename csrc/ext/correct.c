@@ -174,8 +174,15 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   for (size_t i = 0; i < osk_correct_op_count(c); i++) {
     const osk_correct_op_t *op = osk_correct_op(c, i);
     if (!op->calls) continue;
+    /* A name that is not UTF-8 (the trace's bytes) reads with U+FFFD, as
+     * the corrected trace writes it and the reader's summary reads it. */
+    PyObject *name = PyUnicode_DecodeUTF8(op->name.ptr ? op->name.ptr : "", (Py_ssize_t)op->name.len, "replace");
+    if (!name) {
+      Py_DECREF(ops);
+      goto fail;
+    }
     PyObject *d = Py_BuildValue(
-        "{s:s#,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d}", "name", op->name.ptr, (Py_ssize_t)op->name.len,
+        "{s:N,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d}", "name", name,
         "category", op->category.ptr ? op->category.ptr : "", (Py_ssize_t)op->category.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,

@@ -178,3 +178,18 @@ def test_profile_report_rows_and_steps_are_its_corrected_traces(tmp_path, option
         assert final is not None and final["corrected_step_ns"] and len(steps) >= 10
         ratio = sorted(steps)[len(steps) // 2] / final["corrected_step_ns"]
         assert 0.85 < ratio < 1.15, (k, ratio, final["corrected_step_ns"], sorted(steps))
+
+
+def test_a_name_that_is_not_utf8_reads_the_same_in_the_table_and_the_trace(tmp_path):
+    """The table's name of an event whose name is not UTF-8 is the one the
+    corrected trace writes (U+FFFD for the bad byte), so the two agree by
+    name too (it raised UnicodeDecodeError)."""
+    src, out = tmp_path / "t.json", tmp_path / "c.json"
+    src.write_bytes(b'{"traceEvents":[\n'
+                    b'{"ph":"X","cat":"cpu_op","name":"P","pid":1,"tid":1,"ts":0,"dur":10},\n'
+                    b'{"ph":"X","cat":"cpu_op","name":"bad\xa6name","pid":1,"tid":1,"ts":2,"dur":3}]}\n')
+    r = tf.correct(str(src), 100.0, 10.0, out=str(out))
+    table = {o["name"]: (o["corrected_total_ns"], o["corrected_self_ns"]) for o in r["ops"]}
+    assert "bad\ufffdname" in table
+    differ, n = _table_vs_summary(table, str(out))
+    assert n == 2 and differ == []
