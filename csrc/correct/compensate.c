@@ -712,7 +712,7 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
 static int rb_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent, int64_t cut) {
   thr_t *t = ctx;
   (void)parent;
-  int64_t self = ((f->end < cut ? f->end : cut) - f->start) - f->child_ns;
+  int64_t self = osk__nest_self(f, cut);
   t->c->ops[f->name].corrected_self_ns += self > 0 ? (double)self : 0.0;
   return 0;
 }
@@ -814,8 +814,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
    * its parent's end when it was clipped there. The corrected self and
    * total times are read back from the corrected time line as written
    * (readback), as the summary of the corrected trace reads them. */
-  int64_t span = (x->end < cut ? x->end : cut) - x->start;
-  int64_t rself = span - x->child_ns;
+  int64_t rself = osk__nest_self(x, cut);
   op->reported_total_ns += x->dur;
   op->reported_self_ns += rself > 0 ? rself : 0;
   op->descendants += x->desc[OSK__CLS_OP];

@@ -315,8 +315,7 @@ static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *pa
   (void)parent;
   self_t *sf = self_slot(t, f->name);
   if (!sf) return OSK_ENOMEM;
-  int64_t end = f->end < cut ? f->end : cut;
-  int64_t self = (end - f->start) - f->child_ns;
+  int64_t self = osk__nest_self(f, cut);
   sf->self_ns = osk__sat_add(sf->self_ns, self > 0 ? self : 0);
   sf->desc += f->desc[OSK__CLS_OP] + f->desc[OSK__CLS_PY];
   if (f->n_children == 1 && f->last_child == f->name) sf->dup++;

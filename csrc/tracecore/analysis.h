@@ -174,6 +174,16 @@ OSK__CORE_HIDDEN int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, 
 OSK__CORE_HIDDEN int osk__nest_close_all(osk__nest_t *n, osk__close_fn close, void *ctx);
 OSK__CORE_HIDDEN void osk__nest_free(osk__nest_t *n);
 
+/* THE self time of an event the rule closed (at `cut`, as the close
+ * callback has it): its span up to where it was closed (a later event that
+ * outlived it, or its parent's end where it was clipped) less its
+ * children's time inside it. The summary and the correction's table (its
+ * reported figures, and the corrected ones read back from the written
+ * trace) all take it from here. May be < 0 for hostile input; callers clamp. */
+static inline int64_t osk__nest_self(const osk__nest_frame_t *f, int64_t cut) {
+  return ((f->end < cut ? f->end : cut) - f->start) - f->child_ns;
+}
+
 /* The order osk__nest_push needs: start, then longer first (the parent of an
  * equal start), then arrival. A qsort-style result. */
 static inline int osk__nest_order(int64_t start_a, int64_t dur_a, uint64_t seq_a, int64_t start_b,

@@ -161,6 +161,10 @@ def test_profile_report_rows_and_steps_are_its_corrected_traces(tmp_path, option
             # Each class's price, and what is not separable, in the report and the trace.
             classes = rep["cost_classes"]
             assert doc["opskew"]["run"]["cost_classes"] == classes
+            # One answer: the trace's metadata carries no corrected step of its
+            # own (its ranges are it), only the pairs' figure beside it.
+            run = doc["opskew"]["run"]
+            assert "corrected_step_ns" not in run and run["corrected_step_pairs_ns"] is not None
             assert "user_annotation" in classes["not_separable"] and "cpu_op" not in classes["not_separable"]
             assert ("python_function" in classes) == bool(options.get("with_stack"))
             assert ("per_operator_extras" in classes["not_separable"]) == bool(options.get("record_shapes"))

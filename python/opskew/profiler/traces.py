@@ -126,10 +126,21 @@ def about(rep: dict, w: dict, delta: float, w_py: dict | None) -> str:
                           w_py_ns=(w_py or {}).get("median", 0.0), source=rep.get("raw_trace"))
 
 
+# Figures the pass that writes the trace finds (trace_steps): the report
+# has them, the trace itself holds them (its ProfilerStep#N ranges), and
+# its metadata would carry an earlier pass's.
+FROM_THE_TRACE = ("operators", "corrected_step_ns", "corrected_step_w_ci_ns", "trace_step_stretch")
+
+
 def metadata(rep: dict) -> dict:
     """What goes into the corrected trace's "opskew" metadata: the report
-    without the per-operator table (the trace itself carries those)."""
-    return {k: v for k, v in rep.items() if k != "operators"}
+    without what the trace itself carries (the per-operator table, its
+    corrected step), but with the pairs' own corrected step, which the
+    trace does not."""
+    out = {k: v for k, v in rep.items() if k not in FROM_THE_TRACE}
+    out.setdefault("corrected_step_pairs_ns", rep.get("corrected_step_ns"))
+    out.setdefault("corrected_step_pairs_w_ci_ns", rep.get("corrected_step_w_ci_ns"))
+    return out
 
 
 def trace_steps(rep: dict, v: dict):
