@@ -148,6 +148,42 @@ def test_hta_reads_either_set(profiled):
     assert 0 < steps["corrected"][1] < steps["raw"][1]
 
 
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # HTA 0.5.0 under pandas 3
+def test_hta_reads_every_cycle_given_as_trace_files(profiled):
+    """HTA keeps one trace per rank from a folder; given each cycle's file
+    through trace_files, it reads every raw and corrected cycle, each with
+    its ProfilerStep ranges, the corrected ones shorter in all."""
+    hta = pytest.importorskip("hta.trace_analysis")
+    folders = {"raw": profiled / "traces", "corrected": profiled / "traces" / "corrected"}
+    totals = {}
+    for name, folder in folders.items():
+        files = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+        assert len(files) == 2, files
+        for f in files:
+            ta = hta.TraceAnalysis(trace_files={0: f}, trace_dir=str(folder))
+            assert ta.t.trace_files[0] == str(folder / f)
+            df, names = ta.t.get_trace(0), ta.t.symbol_table.get_sym_table()
+            steps = df[df["name"].map(lambda i: names[i].startswith("ProfilerStep#"))]
+            assert len(steps) >= 3 and len(ta.get_profiler_steps()) == len(steps), f
+            totals[(name, re.search(r"cycle(\d)", f).group(1))] = steps["dur"].sum()
+    for cycle in ("1", "2"):
+        assert 0 < totals[("corrected", cycle)] < totals[("raw", cycle)]
+
+
+def test_tb_plugin_reads_both_sets_of_a_profile_run(profiled, tmp_path):
+    """TensorBoard's profiler plugin (its RunLoader) on OUT/traces and
+    OUT/traces/corrected: no nesting errors in either, and each corrected
+    cycle with its raw cycle's steps and operators (test_tb_plugin.py does
+    the same for opskew.profile on four models)."""
+    pytest.importorskip("torch_tb_profiler")
+    from test_tb_plugin import assert_twins_load_alike, plugin_load
+
+    raw, cor = profiled / "traces", profiled / "traces" / "corrected"
+    loaded = plugin_load([raw, cor], tmp_path)
+    assert loaded[str(raw)][1] == 0 and loaded[str(cor)][1] == 0
+    assert_twins_load_alike(loaded[str(raw)][0], loaded[str(cor)][0])
+
+
 def test_profile_says_what_its_first_cycle_cost(profiled):
     """After the first cycle, one line: its trace on disk, the time outside the
     steps, the run's disk use at that rate (docs/commands.md, "A budget
