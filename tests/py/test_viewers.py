@@ -197,3 +197,43 @@ def test_profile_says_what_its_first_cycle_cost(profiled):
     lines = [ln for ln in (profiled / "stderr.txt").read_text().splitlines() if "capture budget" in ln]
     assert len(lines) == 1 and lines[0].startswith("opskew profile: capture budget, from cycle 1 as it ran: ")
     assert "the run's 2 cycles: about " in lines[0] and "opskew advise" in lines[0]
+
+
+def test_report_json_cycles_match_what_each_cycle_printed(profiled):
+    """report.json lists every cycle with its corrected step, interval and
+    W's source (issue 44, item 7): each as its corrected trace on disk gives
+    it (the median ProfilerStep#N as written, to the ns), what the cycle
+    printed kept as at_cycle, and stop()'s line reconciling the two where
+    the run's final W corrected the trace again."""
+    from statistics import median
+
+    from opskew.render.profile import step_line
+    from opskew.render.units import fmt_ns
+
+    doc = json.loads((profiled / "report.json").read_text())
+    err = (profiled / "stderr.txt").read_text()
+    blocks = {int(m.group(1)): m.group(0) for m in re.finditer(r"opskew\.profile cycle (\d+):.*?(?=\nopskew|\Z)",
+                                                                err, re.S)}
+    (stop_line,) = [ln for ln in err.splitlines() if ln.startswith("opskew.profile: at stop(), ")]
+    assert [r["cycle"] for r in doc["reports"]] == [1, 2] == sorted(blocks)
+    for r in doc["reports"]:
+        assert r["corrected_trace"] and r["w_source"] and r["corrected_with"], r
+        lo, hi = r["corrected_step_w_ci_ns"]
+        assert lo <= r["corrected_step_ns"] <= hi
+        events = json.loads(open(r["corrected_trace"]).read())["traceEvents"]
+        steps = [round(e["dur"] * 1000) for e in events if e.get("ph") == "X" and
+                 re.fullmatch(r"ProfilerStep#\d+", e.get("name", ""))]
+        assert steps and median(steps) == r["corrected_step_ns"]
+        assert r["marks"] and sum(r["marks"].values()) > 0
+        was = r["at_cycle"]
+        if was["corrected_step_ns"] is not None:
+            assert step_line(r, was["corrected_step_ns"], was["corrected_step_w_ci_ns"]) in blocks[r["cycle"]]
+            assert f"W {fmt_ns(was['w_ns']['median'])} " in blocks[r["cycle"]]
+            assert "operators: {believable} believable, {inflated} inflated, {unknowable} unknowable".format(
+                **was["marks"]) in blocks[r["cycle"]]
+        if r["corrected_with"] == "the run's final W":
+            now = fmt_ns(r["corrected_step_ns"])
+            was_text = fmt_ns(was["corrected_step_ns"]) if was["corrected_step_ns"] is not None else "not corrected"
+            assert f"cycle {r['cycle']} {was_text} -> {now}" in stop_line
+    # The last cycle's full report agrees with its entry.
+    assert doc["report"]["corrected_step_ns"] == doc["reports"][-1]["corrected_step_ns"]

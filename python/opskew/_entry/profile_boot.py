@@ -54,7 +54,7 @@ from opskew.measure import budget  # noqa: E402
 from opskew.output import write_file  # noqa: E402
 from opskew.profiler import core as profiler_core  # noqa: E402  (does not import torch)
 from opskew.profiler.cycle import KEEP_CYCLES  # noqa: E402
-from opskew.profiler.traces import metadata  # noqa: E402
+from opskew.profiler.traces import entry  # noqa: E402
 from opskew.render.advise import cycle_budget_line  # noqa: E402
 
 
@@ -292,7 +292,7 @@ class Driver:
             # the corrected traces come from); an earlier one is in its
             # corrected trace's metadata, where one was written. The file is
             # rewritten every cycle: it must stay bounded.
-            "reports": [metadata(r) for r in self.prof.reports[-KEEP_CYCLES:]],
+            "reports": [entry(r) for r in self.prof.reports[-KEEP_CYCLES:]],
             "earlier_reports": max(len(self.prof.reports) - KEEP_CYCLES, 0),
             "report": self.prof.report,
             # The run's W from all its steps (at the end), which every

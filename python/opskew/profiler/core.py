@@ -34,7 +34,7 @@ from opskew.profiler.ranges import choose, open_range
 from opskew.profiler.reports import corrected_averages, typed
 from opskew.profiler.schedule import UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, session_gone, transit
 from opskew.profiler.traces import TraceFiles
-from opskew.render.profile import render
+from opskew.render.profile import render, render_recorrected
 
 # The `opskew profile` command's step driver in this process (set by its
 # bootstrap, _entry/profile_boot.py); None everywhere else.
@@ -364,6 +364,7 @@ class profile:
                         "on_trace_ready_ns": c.ready_ns, "stop": True})
         try:
             self._analysis.recorrect(self.reports, self._cycle)
+            self._say(render_recorrected(self.reports, self.final))
         except Exception as exc:  # noqa: BLE001 - the run's own traces are already written
             if self.report is not None:
                 self.report["recorrect_error"] = f"{type(exc).__name__}: {exc}"

@@ -16,7 +16,7 @@ from opskew.profiler.figures import cost_classes, leaves_own
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
-from opskew.profiler.traces import STEP_NAME, corrected_path, metadata, operators, per_operator_to, trace_steps
+from opskew.profiler.traces import STEP_NAME, at_cycle, corrected_path, metadata, operators, per_operator_to, trace_steps
 from opskew.render.audit import lines as audit_lines
 from opskew.stats.pricing import MIN_PAIRS, POST_TRACE, WAIT_ADVICE, estimate_w, median
 
@@ -176,6 +176,7 @@ class CycleAnalysis:
         self.ref.raw.pop(cycle - MAX_RECORRECT, None)
         if wv is not None:
             self._correct(rep, trace, raw, counts, wv)
+        rep["at_cycle"] = at_cycle(rep)
         return rep
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:

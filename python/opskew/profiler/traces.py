@@ -143,6 +143,35 @@ def metadata(rep: dict) -> dict:
     return out
 
 
+# The figures a cycle's printed report gives (render.profile.render), kept in
+# its report as `at_cycle` when stop() corrects its trace again with the
+# run's final W: the report's own fields are then the trace's as it is on
+# disk, and at_cycle is what was printed when the cycle ended.
+AT_CYCLE = ("corrected_step_ns", "corrected_step_w_ci_ns", "w_ns", "w_source", "corrected_trace")
+
+
+def at_cycle(rep: dict) -> dict:
+    """The figures `rep` printed when its trace was ready (AT_CYCLE, and
+    the operators' marks)."""
+    out = {k: rep.get(k) for k in AT_CYCLE}
+    out["marks"] = dict((rep.get("operators") or {}).get("marks") or {}) or None
+    return out
+
+
+def entry(rep: dict) -> dict:
+    """A cycle's entry in `opskew profile`'s report.json: the report with
+    its corrected step, interval and W's source (`corrected_with` says which
+    W wrote the trace on disk; `at_cycle` what the cycle printed), without
+    the table of every operator, which its corrected trace holds (the file
+    keeps KEEP_CYCLES cycles and is rewritten each cycle: it stays small)."""
+    out = {k: v for k, v in rep.items() if k != "operators"}
+    ops = rep.get("operators")
+    out["marks"] = dict(ops["marks"]) if ops else None
+    if out.get("corrected_step_ns") is not None and not out.get("corrected_with"):
+        out["corrected_with"] = f"its own cycle's W ({rep.get('w_source')})"
+    return out
+
+
 def trace_steps(rep: dict, v: dict):
     """The corrected step as the corrected trace writes it (the report's
     corrected_step_ns: one number for both), and how much longer the

@@ -20,6 +20,14 @@ def stretch_note(ns: float, share: float) -> str:
             "model's")
 
 
+def step_line(rep: dict, corrected_ns: float, band) -> str:
+    """The report's step line: `rep`'s profiled and wait steps, and the
+    corrected step `corrected_ns` with its band at W's CI ends."""
+    band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
+    return (f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(corrected_ns)}{band} corrected, "
+            f"{fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
+
+
 def render(rep: dict) -> str:
     """The short per-cycle report."""
     who = f" rank {rep['rank']}/{rep['world_size']}" if rep.get("rank") is not None else ""
@@ -29,10 +37,7 @@ def render(rep: dict) -> str:
         lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "
                      f"({rep['pairs']} active step(s) against their wait steps)")
     if rep.get("corrected_step_ns") is not None and rep.get("w_ns") and rep["w_ns"].get("ci95"):
-        band = rep.get("corrected_step_w_ci_ns")
-        band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
-        lines.append(f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(rep['corrected_step_ns'])}{band} "
-                     f"corrected, {fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
+        lines.append(step_line(rep, rep["corrected_step_ns"], rep.get("corrected_step_w_ci_ns")))
     cold = rep.get("cold_step") or {}
     if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_STEP_MIN_CYCLES:
         lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
@@ -103,3 +108,26 @@ def render(rep: dict) -> str:
     for n in rep.get("notes", ()):
         lines.append(f"  note: {n}")
     return "\n".join(lines) + "\n"
+
+
+def render_recorrected(reports: list, final: dict | None) -> str:
+    """The line stop() prints when it corrected the run's traces again with
+    the run's final W: each cycle's corrected step as it printed it
+    (`at_cycle`) and as its trace on disk now gives it, so that what was
+    printed and what report.json and the traces hold can be reconciled."""
+    redone = [r for r in reports if r.get("corrected_with") == "the run's final W"]
+    if not redone or not final:
+        return ""
+    w = final["w_ns"]
+    moves = []
+    for r in redone:
+        was = (r.get("at_cycle") or {}).get("corrected_step_ns")
+        now = r.get("corrected_step_ns")
+        moves.append(f"cycle {r['cycle']} {fmt_ns(was) if was is not None else 'not corrected'} -> "
+                     f"{fmt_ns(now) if now is not None else 'none'}")
+    shown = moves[-5:]
+    more = f" (and {len(moves) - 5} earlier)" if len(moves) > 5 else ""
+    return (f"opskew.profile: at stop(), {len(redone)} trace(s) corrected again with the run's W "
+            f"{fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}] from all {final['pairs']} "
+            f"pairs; corrected step as printed -> now: " + ", ".join(shown) + more
+            + " (each report keeps what it printed as at_cycle)\n")
