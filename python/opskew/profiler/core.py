@@ -172,6 +172,7 @@ class profile(DropIn):
                                        waits=self._waits, rank=self.rank, world_size=self.world_size)
         self.print_error = None  # why report_file stopped being printed to, if it did
         self._shed_upto = 0  # reports before this index hold no per-operator table (shed_old_operators)
+        self._forwarding = True  # torch's attributes assigned from here on go to self.prof (profiler.dropin)
 
     def __enter__(self):
         self.start()

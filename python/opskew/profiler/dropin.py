@@ -20,7 +20,7 @@ from opskew.profiler.schedule import owns_ranges, plain_wait_steps
 OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
 # Attributes of torch's object whose value opskew keeps a reading of, read
 # again when one is assigned (follow).
-_FOLLOWED = frozenset(OPTIONS + ("record_steps", "action_map", "schedule"))
+_FOLLOWED = frozenset(OPTIONS + ("record_steps", "action_map"))
 
 _REAL: dict = {}  # opskew's class -> its subclass of torch.profiler.profile
 _LOCK = threading.Lock()
@@ -117,13 +117,14 @@ class DropIn:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __setattr__(self, name, value):
+        # Until __init__ ends (`_forwarding`), every attribute is opskew's own;
+        # then one of torch's object that opskew does not hold goes there.
         d = self.__dict__
-        prof = d.get("prof")
-        if prof is None or name in d or name not in vars(prof) or isinstance(getattr(type(self), name, None),
-                                                                                property):
+        if not d.get("_forwarding") or name in d or name not in vars(d["prof"]) \
+                or isinstance(getattr(type(self), name, None), property):
             object.__setattr__(self, name, value)
             return
-        setattr(prof, name, value)
+        setattr(d["prof"], name, value)
         if name in _FOLLOWED:
             self._follow()
 
