@@ -2,8 +2,10 @@
 own overhead in the user's loop and corrects the traces it produces
 (docs/profile.md).
 
-It wraps a real `torch.profiler.profile` and delegates everything to it. In
-addition it times each step's body (from the end of one `step()` call to the
+It wraps a real `torch.profiler.profile` (`prof.prof`) and is one to code
+that inspects it (profiler.dropin): an instance of a subclass of torch's,
+torch's signature, torch's attributes assigned through to the wrapped one,
+torch's other methods run on it. In addition it times each step's body (from the end of one `step()` call to the
 start of the next, so the profiler's stop, post-processing and
 `on_trace_ready`, which run inside `step()`, are excluded and reported on
 their own), knows each step's phase from the schedule, counts operator (and
@@ -24,15 +26,18 @@ import os
 import sys
 import threading
 import time
+from functools import partial
 from operator import attrgetter
 
 from opskew.profiler.clock import StepClock
 from opskew.profiler.cycle import CycleAnalysis, claim, count, error_report, shed_old_operators
+from opskew.profiler.dropin import DropIn, options_of, torch_signature
 from opskew.profiler.figures import Figures
 from opskew.profiler.leafref import REF_FIRST, REF_STEPS, LeafReference
 from opskew.profiler.ranges import choose, open_range
 from opskew.profiler.reports import corrected_averages, typed
-from opskew.profiler.schedule import UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, session_gone, transit
+from opskew.profiler.schedule import (UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, scheduled, session_gone,
+                                      transit)
 from opskew.profiler.traces import TraceFiles
 from opskew.render.profile import render, render_recorrected
 
@@ -79,11 +84,12 @@ class _Stderr:
 _STDERR = _Stderr()
 
 
-class profile:
+class profile(DropIn):
     """`opskew.profile(...)`: `torch.profiler.profile(...)` with the same
     arguments and methods, plus the skew report (`.report`, a typed result that
     is still a dict; `.reports`, one per trace), `corrected_averages()` and a
-    corrected trace next to each raw one it exported.
+    corrected trace next to each raw one it exported. Each instance is a
+    `torch.profiler.profile` too (profiler.dropin).
 
     opskew's own keywords (all optional):
       report_file   where the per-cycle report is printed (default
@@ -105,6 +111,7 @@ class profile:
     """
 
 
+    @torch_signature
     def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
                  leaf_reference=True, **kwargs):
         import torch
@@ -119,13 +126,12 @@ class profile:
         acts = kwargs.get("activities")
         self._cuda = torch.cuda.is_available() and (
             acts is None or any(getattr(a, "name", str(a)).upper() == "CUDA" for a in acts))
-        options = {k: bool(kwargs.get(k)) for k in ("record_shapes", "profile_memory", "with_stack",
-                                                     "with_flops", "with_modules")}
         if report_file is not None and not callable(getattr(report_file, "write", None)):
             raise TypeError(f"report_file: a file object with write() or None, not {type(report_file).__name__}"
                             + (" (open the file first)" if isinstance(report_file, (str, os.PathLike)) else ""))
         self._report_file = report_file
         self.prof = torch.profiler.profile(*args, on_trace_ready=self._on_ready, **kwargs)
+        options = options_of(self.prof)
         self.reports: list = []  # CycleReport
         self._cycle = 0
         self._running = False  # between start() and stop()
@@ -162,14 +168,11 @@ class profile:
         # activity.
         self._waits = 1 if self._cuda else -1
         self._analysis = CycleAnalysis(self._clock, self._ref, self._figures, self._files, options=options,
-                                       threshold=threshold, has_schedule=kwargs.get("schedule") is not None,
+                                       threshold=threshold, scheduled=partial(scheduled, self.prof, torch),
                                        waits=self._waits, rank=self.rank, world_size=self.world_size)
         self.print_error = None  # why report_file stopped being printed to, if it did
         self._shed_upto = 0  # reports before this index hold no per-operator table (shed_old_operators)
-
-    # ------------------------------------------------------------ delegation
-    def __getattr__(self, name):
-        return getattr(self.__dict__["prof"], name) if "prof" in self.__dict__ else super().__getattribute__(name)
+        self._forwarding = True  # torch's attributes assigned from here on go to self.prof (profiler.dropin)
 
     def __enter__(self):
         self.start()
@@ -324,7 +327,8 @@ class profile:
                 prof.step_num = nxt
                 if self._prev_action_attr:
                     prof._prev_schedule_action = action
-                self._lost = None
+                if self._lost is not None:
+                    self._lost = None
                 c.calls.append({"after_step": c.step, "ns": time.perf_counter_ns() - now, "on_trace_ready_ns": 0})
                 c.step = nxt
                 c.ended = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 from opskew.analyze.audit import audit, summary as audit_summary
 from opskew.analyze.tracefile import correct
@@ -110,7 +111,7 @@ class CycleAnalysis:
     _: dataclasses.KW_ONLY
     options: dict
     threshold: float
-    has_schedule: bool
+    scheduled: Callable[[], bool]  # whether the profiler follows a schedule now (schedule.scheduled)
     waits: int
     rank: int | None
     world_size: int
@@ -181,7 +182,7 @@ class CycleAnalysis:
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
         sched = "schedule=" + schedule_call(ADVISED_SCHEDULE)
-        if not self.has_schedule:
+        if not self.scheduled():
             return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
                     f"pass {sched} or more")
         if not has_wait:

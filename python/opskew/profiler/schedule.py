@@ -98,9 +98,19 @@ def transit(prof, call, action=UNSET) -> bool:
     finally:
         if own:
             prof.record_steps = True
-        if action is not UNSET:
+        if action is not UNSET and isinstance(prof.schedule, Answer):
             prof.schedule = prof.schedule.schedule
     return own
+
+
+def scheduled(prof, torch) -> bool:
+    """Whether the profiler follows a schedule of the user's (its live
+    value: one assigned after construction counts), not torch's default,
+    under which every step is active."""
+    sched = prof.schedule
+    if isinstance(sched, Answer):
+        sched = sched.schedule
+    return sched is not getattr(torch.profiler.profiler, "_default_schedule_fn", None)
 
 
 def session_gone(prof, torch, thread) -> str | None:
