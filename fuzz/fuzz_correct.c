@@ -9,7 +9,10 @@
  * promises of its figures whatever the input: every count and sum finite
  * and not negative where it cannot be, corrected top-level time at most the
  * reported where W >= delta (nothing is added), and the corrected trace,
- * when written, read back by the reader. Built and run by fuzz/run.sh. */
+ * when written, read back by the reader; and that a float64 reader (strtod
+ * of the written text, ts + dur added in float64) nests every pair of its
+ * complete events of one thread as the exact text does (docs/outputs.md,
+ * "Read as float64"). Built and run by fuzz/run.sh. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,9 +34,82 @@ static void remove_dir(void) {
   rmdir(dir);
 }
 
+/* The corrected trace's complete events, for the float64 check. */
+typedef struct {
+  uint64_t n;       /* complete events */
+  size_t k, cap;    /* those kept (with usable times) */
+  struct fev {
+    char thread[80]; /* pid and tid, as text */
+    int64_t ts, end;
+  } *ev;
+} seen_t;
+
+static void id_text(char *out, size_t cap, const osk_reader_id_t *id) {
+  if (id->kind == OSK_READER_ID_INT) snprintf(out, cap, "%lld", (long long)id->num);
+  else if (id->kind == OSK_READER_ID_STR) snprintf(out, cap, "\"%.*s\"", (int)(id->str.len > 30 ? 30 : id->str.len), id->str.ptr);
+  else snprintf(out, cap, "-");
+}
+
 static int count_event(void *ctx, const osk_reader_event_t *ev) {
-  if (ev->ph.len == 1 && ev->ph.ptr[0] == 'X') (*(uint64_t *)ctx)++;
+  seen_t *s = ctx;
+  if (!(ev->ph.len == 1 && ev->ph.ptr[0] == 'X')) return 0;
+  s->n++;
+  unsigned need = OSK_READER_EV_TS | OSK_READER_EV_DUR;
+  if ((ev->has & need) != need || ev->dur_ns < 0 || s->k >= 4096) return 0;
+  if (s->k == s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    struct fev *e = realloc(s->ev, cap * sizeof *e);
+    if (!e) abort();
+    s->ev = e;
+    s->cap = cap;
+  }
+  struct fev *e = &s->ev[s->k++];
+  char a[40], b[40];
+  id_text(a, sizeof a, &ev->pid);
+  id_text(b, sizeof b, &ev->tid);
+  snprintf(e->thread, sizeof e->thread, "%s/%s", a, b);
+  e->ts = ev->ts_ns;
+  e->end = ev->ts_ns + ev->dur_ns;
   return 0;
+}
+
+/* ns as a float64 reader reads the written microseconds (3 decimals). */
+static double as_read(int64_t ns) {
+  char buf[40];
+  uint64_t u = ns < 0 ? (uint64_t)(-(ns + 1)) + 1u : (uint64_t)ns;
+  snprintf(buf, sizeof buf, "%s%llu.%03llu", ns < 0 ? "-" : "", (unsigned long long)(u / 1000),
+           (unsigned long long)(u % 1000));
+  return strtod(buf, NULL);
+}
+
+/* Bit 0: a holds b; bit 1: b holds a; bit 2: disjoint (touching too). */
+static unsigned nest_bits(double sa, double ea, double sb, double eb) {
+  return (unsigned)(sa <= sb && eb <= ea) | (unsigned)(sb <= sa && ea <= eb) << 1 | (unsigned)(ea <= sb || eb <= sa) << 2;
+}
+
+/* Every pair of one thread nests in float64 as in exact ns: what holds
+ * exactly holds, an overlap stays one. (The times fit 2^62 ns, so the exact
+ * comparisons of int64 are exact.) */
+static void check_float_nesting(const seen_t *s) {
+  for (size_t i = 0; i < s->k; i++) {
+    const struct fev *a = &s->ev[i];
+    double fsa = as_read(a->ts);
+    volatile double fea = fsa + as_read(a->end - a->ts);
+    for (size_t j = i + 1; j < s->k; j++) {
+      const struct fev *b = &s->ev[j];
+      if (strcmp(a->thread, b->thread)) continue;
+      unsigned x = (unsigned)(a->ts <= b->ts && b->end <= a->end) | (unsigned)(b->ts <= a->ts && a->end <= b->end) << 1 |
+                   (unsigned)(a->end <= b->ts || b->end <= a->ts) << 2;
+      double fsb = as_read(b->ts);
+      volatile double feb = fsb + as_read(b->end - b->ts);
+      unsigned f = nest_bits(fsa, fea, fsb, feb);
+      if (x ? (x & ~f) != 0 : f != 0) {
+        fprintf(stderr, "float64 nests otherwise: %s [%lld, %lld] and [%lld, %lld]: exact %u, float64 %u\n", a->thread,
+                (long long)a->ts, (long long)a->end, (long long)b->ts, (long long)b->end, x, f);
+        abort();
+      }
+    }
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -85,11 +161,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The corrected trace reads back, with as many events as it corrected. */
     osk_reader_t *r = NULL;
     if (osk_reader_open(&r, out, NULL, NULL) == 0) {
-      uint64_t n = 0;
-      int rr = osk_reader_run(r, count_event, &n, NULL);
+      seen_t seen = {0};
+      int rr = osk_reader_run(r, count_event, &seen, NULL);
       if (rr != 0 && rc == 0) abort();
-      if (rr == 0 && n != s->corrected_events) abort();
+      if (rr == 0 && seen.n != s->corrected_events) abort();
       osk_reader_free(r);
+      /* Times past 2^53 ns (104 days of clock, ulp 1 ns and more) are out
+       * of float64's reach of ns: the rule moves ends there too, but a
+       * distinct pair may read equal. */
+      int small = 1;
+      for (size_t i = 0; i < seen.k && small; i++)
+        small = seen.ev[i].ts > -(INT64_C(1) << 52) && seen.ev[i].end < (INT64_C(1) << 52);
+      if (rr == 0 && small) check_float_nesting(&seen);
+      free(seen.ev);
       /* One time line: the summary of the corrected trace reads the table's
        * self and total times back, per name, to the ns. */
       osk_summary_t *sum = NULL;

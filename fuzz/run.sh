@@ -45,7 +45,7 @@ READER=(csrc/reader/reader.c csrc/reader/summary.c csrc/reader/audit.c csrc/trac
   csrc/core/error.c)
 "$CC" "${FLAGS[@]}" fuzz/fuzz_reader.c "${READER[@]}" -lz -lm -lpthread -o "$WORK/fuzz_reader"
 "$CC" "${FLAGS[@]}" fuzz/fuzz_correct.c csrc/correct/compensate.c "${READER[@]}" csrc/tracecore/correct.c \
-  csrc/tracecore/chrome_out.c -lz -lm -lpthread -o "$WORK/fuzz_correct"
+  csrc/tracecore/chrome_out.c csrc/tracecore/f64.c -lz -lm -lpthread -o "$WORK/fuzz_correct"
 
 mkdir -p "$WORK/corpus" "$WORK/corpus_correct" fuzz/out
 cp fuzz/corpus/* "$WORK/corpus/"

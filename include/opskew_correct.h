@@ -174,6 +174,11 @@ typedef struct {
   /* Summed over calls: what a W scale (osk_correct_opts_t.span_w_scale) on
    * its events or their descendants took out beyond W's own. */
   double scaled_ns;
+  /* Summed over calls: what the name's written durations lost to the
+   * float64 rule (docs/outputs.md, "Read as float64": an end moved earlier,
+   * a few ns where it would read crossed with another boundary). The table,
+   * read from the written trace, counts it. */
+  double float_ns;
 } osk_correct_op_t;
 
 /* ---------------------------------------------------- whole-trace results */
@@ -205,7 +210,7 @@ typedef struct {
   double stretched_ns;
   int truncated;              /* the input ended early; what was read is used */
   /* Memory and reads: the most corrected events held at once, over all
-   * threads and reads (the bound above: 32 bytes each, plus 80 for those of
+   * threads and reads (the bound above: 32 bytes each, plus 96 for those of
    * the tree being written, and 134 more while it is fitted); the threads held whole in the last read; the
    * reads of the input (1, or 2 when a thread broke the gap rule). */
   uint64_t held_peak;
@@ -239,6 +244,13 @@ typedef struct {
    * docs/correct.md, "One time line"). */
   uint64_t relaid;
   double relaid_ns;
+  /* Events whose written end was moved earlier so that a float64 reader
+   * (ts + dur added in float64) nests them as the exact text does, and the
+   * nanoseconds in all (docs/outputs.md, "Read as float64"); trees moved
+   * later, whole, for that (by float_moved_ns too). The table reads the
+   * trace as written, so it counts them. */
+  uint64_t float_moved;
+  double float_moved_ns;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */

@@ -56,7 +56,7 @@ typedef struct {
 } held_t;
 
 /* What the pass computes for a buffered event of the tree being written,
- * 80 bytes: its place on the compressed time line and its descendants
+ * 96 bytes: its place on the compressed time line and its descendants
  * (and, as the tree is fitted, 134 bytes more of the thread's scratch: fit). */
 typedef struct {
   int64_t ts2;
@@ -77,6 +77,7 @@ typedef struct {
   uint32_t parent; /* once closed: its parent's line, UINT32_MAX for the tree's root */
   int clipped;     /* once closed: it outlived its parent, clipped at the parent's end */
   int early;       /* once closed: closed early, at the start of a later event that outlived it */
+  int64_t ws, we;  /* once fitted: its begin and end as written (the clock map, float64-safe) */
 } line_t;
 
 /* A name's entry of osk_correct_opts_t.span_*. */
@@ -131,6 +132,8 @@ typedef struct {
   int64_t span_lo, span_hi; /* this read: the first start and the latest end of its events */
   int spanned;
   relay_scratch_t relay;    /* fit's scratch */
+  osk__f64_line_t fline;    /* what its previous tree left for float64 readers (float_safe) */
+  int64_t fnudge;           /* ns its later trees are written later by, for float64 readers */
   /* The corrected time line as written, read back by the nesting rule as
    * the summary of the corrected trace reads it (readback): the table's
    * corrected self and total times come from it. */
@@ -178,6 +181,7 @@ struct osk_correct {
   int collecting;        /* this read notes the starts and nothing else */
   int collect_next;      /* the next read is a collecting one */
   int gpu;               /* this read saw GPU activity (waits < 0 applies the rule then) */
+  osk__f64_tree_t f64;   /* float_safe's scratch */
   osk_correct_stats_t stats;
 };
 
@@ -303,6 +307,7 @@ static void thr_release(thr_t *t) {
   free(t->buf);
   free(t->line);
   relay_scratch_free(&t->relay);
+  osk__f64_line_free(&t->fline);
   osk__nest_free(&t->rb);
   t->buf = NULL;
   t->line = NULL;
@@ -337,11 +342,10 @@ static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held
   put_id(o, &th->pid);
   osk__out_puts(o, ",\"tid\":");
   put_id(o, &th->tid);
-  int64_t ts = to_clock(c, l->ts2), end = to_clock(c, l->end2);
   osk__out_puts(o, ",\"ts\":");
-  osk__out_us(o, ts);
+  osk__out_us(o, l->ws);
   osk__out_puts(o, ",\"dur\":");
-  osk__out_us(o, end > ts ? end - ts : 0);
+  osk__out_us(o, l->we - l->ws);
   osk__out_puts(o, ",\"args\":{\"reported_ts\":");
   osk__out_us(o, e->ts);
   osk__out_puts(o, ",\"reported_dur\":");
@@ -717,14 +721,52 @@ static int rb_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *pa
   return 0;
 }
 
-/* One event of the corrected time line as written (its times through the
- * clock map, as write_event writes them), read back in the order written:
+/* A fitted tree of n events as it is written: through the caller's clock
+ * map, and so that a float64 reader of the text nests it as the exact
+ * reading does (osk__f64_fix: an end that does not read exactly and lies
+ * within float64's reach of another boundary of the tree is moved earlier to
+ * where it does; the tree moved later, whole, off the previous tree's inexact
+ * end; docs/outputs.md, "Read as float64"). Sets each line's ws, we. */
+static int float_safe(thr_t *t, size_t n) {
+  osk_correct_t *c = t->c;
+  line_t *l = t->line;
+  osk__f64_tree_t *f = &c->f64;
+  if (osk__f64_reserve(f, n)) return OSK_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    f->s[i] = osk__sat_add(to_clock(c, l[i].ts2), t->fnudge);
+    f->e[i] = osk__sat_add(to_clock(c, l[i].end2), t->fnudge);
+    if (f->e[i] < f->s[i]) f->e[i] = f->s[i];
+    f->parent[i] = l[i].parent;
+    f->mark[i] = 0;
+  }
+  c->stats.float_moved_ns += (double)osk__f64_place(&t->fline, f, n, &t->fnudge);
+  if (l[0].early) memset(f->mark, 1, n); /* the next tree begins inside it */
+  uint64_t before = f->moved;
+  int64_t lost;
+  if (osk__f64_fix(f, n, t->fline.kept, t->fline.n_kept, &lost)) return OSK_ENOMEM;
+  c->stats.float_moved += f->moved - before;
+  c->stats.float_moved_ns += (double)lost;
+  osk__f64_done(&t->fline, f->s[0], f->e[0]);
+  for (size_t i = 0; i < n; i++) {
+    l[i].ws = f->s[i];
+    l[i].we = f->e[i];
+    c->ops[t->buf[t->tree_begin + i].name].float_ns += (double)((f->e0[i] - f->s0[i]) - (f->e[i] - f->s[i]));
+    /* Ends that may lie in the next tree: past the root's (a clipped
+     * Python tail), or of an event outlived with the root. */
+    if ((l[0].early && l[i].early) || f->e[i] > f->e[0])
+      if (osk__f64_keep(&t->fline, f->e[i])) return OSK_ENOMEM;
+  }
+  return 0;
+}
+
+/* One event of the corrected time line as written (float_safe's times, as
+ * write_event writes them), read back in the order written:
  * its corrected total time is its written duration, its self time what
  * rb_close finds. So the table and the summary of the corrected trace agree
  * to the nanosecond, whatever the fit could not give an event. */
 static int readback(thr_t *t, const held_t *e, const line_t *l, int root) {
   osk_correct_t *c = t->c;
-  int64_t ts = to_clock(c, l->ts2), end = to_clock(c, l->end2), dur = end > ts ? end - ts : 0;
+  int64_t ts = l->ws, dur = l->we - l->ws;
   c->ops[e->name].corrected_total_ns += (double)dur;
   if (root) c->stats.corrected_top_ns += (double)dur;
   return osk__nest_push(&t->rb, ts, dur, e->name, class_of(c, e->cat), rb_close, t, NULL);
@@ -849,7 +891,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
     c->stats.reported_top_ns += x->dur;
     /* The stack is empty: every event pushed since the tree began closed. */
     size_t n = t->pushing - t->tree_begin;
-    if (fit(t, t->buf + t->tree_begin, n)) return OSK_ENOMEM;
+    if (fit(t, t->buf + t->tree_begin, n) || float_safe(t, n)) return OSK_ENOMEM;
     const osk__thread_id_t *th = &c->th.th[t->id];
     for (size_t i = t->tree_begin; i < t->pushing; i++) {
       const line_t *li = &t->line[i - t->tree_begin];
@@ -1610,5 +1652,6 @@ void osk_correct_free(osk_correct_t *c) {
   free(c->thr);
   free(c->hold);
   free_profile(c);
+  osk__f64_free(&c->f64);
   free(c);
 }

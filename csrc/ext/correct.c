@@ -182,7 +182,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       goto fail;
     }
     PyObject *d = Py_BuildValue(
-        "{s:N,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d}", "name", name,
+        "{s:N,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d,s:d}", "name", name,
         "category", op->category.ptr ? op->category.ptr : "", (Py_ssize_t)op->category.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
@@ -191,7 +191,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
         "clamped", (unsigned long long)op->clamped, "residual_ns", op->residual_ns, "stretched_ns",
         op->stretched_ns, "waited_descendants", (unsigned long long)op->waited_descendants,
         "waited_py_descendants", (unsigned long long)op->waited_py_descendants, "waited_ns", op->waited_ns,
-        "trimmed_ns", op->trimmed_ns, "scaled_ns", op->scaled_ns);
+        "trimmed_ns", op->trimmed_ns, "scaled_ns", op->scaled_ns, "float_ns", op->float_ns);
     if (!d || PyList_Append(ops, d) < 0) {
       Py_XDECREF(d);
       Py_DECREF(ops);
@@ -201,7 +201,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correct_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d,s:K,s:d},s:O,s:s,s:K}", "status",
+      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d,s:K,s:d,s:K,s:d},s:O,s:s,s:K}", "status",
       osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
@@ -215,7 +215,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       "overlapping_threads", (unsigned long long)s->overlapping_threads, "shortened",
       (unsigned long long)s->shortened, "shortened_ns", s->shortened_ns, "trimmed",
       (unsigned long long)s->trimmed, "trimmed_ns", s->trimmed_ns, "scaled_ns", s->scaled_ns, "relaid",
-      (unsigned long long)s->relaid, "relaid_ns", s->relaid_ns, "truncated", s->truncated ? Py_True : Py_False, "warning",
+      (unsigned long long)s->relaid, "relaid_ns", s->relaid_ns, "float_moved",
+      (unsigned long long)s->float_moved, "float_moved_ns", s->float_moved_ns, "truncated", s->truncated ? Py_True : Py_False, "warning",
       s->truncated ? "the trace ended early (a profiler killed mid-write?); what was read is corrected" : "",
       "truncated_at", (unsigned long long)(s->truncated ? err.offset : 0));
   osk_correct_free(c);

@@ -223,12 +223,17 @@ typedef struct {
   osk__piece_t thr;
   const osk_clock_t *clk;
   int64_t shift;
+  /* Float64 readers (docs/outputs.md, "Read as float64"): the thread's
+   * trees so far, the ns its later trees are written later by, scratch. */
+  osk__f64_line_t line;
+  int64_t nudge;
+  osk__f64_tree_t f64;
 } osk__emit_t;
 
 /* The hot loop's body: per event, three padded piece copies, two
  * timestamps and three constant strings, straight into the buffer (no call
  * per field). */
-static inline void emit(osk__emit_t *w, const osk__event_t *e) {
+static inline void emit(osk__emit_t *w, const osk__event_t *e, int64_t ts, int64_t dur) {
   char *p = w->p;
   if (OSK__UNLIKELY(p >= w->limit)) {
     w->o->len = (size_t)(p - w->o->buf);
@@ -237,14 +242,12 @@ static inline void emit(osk__emit_t *w, const osk__event_t *e) {
   }
   uint32_t nid = e->name < w->n_names ? e->name : 0;
   uint16_t cid = e->cat < w->n_cats ? e->cat : 0;
-  int64_t t0 = osk__ticks_ns(w->clk, e->t0);
-  int64_t t1 = e->t1 > e->t0 ? osk__ticks_ns(w->clk, e->t1) : t0;
   p = put_piece(p, &w->cats[cid]);
   p = put_piece(p, &w->names[nid]);
   p = put_piece(p, &w->thr);
-  p = osk__put_us(p, t0 + w->shift);
+  p = osk__put_us(p, ts);
   memcpy(p, ",\"dur\":", 7);
-  p = osk__put_us(p + 7, t1 - t0);
+  p = osk__put_us(p + 7, dur);
   memcpy(p, ",\"args\":{\"depth\":", 17);
   p += 17;
   if (OSK__LIKELY(e->depth < 10)) *p++ = (char)('0' + e->depth);
@@ -282,23 +285,67 @@ static int held_cmp(const void *pa, const void *pb) {
   return (x > y) - (x < y);
 }
 
-static void group_flush(osk__group_t *gr, osk__emit_t *w) {
-  if (gr->n > 1) qsort(gr->ev, gr->n, sizeof *gr->ev, held_cmp);
-  for (size_t i = 0; i < gr->n; i++) emit(w, &gr->ev[i].e);
+/* The written begin and end of e, ns from the trace's base. */
+static void written(const osk__emit_t *w, const osk__event_t *e, int64_t *ts, int64_t *end) {
+  int64_t t0 = osk__ticks_ns(w->clk, e->t0);
+  *ts = t0 + w->shift + w->nudge;
+  *end = (e->t1 > e->t0 ? osk__ticks_ns(w->clk, e->t1) : t0) + w->shift + w->nudge;
+}
+
+/* Writes a thread's top-level tree (the root and its descendants, or the
+ * root alone) in time order, each end where float64 readers nest it as the
+ * text says (osk__f64_fix; almost never moved: with ts under 2^43 us from
+ * the base, only exact ties are within reach). Returns 0 or OSK_ENOMEM. */
+static int group_flush(osk__group_t *gr, osk__emit_t *w) {
+  size_t n = gr->n;
+  if (!n) return 0;
+  if (n > 1) qsort(gr->ev, n, sizeof *gr->ev, held_cmp);
+  osk__f64_tree_t *f = &w->f64;
+  if (osk__f64_reserve(f, n)) return OSK_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    written(w, &gr->ev[i].e, &f->s[i], &f->e[i]);
+    /* The parent: the latest event before it that is shallower. */
+    uint32_t p = i ? (uint32_t)(i - 1) : UINT32_MAX;
+    while (p != UINT32_MAX && gr->ev[p].e.depth >= gr->ev[i].e.depth) p = f->parent[p];
+    f->parent[i] = p;
+    f->mark[i] = 0;
+  }
+  osk__f64_place(&w->line, f, n, &w->nudge);
+  if (n > 1 || w->line.n_kept) {
+    int near = 0;
+    /* Neighbours in time are neighbours in the tree's walk (a begin, the
+     * events inside, the end): a parent's begin and its first child's, a
+     * child's end and its parent's, a sibling's end and the next one's
+     * begin. Only those pairs can be within reach (a closer look if so). */
+    for (size_t i = 1; i < n && !near; i++) {
+      uint32_t p = f->parent[i], j = (uint32_t)(i - 1);
+      while (j != UINT32_MAX && j != p && f->parent[j] != p) j = f->parent[j];
+      near = (p != UINT32_MAX && (osk__f64_near(f->e[i], f->e[p]) || osk__f64_near(f->s[i], f->s[p]))) ||
+             (j != UINT32_MAX && j != p && osk__f64_near(f->e[j], f->s[i]));
+    }
+    if (near && osk__f64_fix(f, n, w->line.kept, w->line.n_kept, NULL)) return OSK_ENOMEM;
+  }
+  osk__f64_done(&w->line, f->s[0], f->e[0]);
+  for (size_t i = 0; i < n; i++) emit(w, &gr->ev[i].e, f->s[i], f->e[i] - f->s[i]);
   gr->n = 0;
+  return 0;
 }
 
 /* One event of the thread, in end order. Returns 0 or OSK_ENOMEM. */
 static inline int group_add(osk__group_t *gr, osk__emit_t *w, const osk__event_t *e) {
   uint64_t pos = gr->pos++;
   if (e->depth == 0 && gr->n == 0) { /* a lone top-level operator: no copy */
-    emit(w, e);
+    int64_t ts, end;
+    written(w, e, &ts, &end);
+    int64_t k = osk__f64_next(&w->line, ts);
+    w->nudge += k;
+    osk__f64_done(&w->line, ts + k, end + k);
+    emit(w, e, ts + k, end - ts);
     return 0;
   }
   if (gr->n == gr->cap && osk__grow((void **)&gr->ev, &gr->cap, gr->n + 1, sizeof *gr->ev)) return OSK_ENOMEM;
   gr->ev[gr->n++] = (osk__held_t){*e, pos};
-  if (e->depth == 0) group_flush(gr, w);
-  return 0;
+  return e->depth == 0 ? group_flush(gr, w) : 0;
 }
 
 int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
@@ -315,6 +362,7 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
   pidbuf[osk__fmt_u64(pidbuf, (uint64_t)s->pid)] = '\0';
   size_t longest = 0; /* the longest category + name piece */
   osk__group_t gr = {0};
+  osk__emit_t w = {0};
   osk__event_t *buf = NULL; /* spilled ranges are read into it */
   if (!names || !cats) {
     rc = OSK_ENOMEM;
@@ -402,15 +450,18 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
 
   /* The events, thread by thread, each thread's in time order. */
   char thr_s[48] = {0};
-  osk__emit_t w = {.o = &o, .p = o.buf + o.len, .limit = o.buf + o.cap, .names = names, .cats = cats,
-                   .n_names = n_names, .n_cats = n_cats, .thr = {thr_s, 0}, .clk = &s->clock,
-                   .shift = off - base};
+  w = (osk__emit_t){.o = &o, .p = o.buf + o.len, .limit = o.buf + o.cap, .names = names, .cats = cats,
+                    .n_names = n_names, .n_cats = n_cats, .thr = {thr_s, 0}, .clk = &s->clock,
+                    .shift = off - base};
   const osk_clock_t *clk = &s->clock;
   int64_t shift = off - base;
   for (size_t i = 0; i < s->nsegs && !o.failed && !rc; i++) {
     const osk__seg_t *g = &s->segs[i];
     if (i == 0 || g->tid != s->segs[i - 1].tid) {
-      group_flush(&gr, &w); /* the previous thread's last events */
+      rc = group_flush(&gr, &w); /* the previous thread's last events */
+      if (rc) break;
+      osk__f64_line_free(&w.line); /* a thread's trees only */
+      w.nudge = 0;
       char *q = osk__put_dec(thr_s, g->tid);
       memcpy(q, ",\"ts\":", 6);
       w.thr.n = (size_t)(q + 6 - thr_s);
@@ -426,7 +477,7 @@ int osk_trace_write_chrome(const osk_trace_snapshot_t *s, const char *path) {
     }
     for (uint32_t j = 0; j < g->end - g->begin && !rc; j++) rc = group_add(&gr, &w, &ev[j]);
   }
-  if (!rc) group_flush(&gr, &w);
+  if (!rc) rc = group_flush(&gr, &w);
   o.len = (size_t)(w.p - o.buf);
   if (rc) goto done;
   uint64_t lost = osk_trace_snapshot_lost_total(s);
@@ -448,6 +499,8 @@ done:
   if (opened) osk__out_discard(&o);
   free(gr.ev);
   free(buf);
+  osk__f64_line_free(&w.line);
+  osk__f64_free(&w.f64);
   pieces_free(names, n_names);
   pieces_free(cats, n_cats);
   osk_trace_guard_leave(guard);

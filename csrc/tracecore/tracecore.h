@@ -297,6 +297,90 @@ OSK__CORE_HIDDEN int osk__out_commit(osk__out_t *o);
  * after a failed open; keeps errno. */
 OSK__CORE_HIDDEN void osk__out_discard(osk__out_t *o);
 
+/* ------------------------------------------------- float64 readers (f64.c)
+ *
+ * Viewers and scripts (torch-tb-profiler, HTA, pandas) read "ts" and "dur"
+ * as float64 microseconds and an event's end as ts + dur in float64. Near
+ * ts = 5.8e12 us one ulp is about 1 ns, so an exact tie the writer makes (a
+ * child ending where its parent ends, siblings abutting) can read as an
+ * overlap. The rule (docs/outputs.md, "Read as float64"): where an event's
+ * end does not read as the double nearest its exact value (`exact` below) and
+ * lies within float64's reach (`near`) of a boundary of another event of its
+ * thread with which float64 reads it nested otherwise than the exact text
+ * (osk__f64_relation), its end is moved earlier, a ns at a time, until it
+ * reads the same or exactly. Elsewhere float64's error is smaller than the
+ * distance and cannot change the nesting. */
+
+/* The double a reader gets from the "%.3f"-microsecond text of ns
+ * (strtod's correctly rounded result). */
+OSK__CORE_HIDDEN double osk__us_f64(int64_t ns);
+/* Whether ts + dur, both read as float64 and added in float64, is the double
+ * nearest the exact end (ns). */
+OSK__CORE_HIDDEN int osk__f64_exact(int64_t ts, int64_t end);
+/* Whether a and b (ns) are within float64's reach of each other: two
+ * readings of them, each off by up to the error of an end that is not exact,
+ * could cross (3 ulp of the larger magnitude; equal values always). */
+OSK__CORE_HIDDEN int osk__f64_near(int64_t a, int64_t b);
+/* What holds between events [sa, ea] and [sb, eb] (ns), read exactly
+ * (as_f64 0) or as float64 readers read the text (ts, and ts + dur in
+ * float64): bit 0 a holds b, bit 1 b holds a, bit 2 disjoint (touching
+ * included); 0: they overlap. A float64 reading nests a pair as the exact
+ * one when it keeps every bit the exact one has (and 0 stays 0). */
+OSK__CORE_HIDDEN unsigned osk__f64_relation(int64_t sa, int64_t ea, int64_t sb, int64_t eb, int as_f64);
+/* The latest end in [ts, end] that reads exactly (osk__f64_exact); ts at
+ * worst (a zero duration always does). */
+OSK__CORE_HIDDEN int64_t osk__f64_exact_end(int64_t ts, int64_t end);
+
+/* One tree of a thread, made float-safe in place: s[i], e[i] its events'
+ * written boundaries in pre-order (a parent before its children, parent[i]
+ * its index or UINT32_MAX for the root, properly or improperly nested);
+ * mark[i] nonzero: make i's end exact whatever is near it. Ends are only
+ * moved earlier; a child whose end was inside its parent's stays inside it;
+ * after 16 rounds of cuts every end is made exact (osk__f64_exact_end).
+ * The caller fills s, e, parent and mark after osk__f64_reserve(n). */
+typedef struct {
+  int64_t *s, *e, *s0, *e0, *cut;
+  uint32_t *parent;
+  unsigned char *mark, *hit;
+  struct osk__f64_pt *pt;
+  size_t cap, pt_cap;
+  uint64_t moved; /* ends moved, over the scratch's life */
+} osk__f64_tree_t;
+OSK__CORE_HIDDEN int osk__f64_reserve(osk__f64_tree_t *t, size_t n);
+/* Returns 0, or OSK_ENOMEM; *moved_ns (may be NULL) gets what the ends
+ * lost. extra[0..n_extra): other boundaries of the thread (fixed) that the
+ * tree's ends must keep out of reach of, or read exactly. */
+OSK__CORE_HIDDEN int osk__f64_fix(osk__f64_tree_t *t, size_t n, const int64_t *extra, size_t n_extra,
+                                  int64_t *moved_ns);
+OSK__CORE_HIDDEN void osk__f64_free(osk__f64_tree_t *t);
+
+/* Between a thread's trees, written one after another: what the previous
+ * tree left. A tree that begins within reach of the previous tree's inexact
+ * root end is moved later, whole (osk__f64_next returns by how many ns). A
+ * tree whose root was outlived by a later event (the next tree begins inside
+ * it) is written with every end exact, and its ends that may lie inside the
+ * next tree (those of events outlived, clipped Python tails) are kept
+ * (osk__f64_keep) and count as boundaries of the next tree
+ * (osk__f64_fix's `extra`). */
+typedef struct {
+  int valid;      /* a tree was written */
+  int64_t end;    /* its root's written end */
+  int end_exact;  /* that end reads exactly */
+  int64_t *kept;  /* its ends that may lie inside the next tree */
+  size_t n_kept, cap_kept;
+} osk__f64_line_t;
+/* For the next tree, whose earliest written start is `first`: the ns to
+ * move it later by. */
+OSK__CORE_HIDDEN int64_t osk__f64_next(const osk__f64_line_t *l, int64_t first);
+/* The same for the tree in t (n events, its root first), moved by it;
+ * *nudge (the thread's) grows by it. Returns it. */
+OSK__CORE_HIDDEN int64_t osk__f64_place(const osk__f64_line_t *l, osk__f64_tree_t *t, size_t n, int64_t *nudge);
+/* A tree was written: its root's end, whether exact; its kept ends are added
+ * by osk__f64_keep after this. Returns 0. */
+OSK__CORE_HIDDEN void osk__f64_done(osk__f64_line_t *l, int64_t root_s, int64_t root_e);
+OSK__CORE_HIDDEN int osk__f64_keep(osk__f64_line_t *l, int64_t end);
+OSK__CORE_HIDDEN void osk__f64_line_free(osk__f64_line_t *l);
+
 /* Writes v as decimal into out (at least 21 bytes); returns the length. */
 OSK__CORE_HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
 

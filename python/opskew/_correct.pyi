@@ -39,12 +39,12 @@ def correct(
     calls, reported_total_ns, reported_self_ns, corrected_total_ns,
     corrected_self_ns, descendants, py_descendants, python (bool), clamped,
     residual_ns, stretched_ns, waited_descendants, waited_py_descendants,
-    waited_ns, trimmed_ns, scaled_ns); stats (events, corrected_events,
+    waited_ns, trimmed_ns, scaled_ns, float_ns); stats (events, corrected_events,
     py_events, other_events, begin_end_events, unusable_events, threads,
     clamped, residual_ns, reported_top_ns, corrected_top_ns, overlaps,
     stretched, stretched_ns, held_peak, held_threads, passes, waited_ns,
     overlapping_threads, shortened, shortened_ns, trimmed, trimmed_ns,
-    scaled_ns, relaid, relaid_ns); truncated (bool); warning (str, "" unless
+    scaled_ns, relaid, relaid_ns, float_moved, float_moved_ns); truncated (bool); warning (str, "" unless
     truncated); truncated_at (int, byte offset; 0 unless truncated).
 
     Raises TypeError when path, out or run_json is not a str, categories or

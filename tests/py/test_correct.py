@@ -165,8 +165,10 @@ def test_correct_torch_trace(cache, tmp_path):
         if o["clamped"] == 0:
             # As written: each event to the whole ns, longer where its leaves' written
             # durations outlast it (stretched_ns); an event with children may be written
-            # shorter, giving back what an ancestor's children took beyond it.
-            expect = o["reported_total_ns"] - d * o["calls"] - w * o["descendants"] + o["stretched_ns"]
+            # shorter, giving back what an ancestor's children took beyond it; a few
+            # ns shorter where an end would read crossed in float64 (float_ns).
+            expect = (o["reported_total_ns"] - d * o["calls"] - w * o["descendants"] + o["stretched_ns"]
+                      - o["float_ns"])
             if o["descendants"]:
                 assert o["corrected_total_ns"] <= expect + 0.5 * o["calls"] + 1e-6
             else:
@@ -205,7 +207,7 @@ def test_correct_with_stack_trace(cache, tmp_path):
         if o["clamped"] == 0:
             d = cal["delta_py_ns"] if o["python"] else cal["delta_ns"]
             expect = (o["reported_total_ns"] - d * o["calls"] - cal["w_ns"] * o["descendants"]
-                      - cal["w_py_ns"] * o["py_descendants"] + o["stretched_ns"])
+                      - cal["w_py_ns"] * o["py_descendants"] + o["stretched_ns"] - o["float_ns"])
             if o["descendants"] or o["py_descendants"]:  # may give back (docs/correct.md)
                 assert o["corrected_total_ns"] <= expect + 0.5 * o["calls"] + 1e-6
             else:
@@ -327,9 +329,14 @@ def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
     assert r["stats"]["overlaps"] >= 3  # each iter's __enter__, at least
     events = [e for e in json.load(open(out))["traceEvents"] if e["ph"] == "X"]
     assert len(events) == r["stats"]["corrected_events"] > 100
+    # An end may be written a few ns earlier where the raw text reads crossed in
+    # float64 (pytest's deep stack: its frames all end at the profiler's stop; docs/outputs.md,
+    # "Read as float64"), and only there.
     moved = [e["name"] for e in events if abs(e["ts"] - e["args"]["reported_ts"]) > 0.0015
-             or abs(e["dur"] - e["args"]["reported_dur"]) > 0.0015]
+             or not -0.0015 <= e["args"]["reported_dur"] - e["dur"] <= 0.050]
     assert moved == []
+    shorter = [e for e in events if e["args"]["reported_dur"] - e["dur"] > 0.0015]
+    assert len(shorter) <= r["stats"]["float_moved"]
 
 
 def test_detect_reads_kinetos_option_flags(tmp_path):
@@ -575,6 +582,8 @@ def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formu
         assert r["status"] == "ok", r
         relaid += r["stats"]["relaid"]
         formula = {o["name"]: o["corrected_total_ns"] for o in r["ops"]}
+        # what each (uniquely named) event lost to the float64 rule (docs/outputs.md)
+        lost = {o["name"]: o["float_ns"] for o in r["ops"]}
         got = {e["name"]: (round(e["ts"] * 1000), round(e["dur"] * 1000))
                for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"}
         assert len(got) == len(events)
@@ -585,13 +594,13 @@ def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formu
             ts, dur = got[e["name"]]
             assert dur >= 0
             if k not in children:  # a leaf keeps reported - delta
-                assert abs(dur - (round(e["dur"] * 1000) - delta)) <= 2, (case, e, dur)
+                assert abs(dur + lost[e["name"]] - (round(e["dur"] * 1000) - delta)) <= 2, (case, e, dur)
             up = parent[k]
             if up is not None:
                 pts, pdur = got[f"e{up}"]
                 assert pts - 2 <= ts and ts + dur <= pts + pdur + 2, (case, k, up)
             else:
-                assert dur >= formula[e["name"]] - 2, (case, e["name"], dur, formula[e["name"]])
+                assert dur + lost[e["name"]] >= formula[e["name"]] - 2, (case, e["name"], dur, formula[e["name"]])
         for up, ks in children.items():
             ends = [got[f"e{k}"] for k in ks]
             assert all(a[0] + a[1] <= b[0] + 2 for a, b in zip(ends, ends[1:])), (case, up)

@@ -262,10 +262,12 @@ static void test_handmade_order(const char *path) {
   /* The exact order of thread 7: A B C E D F G H I J K (D starts at 150,
    * at E's start but shorter; J, a zero-duration top-level operator, ended
    * before K began, at the same tick: it is written first, as a sibling,
-   * which a reader nests the same way). */
+   * which a reader nests the same way). C, 0.100 + 0.050, reads in float64
+   * as 0.15000000000000002, past E's begin at 0.150: it is written 1 ns
+   * shorter, which reads before it (docs/outputs.md, "Read as float64"). */
   const char *want[] = {"\"ts\":0.100,\"dur\":0.100,\"args\":{\"depth\":0}",
                         "\"ts\":0.100,\"dur\":0.100,\"args\":{\"depth\":1}",
-                        "\"ts\":0.100,\"dur\":0.050,\"args\":{\"depth\":2}",
+                        "\"ts\":0.100,\"dur\":0.049,\"args\":{\"depth\":2}",
                         "\"ts\":0.150,\"dur\":0.040,\"args\":{\"depth\":2}",
                         "\"ts\":0.150,\"dur\":0.000,\"args\":{\"depth\":2}",
                         "\"ts\":0.160,\"dur\":0.010,\"args\":{\"depth\":3}",
