@@ -169,6 +169,49 @@ def _cache_in_a_temp_dir(tmp_path_factory):
         os.environ["OPSKEW_CACHE_DIR"] = old
 
 
+def _opskew_wrote(path):
+    """Whether the Chrome trace at `path` carries opskew's header (the
+    "opskew" member its writers put before "traceEvents": corrected traces,
+    the tracer's), read from its first 8 KiB."""
+    import gzip
+
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+            f.seek(0)
+            head = gzip.GzipFile(fileobj=f).read(8192) if gz else f.read(8192)
+    except (OSError, EOFError):
+        return False
+    return b'"opskew"' in head
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _every_trace_opskew_wrote_nests_in_float64(tmp_path_factory):
+    """After the run: every trace under the run's temporary folders that
+    opskew wrote (its header says so) nests read as float64 (ts and
+    ts + dur as viewers read them) as its exact text nests (floatnest.py;
+    docs/outputs.md, "Read as float64"). A trace that does not parse (a test's
+    broken input) is left out; the check stops at 64 MiB a file."""
+    yield
+    from floatnest import float_nesting_errors
+
+    bad, checked = [], 0
+    for root, _dirs, files in os.walk(tmp_path_factory.getbasetemp()):
+        for name in files:
+            path = os.path.join(root, name)
+            if not name.endswith((".json", ".json.gz")) or os.path.islink(path) or not os.path.isfile(path) \
+                    or os.path.getsize(path) > 64 << 20 or not _opskew_wrote(path):
+                continue
+            try:
+                errors = float_nesting_errors(path)
+            except (ValueError, KeyError, TypeError, OSError, EOFError):
+                continue
+            checked += 1
+            if errors:
+                bad.append(f"{path}: {len(errors)} pair(s), first {errors[0]}")
+    assert not bad, f"{len(bad)} of {checked} traces opskew wrote read otherwise in float64:\n" + "\n".join(bad[:10])
+
+
 @pytest.fixture
 def opskew():
     return run_opskew
