@@ -11,7 +11,7 @@ from opskew.render.compare import print_human as compare_text
 from opskew.render.advise import print_human as advise_text
 from opskew.render.job import render as job_text
 from opskew.render.matrix import print_human as matrix_text
-from opskew.render.summary import print_table
+from opskew.render.summary import print_profile_run, print_table
 from opskew.render.sweep import plot as sweep_plot
 from opskew.render.sweep import print_human as sweep_text
 from opskew.render.verdict import plot as verdict_plot
@@ -108,10 +108,11 @@ class SweepResult(Result):
 
 @register
 class SummaryResult(Result):
-    """`opskew summary`: the per-operator table of a trace, or of a job's
-    traces merged (schema opskew.job_summary/1)."""
+    """`opskew summary`: the per-operator table of a trace, of a job's
+    traces merged (schema opskew.job_summary/1), or of an `opskew profile`
+    run's latest cycle, corrected (opskew.profile_summary/1: its cycles too)."""
     KIND = "summary"
-    SCHEMAS = ("opskew.summary/1", "opskew.job_summary/1")
+    SCHEMAS = ("opskew.summary/1", "opskew.job_summary/1", "opskew.profile_summary/1")
 
     @property
     def ops(self) -> list:
@@ -122,6 +123,8 @@ class SummaryResult(Result):
         top = self.option("top", 30)
         if "merged" in self._data:
             job_text(self._data, out, top=top)
+        elif "cycles" in self._data:
+            print_profile_run(self._data, out, top=top)
         else:
             print_table(self._data, self._data["ops"], top, out, self._data.get("losses"))
 
