@@ -110,3 +110,31 @@ def test_from_out_takes_the_w_the_run_measured(runs, tmp_path):
     for cmd in (("correct", raw), ("summary", raw, "--corrected")):
         line = one_line_error(run_opskew(*cmd, env=env), "no stored calibration")
         assert "--w" in line and "--from OUT" in line and "opskew calibrate" in line
+
+
+def test_str_of_every_result_is_its_printed_text(runs, tmp_path):
+    """str(results.load("report.json")) dumped JSON; docs/api.md says str is the text."""
+    from opskew import results
+
+    out = runs[0]
+    r = results.load(out / "report.json")
+    text = str(r)
+    assert text.startswith("opskew profile run") and not text.lstrip().startswith("{")
+    assert run_opskew("summary", str(out)).stdout.rstrip("\n") == text
+    assert "per operator event (the run's final W" in str(r.final)
+    assert str(r.report).startswith(f"opskew.profile cycle {r.report.cycle}")
+    # Scalars are scalars, the interval apart; the JSON keeps its dicts.
+    assert r.report.w_ns == r.report["w_ns"]["median"] and r.report.w_ci95_ns == r.report["w_ns"]["ci95"]
+    assert r.final.w_ns == r.to_dict()["final"]["w_ns"]["median"]
+    js = tmp_path / "c.json"
+    assert run_opskew("correct", r.report.raw_trace, "--from", str(out), "--json", str(js)).returncode == 0
+    c = results.load(js)
+    assert str(c).startswith("opskew correct: ") and "(opskew profile " in str(c)
+    s = opskew_summary(out)
+    assert str(s) == text and s.schema == "opskew.profile_summary/1" and s.rows()
+
+
+def opskew_summary(path):
+    import opskew
+
+    return opskew.summary(str(path))

@@ -56,6 +56,17 @@ def profile_op_rows(ops: list) -> list:
     return rows
 
 
+def print_run_figures(run: dict, out) -> None:
+    """A run's W and its step: profiled, corrected, in the wait steps."""
+    if run.get("w_ns") is not None:
+        out.write(f"  W {w_text(run['w_ns'])} per operator event ({run['from']}, "
+                  f"{count_of(run.get('pairs') or 0, 'pair')})\n")
+    if run.get("active_step_ns") is not None:
+        out.write(f"  step: {fmt_ns(run['active_step_ns'])} profiled, "
+                  f"{_step(run.get('corrected_step_ns'), run.get('corrected_step_w_ci_ns'))} corrected "
+                  f"(at W's 95% CI), {fmt_ns(run.get('baseline_step_ns'))} in the wait steps (medians)\n")
+
+
 def print_profile_run(doc: dict, out, top: int = 30) -> None:
     """`opskew summary OUT` (schema opskew.profile_summary/1): the run, each
     cycle with its traces, the latest cycle's operators, what to type next."""
@@ -68,14 +79,7 @@ def print_profile_run(doc: dict, out, top: int = 30) -> None:
               f"options {'+'.join(opts)}; {count_of(len(doc['cycles']), 'cycle')} kept, "
               f"{steps.get('active', 0)} active and {steps.get('wait', 0)} wait steps; steps from "
               f"{doc.get('step_source') or 'nowhere (no step was seen)'}; ended: {doc.get('ended_by')}\n")
-    run = doc["run"]
-    if run.get("w_ns") is not None:
-        out.write(f"  W {w_text(run['w_ns'])} per operator event ({run['from']}, "
-                  f"{count_of(run.get('pairs') or 0, 'pair')})\n")
-    if run.get("active_step_ns") is not None:
-        out.write(f"  step: {fmt_ns(run['active_step_ns'])} profiled, "
-                  f"{_step(run.get('corrected_step_ns'), run.get('corrected_step_w_ci_ns'))} corrected "
-                  f"(at W's 95% CI), {fmt_ns(run.get('baseline_step_ns'))} in the wait steps (medians)\n")
+    print_run_figures(doc["run"], out)
     if doc["cycles"]:
         out.write("\n")
         rows = [[str(y["cycle"]), w_text(y["w_ns"]) if y.get("w_ns") else "n/a", str(y.get("pairs") or 0),

@@ -5,7 +5,9 @@ and its text (the command line's, from opskew.render)."""
 
 from __future__ import annotations
 
+from opskew.render.calibrate import print_calibrations
 from opskew.render.check import print_human as check_text
+from opskew.render.correct import print_human as correct_text
 from opskew.render.compare import csv_rows
 from opskew.render.compare import print_human as compare_text
 from opskew.render.advise import print_human as advise_text
@@ -25,7 +27,10 @@ class CheckResult(Result):
     KIND = "check"
     SCHEMAS = ("opskew.check/1",)
 
-    w_ns = field("added_per_event_ns", """W per event: {"median": ns, "ci95": [low, high], ...}.""")
+    w_ns = field("median", "W per event, ns: the median (its interval: w_ci95_ns; all of it, with its coverage "
+                 "and method, in added_per_event_ns, the JSON's own field).", of="added_per_event_ns")
+    w_ci95_ns = field("ci95", "W's interval [low, high] in ns (its coverage: added_per_event_ns's ci_coverage).",
+                      of="added_per_event_ns")
     skewed = field("skewed", of="verdict")
 
     def render_text(self, out) -> None:
@@ -165,6 +170,12 @@ class CorrectResult(Result):
     KIND = "correct"
     SCHEMAS = ("opskew.correct/1",)
 
+    def render_text(self, out) -> None:
+        """What `opskew correct` prints (its --top rows, 20 when loaded)."""
+        top, ops = self.option("top", 20), self._data.get("ops", [])
+        correct_text(dict(self._data, ops=ops if top == 0 else ops[:top],
+                          omitted=0 if top == 0 else max(0, len(ops) - top)), out)
+
     def rows(self) -> list:
         return [flat(o) for o in self._data.get("ops", [])]
 
@@ -174,6 +185,11 @@ class CalibrationsResult(Result):
     """`opskew calibrate --json`: the calibrations measured and stored."""
     KIND = "calibrate"
     SCHEMAS = ("opskew.calibrate/1",)
+
+    def render_text(self, out) -> None:
+        """Each calibration as `opskew calibrate` prints it."""
+        out.write(f"opskew calibrate: {len(self._data.get('calibrations', []))} calibration(s)\n")
+        print_calibrations(self._data.get("calibrations", []), out)
 
     def rows(self) -> list:
         return [flat(c) for c in self._data.get("calibrations", [])]

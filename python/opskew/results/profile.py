@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from opskew.render.profile import render
-from opskew.render.summary import print_profile_run
+from opskew.render.summary import print_profile_run, print_run_figures
 from opskew.render.profile_plot import plot as profile_plot
 from opskew.results.base import Result, field, flat, register
 
@@ -77,9 +77,11 @@ class _WFigures(Result):
     """What a cycle's report and the run's report share: W with its
     interval, the pairs it comes from, the corrected step."""
 
-    w_ns = field("w_ns", """W per operator event: {"median": ns, "ci95": [low, high] or None, ...}.""")
-    w_median_ns = field("median", of="w_ns")
-    w_ci95 = field("ci95", "W's 95% interval [low, high] in ns; None where the pairs were too few.", of="w_ns")
+    w_ns = field("median", "W per operator event, ns: the median (its interval: w_ci95_ns; all of it, with its "
+                 "coverage and method: the dict's own rep[\"w_ns\"]).", of="w_ns")
+    w_median_ns = w_ns
+    w_ci95_ns = field("ci95", "W's 95% interval [low, high] in ns; None where the pairs were too few.", of="w_ns")
+    w_ci95 = w_ci95_ns
     pairs = field("pairs", "The (active step, wait step) pairs W comes from.")
     corrected_step_ns = field("corrected_step_ns", "The step's time less the instrument's: the median ProfilerStep#N "
                                                    "of the corrected trace (corrected_step_pairs_ns: the pairs').")
@@ -146,6 +148,10 @@ class RunReport(_WFigures):
     KIND = "profile run"
 
     cycles = field("cycles", "The cycles its pairs come from (the last KEEP_CYCLES).", required=True)
+
+    def render_text(self, out) -> None:
+        """The run's W and step, as `opskew summary OUT` prints them."""
+        print_run_figures(dict(self._data, **{"from": "the run's final W"}), out)
     run_cycles = field("run_cycles", required=True)
     delta_ns = field("delta_ns")
     corrected_step_w_ci_ns = field("corrected_step_w_ci_ns", "The corrected step at the ends of W's 95% interval.")
