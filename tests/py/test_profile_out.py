@@ -138,3 +138,16 @@ def opskew_summary(path):
     import opskew
 
     return opskew.summary(str(path))
+
+
+def test_a_refused_run_leaves_no_folder_it_created(tmp_path):
+    """Refused with exit 2 after OUT was made (no torch in the profiled
+    interpreter: -S leaves the venv's packages out), OUT went with it; a
+    folder that was there before stays."""
+    train = script(tmp_path)
+    for out, existed in ((tmp_path / "new" , False), (tmp_path / "mine", True)):
+        if existed:
+            out.mkdir()
+        p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, "-S", train, "3")
+        one_line_error(p, "cannot import torch in the profiled interpreter")
+        assert out.exists() == existed
