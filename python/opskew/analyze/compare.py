@@ -188,7 +188,13 @@ NO_TEST_VERDICT = ("the verdict's corrected times: n/a (their interval is W's un
 
 
 def check_rows(inputs: list, short: dict) -> list:
-    figs = [check_figures(i["doc"]) for i in inputs]
+    ops = [{o["name"]: o for o in (i["doc"].get("operators") or {}).get("ops", [])} for i in inputs]
+    return figure_rows(inputs, [check_figures(i["doc"]) for i in inputs], short) + corrected_rows(ops)
+
+
+def figure_rows(inputs: list, figs: list, short: dict) -> list:
+    """One row per headline figure (figs: each input's name -> (unit, value,
+    ci95, why none)), in A's order, then the others'."""
     rows = []
     for name in _order([{k: 0 for k in figs[0]}] + figs[1:], lambda _: 0):
         vals = [(f[name][1], f[name][2]) if name in f else (None, None) for f in figs]
@@ -196,14 +202,20 @@ def check_rows(inputs: list, short: dict) -> list:
             _note_short(short, i["label"], f[name][3] if name in f else None)
         unit = next(f[name][0] for f in figs if name in f)
         rows.append(_row(name, unit, vals))
-    ops = [{o["name"]: o for o in (i["doc"].get("operators") or {}).get("ops", [])} for i in inputs]
+    return rows
+
+
+def corrected_rows(ops: list) -> list:
+    """Per operator (ops: each input's name -> verdict row), its corrected
+    self and total with W's interval, shown and never tested: see
+    NO_TEST_VERDICT."""
+    rows = []
     for name in _order(ops, lambda o: o["reported_self_ns"]):
         for fig in ("self", "total"):
             vals = []
             for m in ops:
                 c = m[name][f"corrected_{fig}_ns"] if name in m else None
                 vals.append((c["median"], c.get("ci95")) if c else (None, None))
-            # Shown with W's interval, never tested: see NO_TEST_VERDICT.
             rows.append(_row(f"corrected {fig}: {name}", "ns", vals, operator=name, test=False))
     return rows
 
@@ -240,24 +252,10 @@ PROFILE_SIGNIFICANCE = (
 def profile_rows(inputs: list, short: dict) -> list:
     """The run's figures, then per operator the latest cycle's corrected
     self and total (report.json's report.operators.ops)."""
-    figs = [profile_figures(i["doc"]) for i in inputs]
-    rows = []
-    for name in _order([{k: 0 for k in figs[0]}] + figs[1:], lambda _: 0):
-        for i, f in zip(inputs, figs):
-            _note_short(short, i["label"], f[name][3] if name in f else None)
-        unit = next(f[name][0] for f in figs if name in f)
-        rows.append(_row(name, unit, [(f[name][1], f[name][2]) if name in f else (None, None) for f in figs]))
     # Each run's ProfilerStep#N are its steps, numbered by its schedule: the
-    # corrected step above compares them.
+    # corrected step compares them.
     ops = [{o["name"]: o for o in i["ops"] if not STEP_RANGE.match(o["name"])} for i in inputs]
-    for name in _order(ops, lambda o: o["reported_self_ns"]):
-        for fig in ("self", "total"):
-            vals = []
-            for m in ops:
-                c = m[name][f"corrected_{fig}_ns"] if name in m else None
-                vals.append((c["median"], c.get("ci95")) if c else (None, None))
-            rows.append(_row(f"corrected {fig}: {name}", "ns", vals, operator=name, test=False))
-    return rows
+    return figure_rows(inputs, [profile_figures(i["doc"]) for i in inputs], short) + corrected_rows(ops)
 
 
 STEP_RANGE = re.compile(r"ProfilerStep#\d+$")
