@@ -139,7 +139,9 @@ def summary(path, **options) -> Result:
     ends early is summarized up to there: `status` is "truncated" and each of
     `warnings` is also issued as a RuntimeWarning. A directory or a list of
     traces is a multi-rank job (docs/multirank.md; `w=`, `align=`): its rows()
-    are the table of all ranks merged."""
+    are the table of all ranks merged. A folder `opskew profile` wrote (or its
+    report.json) is its run: its rows() are the latest cycle's operators,
+    corrected (docs/profile.md, "After the run")."""
     trace = [_path(p) for p in path] if isinstance(path, (list, tuple)) else [_path(path)]
     args = _options("summary", summary_cmd, options, {"trace": trace})
     doc = summary_cmd.compute(args)

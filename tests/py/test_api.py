@@ -115,7 +115,7 @@ def test_summary_rows_html_and_errors(trace):
     # the HTML table shows the first `top` operators (which ones depends on timing)
     assert "<table>" in html and all(n in html for n in names[:5]) and html.count("<tr>") >= 5
     assert not any(f">{n}<" in html for n in names[5:])
-    with pytest.raises(TypeError, match="unexpected keyword argument 'sortt'.*valid: align, calibration, cat, corrected, sort, top, w"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sortt'.*valid: align, calibration, cat, corrected, from_out, sort, top, w"):
         opskew.summary(trace, sortt="self")
     with pytest.raises(TypeError, match="json.*to_dict"):
         opskew.summary(trace, json="-")

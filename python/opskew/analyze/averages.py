@@ -124,7 +124,7 @@ def given_w(w) -> dict:
 
 
 def from_trace(path: str, *, calibration=None, w_ns=None, delta_ns=None, w_py_ns=None, threshold: float = 0.05,
-               force: bool = False, waits: str = "auto") -> dict:
+               force: bool = False, waits: str = "auto", delta_py_ns=None) -> dict:
     """The document of any trace: W given (`w_ns`, with `delta_ns` and
     `w_py_ns`, 0 where not given), else the calibration `opskew correct`
     would take (`calibration`: a file; else the cache's for this trace's
@@ -133,7 +133,7 @@ def from_trace(path: str, *, calibration=None, w_ns=None, delta_ns=None, w_py_ns
         found = detect(src)
         if w_ns is not None:
             w, dr, notes = given_w(w_ns), None, []
-            delta, wpy, dpy = float(delta_ns or 0.0), given_w(w_py_ns or 0.0), 0.0
+            delta, wpy, dpy = float(delta_ns or 0.0), given_w(w_py_ns or 0.0), float(delta_py_ns or 0.0)
             source = "W given"
         else:
             cal = choose_calibration(SimpleNamespace(calibration=calibration, force=force), found)

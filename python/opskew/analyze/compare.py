@@ -6,8 +6,10 @@ opskew.cli.commands.compare's."""
 from __future__ import annotations
 
 import json
+import re
 import string
 
+from opskew.analyze import profile_out
 from opskew.analyze.tracefile import DEFAULT_EXCLUDED, rereadable, scan, summarize
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
 from opskew.options import Spec, declared
@@ -20,7 +22,8 @@ SCHEMA = "opskew.compare/1"
 METRICS = ("self", "total", "mean", "calls")
 OPERATOR_SCHEMAS = ("opskew.summary/1", "opskew.trace.summary/1")
 KIND_OF = {"opskew.summary/1": "operators", "opskew.trace.summary/1": "operators",
-           "opskew.correct/1": "correct", "opskew.check/1": "check", "opskew.matrix/1": "matrix"}
+           "opskew.correct/1": "correct", "opskew.check/1": "check", "opskew.matrix/1": "matrix",
+           profile_out.PROFILE_SCHEMA: "profile"}
 
 
 def declare(p: Spec) -> None:
@@ -44,7 +47,12 @@ def load(path: str, label: str) -> dict:
     The C reader opens it (so open errors are named as everywhere, and a
     pipe or "-" is copied once to a file of our own: tracefile.rereadable)
     and says from its header whether it is an opskew result ("schema") or a
-    trace; a trace is then summarized in C, a result parsed as JSON."""
+    trace; a trace is then summarized in C, a result parsed as JSON. A
+    folder `opskew profile` wrote is read as its report.json."""
+    if profile_out.locate(path):
+        doc, report = profile_out.load_run(path)
+        return {"label": label, "path": path, "schema": profile_out.PROFILE_SCHEMA, "kind": "profile",
+                "status": "complete", "doc": doc, "ops": profile_out.latest_ops(doc), "warnings": []}
     with rereadable(path) as src:
         meta = scan(src, header_only=True).get("metadata") or {}
         schema = meta.get("schema") if isinstance(meta.get("schema"), str) else None
@@ -180,7 +188,13 @@ NO_TEST_VERDICT = ("the verdict's corrected times: n/a (their interval is W's un
 
 
 def check_rows(inputs: list, short: dict) -> list:
-    figs = [check_figures(i["doc"]) for i in inputs]
+    ops = [{o["name"]: o for o in (i["doc"].get("operators") or {}).get("ops", [])} for i in inputs]
+    return figure_rows(inputs, [check_figures(i["doc"]) for i in inputs], short) + corrected_rows(ops)
+
+
+def figure_rows(inputs: list, figs: list, short: dict) -> list:
+    """One row per headline figure (figs: each input's name -> (unit, value,
+    ci95, why none)), in A's order, then the others'."""
     rows = []
     for name in _order([{k: 0 for k in figs[0]}] + figs[1:], lambda _: 0):
         vals = [(f[name][1], f[name][2]) if name in f else (None, None) for f in figs]
@@ -188,16 +202,63 @@ def check_rows(inputs: list, short: dict) -> list:
             _note_short(short, i["label"], f[name][3] if name in f else None)
         unit = next(f[name][0] for f in figs if name in f)
         rows.append(_row(name, unit, vals))
-    ops = [{o["name"]: o for o in (i["doc"].get("operators") or {}).get("ops", [])} for i in inputs]
+    return rows
+
+
+def corrected_rows(ops: list) -> list:
+    """Per operator (ops: each input's name -> verdict row), its corrected
+    self and total with W's interval, shown and never tested: see
+    NO_TEST_VERDICT."""
+    rows = []
     for name in _order(ops, lambda o: o["reported_self_ns"]):
         for fig in ("self", "total"):
             vals = []
             for m in ops:
                 c = m[name][f"corrected_{fig}_ns"] if name in m else None
                 vals.append((c["median"], c.get("ci95")) if c else (None, None))
-            # Shown with W's interval, never tested: see NO_TEST_VERDICT.
             rows.append(_row(f"corrected {fig}: {name}", "ns", vals, operator=name, test=False))
     return rows
+
+
+def profile_figures(doc: dict) -> dict:
+    """name -> (unit, value, ci95 or None, why none), the headline figures of
+    an `opskew profile` run: its final W (every pair) where stop() made one,
+    else the latest cycle's."""
+    f = doc.get("final") or doc.get("report") or {}
+    w = f.get("w_ns") if isinstance(f.get("w_ns"), dict) else {}
+    out = {}
+    if f.get("corrected_step_ns") is not None:
+        band = {"ci95": f.get("corrected_step_w_ci_ns"), "ci_coverage": w.get("ci_coverage")}
+        out["corrected step"] = ("ns", f["corrected_step_ns"], *_ci95(band))
+    if w.get("median") is not None:
+        out["W per event"] = ("ns", w["median"], *_ci95(w))
+    for name, key, unit in (("profiled step", "active_step_ns", "ns"), ("wait step", "baseline_step_ns", "ns"),
+                            ("inflation", "inflation", "ratio"), ("pairs", "pairs", "count")):
+        if f.get(key) is not None:
+            out[name] = (unit, f[key], None, None)
+    return out
+
+
+# What compare says of a profile run's figures: the corrected step's interval
+# is W's, carried to the step, so "yes" says the difference lies beyond both.
+PROFILE_SIGNIFICANCE = (
+    "W per event: yes when the two 95% intervals do not overlap (conservative); corrected step: yes when "
+    "the two runs' intervals do not overlap, i.e. the difference lies beyond both, each interval being the "
+    "step corrected at its run's W 95% interval ends (W's uncertainty, not the spread of steps); n/a for the "
+    "steps as profiled and in the wait steps (medians, no interval kept); "
+    + NO_TEST_VERDICT.replace("the verdict's", "the latest cycle's"))
+
+
+def profile_rows(inputs: list, short: dict) -> list:
+    """The run's figures, then per operator the latest cycle's corrected
+    self and total (report.json's report.operators.ops)."""
+    # Each run's ProfilerStep#N are its steps, numbered by its schedule: the
+    # corrected step compares them.
+    ops = [{o["name"]: o for o in i["ops"] if not STEP_RANGE.match(o["name"])} for i in inputs]
+    return figure_rows(inputs, [profile_figures(i["doc"]) for i in inputs], short) + corrected_rows(ops)
+
+
+STEP_RANGE = re.compile(r"ProfilerStep#\d+$")
 
 
 def matrix_rows(inputs: list, short: dict) -> list:
@@ -255,6 +316,8 @@ def empty_warning(i: dict) -> list:
             return ["the trace has no events: it has nothing to compare"]
         return ["no operators: it has nothing to compare"]
     doc = i["doc"]
+    if i["kind"] == "profile":
+        return [] if profile_figures(doc) or i["ops"] else ["no step was profiled: it has nothing to compare"]
     figures = (check_figures(doc) or (doc.get("operators") or {}).get("ops") if i["kind"] == "check"
                else [r for r in doc.get("rows", []) if r.get("in_window_per_event_ns")])
     return [] if figures else [f"no {i['kind']} figures: it has nothing to compare"]
@@ -290,6 +353,9 @@ def compute(args) -> dict:
         rows = operator_rows(inputs, args.metric)
         sig = ("n/a: per-operator figures of one run carry no interval (no per-call variance is kept); "
                "repeat the runs or use `opskew check` to test a change")
+    elif kind == "profile":
+        rows = profile_rows(inputs, short)
+        sig = PROFILE_SIGNIFICANCE
     elif kind == "check":
         rows = check_rows(inputs, short)
         sig = ("yes when the two 95% intervals do not overlap (conservative), n/a where a figure has none; "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+from opskew.analyze.profile_out import own_delta_notes, w_for_trace
 from opskew.analyze.tracefile import correct, rereadable, scan
 from opskew.calibration.store import SCHEMA as CALIBRATION_SCHEMA
 from opskew.calibration.store import CalibrationError, config_name, find, load, make_key, validate
@@ -26,6 +27,12 @@ _OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "wi
 def declare(p: Spec) -> None:
     p.add_argument("trace", metavar="TRACE", help="Chrome trace JSON (.json or .json.gz)")
     p.add_argument("--calibration", metavar="FILE", help="a calibration file (default: the cache)")
+    p.add_argument("--from", dest="from_out", metavar="OUT",
+                   help="the W (delta, W_py) that an `opskew profile -o OUT` run measured for TRACE (OUT or "
+                   "OUT/report.json): the W that wrote that cycle's corrected trace when TRACE is one of the "
+                   "run's raw traces, else the run's final W; the output says which")
+    p.add_argument("--w", metavar="NS[,PY_NS]",
+                   help="W per operator event in ns (and W_py per Python event), delta 0: a W you know")
     p.add_argument("-o", "--out", metavar="PATH", help="write the corrected trace to PATH")
     p.add_argument("--force", action="store_true", help="use a calibration whose conditions differ")
     p.add_argument("--waits", choices=("auto", "on", "off"), default="auto",
@@ -74,6 +81,35 @@ def detect(path: str) -> dict:
     return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
 
 
+def given_calibration(args, found: dict, trace: str):
+    """The calibration that --from OUT or --w gives, as a stored one's
+    document (with `_path` saying where it came from), else None."""
+    w_text, out = getattr(args, "w", None), getattr(args, "from_out", None)
+    given = [f for f, v in (("--w", w_text), ("--from", out), ("--calibration", args.calibration)) if v]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: give one")
+    key = {"instrument": found["instrument"], "config": found["config"]}
+    if out:
+        m = w_for_trace(out, trace)
+        cal = {"key": key, "w_ns": m["w_ns"], "delta_ns": {"median": m["delta_ns"]}, "_path": m["source"],
+               "_notes": own_delta_notes(m)}
+        if m["w_py_ns"]:
+            cal["w_py_ns"], cal["delta_py_ns"] = m["w_py_ns"], {"median": m["delta_py_ns"]}
+        return cal
+    if w_text:
+        try:
+            parts = [float(x) for x in str(w_text).split(",")]
+        except ValueError:
+            parts = []
+        if len(parts) not in (1, 2) or any(x < 0 or x != x for x in parts):
+            raise UsageError(f"--w: NS or NS,PY_NS (ns >= 0), not {w_text!r}")
+        cal = {"key": key, "w_ns": {"median": parts[0]}, "delta_ns": {"median": 0.0}, "_path": "--w"}
+        if len(parts) == 2:
+            cal["w_py_ns"] = {"median": parts[1]}
+        return cal
+    return None
+
+
 def choose_calibration(args, found: dict) -> dict:
     import torch  # deferred: opskew correct reads traces; torch only for its version's calibration
 
@@ -100,8 +136,9 @@ def choose_calibration(args, found: dict) -> dict:
         hint = ("opskew calibrate (it measures opskew's ITT and native tracers)" if found["instrument"] == "opskew"
                 else f"opskew calibrate --config {found['config'].replace('+', ',')}")
         raise UsageError(f"no stored calibration for {found['instrument']} ({found['config']}) with "
-                         f"torch {torch.__version__} on this machine; run `{hint}` first, or pass "
-                         "--calibration FILE")
+                         f"torch {torch.__version__} on this machine: pass --from OUT (the W an `opskew profile "
+                         "-o OUT` run measured), --w NS (a W you know, per operator event) or --calibration "
+                         f"FILE, or run `{hint}` once")
     return cal
 
 
@@ -166,7 +203,7 @@ def compute(args) -> dict:
 
 def _compute(args, src: str) -> dict:
     found = detect(src)
-    cal = choose_calibration(args, found)
+    cal = given_calibration(args, found, args.trace) or choose_calibration(args, found)
     w, delta = float(cal["w_ns"]["median"]), float(cal["delta_ns"]["median"])
     if w < 0:
         raise UsageError(f"the calibration has a negative W ({w:.1f} ns): recalibrate on a quieter machine")
@@ -175,12 +212,13 @@ def _compute(args, src: str) -> dict:
     delta_py = min(max(float((cal.get("delta_py_ns") or {}).get("median", 0.0)), 0.0), max(w_py, 0.0))
     if w_py < 0:
         raise UsageError(f"the calibration has a negative W_py ({w_py:.1f} ns): recalibrate on a quieter machine")
-    notes = calibration_notes(cal, found)
+    notes = cal.get("_notes", []) if "_notes" in cal or cal.get("_path") == "--w" else calibration_notes(cal, found)
     try:
         source = cal.get("_path") or args.calibration or "the calibration cache"
         about = corrected_note(w, delta, w_py_ns=w_py, source=None if args.trace == "-" else args.trace,
                                by=f"opskew correct with the calibration of {found['config']} from {source}, "
-                                  "measured on a micro-workload unless calibrated on this one")
+                                  "measured on a micro-workload unless calibrated on this one"
+                               if "key" in cal and "schema" in cal else f"opskew correct with the W of {source}")
         r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
                     waits={"auto": -1, "on": 1, "off": 0}[args.waits],
                     run_json=json.dumps({"about": about}) if args.out else None)

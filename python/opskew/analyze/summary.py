@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from opskew.analyze import averages, job
+from opskew.analyze import averages, job, profile_out
 from opskew.analyze.tracefile import DEFAULT_EXCLUDED, losses_of, summarize
 from opskew.errors import UsageError
 from opskew.options import Spec, declared
@@ -49,6 +49,10 @@ def declare(p: Spec) -> None:
                      "--calibration, --w, or the stored calibration `opskew correct` would take")
     fix.add_argument("--calibration", metavar="FILE",
                      help="with --corrected: a calibration file (default: the cache's for the trace's configuration)")
+    fix.add_argument("--from", dest="from_out", metavar="OUT",
+                     help="with --corrected: the W (its interval, delta, W_py) that an `opskew profile -o OUT` run "
+                     "measured for TRACE (OUT or OUT/report.json): the W that wrote that cycle's corrected trace "
+                     "when TRACE is one of the run's raw traces, else the run's final W; the table says which")
     job = p.add_argument_group("multi-rank jobs (a directory or several traces)")
     job.add_argument("--w", action="append", metavar="[RANK=]NS[,PY_NS]",
                      help="instrument cost per operator event (and per Python event) for the cross-rank "
@@ -74,6 +78,42 @@ def is_job(args) -> bool:
     return len(traces) > 1 or os.path.isdir(traces[0])
 
 
+def profile_run(args):
+    """The folder (or report.json) of one process's `opskew profile` run
+    that args.trace names, else None (a trace, or a torchrun job's folder,
+    read as a job)."""
+    traces = args.trace if isinstance(args.trace, list) else [args.trace]
+    found = profile_out.locate(traces[0]) if len(traces) == 1 else None
+    return traces[0] if found and found[0] == profile_out.PROFILE_SCHEMA else None
+
+
+def _profile(args, path: str, cats) -> dict:
+    """`opskew summary OUT`: the run (profile_out.summary); with --corrected,
+    its latest cycle's corrected key_averages() (averages.from_report)."""
+    for flag, given in (("--cat", cats), ("--csv", getattr(args, "csv", None)), ("--w", getattr(args, "w", None)),
+                        ("--calibration", getattr(args, "calibration", None)),
+                        ("--from", getattr(args, "from_out", None)),
+                        ("--corrected-dir", getattr(args, "corrected_dir", None)),
+                        ("--per-rank", getattr(args, "per_rank", False))):
+        if given:
+            raise UsageError(f"{flag} is not taken with an opskew profile folder, whose run measured its own W "
+                             "(--json has every figure; a trace of it: opskew summary TRACE --corrected --from "
+                             f"{path})")
+    check_output(args.json, inputs=[("the report", profile_out.locate(path)[1])])
+    if not getattr(args, "corrected", False):
+        return profile_out.summary(path, args.sort)
+    if args.sort not in CORRECTED_SORT:
+        raise UsageError(f"--sort {args.sort} with --corrected: one of {', '.join(CORRECTED_SORT)}")
+    doc, _ = profile_out.load_run(path)
+    try:
+        out = averages.from_report(doc.get("report") or {})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out["sort"] = CORRECTED_SORT[args.sort]
+    out.setdefault("truncated", False)
+    return out
+
+
 def one_trace(args) -> None:
     """One trace (not a job): args.trace becomes the path itself."""
     if isinstance(args.trace, list) and not is_job(args):
@@ -94,10 +134,14 @@ def compute(args) -> dict:
         raise UsageError("--cat needs at least one category")
     # An explicit --cat list is taken as is; by default Kineto's "Trace" span
     # (profiler bookkeeping, as long as the whole window) is left out.
+    run = profile_run(args)
+    if run is not None:
+        return _profile(args, run, cats)
     if getattr(args, "corrected", False):
         return corrected(args, cats)
-    if getattr(args, "calibration", None):
-        raise UsageError("--calibration is for --corrected")
+    for flag in ("calibration", "from_out"):
+        if getattr(args, flag, None):
+            raise UsageError(f"--{flag.replace('_out', '')} is for --corrected")
     if is_job(args):
         if getattr(args, "csv", None):
             raise UsageError("--csv is for one trace; a job's tables are in --json")
@@ -141,10 +185,19 @@ def corrected(args, cats) -> dict:
     if args.sort not in CORRECTED_SORT:
         raise UsageError(f"--sort {args.sort} with --corrected: one of {', '.join(CORRECTED_SORT)}")
     w, w_py = averages.cli_w(getattr(args, "w", None))
-    if w is not None and args.calibration:
-        raise UsageError("--w and --calibration: give one")
+    given = [f for f, v in (("--w", w), ("--calibration", args.calibration),
+                            ("--from", getattr(args, "from_out", None))) if v is not None]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: give one")
     check_output(args.json, inputs=[("the input trace", args.trace), ("the calibration", args.calibration)])
-    doc = averages.from_trace(args.trace, calibration=args.calibration, w_ns=w, w_py_ns=w_py)
+    if getattr(args, "from_out", None):
+        m = profile_out.w_for_trace(args.from_out, args.trace)
+        doc = averages.from_trace(args.trace, w_ns=m["w_ns"], delta_ns=m["delta_ns"], w_py_ns=m["w_py_ns"],
+                                  delta_py_ns=m["delta_py_ns"])
+        doc["source"] = m["source"]
+        doc["notes"] += profile_out.own_delta_notes(m)
+    else:
+        doc = averages.from_trace(args.trace, calibration=args.calibration, w_ns=w, w_py_ns=w_py)
     doc["sort"] = CORRECTED_SORT[args.sort]
     if args.sort == "name":
         doc["rows"].sort(key=lambda r: r["key"])

@@ -10,6 +10,7 @@ one-line message on stderr and the documented exit code.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -102,9 +103,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, command):
+    """The parser of subcommand `command`, or None."""
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            return a.choices.get(command)
+    return None
+
+
+def unknown_flags(parser: argparse.ArgumentParser, extra: list) -> str:
+    """argparse's "unrecognized arguments" line, with each unknown flag's
+    close matches among `parser`'s own flags (an underscore for a dash
+    first: --record_shapes is --record-shapes)."""
+    flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+    hints = []
+    for tok in extra:
+        if not tok.startswith("--"):
+            continue
+        name = tok.split("=", 1)[0]
+        dashed = name.replace("_", "-")
+        close = [dashed] if dashed in flags else difflib.get_close_matches(dashed, flags, n=3, cutoff=0.6)
+        if close:
+            hints.append(f"{name}: did you mean {' or '.join(close)}?")
+    return f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else "")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub = _subparser(parser, getattr(args, "command", None))
+        (sub or parser).error(unknown_flags(sub or parser, extra))
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -240,7 +240,8 @@ def snippet(result: dict, args) -> str:
         lines += [f"torch.set_num_threads({args.threads})"]
         if args.setup:
             lines += [f"state = workload.{args.setup}()", ""]
-            call = f"workload.{fn}(state)"
+            star = {"positional": "*", "keywords": "**"}.get(result["conditions"]["workload"].get("setup_passes"), "")
+            call = f"workload.{fn}({star}state)"
         else:
             lines += [""]
             call = f"workload.{fn}()"
@@ -306,7 +307,8 @@ def compute(args) -> Computed:
     first = next(iter(cands.values()))
     result = {"schema": SCHEMA, "needs": args.need}
     result["conditions"] = conditions(device, args.threads, first, {
-        "workload": {"target": workload.name, "description": workload.description},
+        "workload": {"target": workload.name, "description": workload.description,
+                     "setup_passes": workload.params.get("setup_passes")},
         "trials": args.trials, "iters": args.iters})
     result["stabilization"] = stabilization(cold)
     if rounds.n:

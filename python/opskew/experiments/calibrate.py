@@ -15,7 +15,7 @@ from opskew.experiments.common import load_workload, prepare, workload_files
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import PROFILER_OPTIONS, BusyWait, OpskewTracer, TorchProfiler
 from opskew.measure.rounds import make_window, progress_printer
-from opskew.measure.workload import leaf_panel, load_target
+from opskew.measure.workload import SETUP_RULE, leaf_panel, load_target
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
 from opskew.render.units import fmt_ns
@@ -29,7 +29,8 @@ def declare(p: Spec) -> None:
     p.add_argument("target", nargs="?", metavar="TARGET",
                    help="calibrate W on this workload (file.py:function or package.module:function) "
                    "instead of the micro-workload; delta and the validation still use the micro-workload")
-    p.add_argument("--setup", metavar="NAME", help="setup callable in TARGET's module")
+    p.add_argument("--setup", metavar="NAME", help="setup callable in TARGET's module, run once; its result is "
+                   "passed to TARGET: " + SETUP_RULE)
     p.add_argument("--config", action="append", metavar="OPT[,OPT]",
                    help="a torch.profiler configuration to calibrate: minimal, or options joined by "
                    "commas (record_shapes,with_stack); repeatable (default: minimal)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from opskew.errors import UsageError, WorkloadError
 from opskew.measure.rounds import resolve_device, workload_error
-from opskew.measure.workload import from_callable, load_target, source_file
+from opskew.measure.workload import SETUP_RULE, from_callable, load_target, source_file
 from opskew.options import Spec, finite_float
 
 
@@ -33,7 +33,8 @@ def add_workload_arguments(p: Spec, *, trials: int, iters: int,
         p.add_argument("target", nargs="?", metavar="TARGET",
                        help="file.py:function or package.module:function (default: built-in torch.add loop)")
         p.add_argument("--setup", metavar="NAME",
-                       help="setup callable in TARGET's module; its result is passed to TARGET")
+                       help="setup callable in TARGET's module, run once; its result is passed to TARGET: "
+                       + SETUP_RULE.replace("%", "%%"))
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"),
                    help="device of the built-in workload and of profiling (default: cpu)")
     p.add_argument("--threads", type=int, default=1, metavar="N",

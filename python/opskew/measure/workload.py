@@ -7,7 +7,8 @@ A TARGET names a callable that runs ONE iteration of the user's workload:
 
 An optional setup callable (``--setup NAME``, looked up in the same module)
 runs once before measuring; when given, its return value is passed to the
-iteration callable as its only argument.
+iteration callable by SETUP_RULE: a tuple as positional arguments, a dict as
+keyword arguments, where the callable takes them so, else whole.
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ def python_calls(calls: int) -> Workload:
 
 def _check_signature(target: str, fn, setup: str | None) -> None:
     """Refuses, before anything runs, a TARGET that cannot be called the way
-    opskew calls it: with no argument, or with --setup's result alone."""
+    opskew calls it without --setup: with no argument. With --setup the
+    arguments are its result's (setup_call), checked once it has run."""
+    if setup:
+        return
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -181,19 +185,55 @@ def _check_signature(target: str, fn, setup: str | None) -> None:
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = [p for p in positional if p.default is p.empty]
     required_kw = [p for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
-    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
     if required_kw:
         raise UsageError(f"{target} needs keyword argument(s) {', '.join(p.name for p in required_kw)}: "
-                         "opskew calls it with none (wrap it in a function that supplies them)")
-    if not setup and required:
+                         "opskew calls it with none: pass --setup NAME, a callable in the same module that returns "
+                         "a dict of them")
+    if required:
         names = ", ".join(p.name for p in required)
         raise UsageError(f"{target} takes {len(required)} argument(s) ({names}) but is called with none: pass "
-                         "--setup NAME, a callable in the same module whose result is passed to it")
-    if setup and len(required) > 1:
-        raise UsageError(f"{target} takes {len(required)} arguments but --setup passes one (its result)")
-    if setup and not positional and not varargs:
-        raise UsageError(f"{target} takes no argument, but --setup passes its result to it: drop --setup, "
-                         "or give the function a parameter")
+                         "--setup NAME, a callable in the same module whose result is passed to it (a tuple as "
+                         "positional arguments, a dict as keyword arguments)")
+
+
+# How a setup's result is passed (the rule --help and docs/commands.md state):
+# a tuple as positional arguments and a dict (of str keys) as keyword
+# arguments where TARGET's signature takes them so, else whole, as one
+# argument, where it takes one (a TARGET of one parameter gets a tuple of
+# two or more, or a dict whose keys are not its parameters, whole); any other
+# value as one argument.
+SETUP_RULE = ("a tuple is passed as positional arguments and a dict as keyword arguments where TARGET takes "
+              "them so, else whole, as its one argument; any other result as one argument")
+
+
+def setup_call(target: str, fn, state) -> tuple:
+    """(args, kwargs, how) to call `fn` with a setup's result `state` by
+    SETUP_RULE; `how` is "positional", "keywords" or "whole". UsageError
+    where `fn` takes it no way."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        sig = None  # a builtin or C callable: the rule's first form, and it will say for itself
+
+    def takes(*a, **k) -> bool:
+        if sig is None:
+            return True
+        try:
+            sig.bind(*a, **k)
+        except TypeError:
+            return False
+        return True
+
+    if isinstance(state, tuple) and takes(*state):
+        return tuple(state), {}, "positional"
+    if isinstance(state, dict) and all(isinstance(k, str) for k in state) and takes(**state):
+        return (), dict(state), "keywords"
+    if takes(state):
+        return (state,), {}, "whole"
+    what = (f"a tuple of {len(state)}" if isinstance(state, tuple) else
+            f"a dict of keys {', '.join(map(repr, list(state)[:6]))}" if isinstance(state, dict) else
+            f"a {type(state).__name__}")
+    raise UsageError(f"{target}{sig or ''} cannot take what --setup returned, {what}: {SETUP_RULE}")
 
 
 def load_target(target: str | None, *, device: str, setup: str | None = None,
@@ -226,6 +266,7 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
     _check_signature(target, fn, setup)
     it = fn
     namespace = dict(vars(module))
+    params = {"setup": setup}
     if setup:
         setup_fn = getattr(module, setup, None)
         if setup_fn is None or not callable(setup_fn):
@@ -239,26 +280,36 @@ def load_target(target: str | None, *, device: str, setup: str | None = None,
                                 cause=exc)
             err.user_traceback = user_traceback(exc)
             raise err from exc
-        it = _with_state(fn, state, namespace)
+        it, how = _with_state(fn, state, namespace, target)
+        params["setup_passes"] = how
 
     return Workload(name=target, iteration=it, description=f"{target} (one call per iteration)",
-                    params={"setup": setup}, namespace=namespace)
+                    params=params, namespace=namespace)
 
 
-def _with_state(fn, state, namespace: dict):
-    """The iteration `fn(state)`; the setup's result goes into `namespace`
-    (for --scope paths) as `state` and, for a dict or an object, its keys or
+def _with_state(fn, state, namespace: dict, target: str = "TARGET"):
+    """The iteration: `fn` called with the setup's result `state` by
+    SETUP_RULE (setup_call), and how; the result goes into `namespace` (for
+    --scope paths) as `state` and, for a dict or an object, its keys or
     attributes under their names."""
+    a, k, how = setup_call(target, fn, state)
     namespace["state"] = state
     if isinstance(state, dict):
         namespace.update({k: v for k, v in state.items() if isinstance(k, str)})
     elif hasattr(state, "__dict__"):
         namespace.update(vars(state))
 
-    def it():
-        return fn(state)
+    if how == "whole":
+        def it():
+            return fn(state)
+    elif how == "positional":
+        def it():
+            return fn(*a)
+    else:
+        def it():
+            return fn(**k)
 
-    return it
+    return it, how
 
 
 NO_SETUP = object()  # from_callable's "no setup" (None is a value a setup may give)
@@ -286,10 +337,10 @@ def from_callable(fn, *, device: str, setup=NO_SETUP) -> Workload:
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     namespace = dict(getattr(fn, "__globals__", None) or (vars(module) if module else {}))
     it = fn
-    setup_name = None
+    params = {"setup": None}
     if setup is not NO_SETUP:
-        setup_name = getattr(setup, "__qualname__", None) if callable(setup) else None
-        it = _with_state(fn, setup() if callable(setup) else setup, namespace)
+        params["setup"] = getattr(setup, "__qualname__", None) if callable(setup) else None
+        it, params["setup_passes"] = _with_state(fn, setup() if callable(setup) else setup, namespace, label)
 
     return Workload(name=label, iteration=it, description=f"{label} (one call per iteration)",
-                    params={"setup": setup_name}, namespace=namespace)
+                    params=params, namespace=namespace)

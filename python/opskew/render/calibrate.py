@@ -59,15 +59,21 @@ def print_human(run: dict, out=None) -> None:
                   f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "
                   + ("ok (within 20%)" if validation["ok"] else "NOT within 20%: the machine is too noisy "
                      "for a trustworthy calibration; rerun with more --trials") + "\n")
-    for cal in run["calibrations"]:
+    print_calibrations(run["calibrations"], out)
+
+
+def print_calibrations(cals: list, out=None) -> None:
+    """Each calibration of a run (`opskew calibrate --json`'s), stored or not."""
+    out = out or sys.stdout
+    for cal in cals:
         k = cal["key"]
         out.write(f"  {k['instrument']:15s} {k['config']:28s} "
-                  + (_constants(cal) if cal["op_events_per_iter"] else "no operator events: W undefined") + "\n")
-        if cal["noisy"]:
+                  + (_constants(cal) if cal.get("op_events_per_iter", 1) else "no operator events: W undefined") + "\n")
+        if cal.get("noisy"):
             out.write(f"      WARNING: {cal['noisy']}\n")
-        if cal["_path"]:
+        if cal.get("_path"):
             out.write(f"      stored: {cal['_path']}\n")
         else:
-            out.write(f"      NOT stored: {cal['rejected']}"
+            out.write(f"      NOT stored: {cal.get('rejected')}"
                       + (" (rerun on a quieter machine, with more --trials)" if cal.get("rerun_helps", True) else "")
                       + "\n")

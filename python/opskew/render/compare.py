@@ -58,7 +58,9 @@ def print_human(result: dict, out=None) -> None:
     what = {"operators": f"{METRIC_TEXT.get(result['metric'], '')}, per operator",
             "correct": f"corrected {METRIC_TEXT.get(result['metric'], '')}, per operator",
             "check": "check figures, and the per-operator verdict's corrected times",
-            "matrix": "matrix: in-window cost per event"}[result["kind"]]
+            "matrix": "matrix: in-window cost per event",
+            "profile": "opskew profile runs: the corrected step and W, and the latest cycle's corrected "
+                       "times per operator"}[result["kind"]]
     out.write(f"opskew compare: {what}\n")
     for i in result["inputs"]:
         out.write(f"  {i['label']}: {i['path']} ({i['schema']}"

@@ -5,13 +5,15 @@ and its text (the command line's, from opskew.render)."""
 
 from __future__ import annotations
 
+from opskew.render.calibrate import print_calibrations
 from opskew.render.check import print_human as check_text
+from opskew.render.correct import print_human as correct_text
 from opskew.render.compare import csv_rows
 from opskew.render.compare import print_human as compare_text
 from opskew.render.advise import print_human as advise_text
 from opskew.render.job import render as job_text
 from opskew.render.matrix import print_human as matrix_text
-from opskew.render.summary import print_table
+from opskew.render.summary import print_profile_run, print_table
 from opskew.render.sweep import plot as sweep_plot
 from opskew.render.sweep import print_human as sweep_text
 from opskew.render.verdict import plot as verdict_plot
@@ -25,7 +27,10 @@ class CheckResult(Result):
     KIND = "check"
     SCHEMAS = ("opskew.check/1",)
 
-    w_ns = field("added_per_event_ns", """W per event: {"median": ns, "ci95": [low, high], ...}.""")
+    w_ns = field("median", "W per event, ns: the median (its interval: w_ci95_ns; all of it, with its coverage "
+                 "and method, in added_per_event_ns, the JSON's own field).", of="added_per_event_ns")
+    w_ci95_ns = field("ci95", "W's interval [low, high] in ns (its coverage: added_per_event_ns's ci_coverage).",
+                      of="added_per_event_ns")
     skewed = field("skewed", of="verdict")
 
     def render_text(self, out) -> None:
@@ -108,10 +113,11 @@ class SweepResult(Result):
 
 @register
 class SummaryResult(Result):
-    """`opskew summary`: the per-operator table of a trace, or of a job's
-    traces merged (schema opskew.job_summary/1)."""
+    """`opskew summary`: the per-operator table of a trace, of a job's
+    traces merged (schema opskew.job_summary/1), or of an `opskew profile`
+    run's latest cycle, corrected (opskew.profile_summary/1: its cycles too)."""
     KIND = "summary"
-    SCHEMAS = ("opskew.summary/1", "opskew.job_summary/1")
+    SCHEMAS = ("opskew.summary/1", "opskew.job_summary/1", "opskew.profile_summary/1")
 
     @property
     def ops(self) -> list:
@@ -122,6 +128,8 @@ class SummaryResult(Result):
         top = self.option("top", 30)
         if "merged" in self._data:
             job_text(self._data, out, top=top)
+        elif "cycles" in self._data:
+            print_profile_run(self._data, out, top=top)
         else:
             print_table(self._data, self._data["ops"], top, out, self._data.get("losses"))
 
@@ -162,6 +170,12 @@ class CorrectResult(Result):
     KIND = "correct"
     SCHEMAS = ("opskew.correct/1",)
 
+    def render_text(self, out) -> None:
+        """What `opskew correct` prints (its --top rows, 20 when loaded)."""
+        top, ops = self.option("top", 20), self._data.get("ops", [])
+        correct_text(dict(self._data, ops=ops if top == 0 else ops[:top],
+                          omitted=0 if top == 0 else max(0, len(ops) - top)), out)
+
     def rows(self) -> list:
         return [flat(o) for o in self._data.get("ops", [])]
 
@@ -171,6 +185,11 @@ class CalibrationsResult(Result):
     """`opskew calibrate --json`: the calibrations measured and stored."""
     KIND = "calibrate"
     SCHEMAS = ("opskew.calibrate/1",)
+
+    def render_text(self, out) -> None:
+        """Each calibration as `opskew calibrate` prints it."""
+        out.write(f"opskew calibrate: {len(self._data.get('calibrations', []))} calibration(s)\n")
+        print_calibrations(self._data.get("calibrations", []), out)
 
     def rows(self) -> list:
         return [flat(c) for c in self._data.get("calibrations", [])]

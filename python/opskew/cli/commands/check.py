@@ -26,7 +26,10 @@ the trace are, and whether the skew is significant.
 
 TARGET is `file.py:function` or `package.module:function`: a callable that runs
 one iteration of your workload. With --setup NAME, NAME() from the same module
-runs once first and its result is passed to the callable.
+runs once first and its result is passed to the callable: a tuple as its
+positional arguments and a dict as its keyword arguments where it takes them
+so, else whole, as its one argument (a callable of one parameter gets a tuple
+of two or more whole); any other result as one argument.
 
 The added cost per event is the median over trial pairs of
 (profiled window - baseline window) / events, with a distribution-free 95%

@@ -134,7 +134,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS], or torchrun [OPTIONS] SCRIPT [ARGS]")
 
 
-def _output_dir(path: str) -> str:
+def _remove_if_empty(folder: str) -> None:
+    """A refused run leaves nothing it created: `folder` (made by this run)
+    and the folders below it, bottom-up, each only where it is empty; a file
+    in them (anything someone wrote) keeps it and the folders above it."""
+    for root, _dirs, _files in sorted(os.walk(folder), key=lambda t: -len(t[0])):
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+
+
+def _output_dir(path: str) -> tuple:
+    """(OUT's absolute path, whether this run created it)."""
     out = os.path.abspath(path)
     if os.path.lexists(out) and not os.path.isdir(out):
         raise UsageError(f"-o {path}: not a folder")
@@ -159,9 +171,10 @@ def _output_dir(path: str) -> str:
         try:
             os.mkdir(out)
         except FileExistsError:
-            pass
+            return out, False
         except OSError as exc:
             raise UsageError(f"-o {path}: cannot create it: {exc.strerror}") from None
+        return out, True
     else:
         # This version's folders (OUT/traces, OUT/traces/corrected) and OUT
         # itself, where earlier versions put them.
@@ -171,7 +184,7 @@ def _output_dir(path: str) -> str:
             sys.stderr.write(f"opskew profile: {out} holds {len(old)} trace file(s) of an earlier run; this run "
                              "replaces those of the same names only, and its report.json lists its own (remove "
                              "them, or give another folder, to keep runs apart)\n")
-    return out
+    return out, False
 
 
 def run(args) -> int:
@@ -189,7 +202,16 @@ def run(args) -> int:
         if rest[0] not in ("-c", "-m") and not os.path.isfile(rest[0]):
             raise UsageError(f"script not found: {rest[0]}")
         argv = interp + [BOOT] + rest
-    out = _output_dir(args.output_dir)
+    out, created = _output_dir(args.output_dir)
+    try:
+        return _run(args, argv, job, out)
+    except UsageError:
+        if created:  # refused (exit 2): the folder this run made goes, where nothing was written in it
+            _remove_if_empty(out)
+        raise
+
+
+def _run(args, argv: list, job, out: str) -> int:
     spec = {"out": out, "device": args.device, "step_marker": args.step_marker, "threshold": args.threshold,
             "schedule": {k: getattr(args, k) for k in ("wait", "warmup", "active", "repeat", "skip_first")},
             "options": {k: getattr(args, k) for k in _OPTIONS}}

@@ -12,7 +12,7 @@ from opskew.cli.spec import add_spec
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
 from opskew.output import check_output, write_json
 from opskew.render.job import render as render_job
-from opskew.render.summary import print_table
+from opskew.render.summary import print_profile_run, print_table
 from opskew.render.tables import SUMMARY_COLUMNS, summary_rows, write_csv
 from opskew.results.averages import CorrectedAverages
 
@@ -43,6 +43,18 @@ take), with each row's interval at W's interval ends and its trust mark
 (believable, inflated, unknowable). Rows by name; ProfilerStep#N together
 as ProfilerStep*, as torch's table has them. docs/profile.md.
 
+A folder `opskew profile -o OUT` wrote (or its report.json): the run, from
+report.json alone: its conditions and how it ended, its W with the 95%
+interval and its corrected step, each cycle's step, W and raw and corrected
+traces, and the latest cycle's operators, reported and corrected, with their
+intervals and trust marks (--json: all of it, schema
+opskew.profile_summary/1; --corrected: that cycle's corrected
+key_averages() table). A torchrun job's folder is read as a job (below).
+
+--from OUT (with --corrected on one trace): the W that the `opskew profile`
+run in OUT measured for TRACE (that cycle's, as its corrected trace was
+written, or else the run's final W), named in the table's last lines.
+
 A job (torchrun): give a directory (its *.json and *.json.gz traces, less
 opskew's .corrected ones) or several traces. Each trace's rank comes from
 Kineto's distributedInfo header, else from 'rankN' in its name; a rank's
@@ -67,6 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     if args.corrected:
         return _corrected(args)
+    if L.profile_run(args) is not None:
+        doc = L.compute(args)
+        if args.json != "-":
+            print_profile_run(doc, sys.stdout, top=args.top)
+        if args.json:
+            write_json(doc, args.json)
+        return EXIT_OK
     if L.is_job(args):
         doc = L.compute(args)
         if args.json != "-":
