@@ -188,11 +188,12 @@ typedef struct {
   uint64_t events;            /* traceEvents elements read */
   uint64_t corrected_events;  /* complete events of the instrumented categories, both classes */
   uint64_t py_events;         /* of which of the Python class */
-  uint64_t other_events;      /* complete events of other categories: not corrected, not written */
+  uint64_t other_events;      /* complete events of other categories: not corrected; written,
+                               * re-timed on a thread with corrected events (retimed_events) */
   uint64_t unusable_events;   /* complete events without a name, ts or dur, or with a negative
-                               * or out-of-range time: skipped */
+                               * or out-of-range time: not corrected, written as read */
   uint64_t begin_end_events;  /* "B"/"E" events of the instrumented categories: the correction
-                               * reads complete ("X") events only; not corrected, not written */
+                               * reads complete ("X") events only; written as read */
   uint64_t threads;
   uint64_t clamped;
   double residual_ns;
@@ -251,6 +252,13 @@ typedef struct {
    * trace as written, so it counts them. */
   uint64_t float_moved;
   double float_moved_ns;
+  /* The twin (docs/correct.md, "The twin"): records of the input written as
+   * they were read (metadata, the GPU's rows, "B"/"E" events, records of
+   * threads without corrected events), and records of other kinds re-timed
+   * with their thread's corrected events (X events of other categories,
+   * instants, flows' ends). With the corrected events, every record. */
+  uint64_t passed_events;
+  uint64_t retimed_events;
 } osk_correct_stats_t;
 
 /* ----------------------------------------------------------- compensation */

@@ -105,6 +105,14 @@ typedef struct {
   int64_t correlation;  /* OSK_READER_EV_CORRELATION */
   int64_t external_id;  /* OSK_READER_EV_EXTERNAL_ID */
   int64_t id;           /* OSK_READER_EV_ID */
+  /* The event's own JSON text, from its '{' to its '}', as read (plain
+   * text, whitespace included), and where the values of "ts", "dur" and
+   * "args" lie in it: offsets from text.ptr and lengths, both 0 where the
+   * key is absent (a repeated key: the last one). `opskew correct` writes
+   * the event again from them with other times (docs/correct.md, "The
+   * twin"). Elements of traceEvents that are not objects are not events. */
+  osk_str_t text;
+  uint32_t ts_at, ts_len, dur_at, dur_len, args_at, args_len;
 } osk_reader_event_t;
 
 /* Called once per element of traceEvents, in file order, on the thread that

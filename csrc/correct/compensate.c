@@ -52,8 +52,27 @@ typedef struct {
   uint32_t name;
   uint32_t cat; /* index into the correction's categories; >= n_op_cats: Python class */
   uint32_t seq; /* arrival order in the thread's buffer, for a stable sort */
-  uint32_t unused;
+  uint32_t raw; /* its text: the thread's raw[raw] */
 } held_t;
+
+/* Where a held record's text is in its thread's text, and where in it the
+ * values of ts, dur and args lie (osk_reader_event_t's), 40 bytes. */
+typedef struct {
+  uint64_t at;
+  uint32_t len, ts_at, ts_len, dur_at, dur_len, args_at, args_len;
+} raw_t;
+
+/* A record of another kind on a thread with corrected events (an X event of
+ * another category, an instant, a flow's start or end), held with the
+ * thread's events and written with them, its times mapped as theirs moved
+ * (docs/correct.md, "The twin"). 48 bytes. */
+typedef struct {
+  int64_t ts, dur; /* dur < 0: a point (not a complete event with a usable dur) */
+  int64_t ws, we;  /* as written */
+  uint32_t raw, seq;
+  uint32_t parent; /* while its tree is written: the innermost event holding it */
+  int done;        /* written */
+} rider_t;
 
 /* What the pass computes for a buffered event of the tree being written,
  * 96 bytes: its place on the compressed time line and its descendants
@@ -134,6 +153,19 @@ typedef struct {
   relay_scratch_t relay;    /* fit's scratch */
   osk__f64_line_t fline;    /* what its previous tree left for float64 readers (float_safe) */
   int64_t fnudge;           /* ns its later trees are written later by, for float64 readers */
+  /* The twin: the held records' text, the records of other kinds held with
+   * the events (riders, sorted by ts in a flush, rid_pos the first not
+   * placed), where the previous tree's root ended (reported, written). */
+  raw_t *raw;
+  size_t n_raw, cap_raw;
+  char *text;
+  size_t n_text, cap_text;
+  rider_t *rid;
+  size_t n_rid, cap_rid, rid_pos;
+  int have_prev;
+  int64_t prev_r, prev_w;
+  uint32_t *order;          /* a tree's records in the order written */
+  size_t cap_order;
   /* The corrected time line as written, read back by the nesting rule as
    * the summary of the corrected trace reads it (readback): the table's
    * corrected self and total times come from it. */
@@ -166,6 +198,7 @@ struct osk_correct {
   size_t n_hold;
   int hold_all;          /* the input cannot be read twice: hold every thread */
   int voidable;          /* the output can be discarded (a temporary file renamed at the end) */
+  int want_out;          /* a corrected trace is asked for */
   int detecting;         /* a thread broke the rule in this pass: only look for others */
   osk__out_t *o;         /* the corrected trace, or NULL */
   int first;             /* no event written yet */
@@ -182,6 +215,17 @@ struct osk_correct {
   int collect_next;      /* the next read is a collecting one */
   int gpu;               /* this read saw GPU activity (waits < 0 applies the rule then) */
   osk__f64_tree_t f64;   /* float_safe's scratch */
+  /* The twin: by thread id, whether the thread has corrected events (kept
+   * across reads), and whether a record of it was written unchanged in this
+   * read before that was known (the read is then void: redo). A pipe held
+   * whole keeps the records it passes until the output opens (pend). */
+  unsigned char *corr, *passed;
+  size_t n_corr, n_passed;
+  int redo;
+  char *pend;
+  size_t n_pend, cap_pend;
+  struct pend_s *pend_rec;
+  size_t n_pend_rec, cap_pend_rec;
   osk_correct_stats_t stats;
 };
 
@@ -306,6 +350,15 @@ static void thr_release(thr_t *t) {
   osk__nest_free(&t->nest);
   free(t->buf);
   free(t->line);
+  free(t->raw);
+  free(t->text);
+  free(t->rid);
+  free(t->order);
+  t->raw = NULL;
+  t->text = NULL;
+  t->rid = NULL;
+  t->order = NULL;
+  t->n_raw = t->cap_raw = t->n_text = t->cap_text = t->n_rid = t->cap_rid = t->rid_pos = t->cap_order = 0;
   relay_scratch_free(&t->relay);
   osk__f64_line_free(&t->fline);
   osk__nest_free(&t->rb);
@@ -316,12 +369,6 @@ static void thr_release(thr_t *t) {
 
 /* ------------------------------------------------------------ the output */
 
-static void put_id(osk__out_t *o, const osk__id_t *id) {
-  if (id->kind == OSK__ID_INT) osk__out_i64(o, id->num);
-  else if (id->kind == OSK__ID_STR) osk__out_str(o, id->str.ptr, id->str.len);
-  else osk__out_puts(o, "0");
-}
-
 static void put_cstr(osk__out_t *o, const char *s) { osk__out_str(o, s, strlen(s)); }
 
 /* The caller's clock map (osk_correct_opts_t.clock_*): identity unless set. */
@@ -331,30 +378,178 @@ static int64_t to_clock(const osk_correct_t *c, int64_t t) {
   return osk__clock_to_ref(t, m->clock_origin_ns, m->clock_offset_ns, m->clock_drift);
 }
 
-static void write_event(osk_correct_t *c, const osk__thread_id_t *th, const held_t *e, const line_t *l) {
-  osk__out_t *o = c->o;
-  osk__out_puts(o, c->first ? "{\"ph\":\"X\",\"cat\":" : ",\n{\"ph\":\"X\",\"cat\":");
+/* Sets flag `id` of the array (grown with zeros as needed): 0 or OSK_ENOMEM. */
+static int flag_set(unsigned char **a, size_t *n, size_t id) {
+  if (id >= *n) {
+    size_t m = id + 1 > 2 * *n ? id + 1 : 2 * *n;
+    unsigned char *p = realloc(*a, m);
+    if (!p) return OSK_ENOMEM;
+    memset(p + *n, 0, m - *n);
+    *a = p;
+    *n = m;
+  }
+  (*a)[id] = 1;
+  return 0;
+}
+
+static int flag_of(const unsigned char *a, size_t n, size_t id) { return id < n && a[id]; }
+
+/* JSON text, its whitespace outside strings left out (Kineto indents every
+ * member of every event on a line of its own). */
+static void put_compact(osk__out_t *o, const char *s, size_t n) {
+  size_t from = 0;
+  for (size_t i = 0; i < n; i++) {
+    char ch = s[i];
+    if (ch == '"') {
+      i = osk__json_str_close(s, n, i);
+    } else if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') {
+      if (i > from) osk__out_put(o, s + from, i - from);
+      from = i + 1;
+    }
+  }
+  if (n > from) osk__out_put(o, s + from, n - from);
+}
+
+/* The separator before a record of the events array. */
+static void put_sep(osk_correct_t *c) {
+  if (!c->first) osk__out_put(c->o, ",\n", 2);
   c->first = 0;
-  put_cstr(o, c->cats[e->cat]);
-  osk__out_puts(o, ",\"name\":");
-  osk__out_str(o, c->names.str[e->name].ptr, c->names.str[e->name].len);
-  osk__out_puts(o, ",\"pid\":");
-  put_id(o, &th->pid);
-  osk__out_puts(o, ",\"tid\":");
-  put_id(o, &th->tid);
-  osk__out_puts(o, ",\"ts\":");
-  osk__out_us(o, l->ws);
-  osk__out_puts(o, ",\"dur\":");
-  osk__out_us(o, l->we - l->ws);
-  osk__out_puts(o, ",\"args\":{\"reported_ts\":");
-  osk__out_us(o, e->ts);
-  osk__out_puts(o, ",\"reported_dur\":");
-  osk__out_us(o, e->dur);
-  osk__out_puts(o, ",\"descendants\":");
-  osk__out_u64(o, l->desc[OSK__CLS_OP]);
-  osk__out_puts(o, ",\"py_descendants\":");
-  osk__out_u64(o, l->desc[OSK__CLS_PY]);
-  osk__out_puts(o, "}}");
+}
+
+/* Writes the record `text` (its place map r) again: its ts replaced by `ts`,
+ * its dur by `dur` where dur >= 0, and `extra` (JSON members) added to its
+ * args (an args object made for them where it has none). The rest is the
+ * record as read. */
+static void put_record(osk_correct_t *c, const char *text, const raw_t *r, int64_t ts, int64_t dur, const char *extra,
+                       size_t extra_n) {
+  osk__out_t *o = c->o;
+  struct cut {
+    uint32_t at, len;
+    int what; /* 0 ts, 1 dur, 2 args */
+  } cuts[3];
+  int n = 0;
+  if (r->ts_len) cuts[n++] = (struct cut){r->ts_at, r->ts_len, 0};
+  if (dur >= 0 && r->dur_len) cuts[n++] = (struct cut){r->dur_at, r->dur_len, 1};
+  int empty_args = 1;
+  if (r->args_len) {
+    for (uint32_t i = r->args_at + 1; i + 1 < r->args_at + r->args_len && empty_args; i++)
+      empty_args = text[i] == ' ' || text[i] == '\n' || text[i] == '\r' || text[i] == '\t';
+    cuts[n++] = (struct cut){r->args_at + r->args_len - 1, 0, 2};
+  } else {
+    cuts[n++] = (struct cut){r->len - 1, 0, 2};
+  }
+  for (int i = 1; i < n; i++) /* by place */
+    for (int j = i; j > 0 && cuts[j].at < cuts[j - 1].at; j--) {
+      struct cut x = cuts[j];
+      cuts[j] = cuts[j - 1];
+      cuts[j - 1] = x;
+    }
+  put_sep(c);
+  uint32_t from = 0;
+  for (int i = 0; i < n; i++) {
+    put_compact(o, text + from, cuts[i].at - from);
+    if (cuts[i].what == 0) {
+      osk__out_us(o, ts);
+    } else if (cuts[i].what == 1) {
+      osk__out_us(o, dur);
+    } else if (r->args_len) {
+      if (!empty_args) osk__out_put(o, ",", 1);
+      osk__out_put(o, extra, extra_n);
+    } else {
+      osk__out_puts(o, ",\"args\":{");
+      osk__out_put(o, extra, extra_n);
+      osk__out_put(o, "}", 1);
+    }
+    from = cuts[i].at + cuts[i].len;
+  }
+  put_compact(o, text + from, r->len - from);
+}
+
+/* A record passed as read: as it was, or with its ts through the caller's
+ * clock map where one is set (osk_correct_opts_t.clock_*: every record of
+ * the rank moves to the reference clock), its reported ts beside it. */
+static void put_passed(osk_correct_t *c, const char *text, const raw_t *r, int64_t ts, int timed) {
+  if (timed && (c->opts.clock_offset_ns != 0 || c->opts.clock_drift != 0)) {
+    char extra[48], *p = extra;
+    memcpy(p, "\"reported_ts\":", 14);
+    p = osk__put_us(p + 14, ts);
+    put_record(c, text, r, to_clock(c, ts), -1, extra, (size_t)(p - extra));
+    return;
+  }
+  put_sep(c);
+  put_compact(c->o, text, r->len);
+}
+
+/* A held pipe's passed record, until the output opens (pend). */
+typedef struct pend_s {
+  raw_t r; /* r.at: in pend */
+  int64_t ts;
+  int timed;
+} pend_t;
+
+/* A record passed as it was read: written now, or, while a pipe is held
+ * whole and the output not open yet, kept until it opens. */
+static int pass_record(osk_correct_t *c, const osk_reader_event_t *ev) {
+  c->stats.passed_events++;
+  raw_t r = {0, (uint32_t)ev->text.len, ev->ts_at, ev->ts_len, ev->dur_at, ev->dur_len, ev->args_at, ev->args_len};
+  int timed = (ev->has & OSK_READER_EV_TS) && ev->ts_len;
+  if (c->o) {
+    put_passed(c, ev->text.ptr, &r, ev->ts_ns, timed);
+  } else if (c->hold_all && c->want_out) {
+    if (osk__grow((void **)&c->pend, &c->cap_pend, c->n_pend + ev->text.len, 1) ||
+        osk__grow((void **)&c->pend_rec, &c->cap_pend_rec, c->n_pend_rec + 1, sizeof *c->pend_rec))
+      return OSK_ENOMEM;
+    memcpy(c->pend + c->n_pend, ev->text.ptr, ev->text.len);
+    r.at = c->n_pend;
+    c->pend_rec[c->n_pend_rec++] = (pend_t){r, ev->ts_ns, timed};
+    c->n_pend += ev->text.len;
+  }
+  return 0;
+}
+
+/* Keeps the record's text (with an output to write it to) and its place map
+ * in thread t's; *idx gets its index. */
+static int keep_raw(thr_t *t, const osk_reader_event_t *ev, uint32_t *idx) {
+  size_t len = t->c->want_out ? ev->text.len : 0;
+  if (t->n_raw >= UINT32_MAX - 1 || osk__grow((void **)&t->raw, &t->cap_raw, t->n_raw + 1, sizeof *t->raw) ||
+      osk__grow((void **)&t->text, &t->cap_text, t->n_text + len + 1, 1))
+    return OSK_ENOMEM;
+  memcpy(t->text + t->n_text, ev->text.ptr, len);
+  t->raw[t->n_raw] = (raw_t){t->n_text, (uint32_t)len, ev->ts_at, ev->ts_len, ev->dur_at, ev->dur_len,
+                             ev->args_at, ev->args_len};
+  t->n_text += len;
+  *idx = (uint32_t)t->n_raw++;
+  return 0;
+}
+
+/* A corrected event as written: its text with the written times and
+ * opskew's own args beside the others. */
+static void write_event(osk_correct_t *c, const thr_t *t, const held_t *e, const line_t *l) {
+  char extra[160], *p = extra;
+  const raw_t *r = &t->raw[e->raw];
+  memcpy(p, "\"reported_ts\":", 14);
+  p = osk__put_us(p + 14, e->ts);
+  memcpy(p, ",\"reported_dur\":", 16);
+  p = osk__put_us(p + 16, e->dur);
+  memcpy(p, ",\"descendants\":", 15);
+  p = osk__put_dec(p + 15, l->desc[OSK__CLS_OP]);
+  memcpy(p, ",\"py_descendants\":", 18);
+  p = osk__put_dec(p + 18, l->desc[OSK__CLS_PY]);
+  put_record(c, t->text + r->at, r, l->ws, l->we - l->ws, extra, (size_t)(p - extra));
+}
+
+/* A rider as written: its text with its mapped times and reported ones. */
+static void write_rider(osk_correct_t *c, const thr_t *t, const rider_t *d) {
+  char extra[96], *p = extra;
+  const raw_t *r = &t->raw[d->raw];
+  memcpy(p, "\"reported_ts\":", 14);
+  p = osk__put_us(p + 14, d->ts);
+  if (d->dur >= 0) {
+    memcpy(p, ",\"reported_dur\":", 16);
+    p = osk__put_us(p + 16, d->dur);
+  }
+  put_record(c, t->text + r->at, r, d->ws, d->dur >= 0 ? d->we - d->ws : -1, extra, (size_t)(p - extra));
+  c->stats.retimed_events++;
 }
 
 /* ------------------------------------------------------- the compensation */
@@ -716,22 +911,104 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
 static int rb_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *parent, int64_t cut) {
   thr_t *t = ctx;
   (void)parent;
+  if (f->name == UINT32_MAX) return 0; /* a rider: no operator's */
   int64_t self = osk__nest_self(f, cut);
   t->c->ops[f->name].corrected_self_ns += self > 0 ? (double)self : 0.0;
   return 0;
 }
 
-/* A fitted tree of n events as it is written: through the caller's clock
- * map, and so that a float64 reader of the text nests it as the exact
- * reading does (osk__f64_fix: an end that does not read exactly and lies
- * within float64's reach of another boundary of the tree is moved earlier to
- * where it does; the tree moved later, whole, off the previous tree's inexact
- * end; docs/outputs.md, "Read as float64"). Sets each line's ws, we. */
-static int float_safe(thr_t *t, size_t n) {
+/* The boundaries of a tree in reported time (v), in the order a time point
+ * meets them: at equal times ends first, innermost first, then begins,
+ * outermost first (rank). */
+static int cmp_bound(const void *pa, const void *pb) {
+  const point_t *a = pa, *b = pb;
+  if (a->v != b->v) return a->v < b->v ? -1 : 1;
+  if (a->end != b->end) return a->end ? -1 : 1;
+  return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+/* The tree's map from reported time to written time: its boundaries sorted
+ * (rs->pt, m of them), each one's written place (rs->x), made monotone. */
+typedef struct {
+  const point_t *pt;
+  int64_t *x;
+  size_t m;
+} tmap_t;
+
+static void tmap_places(tmap_t *mp, const line_t *l) {
+  for (size_t k = 0; k < mp->m; k++) {
+    const point_t *q = &mp->pt[k];
+    mp->x[k] = q->end ? l[q->ev].we : l[q->ev].ws;
+    if (k && mp->x[k] < mp->x[k - 1]) mp->x[k] = mp->x[k - 1];
+  }
+}
+
+/* r between boundaries a and b (a < 0: before the first; b == m: after the
+ * last), in proportion. */
+static int64_t tmap_between(const tmap_t *mp, size_t a, size_t b, int64_t r) {
+  if (a == SIZE_MAX) return osk__sat_add(r, mp->x[0] - mp->pt[0].v);
+  if (b >= mp->m) return osk__sat_add(r, mp->x[a] - mp->pt[a].v);
+  double f = (double)(r - mp->pt[a].v) / (double)(mp->pt[b].v - mp->pt[a].v);
+  int64_t w = mp->x[a] + llround(f * (double)(mp->x[b] - mp->x[a]));
+  return w < mp->x[a] ? mp->x[a] : w > mp->x[b] ? mp->x[b] : w;
+}
+
+/* The written place of a point, or of a begin, reported at r: inside the
+ * innermost event holding it; at an event's begin, at its written begin. */
+static int64_t tmap_begin(const tmap_t *mp, int64_t r) {
+  size_t lo = 0, hi = mp->m; /* the first boundary after r */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (mp->pt[mid].v <= r) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo && mp->pt[lo - 1].v == r) return mp->x[lo - 1]; /* the innermost begin there, or the outermost end */
+  return tmap_between(mp, lo ? lo - 1 : SIZE_MAX, lo, r);
+}
+
+/* The written place of an end reported at r: at an event's end, at its
+ * written end (the innermost's). */
+static int64_t tmap_end(const tmap_t *mp, int64_t r) {
+  size_t lo = 0, hi = mp->m; /* the first boundary at or after r */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (mp->pt[mid].v < r) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < mp->m && mp->pt[lo].v == r) return mp->x[lo];
+  return tmap_between(mp, lo ? lo - 1 : SIZE_MAX, lo, r);
+}
+
+/* The first of the tree's n events (in pre-order, so by reported begin)
+ * that begins after r, or n. */
+static size_t first_after(const held_t *ev, size_t n, int64_t r) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (ev[mid].ts <= r) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* A tree of n events (fitted) and its riders [r0, r1) as they are written:
+ * through the caller's clock map, and so that a float64 reader of the text
+ * nests them as the exact reading does (osk__f64_fix: an end that does not
+ * read exactly and lies within float64's reach of another boundary, read
+ * crossed with it, is moved earlier; the tree moved later, whole, off the
+ * previous tree's inexact end; docs/outputs.md, "Read as float64"). The
+ * riders' times are mapped by the tree's fitted boundaries (docs/correct.md,
+ * "The twin"): a point into the innermost event holding it, a complete
+ * event's end likewise, and kept inside the event that held it. Sets each
+ * line's ws, we and each rider's. */
+static int float_safe(thr_t *t, size_t n, size_t r0, size_t r1) {
   osk_correct_t *c = t->c;
   line_t *l = t->line;
+  const held_t *ev = t->buf + t->tree_begin;
   osk__f64_tree_t *f = &c->f64;
-  if (osk__f64_reserve(f, n)) return OSK_ENOMEM;
+  size_t q = 0; /* complete riders */
+  for (size_t k = r0; k < r1; k++) q += t->rid[k].dur >= 0;
+  if (osk__f64_reserve(f, n + q)) return OSK_ENOMEM;
   for (size_t i = 0; i < n; i++) {
     f->s[i] = osk__sat_add(to_clock(c, l[i].ts2), t->fnudge);
     f->e[i] = osk__sat_add(to_clock(c, l[i].end2), t->fnudge);
@@ -739,22 +1016,171 @@ static int float_safe(thr_t *t, size_t n) {
     f->parent[i] = l[i].parent;
     f->mark[i] = 0;
   }
+  relay_scratch_t *rs = &t->relay; /* fit's, free again */
+  if (relay_scratch_reserve(rs, n)) return OSK_ENOMEM;
+  int64_t *base = rs->tail; /* each event's written duration before the rule */
   c->stats.float_moved_ns += (double)osk__f64_place(&t->fline, f, n, &t->fnudge);
+  for (size_t i = 0; i < n; i++) base[i] = f->e[i] - f->s[i];
   if (l[0].early) memset(f->mark, 1, n); /* the next tree begins inside it */
   uint64_t before = f->moved;
   int64_t lost;
   if (osk__f64_fix(f, n, t->fline.kept, t->fline.n_kept, &lost)) return OSK_ENOMEM;
-  c->stats.float_moved += f->moved - before;
   c->stats.float_moved_ns += (double)lost;
-  osk__f64_done(&t->fline, f->s[0], f->e[0]);
   for (size_t i = 0; i < n; i++) {
     l[i].ws = f->s[i];
     l[i].we = f->e[i];
-    c->ops[t->buf[t->tree_begin + i].name].float_ns += (double)((f->e0[i] - f->s0[i]) - (f->e[i] - f->s[i]));
+  }
+  if (r1 > r0) {
+    /* The map. Each rider begins where it began among the events: an event
+     * that began after it in the trace, written at or before its place (the
+     * interval between them written 0 ns long), begins 1 ns after it. */
+    point_t *pt = rs->pt;
+    size_t m = 2 * n;
+    for (size_t i = 0; i < n; i++) {
+      pt[2 * i] = (point_t){ev[i].ts, (uint32_t)i, (uint32_t)i, 0};
+      pt[2 * i + 1] = (point_t){osk__sat_add(ev[i].ts, ev[i].dur), (uint32_t)(n - i), (uint32_t)i, 1};
+    }
+    qsort(pt, m, sizeof *pt, cmp_bound);
+    tmap_t mp = {pt, rs->x, m};
+    tmap_places(&mp, l);
+    int nudged = 0;
+    for (size_t d = r0; d < r1; d++) {
+      rider_t *rd = &t->rid[d];
+      int64_t w = tmap_begin(&mp, rd->ts);
+      rd->ws = w;
+      for (size_t j = first_after(ev, n, rd->ts); j < n && l[j].ws <= w; j++) {
+        l[j].ws = w + 1;
+        if (l[j].we < l[j].ws) l[j].we = l[j].ws;
+        nudged = 1;
+      }
+    }
+    if (nudged) tmap_places(&mp, l);
+    /* The complete riders: each inside the innermost event that held it
+     * (the stack of the reported boundaries), its end mapped as an end. */
+    uint32_t *stk = rs->stack;
+    size_t top = 0, k = 0, j = n;
+    for (size_t d = r0; d < r1; d++) {
+      rider_t *rd = &t->rid[d];
+      if (rd->dur < 0) continue;
+      for (; k < m && pt[k].v <= rd->ts; k++) {
+        if (!pt[k].end) {
+          stk[top++] = pt[k].ev;
+        } else {
+          for (size_t z = top; z-- > 0;)
+            if (stk[z] == pt[k].ev) {
+              memmove(stk + z, stk + z + 1, (top - z - 1) * sizeof *stk);
+              top--;
+              break;
+            }
+        }
+      }
+      int64_t rend = osk__sat_add(rd->ts, rd->dur);
+      uint32_t holder = UINT32_MAX;
+      for (size_t z = top; z-- > 0 && holder == UINT32_MAX;)
+        if (osk__sat_add(ev[stk[z]].ts, ev[stk[z]].dur) >= rend) holder = stk[z];
+      f->s[j] = rd->ws;
+      f->e[j] = tmap_end(&mp, rend);
+      if (f->e[j] < f->s[j]) f->e[j] = f->s[j];
+      f->parent[j] = holder;
+      f->mark[j] = 0;
+      j++;
+    }
+    if (q || nudged) {
+      /* Again, the events as moved, with the complete riders among them. */
+      for (size_t i = 0; i < n; i++) {
+        f->s[i] = l[i].ws;
+        f->e[i] = l[i].we;
+      }
+      if (osk__f64_fix(f, n + q, t->fline.kept, t->fline.n_kept, &lost)) return OSK_ENOMEM;
+      c->stats.float_moved_ns += (double)lost;
+      for (size_t i = 0; i < n; i++) {
+        l[i].ws = f->s[i];
+        l[i].we = f->e[i];
+      }
+      tmap_places(&mp, l);
+    }
+    j = n;
+    for (size_t d = r0; d < r1; d++) {
+      rider_t *rd = &t->rid[d];
+      if (rd->dur >= 0) {
+        rd->ws = f->s[j];
+        rd->we = f->e[j];
+        j++;
+      } else {
+        /* A point, among the events as written: before the first event that
+         * began after it. */
+        int64_t w = tmap_begin(&mp, rd->ts);
+        size_t a = first_after(ev, n, rd->ts);
+        if (a < n && w >= l[a].ws) w = l[a].ws - 1;
+        rd->ws = rd->we = w;
+      }
+    }
+  }
+  c->stats.float_moved += f->moved - before;
+  osk__f64_done(&t->fline, l[0].ws, l[0].we);
+  for (size_t i = 0; i < n; i++) {
+    c->ops[ev[i].name].float_ns += (double)(base[i] - (l[i].we - l[i].ws));
     /* Ends that may lie in the next tree: past the root's (a clipped
      * Python tail), or of an event outlived with the root. */
-    if ((l[0].early && l[i].early) || f->e[i] > f->e[0])
-      if (osk__f64_keep(&t->fline, f->e[i])) return OSK_ENOMEM;
+    if ((l[0].early && l[i].early) || l[i].we > l[0].we)
+      if (osk__f64_keep(&t->fline, l[i].we)) return OSK_ENOMEM;
+  }
+  return 0;
+}
+
+/* Riders outside the thread's trees, [r0, r1), before the tree that begins
+ * at reported `next_r`, written at `next_w` (next_r INT64_MAX: after the
+ * thread's last tree): mapped in proportion between the previous tree's end
+ * and that begin (moved as the nearer one moved where there is no such
+ * pair); a complete one's end read exactly, its begin out of reach of an
+ * inexact end of the previous tree (`prev`, as it was before the next tree). */
+static void place_gap(thr_t *t, size_t r0, size_t r1, int64_t next_r, int64_t next_w, const osk__f64_line_t *prev) {
+  for (size_t d = r0; d < r1; d++) {
+    rider_t *rd = &t->rid[d];
+    int64_t w;
+    int64_t rend = rd->dur >= 0 ? osk__sat_add(rd->ts, rd->dur) : rd->ts;
+    int64_t we;
+    if (t->have_prev && next_r != INT64_MAX && next_r > t->prev_r) {
+      double span = (double)(next_r - t->prev_r), room = (double)(next_w - t->prev_w);
+      w = t->prev_w + llround(room * (double)(rd->ts - t->prev_r) / span);
+      we = t->prev_w + llround(room * (double)(rend - t->prev_r) / span);
+      if (w > next_w && rd->ts <= next_r) w = next_w;
+      if (we > next_w && rend <= next_r) we = next_w;
+    } else if (t->have_prev) {
+      w = osk__sat_add(rd->ts, t->prev_w - t->prev_r);
+      we = osk__sat_add(rend, t->prev_w - t->prev_r);
+    } else if (next_r != INT64_MAX) {
+      w = osk__sat_add(rd->ts, next_w - next_r);
+      we = osk__sat_add(rend, next_w - next_r);
+    } else {
+      w = to_clock(t->c, rd->ts);
+      we = to_clock(t->c, rend);
+    }
+    if (we < w) we = w;
+    if (rd->dur >= 0) {
+      if (prev->valid && !prev->end_exact && w >= prev->end)
+        while (w < we && osk__f64_near(prev->end, w)) w++;
+      we = osk__f64_exact_end(w, we);
+    }
+    rd->ws = w;
+    rd->we = we;
+  }
+}
+
+/* Writes placed riders [r0, r1) whose kind `complete` says (complete ones
+ * read back as the summary of the written trace nests them, a name of no
+ * operator's), and marks them written. */
+static int put_riders(thr_t *t, size_t r0, size_t r1, int complete) {
+  osk_correct_t *c = t->c;
+  for (size_t d = r0; d < r1; d++) {
+    rider_t *rd = &t->rid[d];
+    if ((rd->dur >= 0) != complete) continue;
+    if (complete) {
+      int rc = osk__nest_push(&t->rb, rd->ws, rd->we - rd->ws, UINT32_MAX, OSK__CLS_OP, rb_close, t, NULL);
+      if (rc) return rc;
+    }
+    if (c->o) write_rider(c, t, rd);
+    rd->done = 1;
   }
   return 0;
 }
@@ -891,25 +1317,99 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
     c->stats.reported_top_ns += x->dur;
     /* The stack is empty: every event pushed since the tree began closed. */
     size_t n = t->pushing - t->tree_begin;
-    if (fit(t, t->buf + t->tree_begin, n) || float_safe(t, n)) return OSK_ENOMEM;
-    const osk__thread_id_t *th = &c->th.th[t->id];
-    for (size_t i = t->tree_begin; i < t->pushing; i++) {
-      const line_t *li = &t->line[i - t->tree_begin];
-      int rc = readback(t, &t->buf[i], li, i == t->tree_begin);
+    const held_t *ev = t->buf + t->tree_begin;
+    int64_t root_r = ev[0].ts, root_end_r = osk__sat_add(ev[0].ts, ev[0].dur);
+    /* The riders before it (between the previous tree and it), and inside
+     * it (from its begin to its end, or to the begin of the next tree where
+     * that one outlives it: what lies after is the next tree's). */
+    size_t g0 = t->rid_pos, g1 = g0;
+    while (g1 < t->n_rid && t->rid[g1].ts < root_r) g1++;
+    size_t r1 = g1;
+    int64_t upto = cut < root_end_r ? cut : root_end_r;
+    while (r1 < t->n_rid && t->rid[r1].ts < upto) r1++;
+    t->rid_pos = r1;
+    osk__f64_line_t prev = t->fline;
+    if (fit(t, ev, n) || float_safe(t, n, g1, r1)) return OSK_ENOMEM;
+    place_gap(t, g0, g1, root_r, t->line[0].ws, &prev);
+    int rc = put_riders(t, g0, g1, 1);
+    if (!rc) rc = put_riders(t, g0, g1, 0);
+    if (rc) return rc;
+    /* The tree's events in their order, each complete rider before the
+     * first event it begins before (or, beginning with it, outlasts). */
+    size_t d = g1;
+    for (size_t i = 0; i <= n; i++) {
+      const line_t *li = i < n ? &t->line[i] : NULL;
+      for (; d < r1; d++) {
+        rider_t *rd = &t->rid[d];
+        if (rd->dur < 0) continue;
+        if (li && (rd->ws > li->ws || (rd->ws == li->ws && rd->we - rd->ws <= li->we - li->ws))) break;
+        if ((rc = put_riders(t, d, d + 1, 1))) return rc;
+      }
+      if (!li) break;
+      rc = readback(t, &ev[i], li, i == 0);
       if (rc) return rc;
       double longer = (double)(li->end2 - li->ts2) - li->want;
       if (longer > 1.0) { /* more than the rounding of its two boundaries */
         c->stats.stretched++;
         c->stats.stretched_ns += longer;
-        c->ops[t->buf[i].name].stretched_ns += longer;
+        c->ops[ev[i].name].stretched_ns += longer;
       } else if (longer < -1.0) {
         c->stats.shortened++;
         c->stats.shortened_ns -= longer;
       }
-      if (c->o) write_event(c, th, &t->buf[i], li);
+      if (c->o) write_event(c, t, &ev[i], li);
     }
+    if ((rc = put_riders(t, g1, r1, 0))) return rc;
+    t->have_prev = 1;
+    t->prev_r = root_end_r;
+    t->prev_w = t->line[0].we;
     t->tree_begin = t->pushing;
   }
+  return 0;
+}
+
+/* Riders in time order, then arrival. */
+static int cmp_rider(const void *pa, const void *pb) {
+  const rider_t *a = pa, *b = pb;
+  if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+  return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* Drops what a flush wrote from the thread's riders and text: the events and
+ * riders that stay keep theirs, renumbered, in arrival order. */
+static int compact(thr_t *t) {
+  size_t kept = 0;
+  for (size_t i = 0; i < t->n_rid; i++)
+    if (!t->rid[i].done) t->rid[kept++] = t->rid[i];
+  t->n_rid = kept;
+  if (!t->n && !t->n_rid) {
+    t->n_raw = t->n_text = 0;
+    return 0;
+  }
+  /* Each live raw record's new index, in order (the old ones are dropped). */
+  uint32_t *map = malloc((t->n_raw ? t->n_raw : 1) * sizeof *map);
+  if (!map) return OSK_ENOMEM;
+  for (size_t i = 0; i < t->n_raw; i++) map[i] = UINT32_MAX;
+  for (size_t i = 0; i < t->n; i++) map[t->buf[i].raw] = 0;
+  for (size_t i = 0; i < t->n_rid; i++) map[t->rid[i].raw] = 0;
+  size_t n = 0, text = 0;
+  for (size_t i = 0; i < t->n_raw; i++) {
+    if (map[i] == UINT32_MAX) continue;
+    raw_t r = t->raw[i];
+    memmove(t->text + text, t->text + r.at, r.len);
+    r.at = text;
+    text += r.len;
+    t->raw[n] = r;
+    map[i] = (uint32_t)n++;
+  }
+  for (size_t i = 0; i < t->n; i++) t->buf[i].raw = map[t->buf[i].raw];
+  for (size_t i = 0; i < t->n_rid; i++) {
+    t->rid[i].raw = map[t->rid[i].raw];
+    t->rid[i].seq = (uint32_t)i;
+  }
+  free(map);
+  t->n_raw = n;
+  t->n_text = text;
   return 0;
 }
 
@@ -926,8 +1426,11 @@ static int cmp_held(const void *pa, const void *pb) {
  * all close here, as the next push would close them. */
 static int flush(thr_t *t, int64_t limit) {
   osk_correct_t *c = t->c;
-  if (!t->n) return 0;
+  if (!t->n && !(limit == INT64_MAX && t->n_rid)) return 0;
   if (!t->in_order) qsort(t->buf, t->n, sizeof *t->buf, cmp_held);
+  /* The riders in time order; the trees place them as they close. */
+  if (t->n_rid > 1) qsort(t->rid, t->n_rid, sizeof *t->rid, cmp_rider);
+  t->rid_pos = 0;
   size_t k = t->n;
   if (limit != INT64_MAX) /* INT64_MAX: all, even an event that starts there */
     while (k && t->buf[k - 1].ts >= limit) k--;
@@ -1006,16 +1509,32 @@ static int flush(thr_t *t, int64_t limit) {
   }
   t->pushing = k;
   if (!rc) rc = osk__nest_close_all(&t->nest, on_close, t);
+  if (!rc && limit == INT64_MAX && !flag_of(c->corr, c->n_corr, t->id)) {
+    /* A pipe's thread with no corrected events: its records as read. */
+    for (size_t i = 0; i < t->n_rid; i++) {
+      const raw_t *r = &t->raw[t->rid[i].raw];
+      if (c->o) put_passed(c, t->text + r->at, r, t->rid[i].ts, 1);
+      c->stats.passed_events++;
+      t->rid[i].done = 1;
+    }
+    t->rid_pos = t->n_rid;
+  } else if (!rc && limit == INT64_MAX) {
+    /* The riders after the thread's last tree. */
+    place_gap(t, t->rid_pos, t->n_rid, INT64_MAX, 0, &t->fline);
+    rc = put_riders(t, t->rid_pos, t->n_rid, 1);
+    if (!rc) rc = put_riders(t, t->rid_pos, t->n_rid, 0);
+    t->rid_pos = t->n_rid;
+  }
   if (rc) return rc;
   /* What stays (events starting at the limit) is sorted: renumbered in
    * that order, it sorts again with later arrivals as it would have. */
-  memmove(t->buf, t->buf + k, (t->n - k) * sizeof *t->buf);
+  if (t->n > k) memmove(t->buf, t->buf + k, (t->n - k) * sizeof *t->buf);
   t->n -= k;
   for (size_t i = 0; i < t->n; i++) t->buf[i].seq = (uint32_t)i;
   t->in_order = 1;
   t->tree_begin = 0;
   c->held_now -= k;
-  return 0;
+  return compact(t);
 }
 
 /* The gap rule, on an arrival at `ts` of a thread that is not held:
@@ -1164,32 +1683,77 @@ static uint64_t overlapping_threads(const osk_correct_t *c) {
   return n;
 }
 
+/* The compressed time line saturates at +-2^62 ns (moved_back): an event
+ * beyond that (4.6e15 us, 146 years from the trace's origin) would be written
+ * clamped there with no duration. */
+#define OSK__LIM (INT64_C(1) << 62)
+
+/* A record of another kind than the corrected events (an X event of another
+ * category, an instant, a flow's start or end, a counter...): re-timed with
+ * its thread's corrected events where it has a ts and its thread has them
+ * (held with them: a rider), written as read otherwise (the GPU's rows,
+ * Kineto's own spans and instants on threads of their own). */
+static int other_record(osk_correct_t *c, const osk_reader_event_t *ev) {
+  int timed = (ev->has & OSK_READER_EV_TS) && ev->ts_len && ev->ts_ns <= OSK__LIM && ev->ts_ns >= -OSK__LIM;
+  if (!timed) return pass_record(c, ev);
+  int64_t id = osk__threads_intern_ev(&c->th, ev);
+  if (id < 0) return (int)id;
+  if (!flag_of(c->corr, c->n_corr, (size_t)id) && !c->hold_all) {
+    /* Unless its thread has corrected events further on: then this read is
+     * void, and the next knows the thread from the start. */
+    if (!c->collecting && flag_set(&c->passed, &c->n_passed, (size_t)id)) return OSK_ENOMEM;
+    return pass_record(c, ev);
+  }
+  thr_t *t = thr_at(c, id);
+  if (!t) return OSK_ENOMEM;
+  if (c->collecting) return 0;
+  /* Placed by the trees written: one that begins before the last gap came
+   * after its tree was (Kineto writes CUDA's runtime calls after the
+   * operators): the thread is held whole next time. */
+  if (!t->held && ev->ts_ns < t->floor) return start_detecting(c, t);
+  if (c->detecting) return 0;
+  uint32_t raw;
+  if (t->n_rid >= UINT32_MAX - 1) return OSK_ERANGE;
+  if (keep_raw(t, ev, &raw) || osk__grow((void **)&t->rid, &t->cap_rid, t->n_rid + 1, sizeof *t->rid))
+    return OSK_ENOMEM;
+  int complete = osk__str_is(ev->ph, "X", 1) && osk__event_usable(ev, OSK__EV_COMPLETE) && ev->dur_len &&
+                 ev->dur_ns <= OSK__LIM - (ev->ts_ns > 0 ? ev->ts_ns : 0);
+  t->rid[t->n_rid] = (rider_t){.ts = ev->ts_ns, .dur = complete ? ev->dur_ns : -1, .raw = raw,
+                               .seq = (uint32_t)t->n_rid, .parent = UINT32_MAX};
+  t->n_rid++;
+  return 0;
+}
+
 static int on_event(void *ctx, const osk_reader_event_t *ev) {
   osk_correct_t *c = ctx;
   c->stats.events++;
-  if (osk__str_is(ev->ph, "M", 1)) return osk__threads_metadata_ev(&c->th, ev, NULL, NULL);
-  if (!osk__str_is(ev->ph, "X", 1)) {
-    if ((osk__str_is(ev->ph, "B", 1) || osk__str_is(ev->ph, "E", 1)) && category_index(c, ev->cat) >= 0)
-      c->stats.begin_end_events++;
-    return 0;
+  if (osk__str_is(ev->ph, "M", 1)) {
+    int rc = osk__threads_metadata_ev(&c->th, ev, NULL, NULL);
+    return rc ? rc : pass_record(c, ev);
   }
-  /* The compressed time line saturates at +-2^62 ns (moved_back): an event
-   * beyond that (4.6e15 us, 146 years from the trace's origin) would be
-   * written clamped there with no duration. Counted as unusable instead. */
-  const int64_t lim = INT64_C(1) << 62;
-  if (!osk__event_usable(ev, OSK__EV_COMPLETE) || ev->ts_ns > lim || ev->ts_ns < -lim ||
-      ev->dur_ns > lim - (ev->ts_ns > 0 ? ev->ts_ns : 0)) {
-    c->stats.unusable_events++;
-    return 0;
+  if (!osk__str_is(ev->ph, "X", 1)) {
+    if (osk__str_is(ev->ph, "B", 1) || osk__str_is(ev->ph, "E", 1)) {
+      /* Not read by the correction: written as they were. */
+      if (category_index(c, ev->cat) >= 0) c->stats.begin_end_events++;
+      return pass_record(c, ev);
+    }
+    return other_record(c, ev);
   }
   long cat = category_index(c, ev->cat);
+  if (!osk__event_usable(ev, OSK__EV_COMPLETE) || ev->ts_ns > OSK__LIM || ev->ts_ns < -OSK__LIM ||
+      ev->dur_ns > OSK__LIM - (ev->ts_ns > 0 ? ev->ts_ns : 0)) {
+    c->stats.unusable_events++;
+    return cat >= 0 ? pass_record(c, ev) : other_record(c, ev);
+  }
   if (cat < 0) {
     c->stats.other_events++;
     if (!c->gpu && is_gpu_category(ev->cat)) c->gpu = 1;
-    return 0;
+    return other_record(c, ev);
   }
   int64_t thread = osk__threads_intern_ev(&c->th, ev);
   if (thread < 0) return (int)thread;
+  if (flag_set(&c->corr, &c->n_corr, (size_t)thread)) return OSK_ENOMEM;
+  if (flag_of(c->passed, c->n_passed, (size_t)thread)) c->redo = 1;
   thr_t *t = thr_at(c, thread);
   if (!t) return OSK_ENOMEM;
   int64_t end = ev->ts_ns + ev->dur_ns;
@@ -1219,6 +1783,8 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   if (osk__grow((void **)&t->buf, &t->cap, t->n + 1, sizeof *t->buf)) return OSK_ENOMEM;
   int64_t name = intern_name(c, ev->name);
   if (name < 0) return (int)name;
+  uint32_t raw;
+  if (keep_raw(t, ev, &raw)) return OSK_ENOMEM;
   held_t *e = &t->buf[t->n];
   e->ts = ev->ts_ns;
   e->dur = ev->dur_ns;
@@ -1229,7 +1795,7 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
     c->ops[e->name].category.len = strlen(c->cats[cat]);
   }
   e->seq = (uint32_t)t->n;
-  e->unused = 0;
+  e->raw = raw;
   if (t->n && t->in_order && cmp_held(&t->buf[t->n - 1], e) > 0) t->in_order = 0;
   t->n++;
   c->stats.corrected_events++;
@@ -1352,34 +1918,11 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
   osk__out_puts(o, ",\n\"traceEvents\":[\n");
 }
 
-/* The metadata events (one per named process and thread, the latest name:
- * only known at the end), the end of the events array, and the document's
- * members after its events (from r, which read it whole). */
+/* The end of the events array, and the document's members after its events
+ * (from r, which read it whole). The metadata records ("M") were written as
+ * they came, as every record of the input. */
 static void write_trailer(osk_correct_t *c, const osk_reader_t *r) {
   osk__out_t *o = c->o;
-  for (size_t i = 0; i < c->th.n_procs; i++) {
-    const osk__process_t *p = &c->th.procs[i];
-    osk__out_puts(o, c->first ? "" : ",\n");
-    c->first = 0;
-    osk__out_puts(o, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-    put_id(o, &p->pid);
-    osk__out_puts(o, ",\"args\":{\"name\":");
-    osk__out_str(o, p->name.ptr, p->name.len);
-    osk__out_puts(o, "}}");
-  }
-  for (size_t i = 0; i < c->th.n; i++) {
-    const osk__thread_id_t *t = &c->th.th[i];
-    if (!t->name.ptr) continue;
-    osk__out_puts(o, c->first ? "" : ",\n");
-    c->first = 0;
-    osk__out_puts(o, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-    put_id(o, &t->pid);
-    osk__out_puts(o, ",\"tid\":");
-    put_id(o, &t->tid);
-    osk__out_puts(o, ",\"args\":{\"name\":");
-    osk__out_str(o, t->name.ptr, t->name.len);
-    osk__out_puts(o, "}}");
-  }
   osk__out_puts(o, "\n]");
   write_members(o, r, 1);
   osk__out_puts(o, "}\n");
@@ -1398,6 +1941,9 @@ static void reset_pass(osk_correct_t *c) {
   c->n_thr = c->cap_thr = 0;
   c->detecting = 0;
   c->held_now = 0;
+  c->redo = 0;
+  if (c->passed) memset(c->passed, 0, c->n_passed);
+  c->n_pend = c->n_pend_rec = 0;
   uint64_t peak = c->stats.held_peak;
   int passes = c->stats.passes;
   memset(&c->stats, 0, sizeof c->stats);
@@ -1480,10 +2026,11 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     need_profile = 0;
   }
   c->stats.overlapping_threads = overlapping;
-  if (c->detecting || need_profile) {
+  if (c->detecting || need_profile || c->redo) {
     /* This read is void: a thread broke the gap rule (it is held whole next
      * time), or the cross-thread rule needs the starts first (a collecting
-     * read next). */
+     * read next), or a record was written unchanged before its thread was
+     * known to have corrected events (the next read knows it). */
     c->collect_next = need_profile;
     if (c->o) osk__out_discard(c->o);
     c->o = NULL;
@@ -1498,7 +2045,7 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     return read_rc;
   }
   c->stats.truncated = rc == OSK_ETRUNCATED;
-  c->stats.threads = c->th.n;
+  for (size_t i = 0; i < c->n_thr; i++) c->stats.threads += c->thr[i].spanned != 0;
   if (out_path && c->hold_all) {
     /* Nothing was written during the read: the whole header now. */
     int orc = osk__out_open(o, out_path, 0);
@@ -1510,6 +2057,11 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     }
     c->o = o;
     write_header(o, c, r, in_path);
+    /* What was passed as read while the output was not open. */
+    for (size_t i = 0; i < c->n_pend_rec; i++) {
+      const pend_t *pr = &c->pend_rec[i];
+      put_passed(c, c->pend + pr->r.at, &pr->r, pr->ts, pr->timed);
+    }
   }
   /* The rest of every thread, held threads whole, in thread order. */
   for (size_t i = 0; i < c->n_thr; i++) {
@@ -1517,7 +2069,7 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
     if (!rc) rc = osk__nest_close_all(&c->thr[i].rb, rb_close, &c->thr[i]);
     if (rc) goto fail;
     c->stats.overlaps += c->thr[i].nest.overlaps;
-    c->stats.held_threads += c->thr[i].held != 0;
+    c->stats.held_threads += c->thr[i].held && c->thr[i].spanned;
     thr_release(&c->thr[i]);
   }
   if (c->o) {
@@ -1607,6 +2159,7 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   osk__out_t o;
   int rc = 0, again = 0;
   c->voidable = !out_path || voidable_output(out_path);
+  c->want_out = out_path != NULL;
   /* The cross-thread rule asked for (waits > 0): the first read notes the
    * starts, and the second writes. Where the output is written as it goes, a
    * first read looks for threads that break the gap rule instead. */
@@ -1653,5 +2206,9 @@ void osk_correct_free(osk_correct_t *c) {
   free(c->hold);
   free_profile(c);
   osk__f64_free(&c->f64);
+  free(c->corr);
+  free(c->passed);
+  free(c->pend);
+  free(c->pend_rec);
   free(c);
 }

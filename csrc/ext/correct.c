@@ -201,7 +201,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   }
   const osk_correct_stats_t *s = osk_correct_stats(c);
   PyObject *res = Py_BuildValue(
-      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d,s:K,s:d,s:K,s:d},s:O,s:s,s:K}", "status",
+      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d,s:K,s:d,s:K,s:d,s:K,s:K},s:O,s:s,s:K}", "status",
       osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
@@ -216,7 +216,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       (unsigned long long)s->shortened, "shortened_ns", s->shortened_ns, "trimmed",
       (unsigned long long)s->trimmed, "trimmed_ns", s->trimmed_ns, "scaled_ns", s->scaled_ns, "relaid",
       (unsigned long long)s->relaid, "relaid_ns", s->relaid_ns, "float_moved",
-      (unsigned long long)s->float_moved, "float_moved_ns", s->float_moved_ns, "truncated", s->truncated ? Py_True : Py_False, "warning",
+      (unsigned long long)s->float_moved, "float_moved_ns", s->float_moved_ns, "passed_events",
+      (unsigned long long)s->passed_events, "retimed_events", (unsigned long long)s->retimed_events, "truncated", s->truncated ? Py_True : Py_False, "warning",
       s->truncated ? "the trace ended early (a profiler killed mid-write?); what was read is corrected" : "",
       "truncated_at", (unsigned long long)(s->truncated ? err.offset : 0));
   osk_correct_free(c);

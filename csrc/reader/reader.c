@@ -24,6 +24,7 @@
  */
 #include "opskew_reader.h"
 #include "reader_internal.h"
+#include "tracecore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1155,7 +1156,10 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
     case 2:
       if (key_is(key, "ph", 2)) str_field = &ev->ph;
       else if (key_is(key, "ts", 2)) {
+        const char *v = s;
         rc = parse_time(r, s, end, &s, &ev->ts_ns, &ev->has, OSK_READER_EV_TS);
+        ev->ts_at = (uint32_t)(v - p);
+        ev->ts_len = (uint32_t)(s - v);
         goto value_done;
       } else if (key_is(key, "id", 2)) {
         rc = parse_int_id(r, s, end, &s, &ev->id, &ev->has, OSK_READER_EV_ID);
@@ -1165,7 +1169,10 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
     case 3:
       if (key_is(key, "cat", 3)) str_field = &ev->cat;
       else if (key_is(key, "dur", 3)) {
+        const char *v = s;
         rc = parse_time(r, s, end, &s, &ev->dur_ns, &ev->has, OSK_READER_EV_DUR);
+        ev->dur_at = (uint32_t)(v - p);
+        ev->dur_len = (uint32_t)(s - v);
         goto value_done;
       } else if (key_is(key, "pid", 3)) {
         rc = parse_id(r, s, end, &s, &ev->pid, &ev->has);
@@ -1180,7 +1187,10 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
         str_field = &ev->name;
         str_bit = OSK_READER_EV_NAME;
       } else if (key_is(key, "args", 4) && *s == '{') {
+        const char *v = s;
         rc = parse_args(r, s, end, &s, ev);
+        ev->args_at = (uint32_t)(v - p);
+        ev->args_len = (uint32_t)(s - v);
         goto value_done;
       }
       break;
@@ -1204,7 +1214,10 @@ static int parse_event(osk_reader_t *r, const char *p, const char *end, const ch
     if (rc) return rc;
     rc = container_next(r, s, end, '}', "expected ',' or '}' in an event", &s);
   }
-  if (rc == P_OK) *next = s;
+  if (rc == P_OK) {
+    *next = s;
+    ev->text = (osk_str_t){p, (size_t)(s - p)};
+  }
   return rc;
 }
 
@@ -1242,14 +1255,11 @@ static void add_meta(osk_reader_t *r, const char *v, size_t n, int is_string) {
 /* The deepest nesting of objects and arrays in valid JSON text (1 for a
  * flat object). */
 static int text_depth(const char *s, size_t n) {
-  int d = 0, max = 0, in_str = 0;
+  int d = 0, max = 0;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
-    if (in_str) {
-      if (c == '\\') i++;
-      else if (c == '"') in_str = 0;
-    } else if (c == '"') {
-      in_str = 1;
+    if (c == '"') {
+      i = osk__json_str_close(s, n, i);
     } else if (c == '{' || c == '[') {
       if (++d > max) max = d;
     } else if (c == '}' || c == ']') {

@@ -381,6 +381,16 @@ OSK__CORE_HIDDEN void osk__f64_done(osk__f64_line_t *l, int64_t root_s, int64_t 
 OSK__CORE_HIDDEN int osk__f64_keep(osk__f64_line_t *l, int64_t end);
 OSK__CORE_HIDDEN void osk__f64_line_free(osk__f64_line_t *l);
 
+/* In JSON text s[0..n) whose s[i] opens a string: the index of the quote
+ * that closes it (n if none). */
+static inline size_t osk__json_str_close(const char *s, size_t n, size_t i) {
+  for (i++; i < n; i++) {
+    if (s[i] == '\\') i++;
+    else if (s[i] == '"') return i;
+  }
+  return n;
+}
+
 /* Writes v as decimal into out (at least 21 bytes); returns the length. */
 OSK__CORE_HIDDEN size_t osk__fmt_u64(char *out, uint64_t v);
 

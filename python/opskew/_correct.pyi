@@ -44,7 +44,8 @@ def correct(
     clamped, residual_ns, reported_top_ns, corrected_top_ns, overlaps,
     stretched, stretched_ns, held_peak, held_threads, passes, waited_ns,
     overlapping_threads, shortened, shortened_ns, trimmed, trimmed_ns,
-    scaled_ns, relaid, relaid_ns, float_moved, float_moved_ns); truncated (bool); warning (str, "" unless
+    scaled_ns, relaid, relaid_ns, float_moved, float_moved_ns, passed_events,
+    retimed_events); truncated (bool); warning (str, "" unless
     truncated); truncated_at (int, byte offset; 0 unless truncated).
 
     Raises TypeError when path, out or run_json is not a str, categories or

@@ -38,15 +38,19 @@ def print_human(res: dict, out=None) -> None:
         out.write(f"  WARNING: {res['warning']} (at byte {res['truncated_at']})\n")
     share = res["instrument_share"]
     out.write(f"  {s['corrected_events'] - s['py_events']} operator and {s['py_events']} Python-function "
-              f"events on {count_of(s['threads'], 'thread')} corrected; "
-              f"{s['other_events']} complete events of other categories not written (the corrected trace "
-              f"holds the corrected categories)\n")
+              f"events on {count_of(s['threads'], 'thread')} corrected; {s['other_events']} complete events of "
+              f"other categories not corrected")
+    if "retimed_events" in s:
+        out.write(f"; the corrected trace holds every record of the trace: {s['retimed_events']} re-timed with "
+                  f"their thread's operators (flows, instants, runtime calls), {s['passed_events']} as read "
+                  f"(metadata, the GPU's rows)")
+    out.write("\n")
     if s.get("unusable_events"):
         for w in warnings_of({"status": "ok", "stats": {"unusable_events": s["unusable_events"]}}):
             out.write(f"  WARNING: {w}\n")
     if s.get("begin_end_events"):
         out.write(f"  WARNING: {s['begin_end_events']} \"B\"/\"E\" events of operator categories were not "
-                  f"corrected and are not in the corrected trace: opskew correct reads complete (\"X\") events "
+                  f"corrected (written as they were read): opskew correct reads complete (\"X\") events "
                   f"only (opskew summary analyses both)\n")
     out.write(f"  top-level time: reported {fmt_time(s['reported_top_ns'] * 1e-9)}, corrected "
               f"{fmt_time(s['corrected_top_ns'] * 1e-9)}: {100 * share:.1f}% of the trace is instrument\n")

@@ -96,10 +96,11 @@ static void test_known_nesting(void) {
   osk_correct_free(c);
 
   /* The corrected trace reads back with the same durations and proper
-   * nesting: every child inside its parent. */
-  CHECK(s.n == 4);
-  int ia = find(&s, "A"), ib = find(&s, "B"), ip = find(&s, "P");
-  CHECK(ia >= 0 && ib >= 0 && ip >= 0);
+   * nesting: every child inside its parent; the GPU's kernel as it was. */
+  CHECK(s.n == 5);
+  int ia = find(&s, "A"), ib = find(&s, "B"), ip = find(&s, "P"), ik = find(&s, "k");
+  CHECK(ia >= 0 && ib >= 0 && ip >= 0 && ik >= 0);
+  CHECK(s.ts[ik] == 0 && s.dur[ik] == 9000);
   CHECK(s.dur[ia] == 190 && s.dur[ib] == 190 && s.dur[ip] == 790);
   CHECK(s.ts[ip] == 0); /* the time line starts at the first event */
   CHECK(s.ts[ia] >= s.ts[ip] && s.ts[ia] + s.dur[ia] <= s.ts[ib]);
@@ -116,7 +117,7 @@ static void test_clock_map(void) {
   opts.clock_offset_ns = 300000; /* this rank's clock reads 300 us ahead */
   osk_correct_t *c = correct_text(TRACE, &opts, &mapped);
   osk_correct_free(c);
-  CHECK(mapped.n == plain.n && plain.n == 4);
+  CHECK(mapped.n == plain.n && plain.n == 5); /* the kernel too: the rank's every record moves */
   for (int i = 0; i < plain.n; i++) {
     CHECK(strcmp(mapped.name[i], plain.name[i]) == 0);
     CHECK(mapped.ts[i] == plain.ts[i] - 300000 && mapped.dur[i] == plain.dur[i]);
