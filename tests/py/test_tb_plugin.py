@@ -86,3 +86,59 @@ def test_plugin_reads_corrected_runs_of_four_models_without_nesting_errors(train
     assert cor_errors == 0
     assert len(raw_profiles) == 2 * len(MODELS) * len(CONFIGS)
     assert_twins_load_alike(raw_profiles, cor_profiles)
+
+
+def _holders(doc):
+    """Each flow end and instant of `doc` (by identity, in time order) with
+    the identity of the innermost complete event of its thread holding its
+    ts (a begin holds, an end does not; of equal intervals the later in the
+    file): test_twin.py's rule, in one sweep per thread."""
+    from test_twin import _identity
+
+    threads = {}
+    for k, e in enumerate(doc["traceEvents"]):
+        key = (str(e.get("pid")), str(e.get("tid")))
+        if e.get("ph") == "X":
+            threads.setdefault(key, []).append((e["ts"], 0, -(e["ts"] + e["dur"]), k, e))
+        elif e.get("ph") in ("s", "f", "i", "I"):
+            threads.setdefault(key, []).append((e["ts"], 1, 0, k, e))
+    out = []
+    for items in threads.values():
+        stack = []
+        for ts, is_point, neg_end, _k, e in sorted(items, key=lambda r: r[:4]):
+            while stack and (-stack[-1][0] < ts or (-stack[-1][0] == ts and stack[-1][1] != ts)):
+                stack.pop()
+            if is_point:
+                out.append((_identity(e), ts, stack[-1][2] if stack else None))
+            else:
+                stack.append((neg_end, ts, _identity(e)))
+    return [(i, h) for i, _ts, h in sorted(out, key=lambda r: (r[0], r[1]))]
+
+
+def test_every_corrected_cycle_is_its_raw_traces_twin(trained):
+    """The twin on the four models (docs/correct.md, "The twin"): every raw
+    record of every cycle is in its corrected trace once, in the same form
+    apart from its times and opskew's args, and the flows and instants of
+    the minimal traces stay in the operators that held them (with_stack's
+    Python frames overlap improperly; test_twin.py checks those)."""
+    import collections
+
+    from test_twin import _identity, _load
+
+    raw_dir = trained / "out" / "raw"
+    pairs = flows = 0
+    for name in sorted(os.listdir(raw_dir)):
+        if not name.endswith(".pt.trace.json"):
+            continue
+        worker, rest = name.split(".", 1)
+        raw, twin = _load(raw_dir / name), _load(raw_dir / "corrected" / f"{worker}.corrected.{rest}")
+        assert collections.Counter(map(_identity, raw["traceEvents"])) == \
+            collections.Counter(map(_identity, twin["traceEvents"])), name
+        assert {k: v for k, v in twin.items() if k not in ("traceEvents", "opskew")} == \
+            {k: v for k, v in raw.items() if k != "traceEvents"}
+        if "minimal" in name:
+            held = _holders(raw)
+            assert held == _holders(twin), name
+            flows += sum(1 for _i, h in held if h is not None)
+        pairs += 1
+    assert pairs == 2 * len(MODELS) * len(CONFIGS) and flows > 0
