@@ -240,3 +240,5 @@ def test_matrix_on_a_user_target_shows_progress_before_it_measures(tmp_path):
     assert len(said) == 1 and said[0].startswith("opskew matrix: the workload warned: "
                                                  "UserWarning: the workload's own warning"), p.stderr
     assert not any(ln.startswith("  warnings.warn(") for ln in lines)
+    # The answer first: the cheapest configuration that records every operator.
+    assert p.stdout.startswith("opskew matrix: cheapest configuration keeping every operator: "), p.stdout

@@ -31,9 +31,10 @@ opskew.profile (docs/profile.md): each step is timed, the steps the profiler
 does not record (wait) are paired with the steps it records (active), and W,
 the profiler's cost per operator event on this workload in this run, comes
 with a 95% interval. Each cycle's trace is written to OUT with a corrected
-trace beside it, and the skew report (in-window inflation, W, the verdict per
-operator: believable, inflated, unknowable) is printed on stderr and kept in
-OUT/report.json.
+trace beside it. Each cycle prints on stderr its true (corrected) step against
+the profiled one, the operators the correction moved most, W and the verdict
+(--verbose: every figure; each note once per run); OUT/report.json keeps it
+all. The last line is the run's true step with its interval.
 
 Steps, with no code change, are the optimizer's steps (torch.optim's global
 step hook; the first optimizer that steps, when there are several). A loop
