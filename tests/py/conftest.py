@@ -6,6 +6,10 @@ import sys
 
 import pytest
 
+# Progress lines (render.progress) go to stderr by default, which many tests
+# read line by line: off here; the tests of progress turn it on themselves.
+os.environ.setdefault("OPSKEW_PROGRESS", "0")
+
 
 def run_opskew(*args, timeout=300, env=None, cwd=None):
     """Runs the installed command line in a subprocess, as a user would."""

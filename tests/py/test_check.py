@@ -113,6 +113,9 @@ def test_fail_on_skew_exits_3(check_json):
     p, r = check_json("--instrument", "busy-wait:5000", "--trials", "7", "--iters", "2",
                       "--calls", "100", "--fail-on-skew", expect_rc=3)
     assert r["verdict"]["skewed"] is True
+    # The answer first (issue 45): skewed, by how much, W with its interval.
+    assert p.stdout.startswith(f"opskew check: SKEWED: the profiled loop runs x{r['inflation']:.2f} its bare time, "
+                               "W "), p.stdout
 
 
 def test_json_to_stdout_is_pure_json(opskew):

@@ -190,3 +190,55 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     assert "distinguishable" not in pm
     mem = next(ln for ln in text.split("Where the time goes", 1)[1].splitlines() if "memory events" in ln)
     assert "too few rounds for a 95% CI" in mem and "distinguishable" not in mem
+
+
+TARGET = '''
+import sys
+import warnings
+
+import torch
+
+calls = 0
+
+
+def make_inputs():
+    return torch.ones(8)
+
+
+def step(x):
+    global calls
+    calls += 1
+    if calls == 1:
+        warnings.warn("the workload's own warning")
+    sys.stderr.write(f"CALL {calls}\\n")
+    return x + 1
+'''
+
+
+def test_matrix_on_a_user_target_shows_progress_before_it_measures(tmp_path):
+    """Long work is not silent (issue 45): without a terminal (the lines
+    form), a line says what starts before the workload's first call, and a
+    line with how far the rounds are and the time left comes while the
+    workload is still being measured (before its last call). A warning the
+    workload raised is said once, as the workload's, not passed through."""
+    from conftest import run_opskew
+
+    t = tmp_path / "adv.py"
+    t.write_text(TARGET)
+    p = run_opskew("matrix", f"{t}:step", "--setup", "make_inputs", "--trials", "2", "--iters", "1",
+                   "--warmup", "0.05", "--no-tracer", "--no-export", "--json", str(tmp_path / "m.json"),
+                   env={"OPSKEW_PROGRESS": ""})
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    calls = [i for i, ln in enumerate(lines) if ln.startswith("CALL ")]
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("opskew matrix: warm-up ("))
+    assert first < calls[0], p.stderr
+    runs = [i for i, ln in enumerate(lines) if ln.startswith("opskew matrix: measuring: run 1/")
+            and " left" in ln]
+    assert runs and runs[0] < calls[-1], p.stderr
+    said = [ln for ln in lines if " warned: " in ln]
+    assert len(said) == 1 and said[0].startswith("opskew matrix: the workload warned: "
+                                                 "UserWarning: the workload's own warning"), p.stderr
+    assert not any(ln.startswith("  warnings.warn(") for ln in lines)
+    # The answer first: the cheapest configuration that records every operator.
+    assert p.stdout.startswith("opskew matrix: cheapest configuration keeping every operator: "), p.stdout

@@ -507,7 +507,9 @@ def test_corrected_trace_and_report(tmp_path):
     text = out.getvalue()
     assert text.count("opskew.profile cycle") == 3
     assert "verdict: SKEWED" in text and f"corrected trace: {corrected}" in text
-    assert "at W's 95% CI] corrected" in text  # the step's band is printed beside it
+    # Each cycle answers first: its true step, with its band at W's CI ends.
+    assert all(b.split(":", 1)[1].startswith(" true step ") and "at W's 95% CI], profiled " in b
+               for b in text.split("opskew.profile cycle")[1:] if "  corrected trace: " in b), text
     # Stop and on_trace_ready ran inside step(): not in any step's time.
     assert r["on_trace_ready_ns"] > 0 and r["stop_ns"] > 0
     assert set(r["share_of_active_time"]) == {"instrument", "stop", "on_trace_ready"}

@@ -37,7 +37,33 @@ def test_cycle_report_round_trips_with_its_figures():
     assert r.skewed is True and r.w_source == "in-run" and r.error is None and r.notes == ["a note"]
     out = io.StringIO()
     r.render_text(out)
-    assert out.getvalue().startswith("opskew.profile cycle 2: 14 active, 20 wait, 2 warmup step(s) so far")
+    assert out.getvalue().startswith("opskew.profile cycle 2: true step 80 us [78 us, 82 us at W's 95% CI], "
+                                     "profiled 105 us, unprofiled wait steps 84 us (medians)\n")
+
+
+def test_a_cycle_answers_first_and_says_each_note_once_per_run():
+    """The per-cycle text (issue 45): the true step against the profiled one
+    and the operators the correction moved most first; compact by default
+    (verbose adds every figure behind it); a note printed in an earlier
+    cycle of the run is not printed again."""
+    from opskew.render.profile import render
+
+    ops = [{"name": n, "reported_self_ns": r, "corrected_self_ns": {"median": c, "ci95": [c, c]}}
+           for n, r, c in (("ProfilerStep#9", 9e5, 1e5), ("aten::mm", 4e4, 1e4), ("aten::t", 3e4, 2.5e4),
+                           ("aten::add", 2e4, 2e4), ("aten::addmm", 6e4, 4e4))]
+    rep = {**CYCLE, "operators": {"ops": ops, "marks": {"believable": 2, "inflated": 1, "unknowable": 1}},
+           "cost_classes": {"not_separable": ["user_annotation"]}}
+    seen = set()
+    first = render(rep, verbose=False, seen=seen).splitlines()
+    assert first[1] == ("  moved most (self time in the trace, reported -> corrected): aten::mm 40 us -> 10 us, "
+                        "aten::addmm 60 us -> 40 us, aten::t 30 us -> 25 us")
+    assert "  note: a note" in first and any("user_annotation priced at W" in ln for ln in first)
+    assert not any("in-window inflation" in ln or "opskew's own time" in ln for ln in first)
+    again = render({**rep, "cycle": 3}, verbose=False, seen=seen)
+    assert again.startswith("opskew.profile cycle 3: true step")
+    assert "a note" not in again and "user_annotation" not in again and "W 210 ns [180 ns, 240 ns]" in again
+    full = render(rep, verbose=True)
+    assert "in-window inflation +25.0%" in full and "opskew's own time" in full and "  note: a note" in full
 
 
 def test_run_report_round_trips_with_its_figures():

@@ -237,3 +237,26 @@ def test_report_json_cycles_match_what_each_cycle_printed(profiled):
             assert f"cycle {r['cycle']} {was_text} -> {now}" in stop_line
     # The last cycle's full report agrees with its entry.
     assert doc["report"]["corrected_step_ns"] == doc["reports"][-1]["corrected_step_ns"]
+
+
+def test_profile_ends_with_the_true_step_and_says_each_note_once(profiled):
+    """Answer first (issue 45): the run's last line is its true step with
+    its interval, from report.json's final figures, against the profiled and
+    unprofiled steps; each cycle's block starts with its own true step or
+    why there is none; a note printed by an earlier cycle is not printed
+    again (report.json keeps them all)."""
+    from opskew.render.units import fmt_ns
+
+    doc = json.loads((profiled / "report.json").read_text())
+    err = (profiled / "stderr.txt").read_text()
+    f = doc["final"]
+    lo, hi = f["corrected_step_w_ci_ns"]
+    assert err.splitlines()[-1] == (
+        f"opskew profile: true step {fmt_ns(f['corrected_step_ns'])} [{fmt_ns(lo)}, {fmt_ns(hi)}] (profiled "
+        f"{fmt_ns(f['active_step_ns'])}, unprofiled wait steps {fmt_ns(f['baseline_step_ns'])}); report: "
+        f"{profiled / 'report.json'}")
+    heads = [ln for ln in err.splitlines() if ln.startswith("opskew.profile cycle ")]
+    assert len(heads) == 2 and all(": true step " in h or ": no true step yet (" in h for h in heads), heads
+    notes = [ln for ln in err.splitlines() if ln.startswith("  note: ")]
+    assert notes and len(notes) == len(set(notes)), notes
+    assert sum("priced at W with the operators" in ln for ln in err.splitlines()) <= 1

@@ -79,7 +79,7 @@ class Driver:
             schedule=torch.profiler.schedule(wait=sch["wait"], warmup=sch["warmup"], active=sch["active"],
                                              repeat=sch["repeat"], skip_first=sch["skip_first"]),
             report_file=sys.stderr, corrected_dir=os.path.join(spec["out"], PROFILE_TRACES),
-            threshold=spec["threshold"],
+            threshold=spec["threshold"], verbose=bool(spec.get("verbose")),
             **spec["options"])
         self.mode = "marker" if spec.get("step_marker") else "optimizer"
         self.started = False

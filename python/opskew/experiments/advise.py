@@ -288,13 +288,20 @@ def compute(args) -> Computed:
     # Cold start, before anything else warms the workload: one iteration at a time.
     one = make_window(workload.iteration, 1, device)
     cold = []
+    progress = progress_printer("opskew advise")
+    if progress:
+        progress.start("cold start", f"up to {args.cold_iters} single iterations, 10 s at most")
     t0 = time.perf_counter()
     try:
-        for _ in range(args.cold_iters):
+        for k in range(args.cold_iters):
             cold.append(one().wall_s)
+            if progress:
+                progress.update(k + 1, args.cold_iters, unit="iteration")
             if time.perf_counter() - t0 > 10 and len(cold) >= 4:
                 break
     except Exception as exc:
+        if progress:
+            progress.end()
         raise UsageError(f"the workload raised on its first iterations: {type(exc).__name__}: {exc}") from exc
     cands = candidates(args.need, device)
     arms = {"baseline": None, **cands}
@@ -302,8 +309,7 @@ def compute(args) -> Computed:
         first = next(iter(cands.values()))
         arms["scoped"] = ScopedProfiler(first, scope_mod, args.scope)
     rounds = measure_rounds.run_rounds(workload.iteration, arms, trials=args.trials, iters=args.iters,
-                                       device=device, warmup_s=args.warmup,
-                                       progress=progress_printer("opskew advise"))
+                                       device=device, warmup_s=args.warmup, progress=progress)
     first = next(iter(cands.values()))
     result = {"schema": SCHEMA, "needs": args.need}
     result["conditions"] = conditions(device, args.threads, first, {

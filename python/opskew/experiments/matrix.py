@@ -228,9 +228,9 @@ def compute(args) -> Computed:
     device = prepare(args)
     workload = load_workload(args, device)
     arms, skipped = build_arms(device, not args.no_export, args.inject, args.no_tracer)
+    progress = progress_printer("opskew matrix")
     rounds = measure_rounds.run_rounds(workload.iteration, {k: v[0] for k, v in arms.items()}, trials=args.trials,
-                        iters=args.iters, device=device, warmup_s=args.warmup,
-                        progress=progress_printer("opskew matrix"))
+                        iters=args.iters, device=device, warmup_s=args.warmup, progress=progress)
     minimal = arms["minimal"][0]
     result = {"schema": SCHEMA}
     result["conditions"] = conditions(device, args.threads, minimal, {
@@ -244,6 +244,8 @@ def compute(args) -> Computed:
         import torch
 
         if torch.profiler.itt.is_available():
+            if progress:
+                progress.start("opskew's tracer row", f"in a process of its own, {args.trials} rounds again")
             result["rows"].append(tracer_row(args, device, not args.no_export,
                                              result.get("events_per_iter")))
         else:

@@ -8,15 +8,13 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import sys
-import time
 
 from opskew import _engine
 from opskew.errors import UsageError, WorkloadError
 from opskew.experiments.common import Computed, prepare, workload_files
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import PROFILER_OPTIONS, OpskewTracer, TorchProfiler
-from opskew.measure.rounds import conditions, make_window, user_traceback
+from opskew.measure.rounds import conditions, make_window, progress_printer, user_traceback
 from opskew.measure.workload import load_module
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
@@ -278,12 +276,14 @@ def measure(args, device, ops, instruments, progress=True):
     results = []
     interrupted = False
     error = None
-    t_start = time.perf_counter()
+    show = progress_printer("opskew sweep") if progress else None
     try:
         for name, make in ops:
             curve = {"op": name, "points": []}
             results.append(curve)
-            for size in sizes:
+            if show:
+                show.start(f"--op {name}", f"{len(sizes)} size(s)" + (", up to --max-ms per call" if auto else ""))
+            for k, size in enumerate(sizes):
                 try:
                     call = make(size)
                     per_call = _probe(call, device)
@@ -310,17 +310,15 @@ def measure(args, device, ops, instruments, progress=True):
                     return results, interrupted, error
                 pt = {"size": size, **point_figures(rounds, instruments, calls)}
                 curve["points"].append(pt)
-                if progress and sys.stderr.isatty():
-                    sys.stderr.write(f"\ropskew sweep: {name} size {size}: {fmt_time(pt['true_per_call_s'])}/call, "
-                                     f"{time.perf_counter() - t_start:.0f}s elapsed   ")
-                    sys.stderr.flush()
+                if show:
+                    show.update(k + 1, len(sizes), f"{size}: {fmt_time(pt['true_per_call_s'])}/call", unit="size")
                 if auto and pt["true_per_call_s"] >= args.max_ms * 1e-3:
                     break
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if progress and sys.stderr.isatty():
-            sys.stderr.write("\n")
+        if show:
+            show.end()
         for curve in results:
             curve["crossover"] = {}
             for iname in instruments:

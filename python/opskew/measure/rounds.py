@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -22,6 +22,7 @@ from opskew import _engine
 from opskew.errors import UsageError, WorkloadError
 from opskew.host import cpu_model
 from opskew.measure.instruments import Instrument, Trial
+from opskew.render.progress import Progress, say_warnings
 
 # Kineto logs two lines per profiler start/stop on stderr; quiet unless asked.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
@@ -44,6 +45,7 @@ class Rounds:
     trials: dict = field(default_factory=dict)     # arm name -> list of Trial
     orders: list = field(default_factory=list)     # the arm order of each round
     warmup_s: float = 0.0
+    warnings: list = field(default_factory=list)   # what the workload warned, each once (warned)
     error: BaseException | None = None
     interrupted: bool = False
 
@@ -146,50 +148,84 @@ def conditions(device: str, threads: int, instrument: Instrument, extra: dict) -
 
 
 def run_rounds(iteration, arms: dict, *, trials: int, iters: int, device: str,
-               warmup_s: float = 0.3, progress: Callable[[int, int], None] | None = None) -> Rounds:
+               warmup_s: float = 0.3, progress: Progress | None = None) -> Rounds:
     """Runs `trials` rounds; each round runs every arm once, in an order that
     rotates from round to round (two arms: AB, BA, AB, ...), so that a slow
     drift of the machine reaches every arm alike and any two arms can be
     compared pair by pair. `arms` maps a name to an Instrument, or to None for
     the bare workload. Never raises for the workload: an exception from it, or
     Ctrl-C, ends the run and is kept in the result with what was measured
-    before it; an incomplete last round is dropped."""
+    before it; an incomplete last round is dropped. `progress` is told the
+    warm-up and each run (render.progress)."""
     names = list(arms)
     rounds = Rounds(arms=names, trials={k: [] for k in names})
     window = make_window(iteration, iters, device)
-    try:
-        # Warm up the workload (caches, allocator, lazy init) for warmup_s,
-        # then open and close each instrument once: the first torch.profiler
-        # session initializes Kineto, which takes seconds and is not overhead
-        # of the steady state.
-        t0 = time.perf_counter()
-        while True:
-            window()
-            if time.perf_counter() - t0 >= warmup_s:
-                break
-        short = make_window(iteration, max(1, iters // 4), device)
-        for inst in arms.values():
-            if inst is not None:
-                inst.trial(short)
-        rounds.warmup_s = time.perf_counter() - t0
-        k = len(names)
-        for i in range(trials):
-            order = names[i % k:] + names[:i % k]
-            for name in order:
-                inst = arms[name]
-                rounds.trials[name].append(Trial(window=window()) if inst is None
-                                           else inst.trial(window))
-            rounds.orders.append(order)
+    opened = [n for n, inst in arms.items() if inst is not None]
+    # The workload's warnings (torch's among them) are caught and said once,
+    # attributed, after the progress line: not torch's text amid opskew's.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("default")
+        try:
+            # Warm up the workload (caches, allocator, lazy init) for warmup_s,
+            # then open and close each instrument once: the first torch.profiler
+            # session initializes Kineto, which takes seconds and is not overhead
+            # of the steady state.
             if progress:
-                progress(i + 1, trials)
-    except KeyboardInterrupt:
-        rounds.interrupted = True
-    except Exception as exc:  # the workload's own failure, kept with the data
-        rounds.error = exc
+                progress.start("warm-up", f"the workload for {warmup_s:g} s, then each of {len(opened)} "
+                               "instrument(s) once")
+            t0 = time.perf_counter()
+            while True:
+                window()
+                if time.perf_counter() - t0 >= warmup_s:
+                    break
+            short = make_window(iteration, max(1, iters // 4), device)
+            for j, name in enumerate(opened):
+                arms[name].trial(short)
+                if progress:
+                    progress.update(j + 1, len(opened), name, unit="instrument")
+            rounds.warmup_s = time.perf_counter() - t0
+            k = len(names)
+            if progress:
+                progress.start("measuring", f"{trials} rounds, each runs {k} configurations {iters} "
+                               "iteration(s)")
+            for i in range(trials):
+                order = names[i % k:] + names[:i % k]
+                for j, name in enumerate(order):
+                    inst = arms[name]
+                    rounds.trials[name].append(Trial(window=window()) if inst is None
+                                               else inst.trial(window))
+                    if progress:
+                        progress.update(i * k + j + 1, trials * k, f"round {i + 1}, {name}", unit="run")
+                rounds.orders.append(order)
+        except KeyboardInterrupt:
+            rounds.interrupted = True
+        except Exception as exc:  # the workload's own failure, kept with the data
+            rounds.error = exc
+        finally:
+            if progress:
+                progress.end()
+    rounds.warnings = warned(said)
+    say_warnings(progress.label if progress else "opskew", rounds.warnings)
     n = rounds.n
     for v in rounds.trials.values():
         del v[n:]
     return rounds
+
+
+def warned(caught: list) -> list:
+    """The warnings the workload (torch, the user's code) raised while it
+    was measured, each once: {"by", "category", "message", "where"}; "by"
+    is "torch" where the warning came from torch's files."""
+    out, seen = [], set()
+    for w in caught:
+        key = (w.category.__name__, str(w.message))
+        if key in seen:
+            continue
+        seen.add(key)
+        parts = os.path.normpath(w.filename).split(os.sep)
+        out.append({"by": "torch" if "torch" in parts else "the workload", "category": key[0],
+                    "message": key[1], "where": f"{w.filename}:{w.lineno}"})
+    return out
 
 
 def user_traceback(exc: BaseException) -> str:
@@ -220,17 +256,8 @@ def workload_error(rounds: Rounds, partial) -> WorkloadError:
     return err
 
 
-def progress_printer(label: str):
-    """A one-line progress indicator on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None
-    start = time.perf_counter()
-
-    def show(done, total):
-        el = time.perf_counter() - start
-        eta = el / done * (total - done)
-        end = "\n" if done == total else ""
-        sys.stderr.write(f"\r{label}: round {done}/{total}, {el:.0f}s elapsed, ~{eta:.0f}s left  {end}")
-        sys.stderr.flush()
-
-    return show
+def progress_printer(label: str) -> Progress | None:
+    """The progress of a command's rounds on stderr (render.progress), or
+    None where OPSKEW_PROGRESS=0."""
+    p = Progress(label)
+    return p if p.mode != "off" else None

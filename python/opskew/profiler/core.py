@@ -84,6 +84,32 @@ class _Stderr:
 _STDERR = _Stderr()
 
 
+class _Printer:
+    """Where a run's per-cycle reports are printed (report_file), compact
+    or `verbose`, each note once per run (`seen`). A stream that fails
+    (closed, a broken pipe) must not stop the training: printing stops
+    there (`error` says why), and the reports stay in `reports`."""
+
+    def __init__(self, f, verbose: bool):
+        self.f, self.verbose, self.seen, self.error = f, verbose, set(), None
+
+    def report(self, rep: dict) -> None:
+        self.say(render(rep, self.verbose, self.seen))
+
+    def say(self, text: str) -> None:
+        f = self.f
+        if f is None:
+            return
+        try:
+            f.write(text)
+            flush = getattr(f, "flush", None)
+            if flush is not None:
+                flush()
+        except Exception as exc:  # noqa: BLE001 - the user's loop goes on
+            self.f = None
+            self.error = f"printing the report failed ({type(exc).__name__}: {exc}); later ones are not printed"
+
+
 class profile(DropIn):
     """`opskew.profile(...)`: `torch.profiler.profile(...)` with the same
     arguments and methods, plus the skew report (`.report`, a typed result that
@@ -94,6 +120,8 @@ class profile(DropIn):
     opskew's own keywords (all optional):
       report_file   where the per-cycle report is printed (default
                     sys.stderr; None prints nothing);
+      verbose       print each cycle's every figure (default False: its
+                    answer, W, the verdict, and each note once per run);
       corrected_dir where to put raw and corrected traces when the user's
                     on_trace_ready does not export one (default: none is
                     written; the report is still made);
@@ -113,7 +141,7 @@ class profile(DropIn):
 
     @torch_signature
     def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
-                 leaf_reference=True, **kwargs):
+                 leaf_reference=True, verbose=False, **kwargs):
         import torch
 
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
@@ -129,7 +157,7 @@ class profile(DropIn):
         if report_file is not None and not callable(getattr(report_file, "write", None)):
             raise TypeError(f"report_file: a file object with write() or None, not {type(report_file).__name__}"
                             + (" (open the file first)" if isinstance(report_file, (str, os.PathLike)) else ""))
-        self._report_file = report_file
+        self._out = _Printer(report_file, bool(verbose))
         self.prof = torch.profiler.profile(*args, on_trace_ready=self._on_ready, **kwargs)
         options = options_of(self.prof)
         self.reports: list = []  # CycleReport
@@ -170,7 +198,6 @@ class profile(DropIn):
         self._analysis = CycleAnalysis(self._clock, self._ref, self._figures, self._files, options=options,
                                        threshold=threshold, scheduled=partial(scheduled, self.prof, torch),
                                        waits=self._waits, rank=self.rank, world_size=self.world_size)
-        self.print_error = None  # why report_file stopped being printed to, if it did
         self._shed_upto = 0  # reports before this index hold no per-operator table (shed_old_operators)
         self._forwarding = True  # torch's attributes assigned from here on go to self.prof (profiler.dropin)
 
@@ -192,6 +219,8 @@ class profile(DropIn):
     _events = property(attrgetter("_clock.events"))
     _pair_steps = property(attrgetter("_analysis.pair_steps"))
     final = property(attrgetter("_analysis.final"), doc="The run's W from all its steps, set at stop().")
+
+    print_error = property(attrgetter("_out.error"), doc="Why report_file stopped being printed to, if it did.")
 
     @property
     def report(self):
@@ -368,11 +397,11 @@ class profile(DropIn):
                         "on_trace_ready_ns": c.ready_ns, "stop": True})
         try:
             self._analysis.recorrect(self.reports, self._cycle)
-            self._say(render_recorrected(self.reports, self.final))
+            self._out.say(render_recorrected(self.reports, self.final))
         except Exception as exc:  # noqa: BLE001 - the run's own traces are already written
             if self.report is not None:
                 self.report["recorrect_error"] = f"{type(exc).__name__}: {exc}"
-            self._say(f"opskew.profile: correcting earlier traces with the final W failed "
+            self._out.say(f"opskew.profile: correcting earlier traces with the final W failed "
                       f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
 
     def export_chrome_trace(self, path, *args, **kwargs):
@@ -392,22 +421,6 @@ class profile(DropIn):
         self._analysis.correct_copy(self.reports, files.kept, path)
         return None
 
-    def _say(self, text: str):
-        """Prints to report_file. A stream that fails (closed, a broken pipe)
-        must not stop the training: printing stops there, and the reports
-        stay in `reports`."""
-        f = self._report_file
-        if f is None:
-            return
-        try:
-            f.write(text)
-            flush = getattr(f, "flush", None)
-            if flush is not None:
-                flush()
-        except Exception as exc:  # noqa: BLE001 - the user's loop goes on
-            self._report_file = None
-            self.print_error = f"printing the report failed ({type(exc).__name__}: {exc}); later ones are not printed"
-
     # ------------------------------------------------------- on_trace_ready
     def _on_ready(self, _torch_prof):
         t0 = time.perf_counter_ns()
@@ -419,7 +432,7 @@ class profile(DropIn):
             self._cycle += 1
             c.take_active(self._cycle)
             self._add_report(self._error_report(self._lost))
-            self._say(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
+            self._out.say(f"opskew.profile cycle {self._cycle}: {self._lost}\n")
             self._lost = None
             return
         # From the start of this step()/stop() call to here: the profiler's
@@ -463,7 +476,7 @@ class profile(DropIn):
         rep["opskew_ns"] = time.perf_counter_ns() - t0 - user_ns
         rep["w_py_measure_ns"] = self._figures.own_ns - own0
         rep = self._add_report(rep, own=True)
-        self._say(render(rep))
+        self._out.report(rep)
         c.ready_ns = time.perf_counter_ns() - t0
 
     def _add_report(self, rep: dict, own: bool = False):

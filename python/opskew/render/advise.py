@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from opskew.render import answers
 from opskew.render.units import count_of, fmt_ns, fmt_time
 
 
@@ -58,6 +59,7 @@ def cycle_budget_line(b: dict) -> str:
 
 def print_human(result, out=None):
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
+    out.write(answers.lead(answers.advise(result)))
     c = result["conditions"]
     out.write(f"opskew advise: {c['workload']['description']}\n")
     out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}\n")

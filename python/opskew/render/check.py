@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from opskew.render import answers
 from opskew.render.verdict import render, skew_words
 from opskew.render.units import count_of, fmt_ci, fmt_ns, fmt_time, table
 
@@ -18,6 +19,7 @@ def _count(x: float) -> str:
 
 def print_human(result: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
+    out.write(answers.lead(answers.check(result)))
     c = result["conditions"]
     title = f"opskew check: {c['workload']['description']}"
     rows = [

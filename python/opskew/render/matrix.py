@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from opskew.render import answers
 from opskew.render.units import columns, count_of, fmt_ns
 
 
@@ -56,6 +57,7 @@ def marginal_text(r: dict) -> str:
 
 def print_human(result: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
+    out.write(answers.lead(answers.matrix(result)))
     c = result["conditions"]
     out.write(f"opskew matrix: {c['workload']['description']}\n")
     out.write(f"  torch {c['torch']}, {c['device']} ({c.get('gpu') or c['cpu']}), {count_of(c['threads'], 'thread')}; "

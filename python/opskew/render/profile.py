@@ -21,26 +21,127 @@ def stretch_note(ns: float, share: float) -> str:
 
 
 def step_line(rep: dict, corrected_ns: float, band) -> str:
-    """The report's step line: `rep`'s profiled and wait steps, and the
-    corrected step `corrected_ns` with its band at W's CI ends."""
+    """The answer of a cycle's report: the true (corrected) step
+    `corrected_ns` with its band at W's CI ends, against `rep`'s profiled
+    and wait steps."""
     band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
-    return (f"  step: {fmt_ns(rep['active_step_ns'])} profiled, {fmt_ns(corrected_ns)}{band} corrected, "
-            f"{fmt_ns(rep['baseline_step_ns'])} in the wait steps (medians)")
+    return (f"true step {fmt_ns(corrected_ns)}{band}, profiled {fmt_ns(rep['active_step_ns'])}, "
+            f"unprofiled wait steps {fmt_ns(rep['baseline_step_ns'])} (medians)")
 
 
-def render(rep: dict) -> str:
-    """The short per-cycle report."""
+def _answer(rep: dict) -> str:
+    """The first line's text after "cycle N: ": the true step, or why there is none yet."""
+    if rep.get("corrected_step_ns") is not None and (rep.get("w_ns") or {}).get("ci95"):
+        return step_line(rep, rep["corrected_step_ns"], rep.get("corrected_step_w_ci_ns"))
+    if rep.get("error"):
+        return "no answer: opskew's analysis of this trace failed (below)"
+    seen = [f"{what} {fmt_ns(rep[k])}" for what, k in (("profiled", "active_step_ns"),
+                                                       ("unprofiled wait steps", "baseline_step_ns"))
+            if rep.get(k) is not None]
+    why = (f"W has no 95% interval from {rep.get('pairs') or 0} pair(s) yet" if not (rep.get("w_ns") or {}).get("ci95")
+           else "not corrected")
+    return f"no true step yet ({why})" + (f"; {', '.join(seen)} (medians)" if seen else "")
+
+
+def moved_most(rep: dict, n: int = 3) -> list:
+    """The `n` operators whose self time the correction moved most (reported
+    less corrected, summed over the trace's calls; 1% of it at least),
+    ProfilerStep#N ranges left out: [(name, reported_ns, corrected_ns)]."""
+    ops = [o for o in (rep.get("operators") or {}).get("ops") or []
+           if not o["name"].startswith("ProfilerStep#") and o.get("corrected_self_ns")]
+    ops.sort(key=lambda o: o["corrected_self_ns"]["median"] - o["reported_self_ns"])
+    return [(o["name"], o["reported_self_ns"], o["corrected_self_ns"]["median"]) for o in ops[:n]
+            if o["reported_self_ns"] - o["corrected_self_ns"]["median"] > 0.01 * o["reported_self_ns"]]
+
+
+def moved_line(rep: dict, lead: str = "  moved most") -> str:
+    """"LEAD (self time in the trace, reported -> corrected): NAME R -> C, ..." or ""."""
+    top = moved_most(rep)
+    if not top:
+        return ""
+    return (f"{lead} (self time in the trace, reported -> corrected): "
+            + ", ".join(f"{name} {fmt_ns(r)} -> {fmt_ns(c)}" for name, r, c in top))
+
+
+def _once(lines: list, seen, key: str, line: str) -> None:
+    """Appends `line` unless `seen` (a run's set of printed notes) has `key`."""
+    if seen is not None:
+        if key in seen:
+            return
+        seen.add(key)
+    lines.append(line)
+
+
+VERBOSE_HINT = ("  (each cycle's detail: opskew profile --verbose, opskew.profile(verbose=True); "
+                "the report keeps it all)")
+
+
+def render(rep: dict, verbose: bool = True, seen: set | None = None) -> str:
+    """A cycle's report: its answer first (the true step against the
+    profiled one, the operators that moved most), then W, the verdict and
+    the trace; `verbose` adds each figure behind them. Notes (whose text
+    repeats from cycle to cycle) are printed once per run: `seen`, the
+    run's set of those printed, is updated (None: all printed)."""
     who = f" rank {rep['rank']}/{rep['world_size']}" if rep.get("rank") is not None else ""
-    lines = [f"opskew.profile{who} cycle {rep['cycle']}: {rep['steps']['active']} active, "
-             f"{rep['steps']['wait']} wait, {rep['steps']['warmup']} warmup step(s) so far"]
+    lines = [f"opskew.profile{who} cycle {rep['cycle']}: {_answer(rep)}"]
+    if moved_line(rep):
+        lines.append(moved_line(rep))
+    if verbose:
+        _details(lines, rep, seen)
+    else:
+        w = rep.get("w_ns")
+        if w is not None:
+            lines.append(w_line(rep, w))
+    cold = rep.get("cold_step") or {}
+    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_STEP_MIN_CYCLES:
+        _once(lines, seen, "cold_step", f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
+    if not rep.get("w_py_ns") and rep.get("w_py_note"):
+        _once(lines, seen, rep["w_py_note"], f"  note: {rep['w_py_note']}")
+    classes = rep.get("cost_classes") or {}
+    if classes.get("not_separable"):
+        names = ", ".join(classes["not_separable"])
+        _once(lines, seen, "not_separable " + names,
+              f"  note: {names} priced at W with the operators, not measured apart (cost_classes in the report "
+              "and the corrected trace's metadata say why)")
+    if rep.get("error"):
+        lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
+        return "\n".join(lines) + "\n"
+    v = rep["verdict"]
+    lines.append(f"  verdict: {skew_words(v, v['enough_pairs'])} ({v['test']})")
+    if rep.get("operators"):
+        m = rep["operators"]["marks"]
+        lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
+                     f"{m['unknowable']} unknowable")
+        note = bytecode_sentence({"bytecode": rep.get("bytecode"),
+                                  "bytecode_rows": rep["operators"].get("bytecode_rows")})
+        if note:
+            _once(lines, seen, "bytecode", f"  {note}")
+    if rep.get("corrected_trace"):
+        lines.append(f"  corrected trace: {rep['corrected_trace']}")
+    for k in ("advice", "fallback"):
+        if rep.get(k):
+            _once(lines, seen, f"{k}: {rep[k]}", f"  {k}: {rep[k]}")
+    for n in rep.get("notes", ()):
+        _once(lines, seen, n, f"  note: {n}")
+    if not verbose:
+        _once(lines, seen, "verbose", VERBOSE_HINT)
+    return "\n".join(lines) + "\n"
+
+
+def w_line(rep: dict, w: dict) -> str:
+    ci = w.get("ci95")
+    cis = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)"
+    return f"  W {fmt_ns(w['median'])}{cis} per operator event ({rep['w_source']})"
+
+
+def _details(lines: list, rep: dict, seen) -> None:
+    """The figures behind a cycle's answer (render's verbose part)."""
+    if rep.get("steps"):
+        lines.append(f"  steps so far: {rep['steps']['active']} active, {rep['steps']['wait']} wait, "
+                     f"{rep['steps']['warmup']} warmup")
     if rep.get("inflation") is not None:
         lines.append(f"  in-window inflation {100 * (rep['inflation'] - 1):+.1f}% "
                      f"({rep['pairs']} active step(s) against their wait steps)")
-    if rep.get("corrected_step_ns") is not None and rep.get("w_ns") and rep["w_ns"].get("ci95"):
-        lines.append(step_line(rep, rep["corrected_step_ns"], rep.get("corrected_step_w_ci_ns")))
-    cold = rep.get("cold_step") or {}
-    if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_STEP_MIN_CYCLES:
-        lines.append(f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
     priced = [p for p in rep.get("position_steps") or [] if p.get("w_scale", 1.0) != 1.0]
     if priced:
         lines.append("  active steps priced by position in the cycle (W of their pairs there, over W): "
@@ -51,19 +152,11 @@ def render(rep: dict) -> str:
                          f"(all {c['pairs']} of its pairs {'above' if c['factor'] > 1 else 'below'} it)")
     w = rep.get("w_ns")
     if w is not None:
-        ci = w.get("ci95")
-        cis = f" [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]" if ci else " (no 95% CI)"
-        lines.append(f"  W {fmt_ns(w['median'])}{cis} per operator event ({rep['w_source']})")
+        lines.append(w_line(rep, w))
     wp = rep.get("w_py_ns")
     if wp:
         lines.append(f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}] per "
                      f"Python event ({wp['source']})")
-    elif rep.get("w_py_note"):
-        lines.append(f"  note: {rep['w_py_note']}")
-    classes = rep.get("cost_classes") or {}
-    if classes.get("not_separable"):
-        lines.append("  priced at W with the operators, not measured apart: " + ", ".join(classes["not_separable"])
-                     + " (cost_classes in the report and the corrected trace's metadata say why)")
     ld = rep.get("leaf_delta")
     if ld and ld.get("names"):
         lo, hi = ld["range_ns"]
@@ -77,7 +170,8 @@ def render(rep: dict) -> str:
                          f"slower, than they run; their intervals reach the tracer's time): {', '.join(below[:5])}"
                          + (f" and {len(below) - 5} more" if len(below) > 5 else ""))
     elif ld and ld.get("why"):
-        lines.append(f"  leaf delta: {fmt_ns(rep.get('delta_ns') or 0.0)} for every operator ({ld['why']})")
+        _once(lines, seen, "leaf delta " + ld["why"],
+              f"  leaf delta: {fmt_ns(rep.get('delta_ns') or 0.0)} for every operator ({ld['why']})")
     if rep.get("opskew_ns") is not None:
         lines.append(f"  opskew's own time in this step() call: {fmt_ns(rep['opskew_ns'])}"
                      + (f", of which measuring W_py {fmt_ns(rep['w_py_measure_ns'])}" if rep.get("w_py_measure_ns")
@@ -87,27 +181,6 @@ def render(rep: dict) -> str:
         lines.append(f"  against this cycle's active-step time: instrument {100 * sh['instrument']:.1f}% (in the "
                      f"steps); outside them, stop {100 * sh['stop']:.1f}%, on_trace_ready/export "
                      f"{100 * sh['on_trace_ready']:.1f}%")
-    if rep.get("error"):
-        lines.append(f"  opskew's analysis of this trace failed ({rep['error']}); the training goes on")
-        return "\n".join(lines) + "\n"
-    v = rep["verdict"]
-    lines.append(f"  verdict: {skew_words(v, v['enough_pairs'])} ({v['test']})")
-    if rep.get("operators"):
-        m = rep["operators"]["marks"]
-        lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
-                     f"{m['unknowable']} unknowable")
-        note = bytecode_sentence({"bytecode": rep.get("bytecode"),
-                                  "bytecode_rows": rep["operators"].get("bytecode_rows")})
-        if note:
-            lines.append(f"  {note}")
-    if rep.get("corrected_trace"):
-        lines.append(f"  corrected trace: {rep['corrected_trace']}")
-    for k in ("advice", "fallback"):
-        if rep.get(k):
-            lines.append(f"  {k}: {rep[k]}")
-    for n in rep.get("notes", ()):
-        lines.append(f"  note: {n}")
-    return "\n".join(lines) + "\n"
 
 
 def render_recorrected(reports: list, final: dict | None) -> str:
@@ -131,3 +204,20 @@ def render_recorrected(reports: list, final: dict | None) -> str:
             f"{fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}] from all {final['pairs']} "
             f"pairs; corrected step as printed -> now: " + ", ".join(shown) + more
             + " (each report keeps what it printed as at_cycle)\n")
+
+
+def run_answer(doc: dict) -> str:
+    """`opskew profile`'s last line but its report's path: the run's true
+    step with its interval (report.json's `final`, else its latest
+    `report`), against the profiled and unprofiled steps; "" when no cycle
+    was corrected."""
+    for src in (doc.get("final") or {}, doc.get("report") or {}):
+        if src.get("corrected_step_ns") is not None:
+            band = src.get("corrected_step_w_ci_ns")
+            seen = [f"{what} {fmt_ns(src[k])}" for what, k in (("profiled", "active_step_ns"),
+                                                               ("unprofiled wait steps", "baseline_step_ns"))
+                    if src.get(k) is not None]
+            return (f"true step {fmt_ns(src['corrected_step_ns'])}"
+                    + (f" [{fmt_ns(band[0])}, {fmt_ns(band[1])}]" if band else " (no interval)")
+                    + (f" ({', '.join(seen)})" if seen else ""))
+    return ""

@@ -6,6 +6,7 @@ import sys
 import zlib
 
 from opskew.output import write_file
+from opskew.render import answers
 from opskew.render.plots import NO_MATPLOTLIB, figure_bytes, plot_unavailable
 from opskew.render.units import columns, count_of, fmt_time
 
@@ -132,6 +133,7 @@ def _skew(x, ci=None) -> str:
 
 def print_human(result, out=None):
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
+    out.write(answers.lead(answers.sweep(result)))
     c = result["conditions"]
     cov = next((d["added_per_event_ns"].get("ci_coverage") for cv in result["curves"] for p in cv["points"]
                 for d in p["by"].values()), None)

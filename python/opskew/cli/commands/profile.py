@@ -18,6 +18,7 @@ from opskew.errors import UsageError
 from opskew.options import OptionValueError, finite_float
 from opskew.output import write_file
 from opskew.profiler import ADVISED_SCHEDULE, TRACE_NAME
+from opskew.render.profile import moved_line, run_answer
 from opskew.render.units import fmt_ns
 from opskew.results.profile import ProfileResult
 
@@ -30,9 +31,10 @@ opskew.profile (docs/profile.md): each step is timed, the steps the profiler
 does not record (wait) are paired with the steps it records (active), and W,
 the profiler's cost per operator event on this workload in this run, comes
 with a 95% interval. Each cycle's trace is written to OUT with a corrected
-trace beside it, and the skew report (in-window inflation, W, the verdict per
-operator: believable, inflated, unknowable) is printed on stderr and kept in
-OUT/report.json.
+trace beside it. Each cycle prints on stderr its true (corrected) step against
+the profiled one, the operators the correction moved most, W and the verdict
+(--verbose: every figure; each note once per run); OUT/report.json keeps it
+all. The last line is the run's true step with its interval.
 
 Steps, with no code change, are the optimizer's steps (torch.optim's global
 step hook; the first optimizer that steps, when there are several). A loop
@@ -130,6 +132,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps end where each record_function(NAME) ends, instead of at optimizer steps")
     p.add_argument("--threshold", type=_finite_float, default=0.05,
                    help="in-window slowdown that counts as skew (default: %(default)s)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print each cycle's every figure (default: its answer, W, the verdict, each note once; "
+                        "report.json keeps everything either way)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="python [options] (SCRIPT | -c CODE | -m MODULE) [ARGS], or torchrun [OPTIONS] SCRIPT [ARGS]")
 
@@ -213,6 +218,7 @@ def run(args) -> int:
 
 def _run(args, argv: list, job, out: str) -> int:
     spec = {"out": out, "device": args.device, "step_marker": args.step_marker, "threshold": args.threshold,
+            "verbose": args.verbose,
             "schedule": {k: getattr(args, k) for k in ("wait", "warmup", "active", "repeat", "skip_first")},
             "options": {k: getattr(args, k) for k in _OPTIONS}}
     tmpdir = tempfile.mkdtemp(prefix="opskew-profile-run-")
@@ -239,8 +245,16 @@ def _run(args, argv: list, job, out: str) -> int:
     if not written:
         print(f"opskew profile: no report was written to {out}", file=sys.stderr)
     elif "report.json" in fresh:
-        print("opskew profile: " + _outcome(os.path.join(out, "report.json"), doc), file=sys.stderr)
+        path = os.path.join(out, "report.json")
+        answer = run_answer(doc or {})
+        print("opskew profile: " + _outcome(path, doc, with_path=not answer), file=sys.stderr)
         _picture(out, doc, "report.png")
+        if answer:
+            moved = moved_line(doc["report"], "opskew profile: moved most in the latest cycle") \
+                if doc.get("report") else ""
+            if moved:
+                print(moved, file=sys.stderr)
+            print(f"opskew profile: {answer}; report: {path}", file=sys.stderr)
     else:
         _job_report(out, sorted(fresh, key=_rank_key))
         _job_summary(out, sorted(fresh, key=_rank_key))
@@ -418,9 +432,10 @@ def _mtime(path: str):
     return (st.st_ino, st.st_mtime_ns)
 
 
-def _outcome(report: str, doc: dict | None = None) -> str:
+def _outcome(report: str, doc: dict | None = None, with_path: bool = True) -> str:
     """One line: what was written, and W, from report.json (`doc`, when
-    already read)."""
+    already read); `with_path`: it ends with the report's path (no line with
+    the run's true step follows)."""
     doc = doc if doc is not None else _read_report(report)
     if doc is None:
         return f"{report} could not be read back"
@@ -470,4 +485,4 @@ def _outcome(report: str, doc: dict | None = None) -> str:
                else f"{len(reps)} trace(s), {corrected} corrected{final}")
     where = os.path.join(os.path.dirname(report), PROFILE_TRACES)
     return (f"{aside}{counted}, in {where} (the corrected ones in {os.path.join(where, CORRECTED_DIR)}); {wtext}; "
-            f"steps from {doc['step_source']}; report: {report}")
+            f"steps from {doc['step_source']}" + (f"; report: {report}" if with_path else ""))
