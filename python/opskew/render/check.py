@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from opskew.render.verdict import render, skew_words
+from opskew.render.verdict import reconcile, render, skew_words
 from opskew.render.units import count_of, fmt_ci, fmt_ns, fmt_time, table
 
 
@@ -109,6 +109,9 @@ def print_human(result: dict, out=None) -> None:
             text = skew_words(v)
         rows.append(("verdict", text))
         rows.append(("test", v["test"]))
+        said = reconcile(v["skewed"], result.get("inflation"), (result.get("operators") or {}).get("marks"))
+        if said:
+            rows.append(("what to read", said))
     elif result.get("note"):
         rows.append(("note", result["note"]))
     if result.get("error"):

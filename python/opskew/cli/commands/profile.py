@@ -31,7 +31,7 @@ does not record (wait) are paired with the steps it records (active), and W,
 the profiler's cost per operator event on this workload in this run, comes
 with a 95% interval. Each cycle's trace is written to OUT with a corrected
 trace beside it, and the skew report (in-window inflation, W, the verdict per
-operator: believable, inflated, unknowable) is printed on stderr and kept in
+operator: believable, inflated, unresolved, unknowable) is printed on stderr and kept in
 OUT/report.json.
 
 Steps, with no code change, are the optimizer's steps (torch.optim's global
