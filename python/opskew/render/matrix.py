@@ -92,6 +92,11 @@ def print_human(result: dict, out=None) -> None:
              "ci_coverage": s.get("ci_coverage")}
         if s["per_event_ns"] is None:
             val = "n/a"
+        elif s.get("below_reference"):
+            b = s["below_reference"]
+            faster = {"median": -b["median"], "ci95": b["ci95"] and [-b["ci95"][1], -b["ci95"][0]]}
+            val = (f"0 (clamped: it ran {_ci_text(faster)} faster than what it is measured over, which is "
+                   "no floor for it in this run)")
         elif s["ci95"] and marginal_state(d) == "too few rounds":
             val = _too_few(d)
         elif s["ci95"] and marginal_state(d) == "not distinguishable":
