@@ -27,7 +27,9 @@ def print_human(result: dict, out=None) -> None:
         ("instrument", c["instrument_label"] + ("" if c["baseline_instrument"] == "none"
                                                 else f", over {c['baseline_instrument']}")),
         ("method", f"{result.get('pairs', 0)} interleaved pairs x {c['iters']} iterations, "
-         f"warm-up {c.get('warmup_s', 0):.1f}s (--warmup, then one instrument session)"),
+         f"warm-up {c.get('warmup_s', 0):g}s (--warmup)" + (
+             f", then one instrument session of {c['first_session_s']:.1f}s (the profiler's first start, "
+             "not measured)" if c.get("first_session_s") is not None else ", then one instrument session")),
     ]
     if result.get("status") != "complete":
         rows.append(("status", f"PARTIAL ({result.get('status')}): figures use the trials completed"))
@@ -109,7 +111,8 @@ def print_human(result: dict, out=None) -> None:
             text = skew_words(v)
         rows.append(("verdict", text))
         rows.append(("test", v["test"]))
-        said = reconcile(v["skewed"], result.get("inflation"), (result.get("operators") or {}).get("marks"))
+        said = reconcile(v["skewed"], result.get("inflation"), (result.get("operators") or {}).get("marks"),
+                         "iteration")
         if said:
             rows.append(("what to read", said))
     elif result.get("note"):
