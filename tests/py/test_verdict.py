@@ -242,7 +242,7 @@ def test_one_sentence_reconciles_the_step_s_verdict_with_the_operators():
     """The first check of a newcomer: SKEWED, and its one row believable
     with nothing added. The sentence says the cost lies between operators
     and which times to read; with other marks, what each asks."""
-    text = reconcile(True, 1.31, {"believable": 1, "inflated": 0, "unresolved": 0, "unknowable": 0})
+    text = reconcile(True, 1.31, {"believable": 1, "inflated": 0, "unresolved": 0, "unknowable": 0}, "step")
     assert text.startswith("skewed between operators: the step is 31% longer profiled while each operator's own "
                            "time is right") and "read operator times, not the step's" in text
     text = reconcile(True, 1.2, {"believable": 3, "inflated": 2, "unresolved": 1})
@@ -250,6 +250,7 @@ def test_one_sentence_reconciles_the_step_s_verdict_with_the_operators():
     assert "torch.profiler.schedule(skip_first=10, wait=21" in text and "the 3 believable read as reported" in text
     assert reconcile(False, 1.0, {"believable": 4}).startswith("no skew in the step")
     assert reconcile(True, 1.2, {}) is None
+    assert "the iteration is 20% longer" in reconcile(True, 1.2, {"believable": 1}, "iteration")
 
 
 def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):

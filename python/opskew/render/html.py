@@ -54,7 +54,7 @@ def headline(kind: str, d: dict) -> list:
             rows.append(("verdict", skew_words(v)))
             marks = (d.get("operators") or {}).get("marks")
             if marks:
-                rows.append(("what to read", reconcile(v["skewed"], d.get("inflation"), marks)))
+                rows.append(("what to read", reconcile(v["skewed"], d.get("inflation"), marks, "iteration")))
     elif kind == "profile cycle":
         rows += profile_headline(d)
     elif kind == "summary":

@@ -40,21 +40,22 @@ def sentence(summary: dict) -> str:
     return text
 
 
-def reconcile(skewed: bool, inflation, marks: dict) -> str | None:
-    """One sentence that reconciles the step's verdict (`skewed`, the
-    step's `inflation`: profiled over bare, or None) with the per-operator
-    marks ({mark: n}): where the skew is, and which figures to read. None
-    without marks."""
+def reconcile(skewed: bool, inflation, marks: dict, unit: str = "step") -> str | None:
+    """One sentence that reconciles the verdict on the `unit` (a step,
+    check's iteration: `skewed`, its `inflation`, profiled over bare, or
+    None) with the per-operator marks ({mark: n}): where the skew is, and
+    which figures to read. None without marks."""
     if not marks:
         return None
     n = {m: marks.get(m, 0) for m in MARK_COLOURS}
-    step = (f"the step is {100 * (inflation - 1):.0f}% longer profiled" if isinstance(inflation, (int, float))
-            and inflation > 0 else "the step is longer profiled")
+    step = (f"the {unit} is {100 * (inflation - 1):.0f}% longer profiled" if isinstance(inflation, (int, float))
+            and inflation > 0 else f"the {unit} is longer profiled")
     if not (n["inflated"] or n["unresolved"] or n["unknowable"]):
         if skewed:
             return (f"skewed between operators: {step} while each operator's own time is right (every one "
-                    "believable); read operator times, not the step's")
-        return "no skew in the step, and each operator's own time is right (every one believable): read them as reported"
+                    f"believable); read operator times, not the {unit}'s")
+        return (f"no skew in the {unit}, and each operator's own time is right (every one believable): read them "
+                "as reported")
     parts = []
     if n["inflated"]:
         parts.append(f"{n['inflated']} inflated: read their corrected times")
@@ -63,7 +64,7 @@ def reconcile(skewed: bool, inflation, marks: dict) -> str | None:
                      f"not yet either; narrow W with more pairs ({ADVICE})")
     if n["unknowable"]:
         parts.append(f"{n['unknowable']} unknowable: mostly instrument, neither time measures them")
-    head = f"skewed: {step}" if skewed else "no skew found in the step, yet of its operators"
+    head = f"skewed: {step}" if skewed else f"no skew found in the {unit}, yet of its operators"
     tail = f"; the {n['believable']} believable read as reported" if n["believable"] else ""
     return f"{head}; " + "; ".join(parts) + tail
 
