@@ -211,6 +211,7 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     mem = next(ln for ln in src.splitlines() if "memory events" in ln)
     assert "not distinguishable from 0 [-30 ns, 60 ns]" in mem and "12 ns" not in mem
     assert "1 us [900 ns, 1.1 us]" in next(ln for ln in src.splitlines() if "stack walking" in ln)
+    assert "in-window W: each row (a configuration) against the baseline (docs/which-w.md)" in text
 
     # Two rounds: a 50% interval that excludes 0 is no verdict on 0 either way.
     few = {"median": 217, "ci95": [193, 241], "ci_coverage": 0.5, "ci_reaches_95": False}

@@ -69,7 +69,8 @@ def print_human(result: dict, out=None) -> None:
         rows.append(("events / iteration", ev))
         w = result["added_per_event_ns"]
         rows.append(("added per event (W)", f"{fmt_ns(w['median'])}  "
-                     f"{100 * w['ci_coverage']:.1f}% CI {fmt_ci(*w['ci95'])}"))
+                     f"{100 * w['ci_coverage']:.1f}% CI {fmt_ci(*w['ci95'])}  (in-window W on this workload: "
+                     "docs/which-w.md)"))
         rows.append(("inflation", f"x{result['inflation']:.2f} in-window time per iteration"))
         if "reported_ops" in result:
             r = result["reported_ops"]
@@ -91,7 +92,8 @@ def print_human(result: dict, out=None) -> None:
         if "correction" in result:
             cr = result["correction"]
             rows.append(("", ""))
-            text = (f"W {fmt_ns(cr['w_ns']['median'])} {fmt_ci(*cr['w_ns']['ci95'])} per operator event")
+            text = (f"W {fmt_ns(cr['w_ns']['median'])} {fmt_ci(*cr['w_ns']['ci95'])} per operator event (the "
+                    "same trials', Python events apart)")
             if cr["w_py_ns"]["median"]:
                 text += (f", W_py {fmt_ns(cr['w_py_ns']['median'])} {fmt_ci(*cr['w_py_ns']['ci95'])} "
                          "per Python event")

@@ -78,7 +78,8 @@ def print_human(result: dict, out=None) -> None:
     for line in columns(["row", "in-window W [CI]", "marginal [CI] (over)", "stop", "post", "export", "B/ev"],
                         rows):
         out.write(line + "\n")
-    out.write("  in-window W: each row against the baseline; compare two rows by the marginal column,\n"
+    out.write("  in-window W: each row (a configuration) against the baseline (docs/which-w.md); compare two "
+              "rows by the marginal column,\n"
               "  which pairs the row with its reference round by round (W medians of two rows can\n"
               "  order differently from it); a marginal whose CI includes 0 is not distinguishable\n")
     for name, why in result.get("skipped", {}).items():
