@@ -7,7 +7,6 @@ import pytest
 
 from conftest import NOISE_ATTEMPTS
 from opskew.analyze import verdict
-from opskew.render.verdict import reconcile
 
 
 def injected_trace(path, *, w_ns, delta_ns=0.0, parents=200, children=4, leaf_ns=1000, gap_ns=500,
@@ -242,6 +241,8 @@ def test_one_sentence_reconciles_the_step_s_verdict_with_the_operators():
     """The first check of a newcomer: SKEWED, and its one row believable
     with nothing added. The sentence says the cost lies between operators
     and which times to read; with other marks, what each asks."""
+    from opskew.render.verdict import reconcile
+
     text = reconcile(True, 1.31, {"believable": 1, "inflated": 0, "unresolved": 0, "unknowable": 0}, "step")
     assert text.startswith("skewed between operators: the step is 31% longer profiled while each operator's own "
                            "time is right") and "read operator times, not the step's" in text
