@@ -47,7 +47,7 @@ print(f"W = {w['median']:.0f} ns per event, 95% CI [{w['ci95'][0]:.0f}, {w['ci95
 print(f"step: {1e6 * r.baseline['per_iter_s']:.1f} us bare, {1e6 * r.profiled['per_iter_s']:.1f} us profiled; "
       f"skewed: {r.verdict['skewed']}")
 
-# %% The per-operator verdict: believable, inflated (use the corrected value) or unknowable.
+# %% The per-operator verdict: believable, inflated (use the corrected value), unresolved (W too wide to tell) or unknowable.
 if "operators" not in r:
     raise SystemExit(f"no per-operator verdict: {r.to_dict().get('correction_error')}")
 print("\nper-operator verdict (us per call):")

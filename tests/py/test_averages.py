@@ -125,7 +125,7 @@ def test_the_table_is_torchs_layout_with_the_reports_figures(prof):
         assert cells[6] == str(e.count)
         lo, hi = e.self_ci_ns
         assert cells[7] == f"[{_format_time(lo / 1e3)}, {_format_time(hi / 1e3)}]"
-        assert cells[-1].split()[0] == by_key[e.key].mark in ("believable", "inflated", "unknowable")
+        assert cells[-1].split()[0] == by_key[e.key].mark in ("believable", "inflated", "unresolved", "unknowable")
     assert str(ca) == ca.table()
 
 
@@ -218,3 +218,17 @@ def test_any_trace_with_a_calibration_file(trace, tmp_path):
 def test_the_command_line_refuses(trace, args, fragment):
     p = run_opskew("summary", str(trace), *args)
     assert p.returncode == 2 and fragment in p.stderr, p.stderr
+
+
+def test_the_footer_says_why_calls_can_exceed_key_averages_and_what_each_mark_means():
+    """aten::mul had 168 calls in key_averages() and 224 here: torch's table
+    drops a name's calls nested directly in itself, this one counts every
+    call. The footer says so in one line, and what each of the four marks
+    means in another."""
+    from opskew.render.averages import footer
+
+    lines = footer({"source": "opskew.profile cycle 1", "w_ns": {"median": 300.0, "ci95": [250.0, 350.0]}}, 1e6)
+    assert len(lines) == 3
+    assert lines[2].startswith("# of Calls: every call in the trace; key_averages() counts fewer for a name nested "
+                               "directly in itself")
+    assert all(m in lines[1] for m in ("believable (", "inflated (", "unresolved (", "unknowable ("))

@@ -25,8 +25,44 @@ def significant_w(check_json, *args, attempts=NOISE_ATTEMPTS):
     return until(lambda _: check_json(*args)[1], lambda r: r["added_per_event_ns"]["ci95"][0] > 0, attempts)
 
 
+def help_defaults(command: str) -> dict:
+    """{--flag: its default as `opskew COMMAND --help` prints it}: each
+    option's entry (its line and the indented ones below it) joined, and
+    the text after "default:" up to ")", ";" or ",". (As a newcomer reads it.)"""
+    import contextlib
+    import io
+    import re
+
+    from opskew import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    entries, flag = {}, None
+    for line in out.getvalue().splitlines():
+        m = re.match(r"  (--[\w-]+)", line)
+        if m:
+            flag = m.group(1)
+            entries[flag] = line
+        elif flag and line.startswith("        "):
+            entries[flag] += " " + line.strip()
+        else:
+            flag = None
+    found = {f: re.search(r"\(default:? ([^),;]+)", e) for f, e in entries.items()}
+    return {f: m.group(1).split(" = ")[0].strip() for f, m in found.items() if m}
+
+
 def test_default_check_schema_and_significant_positive_w(check_json):
     r = significant_w(check_json, "--trials", "9", "--iters", "10")
+    # What --help calls the default is what a default run records (issue 45:
+    # --help said warm-up 0.3, the run printed warm-up 1.1s).
+    said, c, ops = help_defaults("check"), r["conditions"], r["operators"]
+    recorded = {"--warmup": c["warmup_s"], "--threads": c["threads"], "--device": c["device"],
+                "--calls": c["workload"]["calls_per_iter"], "--numel": c["workload"]["numel"],
+                "--threshold": ops["threshold"], "--top": ops["top"]}
+    for flag, value in recorded.items():
+        assert type(value)(said[flag]) == value, (flag, said[flag], value)
+    assert c["warmup_ran_s"] >= c["warmup_s"] and c["first_session_s"] > 0
     for key in REQUIRED:
         get(r, key)  # raises KeyError if absent
     assert r["schema"] == "opskew.check/1"

@@ -137,7 +137,7 @@ def test_check_results_significant_only_when_intervals_do_not_overlap(tmp_path):
     rows = by_name(doc)
     w = rows["W per event"]
     assert w["values"] == [400.0, 800.0, 420.0] and w["ci95"][1] == [700.0, 900.0]
-    assert w["changes"][0] == {"ratio": 2.0, "change": 1.0, "significant": True}
+    assert w["changes"][0] == {"ratio": 2.0, "change": 1.0, "significant": True, "drift_scaled_change": 1.0}
     assert w["changes"][1]["significant"] is False
     cs = rows["corrected self: aten::add"]
     # Shown with W's interval, but one window's operator times have no run-to-run interval: n/a.
@@ -147,7 +147,7 @@ def test_check_results_significant_only_when_intervals_do_not_overlap(tmp_path):
     # Per-iteration times carry the sign-test interval of their trials' median.
     b = rows["baseline / iteration"]
     assert b["ci95"][0] is not None and b["ci95"][0][0] <= b["values"][0] <= b["ci95"][0][1]
-    assert b["changes"][0]["significant"] is False  # the same trials
+    assert b["drift"] is True and b["changes"][0]["significant"] is None  # the machine's drift, never a finding
     assert rows["profiled / iteration"]["changes"][0]["significant"] is True  # 2x against 1.5x, no overlap
     # A figure without an interval makes no claim.
     assert rows["events / iteration"]["changes"][0]["significant"] is None
@@ -155,6 +155,42 @@ def test_check_results_significant_only_when_intervals_do_not_overlap(tmp_path):
     assert p.returncode == 0, p.stderr
     w_line = next(ln for ln in p.stdout.splitlines() if ln.startswith("W per event"))
     assert w_line.rstrip().endswith("yes") and "x2.000" in w_line
+
+
+def test_a_change_of_the_uninstrumented_baseline_is_the_machine_s_drift_and_scales_the_rest(tmp_path):
+    """Issue 45: compare of two checks called the baseline (no profiler at
+    all) significantly changed, +9.3%: the machine drifting. It is marked
+    drift, never significant, and each other time shows its change over it
+    too; inflation (already over the baseline) and counts are left as
+    they are."""
+    import io
+
+    from opskew import api
+    from opskew.render.compare import print_human
+
+    base = [0.010 + 0.0001 * i for i in range(9)]
+    slow = [x * 1.093 for x in base]
+    a = write(tmp_path / "a.json", check_doc(400.0, [350.0, 450.0], base, [x * 1.5 for x in base],
+                                             ops=[("aten::add", 9000, 5000, [4800, 5200])]))
+    b = write(tmp_path / "b.json", check_doc(437.2, [380.0, 490.0], slow, [x * 1.5 for x in slow],
+                                             ops=[("aten::add", 9000, 5465, [5200, 5700])]))
+    doc = api.compare(a, b).to_dict()
+    rows = by_name(doc)
+    drift = rows["baseline / iteration"]
+    assert drift["drift"] is True and drift["changes"][0]["significant"] is None
+    assert drift["changes"][0]["drift"] == pytest.approx(1.093)
+    prof = rows["profiled / iteration"]["changes"][0]
+    assert prof["change"] == pytest.approx(0.093) and prof["drift_scaled_change"] == pytest.approx(0.0, abs=1e-9)
+    assert rows["corrected self: aten::add"]["changes"][0]["drift_scaled_change"] == pytest.approx(0.0, abs=1e-3)
+    assert "drift_scaled_change" not in rows["inflation"]["changes"][0]
+    assert "drift_scaled_change" not in rows["events / iteration"]["changes"][0]
+    assert "baseline / iteration: the machine's drift" in doc["significance"]
+    out = io.StringIO()
+    print_human(doc, out)
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("baseline / iteration"))
+    assert line.rstrip().endswith("drift") and "+9.3%" in line and "yes" not in line
+    line = next(ln for ln in out.getvalue().splitlines() if ln.startswith("profiled / iteration"))
+    assert "+9.3% (+0.0% over drift)" in line
 
 
 def test_mixed_kinds_and_bad_inputs_are_refused(tmp_path):

@@ -115,7 +115,10 @@ def test_readme_example_is_what_check_prints(opskew):
     levels = set(re.findall(r"(\d+(?:\.\d+)?)% CI", readme))
     assert levels and levels <= set(re.findall(r"(\d+(?:\.\d+)?)% CI", p.stdout))
     assert "96.5% CI" in p.stdout and "96.5%" in readme
-    assert re.search(r"warm-up \d+\.\d+s \(--warmup, then one instrument session\)", p.stdout)
+    # --warmup as asked, the profiler's first session apart (issue 45: 1.1s where --help says 0.3).
+    assert re.search(r"warm-up 0\.1s \(--warmup\), then one instrument session of \d+\.\ds", p.stdout)
+    # W's line names its kind (docs/which-w.md).
+    assert "(in-window W on this workload: docs/which-w.md)" in p.stdout
 
 
 def test_events_per_iteration_are_whole_counts():
@@ -124,3 +127,17 @@ def test_events_per_iteration_are_whole_counts():
     from opskew.render.check import _count
 
     assert _count(1000.0) == "1000" and _count(1255.1) == "about 1255" and _count(0.4) == "about 0"
+
+
+def test_one_page_says_which_w_each_command_measures_and_the_others_link_it():
+    """Issue 45: W was 306, 578 or 724 ns depending on which command printed
+    it. docs/which-w.md names each command's W and what to trust it for;
+    README and each command's document link it."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    page = open(os.path.join(root, "docs", "which-w.md")).read()
+    for command in ("opskew check", "opskew calibrate", "opskew matrix", "opskew advise", "opskew.profile"):
+        assert f"`{command}" in page, command
+    assert "final `W`" in page and "use it for" in page
+    assert "(docs/which-w.md)" in open(os.path.join(root, "README.md")).read()
+    for doc in ("check.md", "commands.md", "correct.md", "profile.md"):
+        assert "(which-w.md)" in open(os.path.join(root, "docs", doc)).read(), doc

@@ -135,6 +135,41 @@ def test_tables_are_aligned_with_their_headers(matrix_run):
     _assert_aligned(*_table_rows(p.stdout.replace("\n  ", "\n"), "source"))
 
 
+def test_a_cost_below_its_floor_is_clamped_with_a_mark_never_printed_negative():
+    """Issue 45: "opskew's native collector (over the native floor) -119 ns
+    [-138 ns, -86.3 ns]". A source whose cost lies wholly below 0 is 0,
+    marked, with what was measured kept; one whose interval holds 0 stays
+    as measured (not distinguishable)."""
+    import io
+
+    from opskew.experiments.matrix import sources
+    from opskew.render.matrix import print_human
+
+    def ci(med, lo, hi):
+        return {"median": med, "ci95": [lo, hi], "ci_coverage": 0.965, "ci_reaches_95": True}
+
+    res = {"rows": [{"row": "baseline", "label": "none"},
+                    {"row": "native-floor", "label": "nf", "in_window_per_event_ns": ci(300, 280, 320)},
+                    {"row": "opskew-native", "label": "on", "in_window_per_event_ns": ci(180, 160, 200),
+                     "marginal_over": "native-floor", "marginal_in_window_ns": ci(-119, -138, -86.3)},
+                    {"row": "empty-observer", "label": "eo", "in_window_per_event_ns": ci(-4, -9, 2)}]}
+    src = {s["row"]: s for s in sources(res, "cpu")}
+    native = src["opskew-native"]
+    assert native["per_event_ns"] == 0.0 and native["ci95"] == [0.0, 0.0]
+    assert native["below_reference"] == {"median": -119, "ci95": [-138, -86.3]}
+    assert src["empty-observer"]["per_event_ns"] == -4 and "below_reference" not in src["empty-observer"]
+    result = {"conditions": {"workload": {"description": "w"}, "torch": "t", "device": "cpu", "cpu": "c",
+                             "threads": 1, "iters": 2},
+              "status": "complete", "rounds": 15, "events_per_iter": 10, "baseline_per_iter_s": 1e-5,
+              "rows": res["rows"], "skipped": {}, "sources": list(src.values())}
+    buf = io.StringIO()
+    print_human(result, buf)
+    where = buf.getvalue().split("Where the time goes", 1)[1]
+    line = next(ln for ln in where.splitlines() if "native collector" in ln)
+    assert "0 (clamped: it ran 119 ns [86.3 ns, 138 ns] faster than what it is measured over" in line
+    assert "-119" not in line and "-138" not in line
+
+
 def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     """Issue 13: +profile_memory showed a W below minimal's and a positive
     marginal in one table. The marginal is paired with minimal round by round;
@@ -176,6 +211,7 @@ def test_a_marginal_whose_ci_includes_zero_prints_no_sign():
     mem = next(ln for ln in src.splitlines() if "memory events" in ln)
     assert "not distinguishable from 0 [-30 ns, 60 ns]" in mem and "12 ns" not in mem
     assert "1 us [900 ns, 1.1 us]" in next(ln for ln in src.splitlines() if "stack walking" in ln)
+    assert "in-window W: each row (a configuration) against the baseline (docs/which-w.md)" in text
 
     # Two rounds: a 50% interval that excludes 0 is no verdict on 0 either way.
     few = {"median": 217, "ci95": [193, 241], "ci_coverage": 0.5, "ci_reaches_95": False}

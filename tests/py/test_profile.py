@@ -192,9 +192,9 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
     """The wait steps 2 to 7 after a trace still run slow (docs/profile.md,
     "Wait steps under a live profiler"): pairs that take them are counted and
     the report says so; with wait=14 the last 6 wait steps lie past them."""
-    from opskew.stats.pricing import SETTLE, WAIT_ADVICE
+    from opskew.stats.pricing import ADVICE, SETTLE
 
-    assert WAIT_ADVICE == SETTLE + 6 == 14
+    assert SETTLE + 6 == 14
     body = make_body()
     got = {}
     for wait in (8, 14):
@@ -209,14 +209,14 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
     assert got[8][0] == 0 and got[14][0] == 0
     # wait=8: the second cycle's 6 pairs all take positions 2 to 7 after the first trace.
     assert got[8][1] == 6 and got[8][2] == 12 and len(got[8][3]) == 1
-    assert got[8][3][0].startswith("6 of 12 pairs") and "wait >= 14" in got[8][3][0]
+    assert got[8][3][0].startswith("6 of 12 pairs") and got[8][3][0].endswith(ADVICE)
     assert got[14][1] == 0 and got[14][2] == 12 and not got[14][3]
-    # Too short a wait to pair every active step: the note gives both numbers.
+    # Too short a wait to pair every active step: the note names the one advised schedule.
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
                                         schedule=torch.profiler.schedule(wait=4, warmup=1, active=7, repeat=1)),
                  12, body)
     said = [n for n in p.report["notes"] if "had no warm wait step left to pair with" in n]
-    assert len(said) == 1 and "wait >= 8 pairs every active step, wait >= 14 each with a settled" in said[0]
+    assert len(said) == 1 and said[0].endswith(ADVICE)
 
 RANGES_CHECK = r"""
 import json, os, sys, torch, opskew
@@ -609,15 +609,33 @@ def test_a_stretched_step_range_is_reported_and_said_once():
     assert rep["trace_step_stretch"] is None and rep["notes"] == ["another note"]
 
 
+def test_every_advice_line_names_the_one_advised_schedule_and_why():
+    """A newcomer read wait >= 8, wait >= 14, wait=21 and `opskew calibrate`
+    in one run: each advice line now names one schedule, the advised one,
+    with its reason (stats.pricing.ADVICE)."""
+    from opskew import profiler
+    from opskew.profiler.cycle import CycleAnalysis
+    from opskew.stats.pricing import ADVICE, ADVISED_SCHEDULE
+
+    assert "torch.profiler.schedule(skip_first=10, wait=21, warmup=1, active=7, repeat=3)" in ADVICE
+    assert ADVISED_SCHEDULE == profiler.ADVISED_SCHEDULE and ADVISED_SCHEDULE["wait"] == profiler.REF_WAIT
+    for scheduled in (True, False):
+        c = CycleAnalysis(None, None, None, None, options={}, threshold=0.05, scheduled=lambda: scheduled,  # noqa: B023
+                          waits=-1, rank=None, world_size=1)
+        for args in ((0, False), (0, True, 2), (3, True)):
+            said = c._advice(*args)
+            assert said.endswith(ADVICE) and "wait >=" not in said, said
+
+
 def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "empty-cache"))  # no stored calibration
     body = make_body(5_000)
     cases = {
         "few": (dict(schedule=torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=1)), 6,
-                "raise `active` or `repeat`"),
+                "paired so far; a 95% CI needs 6 "),
         "no wait": (dict(schedule=torch.profiler.schedule(wait=0, warmup=1, active=3, repeat=1)), 4,
-                    "set wait >= 14"),
-        "no schedule": ({}, 4, "pass schedule="),
+                    "has an uninstrumented step to pair with; use opskew's advised schedule, "),
+        "no schedule": ({}, 4, "no uninstrumented step to pair with; use opskew's advised schedule, "),
     }
     for name, (kw, steps, advice) in cases.items():
         h = exporter(str(tmp_path), suffix=f".{name.replace(' ', '-')}.json")

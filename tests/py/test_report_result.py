@@ -78,7 +78,8 @@ def test_rows_and_pandas():
 def test_the_notebook_view():
     html = CycleReport(CYCLE)._repr_html_()
     assert "W per operator event" in html and "210 ns [180 ns, 240 ns] (in-run, 12 pairs)" in html
-    assert "1 believable, 1 inflated, 1 unknowable" in html and "SKEWED" in html
+    assert "1 believable, 1 inflated, 0 unresolved, 1 unknowable" in html and "SKEWED" in html
+    assert "what to read" in html and "1 inflated: read their corrected times" in html
     assert "aten::add&lt;&amp;&gt;" in html and "aten::add<&>" not in html  # escaped
     for colour in ("#2a9d55", "#e08a00", "#c0392b"):  # each row coloured by its trust mark
         assert colour in html

@@ -211,12 +211,47 @@ def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     assert "inf%" not in verdict.sentence(v["summary"]) and "its corrected total is 0" in verdict.sentence(v["summary"])
 
 
-def test_an_uncertain_w_does_not_call_anything_inflated(tmp_path):
-    """A W whose CI reaches zero cannot prove a parent inflated."""
+def test_an_uncertain_w_calls_nothing_inflated_nor_believable_where_it_cannot_tell(tmp_path):
+    """A W whose CI reaches zero cannot prove a parent inflated, nor bound
+    what it added: "unresolved", counted apart; the leaves, with nothing
+    inside them at any W, stay believable."""
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=30.0)
     v = verdict.per_operator(str(trace), {"median": 30.0, "ci95": [0.0, 400.0]}, 0.0)
-    assert by_name(v)["opskew::parent"]["mark"] == "believable"
+    ops = by_name(v)
+    assert ops["opskew::parent"]["mark"] == "unresolved"
+    assert ops["aten::add"]["mark"] == ops["aten::mul"]["mark"] == "believable"
+    assert v["marks"] == {"believable": 2, "inflated": 0, "unresolved": 1, "unknowable": 0}
+
+
+@pytest.mark.parametrize(("reported", "med", "lo", "hi", "mark"), [
+    (100.0, 99.0, 98.0, 100.0, "believable"),   # at most 2% added: checked, and small
+    (100.0, 99.0, 60.0, 100.0, "unresolved"),   # 1% at the median, but up to 67% at W's upper end
+    (100.0, 70.0, 65.0, 90.0, "inflated"),      # the whole interval lies below the reported time
+    (100.0, 80.0, 70.0, 99.0, "unresolved"),    # 25% at the median, the interval reaches the reported
+    (100.0, 40.0, 30.0, 50.0, "unknowable"),    # more than half of it is instrument
+    (100.0, 60.0, 0.0, 90.0, "unknowable"),     # the interval reaches zero
+    (0.0, 0.0, 0.0, 0.0, "believable"),         # nothing reported, nothing to doubt
+])
+def test_believable_only_where_the_interval_bounds_what_was_added(reported, med, lo, hi, mark):
+    assert verdict.trust_mark(reported, med, lo, hi, 0.05) == mark
+
+
+def test_one_sentence_reconciles_the_step_s_verdict_with_the_operators():
+    """The first check of a newcomer: SKEWED, and its one row believable
+    with nothing added. The sentence says the cost lies between operators
+    and which times to read; with other marks, what each asks."""
+    from opskew.render.verdict import reconcile
+
+    text = reconcile(True, 1.31, {"believable": 1, "inflated": 0, "unresolved": 0, "unknowable": 0}, "step")
+    assert text.startswith("skewed between operators: the step is 31% longer profiled while each operator's own "
+                           "time is right") and "read operator times, not the step's" in text
+    text = reconcile(True, 1.2, {"believable": 3, "inflated": 2, "unresolved": 1})
+    assert "2 inflated: read their corrected times" in text and "1 unresolved" in text
+    assert "torch.profiler.schedule(skip_first=10, wait=21" in text and "the 3 believable read as reported" in text
+    assert reconcile(False, 1.0, {"believable": 4}).startswith("no skew in the step")
+    assert reconcile(True, 1.2, {}) is None
+    assert "the iteration is 20% longer" in reconcile(True, 1.2, {"believable": 1}, "iteration")
 
 
 def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):

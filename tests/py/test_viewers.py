@@ -229,8 +229,8 @@ def test_report_json_cycles_match_what_each_cycle_printed(profiled):
         if was["corrected_step_ns"] is not None:
             assert step_line(r, was["corrected_step_ns"], was["corrected_step_w_ci_ns"]) in blocks[r["cycle"]]
             assert f"W {fmt_ns(was['w_ns']['median'])} " in blocks[r["cycle"]]
-            assert "operators: {believable} believable, {inflated} inflated, {unknowable} unknowable".format(
-                **was["marks"]) in blocks[r["cycle"]]
+            assert "operators: {believable} believable, {inflated} inflated, {unresolved} unresolved, {unknowable} " \
+                "unknowable".format(**was["marks"]) in blocks[r["cycle"]]
         if r["corrected_with"] == "the run's final W":
             now = fmt_ns(r["corrected_step_ns"])
             was_text = fmt_ns(was["corrected_step_ns"]) if was["corrected_step_ns"] is not None else "not corrected"

@@ -296,6 +296,38 @@ def _row(name: str, unit: str, vals: list, operator=None, test: bool = True) -> 
             "ci95": [list(ci) if ci else None for _, ci in vals], "changes": changes, "operator": operator}
 
 
+# The row of each kind that runs no profiler at all: its change is the
+# machine's drift between the runs, not a finding.
+DRIFT_ROW = {"check": "baseline / iteration", "profile": "wait step"}
+DRIFT_TEXT = ("; {name}: the machine's drift (no profiler runs in it), not a finding: never called significant, "
+              "and each other time shows its change over that drift too")
+
+
+def apply_drift(rows: list, name: str) -> bool:
+    """Marks the uninstrumented row `name` as the machine's drift (row
+    "drift": true; its changes' "significant" null, "drift": the ratio) and
+    gives every other time row (unit ns) each later input's change over it
+    ("drift_scaled_change": ratio / drift - 1, null where either is
+    unknown): what a machine that ran x% slower would have moved anyway.
+    Counts and ratios (inflation: profiled over baseline already) are left
+    as they are. False where no row is `name`."""
+    base = next((r for r in rows if r["name"] == name), None)
+    if base is None:
+        return False
+    base["drift"] = True
+    drift = []
+    for c in base["changes"]:
+        c["significant"] = None
+        c["drift"] = c["ratio"]
+        drift.append(c["ratio"])
+    for r in rows:
+        if r is base or r["unit"] != "ns":
+            continue
+        for c, d in zip(r["changes"], drift):
+            c["drift_scaled_change"] = c["ratio"] / d - 1 if c["ratio"] is not None and d else None
+    return True
+
+
 def short_text(short: dict) -> str:
     """The significance line's reason for the n/a of intervals below 95%."""
     if not short:
@@ -363,6 +395,8 @@ def compute(args) -> dict:
     else:
         rows = matrix_rows(inputs, short)
         sig = "yes when the two 95% intervals do not overlap (conservative)"
+    if kind in DRIFT_ROW and apply_drift(rows, DRIFT_ROW[kind]):
+        sig += DRIFT_TEXT.format(name=DRIFT_ROW[kind])
     sig += short_text(short)
     warnings = [f"{i['label']} ({i['path']}): {w}" for i in inputs for w in i["warnings"] + empty_warning(i)]
     result = {

@@ -9,11 +9,15 @@ confidence interval:
   `W` per operator event nested inside it, `W_py` per Python event inside it;
 - the corrected self and total, with the interval W's CI gives them;
 - a trust mark:
-    believable  the instrument added less than `threshold` of the corrected
-                time, or an amount W's uncertainty cannot tell from zero;
+    believable  the most the instrument may have added (the reported time
+                less the corrected interval's low end) is at most
+                `threshold` of the corrected time: checked, and small;
     inflated    the reported time is significantly above the corrected one
                 (the corrected interval lies below it by more than
                 `threshold`): use the corrected value;
+    unresolved  neither: W's interval is too wide to tell whether the
+                instrument added more than `threshold` (a narrower W, from
+                more pairs, decides it);
     unknowable  the correction is larger than what remains (more than half
                 of the reported time is instrument, or the corrected
                 interval reaches zero): neither number is a measurement of
@@ -37,7 +41,7 @@ from opskew.host import usable_cpus
 # home is opskew.render.verdict: they format the verdict for people).
 from opskew.render.verdict import render, sentence  # noqa: F401
 
-MARKS = ("believable", "inflated", "unknowable")
+MARKS = ("believable", "inflated", "unresolved", "unknowable")
 
 
 def runs_bytecode(row: dict) -> bool:
@@ -48,6 +52,8 @@ def runs_bytecode(row: dict) -> bool:
 
 
 def trust_mark(reported: float, med: float, lo: float, hi: float, threshold: float) -> str:
+    """One of MARKS for a figure reported as `reported` and corrected to
+    `med` [lo, hi] (the module's docstring says each)."""
     removed = reported - med
     if reported <= 0:
         return "believable"
@@ -55,7 +61,16 @@ def trust_mark(reported: float, med: float, lo: float, hi: float, threshold: flo
         return "unknowable"
     if removed > threshold * med and hi * (1 + threshold) < reported:
         return "inflated"
-    return "believable"
+    # Believable only where the evidence bounds what was added: at the
+    # corrected interval's low end, the most the instrument may have added.
+    if reported <= lo * (1 + threshold):
+        return "believable"
+    return "unresolved"
+
+
+def mark_counts(ops: list) -> dict:
+    """{mark: how many rows have it} over MARKS, each present."""
+    return {m: sum(1 for o in ops if o["mark"] == m) for m in MARKS}
 
 
 def _band(o: dict, lo: dict, hi: dict, fig: str) -> dict:
@@ -74,7 +89,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     """The verdict for every operator of the trace at `path`. `w` and `w_py`
     are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
     are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
-    {...}, "stats", "threshold", "truncated"}; ops are sorted by reported
+    {...}, "marks": {mark: n}, "stats", "threshold", "truncated"}; ops are sorted by reported
     self time. With `out`, the trace corrected at W's median is written
     there (the run whose figures are the medians); `metadata` (a dict, as
     JSON) goes into that trace's "opskew" object as its "run" member.
@@ -205,7 +220,8 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         row["mark"] = marks["total"]
         ops.append(row)
     ops.sort(key=lambda r: -r["reported_self_ns"])
-    return {"ops": ops, "summary": where_it_lands(med, ops, dm, wm, wpm), "stats": med["stats"],
+    return {"ops": ops, "marks": mark_counts(ops), "summary": where_it_lands(med, ops, dm, wm, wpm),
+            "stats": med["stats"],
             "bytecode": bytecode, "bytecode_rows": sum(1 for r in ops if "bytecode_factor" in r),
             "threshold": threshold, "ci_coverage": w.get("ci_coverage", 0.95),
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,

@@ -19,10 +19,10 @@ from opskew.measure.instruments import TorchProfiler
 from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_file
-from opskew.profiler.leafref import REF_WAIT
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
 from opskew.render.advise import schedule_args
 from opskew.stats.estimators import estimate, per_event_diff
+from opskew.stats.pricing import ADVISED_WHY
 
 
 SCHEMA = "opskew.advise/1"
@@ -204,8 +204,7 @@ def self_correcting(options: dict, device: str) -> dict:
             "command": (f"opskew profile -o OUT{flags}" + (" --device cuda" if device == "cuda" else "")
                         + " -- python train.py"),
             "why": ("each trace corrected from this run's own wait steps: W per event measured on your "
-                    f"workload; wait={REF_WAIT} gives every active step a settled wait step to pair with "
-                    "(docs/profile.md)")}
+                    f"workload; opskew's advised schedule: {ADVISED_WHY} (docs/profile.md)")}
 
 
 def snippet(result: dict, args) -> str:

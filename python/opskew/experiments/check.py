@@ -187,7 +187,8 @@ def compute(args) -> Computed:
     result = {"schema": SCHEMA}
     result["conditions"] = conditions(device, args.threads, instrument, {
         "workload": {"target": workload.name, "description": workload.description, **workload.params},
-        "trials": args.trials, "iters": args.iters, "warmup_s": round(rounds.warmup_s, 3),
+        "trials": args.trials, "iters": args.iters, "warmup_s": args.warmup,
+        "warmup_ran_s": round(rounds.warmup_s, 3), "first_session_s": round(rounds.first_session_s, 3),
         "pair_order": "alternating AB/BA",
         "baseline_instrument": reference.label() if reference else "none",
     })

@@ -216,7 +216,25 @@ def sources(res: dict, device: str) -> list:
         "key_averages() after stop, outside the window")
     out[-1]["stop_per_event_ns"] = ((_row(res, "minimal") or {}).get("stop_per_event_ns") or {}).get("median")
     add("export (export_chrome_trace)", "minimal", "export_per_event_ns", "outside the window")
+    for s in out:
+        clamp_below(s)
     return out
+
+
+def clamp_below(s: dict) -> dict:
+    """A source whose cost came out below 0 (its median, and its whole
+    interval where it has one): a row that ran faster than what it is
+    measured over, which costs no less than nothing. Its cost is clamped
+    to 0 and marked: `below_reference` keeps what was measured
+    ({"median", "ci95"}). One whose interval holds 0 is left as measured
+    (it is "not distinguishable from 0")."""
+    v, ci = s.get("per_event_ns"), s.get("ci95")
+    if v is None or v >= 0 or (ci and None not in ci and ci[1] >= 0):
+        return s
+    s["below_reference"] = {"median": v, "ci95": list(ci) if ci else None}
+    s["per_event_ns"] = 0.0
+    s["ci95"] = [0.0, 0.0] if ci else None
+    return s
 
 
 def compute(args) -> Computed:
@@ -235,7 +253,8 @@ def compute(args) -> Computed:
     result = {"schema": SCHEMA}
     result["conditions"] = conditions(device, args.threads, minimal, {
         "workload": {"target": workload.name, "description": workload.description, **workload.params},
-        "trials": args.trials, "iters": args.iters, "warmup_s": round(rounds.warmup_s, 3),
+        "trials": args.trials, "iters": args.iters, "warmup_s": args.warmup,
+        "warmup_ran_s": round(rounds.warmup_s, 3), "first_session_s": round(rounds.first_session_s, 3),
         "round_order": "rotating",
     })
     result.update(analyze(rounds, arms, args.iters))

@@ -44,7 +44,8 @@ class Rounds:
     arms: list                                     # arm names, in definition order
     trials: dict = field(default_factory=dict)     # arm name -> list of Trial
     orders: list = field(default_factory=list)     # the arm order of each round
-    warmup_s: float = 0.0
+    warmup_s: float = 0.0                          # the warm-up loop's time (--warmup, up to one window more)
+    first_session_s: float = 0.0                   # each instrument opened and closed once after it
     warnings: list = field(default_factory=list)   # what the workload warned, each once (warned)
     error: BaseException | None = None
     interrupted: bool = False
@@ -178,12 +179,14 @@ def run_rounds(iteration, arms: dict, *, trials: int, iters: int, device: str,
                 window()
                 if time.perf_counter() - t0 >= warmup_s:
                     break
+            rounds.warmup_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
             short = make_window(iteration, max(1, iters // 4), device)
             for j, name in enumerate(opened):
                 arms[name].trial(short)
                 if progress:
                     progress.update(j + 1, len(opened), name, unit="instrument")
-            rounds.warmup_s = time.perf_counter() - t0
+            rounds.first_session_s = time.perf_counter() - t1
             k = len(names)
             if progress:
                 progress.start("measuring", f"{trials} rounds, each runs {k} configurations {iters} "

@@ -16,10 +16,9 @@ from opskew.errors import OpskewError
 from opskew.profiler.figures import cost_classes, leaves_own
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
-from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
 from opskew.profiler.traces import STEP_NAME, at_cycle, corrected_path, metadata, operators, per_operator_to, trace_steps
 from opskew.render.audit import lines as audit_lines
-from opskew.stats.pricing import MIN_PAIRS, POST_TRACE, WAIT_ADVICE, estimate_w, median
+from opskew.stats.pricing import ADVICE, MIN_PAIRS, POST_TRACE, estimate_w, median
 
 # Traces corrected again with the run's final W at stop(), the latest first.
 MAX_RECORRECT = 50
@@ -181,20 +180,18 @@ class CycleAnalysis:
         return rep
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
-        sched = "schedule=" + schedule_call(ADVISED_SCHEDULE)
+        # Each line says what is missing, then the one advised schedule and why (ADVICE).
         if not self.scheduled():
-            return ("no schedule: every step is active, so there is no uninstrumented step to pair with; "
-                    f"pass {sched} or more")
+            return f"no schedule: every step is active, so there is no uninstrumented step to pair with; {ADVICE}"
         if not has_wait:
-            return ("the schedule has no wait steps (wait=0 and no steps outside the cycles): "
-                    f"set wait >= {WAIT_ADVICE} so each active step has an uninstrumented step to pair with")
+            return ("the schedule has no wait steps (wait=0 and no steps outside the cycles), so no active step "
+                    f"has an uninstrumented step to pair with; {ADVICE}")
         if single and not pairs:
-            return ("each cycle so far has a single active step, the cold first one, which is never paired: "
-                    f"use active >= 2, as in {sched}")
-        need = MIN_PAIRS - pairs
-        return (f"{pairs} active step(s) paired so far; a 95% CI needs {MIN_PAIRS}: raise `active` or `repeat` "
-                f"by enough for {need} more, with wait >= {WAIT_ADVICE} (each wait step serves one pair, the "
-                f"first {POST_TRACE} after a trace are cold, and the first active step of a cycle is not paired)")
+            return ("each cycle so far has a single active step, the cold first one, which is never paired; "
+                    f"{ADVICE}")
+        return (f"{pairs} active step(s) paired so far; a 95% CI needs {MIN_PAIRS} (each wait step serves one "
+                f"pair, the first {POST_TRACE} after a trace are cold, and the first active step of a cycle is "
+                f"not paired); {ADVICE}")
 
     def _cold_step(self, this_cycle: list) -> dict | None:
         """The cycle's first active step (cold: estimate_w never pairs it),
@@ -269,12 +266,12 @@ class CycleAnalysis:
             elif w is not None:
                 source = "in-run, too few pairs"
                 rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
-                                   "95% CI; the verdict is not made and the trace is not corrected "
-                                   "(`opskew calibrate` stores one)")
+                                   "95% CI; the verdict is not made and the trace is not corrected; "
+                                   f"{ADVICE} (or store a W with `opskew calibrate`)")
             else:
                 rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
-                                   "unknown, the verdict is not made and the trace is not corrected "
-                                   "(`opskew calibrate` stores one)")
+                                   "unknown, the verdict is not made and the trace is not corrected; "
+                                   f"{ADVICE} (or store a W with `opskew calibrate`)")
         rep["w_source"] = source
         return wv
 

@@ -6,7 +6,7 @@ time under the tracer)."""
 from __future__ import annotations
 
 from opskew import _engine
-from opskew.stats.pricing import NEAR, POST_TRACE, SETTLE, median
+from opskew.stats.pricing import POST_TRACE, REF_STEPS, REF_WAIT, median
 from opskew.tracer.session import trace
 
 # The leaf reference (docs/profile.md, "Each leaf's own delta"): opskew's
@@ -25,9 +25,8 @@ from opskew.tracer.session import trace
 # under the tracer, from REF_MIN_STEPS tracer steps on (the interval: the
 # sign test's over the tracer steps, 87.5% from 4, 99% from 8). The latest
 # REF_KEEP tracer steps are kept.
-REF_STEPS = 4
+# REF_STEPS and REF_WAIT are stats.pricing's: the advised schedule's wait is REF_WAIT.
 REF_FIRST = POST_TRACE + 1
-REF_WAIT = POST_TRACE + 1 + REF_STEPS + SETTLE + NEAR
 REF_MIN_STEPS = 4
 REF_MIN_CALLS = 5
 REF_KEEP = 64

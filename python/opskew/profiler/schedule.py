@@ -8,22 +8,11 @@ from __future__ import annotations
 import os
 import threading
 
-from opskew.profiler.leafref import REF_WAIT
+# The advised schedule and its call are stats.pricing's (advice lines there name it).
+from opskew.stats.pricing import ADVISED_SCHEDULE, schedule_call  # noqa: F401 - re-exported
 
 # The phases of a step, by the schedule's ProfilerAction name.
 PHASE = {"NONE": "wait", "WARMUP": "warmup", "RECORD": "active", "RECORD_AND_SAVE": "active"}
-
-# The schedule opskew advises for a run that corrects itself (the report's
-# advice, `opskew profile`'s defaults, `opskew advise`): the loop warms up
-# for skip_first steps, every wait block holds REF_WAIT steps (pairs and the
-# leaf reference), active=7 gives 6 warm pairs a cycle.
-ADVISED_SCHEDULE = {"skip_first": 10, "wait": REF_WAIT, "warmup": 1, "active": 7, "repeat": 3}
-
-
-def schedule_call(sch: dict) -> str:
-    """`torch.profiler.schedule(k=v, ...)` for a schedule's arguments."""
-    return "torch.profiler.schedule(" + ", ".join(f"{k}={v}" for k, v in sch.items()) + ")"
-
 
 UNSET = object()
 

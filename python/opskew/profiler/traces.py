@@ -13,7 +13,7 @@ import tempfile
 import weakref
 
 from opskew.analyze.tracefile import corrected_path  # noqa: F401 - re-exported: the raw trace's corrected name
-from opskew.analyze.verdict import per_operator
+from opskew.analyze.verdict import mark_counts, per_operator
 from opskew.output import write_file
 from opskew.render.profile import STRETCH_PREFIX, stretch_note
 from opskew.render.trace_notes import corrected_note
@@ -208,4 +208,4 @@ def trace_steps(rep: dict, v: dict):
 def operators(v: dict) -> dict:
     """The report's per-operator part, from opskew.analyze.verdict.per_operator."""
     return {"ops": v["ops"], "summary": v["summary"], "bytecode_rows": v.get("bytecode_rows", 0),
-            "marks": {m: sum(1 for o in v["ops"] if o["mark"] == m) for m in ("believable", "inflated", "unknowable")}}
+            "marks": v.get("marks") or mark_counts(v["ops"])}

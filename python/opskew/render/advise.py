@@ -74,7 +74,8 @@ def print_human(result, out=None):
               f"{result.get('events_per_iter', 0):.6g} events/iteration\n\n")
     cov = next((c["in_window_per_event_ns"].get("ci_coverage") for c in result.get("candidates", {}).values()), None)
     ci_name = f"{100 * cov:.1f}% CI" if cov else "CI"
-    out.write(f"  candidates (added cost per event, in the window [{ci_name}]; outside it):\n")
+    out.write(f"  candidates (in-window W of each configuration on this workload's probe [{ci_name}]; outside "
+              "the window: docs/which-w.md):\n")
     for name, cand in result.get("candidates", {}).items():
         w = cand["in_window_per_event_ns"]
         mark = "*" if name == result.get("recommended", {}).get("name") else " "

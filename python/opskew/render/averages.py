@@ -2,7 +2,7 @@
 EventList.table() (torch.autograd.profiler_util._build_table, as in torch
 2.13: its columns, their widths, its time format, its totals line) over
 opskew's corrected rows (opskew.results.averages), with three columns of
-its own after torch's (each row's intervals and trust mark) and two lines
+its own after torch's (each row's intervals and trust mark) and three lines
 saying what corrected them."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def table(events, doc: dict, *, sort_by=None, row_limit=100, max_name_column_wid
 
 
 def footer(doc: dict, reported_self_ns: float) -> list:
-    """What corrected the rows, in two lines."""
+    """What corrected the rows, what the marks say and how calls are counted, in three lines."""
     w = doc["w_ns"]
     lo_hi = w.get("ci95")
     cov = w.get("ci_coverage")
@@ -122,5 +122,14 @@ def footer(doc: dict, reported_self_ns: float) -> list:
     py = f", W_py {fmt_ns(wpy['median'])} per Python event" if wpy.get("median") else ""
     return [f"Corrected by opskew ({doc['source']}): W {fmt_ns(w['median'])}{interval} per operator event{py}, "
             f"{delta}; CI: the corrected time at W's interval ends",
-            f"Trust: the total's mark (the self time's in parentheses where it differs); reported self CPU time "
-            f"total {fmt_us(reported_self_ns / 1e3)} (key_averages() gives the reported rows)"]
+            f"Trust: the total's mark (the self time's in parentheses where it differs): {MARK_WORDS}; reported "
+            f"self CPU time total {fmt_us(reported_self_ns / 1e3)} (key_averages() gives the reported rows)",
+            CALLS_LINE]
+
+
+# What each mark says, in the order of opskew.render.verdict.MARK_COLOURS.
+MARK_WORDS = ("believable (checked: the most added is small), inflated (read the corrected time), unresolved "
+              "(W's interval too wide to tell), unknowable (mostly instrument)")
+# Why a count can exceed key_averages()'s (docs/profile.md, "A corrected key_averages()").
+CALLS_LINE = ("# of Calls: every call in the trace; key_averages() counts fewer for a name nested directly in "
+              "itself (aten::mul inside aten::mul), whose inner calls torch's table drops")

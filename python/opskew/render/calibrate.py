@@ -53,7 +53,9 @@ def print_human(run: dict, out=None) -> None:
     out = out or sys.stdout
     validation = run["validation"]
     out.write(f"opskew calibrate: {run['workload']}; torch {run['torch']}, {run['device']}, "
-              f"{count_of(run['threads'], 'thread')}; {run['rounds']} rounds x {run['iters']} iterations\n")
+              f"{count_of(run['threads'], 'thread')}; {run['rounds']} rounds x {run['iters']} iterations\n"
+              "  W: in-window on this workload, stored for this machine, torch and instrument (the W opskew correct "
+              "and opskew.profile's fallback take: docs/which-w.md)\n")
     if validation:
         out.write(f"  validation: injected {run['inject']} ns, recovered {fmt_ns(validation['recovered_ns'])} "
                   f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "

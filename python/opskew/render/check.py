@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from opskew.render import answers
-from opskew.render.verdict import render, skew_words
+from opskew.render.verdict import reconcile, render, skew_words
 from opskew.render.units import count_of, fmt_ci, fmt_ns, fmt_time, table
 
 
@@ -29,7 +29,9 @@ def print_human(result: dict, out=None) -> None:
         ("instrument", c["instrument_label"] + ("" if c["baseline_instrument"] == "none"
                                                 else f", over {c['baseline_instrument']}")),
         ("method", f"{result.get('pairs', 0)} interleaved pairs x {c['iters']} iterations, "
-         f"warm-up {c.get('warmup_s', 0):.1f}s (--warmup, then one instrument session)"),
+         f"warm-up {c.get('warmup_s', 0):g}s (--warmup)" + (
+             f", then one instrument session of {c['first_session_s']:.1f}s (the profiler's first start, "
+             "not measured)" if c.get("first_session_s") is not None else ", then one instrument session")),
     ]
     if result.get("status") != "complete":
         rows.append(("status", f"PARTIAL ({result.get('status')}): figures use the trials completed"))
@@ -69,7 +71,8 @@ def print_human(result: dict, out=None) -> None:
         rows.append(("events / iteration", ev))
         w = result["added_per_event_ns"]
         rows.append(("added per event (W)", f"{fmt_ns(w['median'])}  "
-                     f"{100 * w['ci_coverage']:.1f}% CI {fmt_ci(*w['ci95'])}"))
+                     f"{100 * w['ci_coverage']:.1f}% CI {fmt_ci(*w['ci95'])}  (in-window W on this workload: "
+                     "docs/which-w.md)"))
         rows.append(("inflation", f"x{result['inflation']:.2f} in-window time per iteration"))
         if "reported_ops" in result:
             r = result["reported_ops"]
@@ -91,7 +94,8 @@ def print_human(result: dict, out=None) -> None:
         if "correction" in result:
             cr = result["correction"]
             rows.append(("", ""))
-            text = (f"W {fmt_ns(cr['w_ns']['median'])} {fmt_ci(*cr['w_ns']['ci95'])} per operator event")
+            text = (f"W {fmt_ns(cr['w_ns']['median'])} {fmt_ci(*cr['w_ns']['ci95'])} per operator event (the "
+                    "same trials', Python events apart)")
             if cr["w_py_ns"]["median"]:
                 text += (f", W_py {fmt_ns(cr['w_py_ns']['median'])} {fmt_ci(*cr['w_py_ns']['ci95'])} "
                          "per Python event")
@@ -111,6 +115,10 @@ def print_human(result: dict, out=None) -> None:
             text = skew_words(v)
         rows.append(("verdict", text))
         rows.append(("test", v["test"]))
+        said = reconcile(v["skewed"], result.get("inflation"), (result.get("operators") or {}).get("marks"),
+                         "iteration")
+        if said:
+            rows.append(("what to read", said))
     elif result.get("note"):
         rows.append(("note", result["note"]))
     if result.get("error"):

@@ -84,9 +84,11 @@ def table_cells(result: dict) -> tuple:
                                                if ci and v is not None else ""))
         for c in r["changes"]:
             s = c["significant"]
-            cells += ["n/a" if c["ratio"] is None else f"x{c['ratio']:.3f}",
-                      "n/a" if c["change"] is None else f"{100 * c['change']:+.1f}%",
-                      "n/a" if s is None else "yes" if s else "no"]
+            change = "n/a" if c["change"] is None else f"{100 * c['change']:+.1f}%"
+            if c.get("drift_scaled_change") is not None:
+                change += f" ({round(100 * c['drift_scaled_change'], 1) + 0.0:+.1f}% over drift)"  # no -0.0
+            cells += ["n/a" if c["ratio"] is None else f"x{c['ratio']:.3f}", change,
+                      "drift" if r.get("drift") else "n/a" if s is None else "yes" if s else "no"]
         rows.append(cells)
     return cols, rows, left
 

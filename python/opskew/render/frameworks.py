@@ -6,6 +6,7 @@ the schedule opskew chose."""
 from __future__ import annotations
 
 from opskew.render.units import fmt_ns
+from opskew.stats.pricing import ADVISED_SCHEDULE, ADVISED_WHY, schedule_call
 
 
 def schedule_note(call: str, framework: str, framework_default: str) -> str:
@@ -37,5 +38,5 @@ def one_cycle_note(framework: str) -> str:
     """One line: the framework records one cycle, so a schedule without 6
     warm pairs in it gets no W in the run."""
     return (f"opskew: {framework} records the first cycle of each stage only, so a schedule gets a W in the run "
-            "where that cycle has 7 active steps or more after 8 wait steps or more (skip_first=10 for the loop's "
-            "slow first steps): leave `schedule` out for opskew's, or store a calibration (`opskew calibrate`)")
+            f"where that cycle has enough settled wait steps and active steps to pair: leave `schedule` out for "
+            f"opskew's advised one, {schedule_call(ADVISED_SCHEDULE)} ({ADVISED_WHY})")

@@ -9,7 +9,8 @@ from html import escape
 from opskew.render.compare import table_cells
 from opskew.render.tables import SUMMARY_COLUMNS, cell, column, summary_rows
 from opskew.render.units import fmt_ns, fmt_time
-from opskew.render.verdict import MARK_COLOURS, VERDICT_COLUMNS, sentence, skew_words, verdict_rows
+from opskew.render.verdict import (MARK_COLOURS, VERDICT_COLUMNS, marks_line, reconcile, sentence, skew_words,
+                                   verdict_rows)
 
 
 def html(kind: str, d: dict, *, top: int = 30, rows=None) -> str:
@@ -51,6 +52,9 @@ def headline(kind: str, d: dict) -> list:
                          f"[{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}]"))
             v = d["verdict"]
             rows.append(("verdict", skew_words(v)))
+            marks = (d.get("operators") or {}).get("marks")
+            if marks:
+                rows.append(("what to read", reconcile(v["skewed"], d.get("inflation"), marks, "iteration")))
     elif kind == "profile cycle":
         rows += profile_headline(d)
     elif kind == "summary":
@@ -89,7 +93,9 @@ def profile_headline(d: dict) -> list:
         rows.append(("verdict", skew_words(d["verdict"], d["verdict"].get("enough_pairs", True))))
     marks = (d.get("operators") or {}).get("marks")
     if marks:
-        rows.append(("operators", ", ".join(f"{n} {m}" for m, n in marks.items())))
+        rows.append(("operators", marks_line(marks)))
+        rows.append(("what to read", reconcile(bool((d.get("verdict") or {}).get("skewed")), d.get("inflation"),
+                                               marks)))
     rows.append(("corrected trace", d.get("corrected_trace") or "none"))
     return rows
 

@@ -80,7 +80,8 @@ def print_human(result: dict, out=None) -> None:
     for line in columns(["row", "in-window W [CI]", "marginal [CI] (over)", "stop", "post", "export", "B/ev"],
                         rows):
         out.write(line + "\n")
-    out.write("  in-window W: each row against the baseline; compare two rows by the marginal column,\n"
+    out.write("  in-window W: each row (a configuration) against the baseline (docs/which-w.md); compare two "
+              "rows by the marginal column,\n"
               "  which pairs the row with its reference round by round (W medians of two rows can\n"
               "  order differently from it); a marginal whose CI includes 0 is not distinguishable\n")
     for name, why in result.get("skipped", {}).items():
@@ -94,6 +95,11 @@ def print_human(result: dict, out=None) -> None:
              "ci_coverage": s.get("ci_coverage")}
         if s["per_event_ns"] is None:
             val = "n/a"
+        elif s.get("below_reference"):
+            b = s["below_reference"]
+            faster = {"median": -b["median"], "ci95": b["ci95"] and [-b["ci95"][1], -b["ci95"][0]]}
+            val = (f"0 (clamped: it ran {_ci_text(faster)} faster than what it is measured over, which is "
+                   "no floor for it in this run)")
         elif s["ci95"] and marginal_state(d) == "too few rounds":
             val = _too_few(d)
         elif s["ci95"] and marginal_state(d) == "not distinguishable":

@@ -5,7 +5,7 @@ the report's figures are said in."""
 from __future__ import annotations
 
 from opskew.render.units import fmt_ns
-from opskew.render.verdict import bytecode_sentence, skew_words
+from opskew.render.verdict import bytecode_sentence, marks_line, reconcile, skew_words
 from opskew.stats.pricing import COLD_STEP_MIN_CYCLES, level
 
 STRETCH_PREFIX = "the corrected trace's ProfilerStep#N ranges are "
@@ -109,9 +109,10 @@ def render(rep: dict, verbose: bool = True, seen: set | None = None) -> str:
     v = rep["verdict"]
     lines.append(f"  verdict: {skew_words(v, v['enough_pairs'])} ({v['test']})")
     if rep.get("operators"):
-        m = rep["operators"]["marks"]
-        lines.append(f"  operators: {m['believable']} believable, {m['inflated']} inflated, "
-                     f"{m['unknowable']} unknowable")
+        lines.append(f"  operators: {marks_line(rep['operators']['marks'])}")
+        what = reconcile(v["skewed"], rep.get("inflation"), rep["operators"]["marks"])
+        if what:
+            lines.append(f"  what to read: {what}")
         note = bytecode_sentence({"bytecode": rep.get("bytecode"),
                                   "bytecode_rows": rep["operators"].get("bytecode_rows")})
         if note:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from opskew.render.plots import pyplot, save
 from opskew.render.tables import Col, op_table
+from opskew.stats.pricing import ADVICE
 
 
 def skew_words(v: dict, enough: bool = True) -> str:
@@ -37,6 +38,35 @@ def sentence(summary: dict) -> str:
                  f" ({p['name']}: all of its reported time is instrument, its corrected total is 0)")
     text += f", {100 * between:.0f}% between top-level events, where only the step's wall time shows it"
     return text
+
+
+def reconcile(skewed: bool, inflation, marks: dict, unit: str = "step") -> str | None:
+    """One sentence that reconciles the verdict on the `unit` (a step,
+    check's iteration: `skewed`, its `inflation`, profiled over bare, or
+    None) with the per-operator marks ({mark: n}): where the skew is, and
+    which figures to read. None without marks."""
+    if not marks:
+        return None
+    n = {m: marks.get(m, 0) for m in MARK_COLOURS}
+    step = (f"the {unit} is {100 * (inflation - 1):.0f}% longer profiled" if isinstance(inflation, (int, float))
+            and inflation > 0 else f"the {unit} is longer profiled")
+    if not (n["inflated"] or n["unresolved"] or n["unknowable"]):
+        if skewed:
+            return (f"skewed between operators: {step} while each operator's own time is right (every one "
+                    f"believable); read operator times, not the {unit}'s")
+        return (f"no skew in the {unit}, and each operator's own time is right (every one believable): read them "
+                "as reported")
+    parts = []
+    if n["inflated"]:
+        parts.append(f"{n['inflated']} inflated: read their corrected times")
+    if n["unresolved"]:
+        parts.append(f"{n['unresolved']} unresolved: W's interval is too wide to tell, so their times are "
+                     f"not yet either; narrow W with more pairs ({ADVICE})")
+    if n["unknowable"]:
+        parts.append(f"{n['unknowable']} unknowable: mostly instrument, neither time measures them")
+    head = f"skewed: {step}" if skewed else f"no skew found in the {unit}, yet of its operators"
+    tail = f"; the {n['believable']} believable read as reported" if n["believable"] else ""
+    return f"{head}; " + "; ".join(parts) + tail
 
 
 VERDICT_COLUMNS = ("name", "calls", "total", "self", "added", "corrected total", "corrected self [95% CI]",
@@ -90,7 +120,15 @@ def bytecode_sentence(verdict: dict) -> str | None:
 
 
 # One colour per mark, the same in every plot.
-MARK_COLOURS = {"believable": "#2a9d55", "inflated": "#e08a00", "unknowable": "#c0392b"}
+# The marks in opskew.analyze.verdict.MARKS's order (render imports no analyze).
+MARK_COLOURS = {"believable": "#2a9d55", "inflated": "#e08a00", "unresolved": "#7f7f7f", "unknowable": "#c0392b"}
+
+
+def marks_line(marks: dict) -> str:
+    """A verdict's mark counts ({mark: n}) in words, every mark named, in
+    MARK_COLOURS' order (a count a report lacks, one written before a mark
+    existed, is 0)."""
+    return ", ".join(f"{marks.get(m, 0)} {m}" for m in MARK_COLOURS)
 
 
 def plot(verdict: dict, path: str, *, top: int = 15, title: str = "") -> None:

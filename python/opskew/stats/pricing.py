@@ -38,9 +38,32 @@ POST_TRACE = 2
 # with steps inside it, W comes out low by that difference (docs/profile.md).
 SETTLE = 8
 
-# The wait the advice gives: the last NEAR wait steps before a cycle lie past
-# SETTLE, so that every active step of a 7-step cycle pairs with a settled one.
-WAIT_ADVICE = SETTLE + NEAR
+# The leaf reference's tracer steps in each wait block (profiler.leafref,
+# docs/profile.md, "Each leaf's own delta"), after the POST_TRACE cold steps
+# and the one cold step its session opens with.
+REF_STEPS = 4
+REF_WAIT = POST_TRACE + 1 + REF_STEPS + SETTLE + NEAR
+
+# The one schedule opskew advises (every advice line names it and why; the
+# report's advice, `opskew profile`'s defaults, `opskew advise`,
+# profiler.schedule.ADVISED_SCHEDULE): the loop warms up for skip_first
+# steps; each wait block holds the cold steps after a trace, the leaf
+# reference, SETTLE steps for the trace's after-effect to fade and NEAR
+# settled steps to pair with; active=7 gives 6 warm pairs a cycle.
+ADVISED_SCHEDULE = {"skip_first": 10, "wait": REF_WAIT, "warmup": 1, "active": 7, "repeat": 3}
+
+
+def schedule_call(sch: dict) -> str:
+    """`torch.profiler.schedule(k=v, ...)` for a schedule's arguments."""
+    return "torch.profiler.schedule(" + ", ".join(f"{k}={v}" for k, v in sch.items()) + ")"
+
+
+ADVISED_WHY = (f"its wait={REF_WAIT} holds the {POST_TRACE + 1} cold steps after each trace, {REF_STEPS} for the "
+               f"leaf reference, {SETTLE} for the trace's after-effect to fade and {NEAR} settled steps to pair "
+               f"with the {ADVISED_SCHEDULE['active'] - 1} warm steps of active={ADVISED_SCHEDULE['active']} "
+               "(the first runs cold)")
+# The advice, the same words wherever a line advises a schedule.
+ADVICE = f"use opskew's advised schedule, {schedule_call(ADVISED_SCHEDULE)}: {ADVISED_WHY}"
 
 COLD_MIN_CYCLES = 3  # pairs at a position in the cycle before its own W prices it (price_position)
 # Cycles whose cold first step was measured before its extra is priced
@@ -199,14 +222,11 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
                     warm_extra.extend(s["ns"] - base for s in blocks[k][1])
     if short:
         notes.append(f"{short} active step(s) had no warm wait step left to pair with (each wait step "
-                     f"serves one pair; the first {POST_TRACE} after a trace are cold): wait >= "
-                     f"{POST_TRACE + NEAR} pairs every active step, wait >= {WAIT_ADVICE} each with a settled "
-                     "wait step")
+                     f"serves one pair; the first {POST_TRACE} after a trace are cold): {ADVICE}")
     if near_trace:
         notes.append(f"{near_trace} of {len(act_s)} pairs took a wait step within {SETTLE} steps of a trace, "
                      "whose after-effect makes those steps run slower (docs/profile.md, \"Wait steps under a "
-                     f"live profiler\"): W may be low by that; wait >= {WAIT_ADVICE} pairs each active step with a "
-                     "later one")
+                     f"live profiler\"): W may be low by that; {ADVICE}")
     if single and not act_s:
         notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
                      "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
@@ -313,7 +333,7 @@ def two_sample_w(blocks: list, events_of: dict, not_bare: set, wp: float, pairs:
     note = (f"{pairs} active step(s) paired with a wait step of their own, fewer than {MIN_PAIRS}: W comes from "
             f"all {r['n']} warm active steps against the run's {r['m']} settled bare steps outside the cycles "
             f"(Hodges-Lehmann shift, {100 * r['ci_coverage']:.1f}% Mann-Whitney interval; docs/profile.md, "
-            f"\"Schedules with few wait steps\"); wait >= {WAIT_ADVICE} pairs each active step with its own")
+            f"\"Schedules with few wait steps\"); {ADVICE}")
     return w, extra, note
 
 

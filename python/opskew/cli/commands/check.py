@@ -45,7 +45,8 @@ it prints what the trace reports, what the instrument added (delta inside
 the operator's own events, W per operator event below it, W_py per Python
 event below it), the corrected self and total with the interval W's CI gives
 them, and a trust mark: believable as reported, inflated (use the corrected
-value), or unknowable (the correction is larger than what remains). A line
+value), unresolved (W's interval too wide to tell), or unknowable (the
+correction is larger than what remains). A line
 says in plain words where the skew lands: inside the leaves' own intervals,
 or between events, where it inflates the step's wall time and parents'
 inclusive times. With --with-stack, W_py per Python event is measured first

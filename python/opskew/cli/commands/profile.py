@@ -32,8 +32,8 @@ does not record (wait) are paired with the steps it records (active), and W,
 the profiler's cost per operator event on this workload in this run, comes
 with a 95% interval. Each cycle's trace is written to OUT with a corrected
 trace beside it. Each cycle prints on stderr its true (corrected) step against
-the profiled one, the operators the correction moved most, W and the verdict
-(--verbose: every figure; each note once per run); OUT/report.json keeps it
+the profiled one, the operators the correction moved most, W and the verdict (per
+operator: believable, inflated, unresolved, unknowable; --verbose: every figure; each note once per run); OUT/report.json keeps it
 all. The last line is the run's true step with its interval.
 
 Steps, with no code change, are the optimizer's steps (torch.optim's global

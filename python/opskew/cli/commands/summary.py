@@ -40,7 +40,7 @@ counts them) are reported on one line and in --json's "losses".
 format), its times corrected for the profiler's cost per event (W, from
 --calibration, --w NS, or the stored calibration `opskew correct` would
 take), with each row's interval at W's interval ends and its trust mark
-(believable, inflated, unknowable). Rows by name; ProfilerStep#N together
+(believable, inflated, unresolved, unknowable). Rows by name; ProfilerStep#N together
 as ProfilerStep*, as torch's table has them. docs/profile.md.
 
 A folder `opskew profile -o OUT` wrote (or its report.json): the run, from
