@@ -50,7 +50,7 @@ def test_a_cycle_report_is_still_the_dict():
     assert (r.cycle, r.pairs, r.skewed, r.kind) == (2, 12, True, "profile cycle")
     r["recorrect_error"] = "x"  # opskew.profile fills it in at stop(), as before
     assert r.to_dict()["recorrect_error"] == "x"
-    assert str(CycleReport(CYCLE)).startswith("opskew.profile cycle 2: 14 active, 20 wait, 2 warmup")
+    assert str(CycleReport(CYCLE)).startswith("opskew.profile cycle 2: true step 80 us [78 us, 82 us")
     with pytest.raises(AttributeError):
         r.cycle = 3
     for again in (copy.deepcopy(r), copy.copy(r), pickle.loads(pickle.dumps(r))):  # as a dict's
