@@ -46,29 +46,22 @@ int osk__f64_reserve(osk__f64_tree_t *t, size_t n) {
   if (n <= t->cap) return 0;
   size_t cap = t->cap ? t->cap : 16;
   while (cap < n) cap *= 2;
-  int64_t *s = realloc(t->s, cap * sizeof *s);
-  if (s) t->s = s;
-  int64_t *e = s ? realloc(t->e, cap * sizeof *e) : NULL;
-  if (e) t->e = e;
-  int64_t *s0 = e ? realloc(t->s0, cap * sizeof *s0) : NULL;
-  if (s0) t->s0 = s0;
-  int64_t *e0 = s0 ? realloc(t->e0, cap * sizeof *e0) : NULL;
-  if (e0) t->e0 = e0;
-  uint32_t *p = e0 ? realloc(t->parent, cap * sizeof *p) : NULL;
-  if (p) t->parent = p;
-  unsigned char *m = p ? realloc(t->mark, cap) : NULL;
-  if (m) t->mark = m;
-  int64_t *cut = m ? realloc(t->cut, cap * sizeof *cut) : NULL;
-  if (cut) t->cut = cut;
-  unsigned char *hit = cut ? realloc(t->hit, cap) : NULL;
-  if (hit) t->hit = hit;
-  int64_t *shift = hit ? realloc(t->shift, cap * sizeof *shift) : NULL;
-  if (shift) t->shift = shift;
-  int64_t *sh = shift ? realloc(t->sh, cap * sizeof *sh) : NULL;
-  if (sh) t->sh = sh;
-  uint32_t *sib = sh ? realloc(t->sib, cap * sizeof *sib) : NULL;
-  if (sib) t->sib = sib;
-  if (!sib || osk__grow((void **)&t->pt, &t->pt_cap, 2 * cap, sizeof *t->pt)) return OSK_ENOMEM;
+  /* Every array holds cap elements (a failure leaves some larger: harmless). */
+  struct {
+    void **p;
+    size_t size;
+  } arr[] = {{(void **)&t->s, sizeof *t->s},         {(void **)&t->e, sizeof *t->e},
+             {(void **)&t->s0, sizeof *t->s0},       {(void **)&t->e0, sizeof *t->e0},
+             {(void **)&t->cut, sizeof *t->cut},     {(void **)&t->shift, sizeof *t->shift},
+             {(void **)&t->sh, sizeof *t->sh},       {(void **)&t->parent, sizeof *t->parent},
+             {(void **)&t->sib, sizeof *t->sib},     {(void **)&t->mark, sizeof *t->mark},
+             {(void **)&t->hit, sizeof *t->hit}};
+  for (size_t k = 0; k < sizeof arr / sizeof *arr; k++) {
+    void *q = realloc(*arr[k].p, cap * arr[k].size);
+    if (!q) return OSK_ENOMEM;
+    *arr[k].p = q;
+  }
+  if (osk__grow((void **)&t->pt, &t->pt_cap, 2 * cap, sizeof *t->pt)) return OSK_ENOMEM;
   t->cap = cap;
   return 0;
 }
