@@ -34,8 +34,8 @@
  * corrected duration equals the formula above.
  *
  * Memory: bounded by the largest top-level tree, not by the trace. Each
- * thread's events are held (32 bytes each, 64 more while their tree is
- * written) from one gap to the next: until an event starts at or after the
+ * thread's events are held (32 bytes each, with an output 40 more and their
+ * text; more while their tree is written: docs/correct.md, "Memory") from one gap to the next: until an event starts at or after the
  * end of every event before it. The events before the gap are then sorted,
  * nested, corrected and written, parents first, and dropped. A thread whose
  * events break that rule (one starts before the last gap: with_stack's
@@ -176,8 +176,10 @@ typedef struct {
   double scaled_ns;
   /* Summed over calls: what the name's written durations lost to the
    * float64 rule (docs/outputs.md, "Read as float64": an end moved earlier,
-   * a few ns where it would read crossed with another boundary). The table,
-   * read from the written trace, counts it. */
+   * a few ns where it would read crossed with another boundary) and to
+   * keeping a re-timed record out of an event that began after it
+   * (docs/correct.md, "The twin"). The table, read from the written trace,
+   * counts it. */
   double float_ns;
 } osk_correct_op_t;
 
@@ -245,11 +247,11 @@ typedef struct {
    * docs/correct.md, "One time line"). */
   uint64_t relaid;
   double relaid_ns;
-  /* Events whose written end was moved earlier so that a float64 reader
-   * (ts + dur added in float64) nests them as the exact text does, and the
-   * nanoseconds in all (docs/outputs.md, "Read as float64"); trees moved
-   * later, whole, for that (by float_moved_ns too). The table reads the
-   * trace as written, so it counts them. */
+  /* Events written earlier (whole, or by their end) so that a float64
+   * reader (ts + dur added in float64) nests them as the exact text does,
+   * and the nanoseconds of duration they lost plus those trees were written
+   * later by for it (docs/outputs.md, "Read as float64"). The table reads
+   * the trace as written, so it counts them (osk_correct_op_t.float_ns). */
   uint64_t float_moved;
   double float_moved_ns;
   /* The twin (docs/correct.md, "The twin"): records of the input written as
@@ -270,15 +272,19 @@ typedef struct {
 typedef struct osk_correct osk_correct_t;
 
 /* Reads `in_path` (JSON or gzip), compensates, and when `out_path` is not
- * NULL writes the corrected Chrome trace there (original ts and dur kept in
- * args as "reported_ts" and "reported_dur", in microseconds), each thread's
- * events in time order, parents first (osk__nest_order), written as their
- * top-level trees close (the memory bound above); a thread that breaks the
- * gap rule makes it read the input a second time. Returns 0,
+ * NULL writes the corrected Chrome trace there: the input's twin, every
+ * record of it as read, only times changed (docs/correct.md, "The twin").
+ * The corrected events keep their args and gain "reported_ts" and
+ * "reported_dur" (microseconds), "descendants" and "py_descendants"; records
+ * of other kinds on their threads (flows, instants, runtime calls) are
+ * re-timed with them ("reported_ts" beside); the rest is written as read.
+ * Each thread's events in time order, parents first (osk__nest_order),
+ * written as their top-level trees close (the memory bound above); a thread
+ * that breaks the gap rule, or whose record to re-time comes after its tree
+ * was written, makes it read the input a second time. Returns 0,
  * OSK_ETRUNCATED (what was read is corrected and written, *out is set),
  * OSK_EINVAL (bad options), OSK_EFORMAT, OSK_EIO, OSK_ENOMEM; `err` (may be
- * NULL) says where. Corrected events keep their category; the args gain
- * "descendants" and "py_descendants". On success and OSK_ETRUNCATED *out must be freed.
+ * NULL) says where. On success and OSK_ETRUNCATED *out must be freed.
  * Any thread; each call reads its own file and builds its own result. */
 int osk_correct_path(const char *in_path, const char *out_path, const osk_correct_opts_t *opts,
                      osk_correct_t **out, osk_error_t *err);

@@ -34,6 +34,14 @@
  * process), first when the rule is asked for, else once a read has found
  * threads of one process that overlap in time and GPU activity (that read
  * is void: three reads then). A pipe, held whole, notes them as it goes.
+ *
+ * The twin (docs/correct.md, "The twin"): every record of the input is
+ * written once, from its own text. Records of other kinds on a thread with
+ * corrected events (riders: flows, instants, runtime calls) are held with
+ * the thread's events and re-timed by the tree that holds them (float_safe's
+ * map) or between trees (place_gap); one that comes after its tree was
+ * written breaks the gap rule as an event would. The rest (metadata, the
+ * GPU's rows, "B"/"E") is written as it is read.
  */
 #include "opskew_correct.h"
 #include "reader_analysis.h"

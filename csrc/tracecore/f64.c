@@ -46,23 +46,22 @@ int osk__f64_reserve(osk__f64_tree_t *t, size_t n) {
   if (n <= t->cap) return 0;
   size_t cap = t->cap ? t->cap : 16;
   while (cap < n) cap *= 2;
-  int64_t *s = realloc(t->s, cap * sizeof *s);
-  if (s) t->s = s;
-  int64_t *e = s ? realloc(t->e, cap * sizeof *e) : NULL;
-  if (e) t->e = e;
-  int64_t *s0 = e ? realloc(t->s0, cap * sizeof *s0) : NULL;
-  if (s0) t->s0 = s0;
-  int64_t *e0 = s0 ? realloc(t->e0, cap * sizeof *e0) : NULL;
-  if (e0) t->e0 = e0;
-  uint32_t *p = e0 ? realloc(t->parent, cap * sizeof *p) : NULL;
-  if (p) t->parent = p;
-  unsigned char *m = p ? realloc(t->mark, cap) : NULL;
-  if (m) t->mark = m;
-  int64_t *cut = m ? realloc(t->cut, cap * sizeof *cut) : NULL;
-  if (cut) t->cut = cut;
-  unsigned char *hit = cut ? realloc(t->hit, cap) : NULL;
-  if (hit) t->hit = hit;
-  if (!hit || osk__grow((void **)&t->pt, &t->pt_cap, 2 * cap, sizeof *t->pt)) return OSK_ENOMEM;
+  /* Every array holds cap elements (a failure leaves some larger: harmless). */
+  struct {
+    void **p;
+    size_t size;
+  } arr[] = {{(void **)&t->s, sizeof *t->s},         {(void **)&t->e, sizeof *t->e},
+             {(void **)&t->s0, sizeof *t->s0},       {(void **)&t->e0, sizeof *t->e0},
+             {(void **)&t->cut, sizeof *t->cut},     {(void **)&t->shift, sizeof *t->shift},
+             {(void **)&t->sh, sizeof *t->sh},       {(void **)&t->parent, sizeof *t->parent},
+             {(void **)&t->sib, sizeof *t->sib},     {(void **)&t->mark, sizeof *t->mark},
+             {(void **)&t->hit, sizeof *t->hit}};
+  for (size_t k = 0; k < sizeof arr / sizeof *arr; k++) {
+    void *q = realloc(*arr[k].p, cap * arr[k].size);
+    if (!q) return OSK_ENOMEM;
+    *arr[k].p = q;
+  }
+  if (osk__grow((void **)&t->pt, &t->pt_cap, 2 * cap, sizeof *t->pt)) return OSK_ENOMEM;
   t->cap = cap;
   return 0;
 }
@@ -76,6 +75,9 @@ void osk__f64_free(osk__f64_tree_t *t) {
   free(t->mark);
   free(t->cut);
   free(t->hit);
+  free(t->shift);
+  free(t->sh);
+  free(t->sib);
   free(t->pt);
   memset(t, 0, sizeof *t);
 }
@@ -108,13 +110,16 @@ static int cmp_pt(const void *pa, const void *pb) {
   return (a->v > b->v) - (a->v < b->v);
 }
 
-/* The boundaries from the base values, the cuts and the marks: in
- * pre-order, each child kept inside its parent's end as moved, each end cut
- * by cut[i] ns, each marked end exact. */
+/* The boundaries from the base values, the moves and the marks: in
+ * pre-order, each event moved earlier by shift[i] ns and its parent's, kept
+ * inside its parent's end as moved, its end cut by cut[i] ns, each marked
+ * end exact. */
 static void apply(osk__f64_tree_t *t, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    int64_t s = t->s0[i], e = t->e0[i] > s ? t->e0[i] : s;
     uint32_t p = t->parent[i];
+    int64_t sh = t->shift[i] + (p < i ? t->sh[p] : 0); /* it moves with its parent */
+    t->sh[i] = sh;
+    int64_t s = t->s0[i] - sh, e = (t->e0[i] > t->s0[i] ? t->e0[i] : t->s0[i]) - sh;
     if (p < i && t->e0[i] <= t->e0[p] && e > t->e[p]) { /* its end was inside its parent's */
       e = t->e[p];
       if (s > e) s = e;
@@ -136,6 +141,17 @@ int osk__f64_fix(osk__f64_tree_t *t, size_t n, const int64_t *extra, size_t n_ex
   memcpy(t->s0, t->s, n * sizeof *t->s);
   memcpy(t->e0, t->e, n * sizeof *t->e);
   memset(t->cut, 0, n * sizeof *t->cut);
+  memset(t->shift, 0, n * sizeof *t->shift);
+  /* Each event's previous sibling (the event before it with its parent). */
+  for (size_t i = 0; i < n; i++) t->sh[i] = -1;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t p = t->parent[i];
+    t->sib[i] = UINT32_MAX;
+    if (p < i) {
+      if (t->sh[p] >= 0) t->sib[i] = (uint32_t)t->sh[p];
+      t->sh[p] = (int64_t)i;
+    }
+  }
   for (int round = 0;; round++) {
     apply(t, n);
     if (n == 1 && !n_extra) break;
@@ -175,7 +191,14 @@ int osk__f64_fix(osk__f64_tree_t *t, size_t n, const int64_t *extra, size_t n_ex
     }
     for (size_t i = 0; i < n; i++) {
       if (!t->hit[i]) continue;
-      if (t->e[i] > t->s[i]) t->cut[i]++;
+      /* Whole, where the ns before it is free (after its parent's begin
+       * and its previous sibling's end): its duration, and what it holds,
+       * kept. Else its end. */
+      uint32_t p = t->parent[i], b = t->sib[i];
+      int64_t floor = p < i ? t->s[p] : INT64_MAX;
+      if (b != UINT32_MAX && t->e[b] > floor) floor = t->e[b];
+      if (p < i && t->s[i] - 1 >= floor) t->shift[i]++;
+      else if (t->e[i] > t->s[i]) t->cut[i]++;
       else t->mark[i] = 1;
     }
     if (!changed) break;
@@ -189,7 +212,7 @@ int osk__f64_fix(osk__f64_tree_t *t, size_t n, const int64_t *extra, size_t n_ex
     int64_t e0 = t->e0[i] > t->s0[i] ? t->e0[i] : t->s0[i];
     if (t->e[i] != e0 || t->s[i] != t->s0[i]) {
       t->moved++;
-      if (moved_ns) *moved_ns += e0 - t->e[i];
+      if (moved_ns) *moved_ns += (e0 - t->s0[i]) - (t->e[i] - t->s[i]); /* the duration it lost */
     }
   }
   return 0;

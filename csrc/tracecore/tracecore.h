@@ -307,9 +307,10 @@ OSK__CORE_HIDDEN void osk__out_discard(osk__out_t *o);
  * end does not read as the double nearest its exact value (`exact` below) and
  * lies within float64's reach (`near`) of a boundary of another event of its
  * thread with which float64 reads it nested otherwise than the exact text
- * (osk__f64_relation), its end is moved earlier, a ns at a time, until it
- * reads the same or exactly. Elsewhere float64's error is smaller than the
- * distance and cannot change the nesting. */
+ * (osk__f64_relation), the inner event of the two moves earlier, a ns at a
+ * time, whole (with what it holds) where the time before it is free, else
+ * its end alone, until it reads the same or exactly. Elsewhere float64's
+ * error is smaller than the distance and cannot change the nesting. */
 
 /* The double a reader gets from the "%.3f"-microsecond text of ns
  * (strtod's correctly rounded result). */
@@ -334,13 +335,14 @@ OSK__CORE_HIDDEN int64_t osk__f64_exact_end(int64_t ts, int64_t end);
 /* One tree of a thread, made float-safe in place: s[i], e[i] its events'
  * written boundaries in pre-order (a parent before its children, parent[i]
  * its index or UINT32_MAX for the root, properly or improperly nested);
- * mark[i] nonzero: make i's end exact whatever is near it. Ends are only
- * moved earlier; a child whose end was inside its parent's stays inside it;
- * after 16 rounds of cuts every end is made exact (osk__f64_exact_end).
+ * mark[i] nonzero: make i's end exact whatever is near it. Events only move
+ * earlier, whole into free time before them (their durations kept) or by
+ * their end; a child whose end was inside its parent's stays inside it;
+ * after 16 rounds every end is made exact (osk__f64_exact_end).
  * The caller fills s, e, parent and mark after osk__f64_reserve(n). */
 typedef struct {
-  int64_t *s, *e, *s0, *e0, *cut;
-  uint32_t *parent;
+  int64_t *s, *e, *s0, *e0, *cut, *shift, *sh;
+  uint32_t *parent, *sib;
   unsigned char *mark, *hit;
   struct osk__f64_pt *pt;
   size_t cap, pt_cap;

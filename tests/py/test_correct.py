@@ -330,14 +330,15 @@ def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
     assert r["stats"]["overlaps"] >= 3  # each iter's __enter__, at least
     events = [e for e in json.load(open(out))["traceEvents"] if e["ph"] == "X" and e.get("cat") != "Trace"]
     assert len(events) == r["stats"]["corrected_events"] > 100
-    # An end may be written a few ns earlier where the raw text reads crossed in
-    # float64 (pytest's deep stack: its frames all end at the profiler's stop; docs/outputs.md,
-    # "Read as float64"), and only there.
-    moved = [e["name"] for e in events if abs(e["ts"] - e["args"]["reported_ts"]) > 0.0015
+    # An event may be written a few ns earlier (whole, or by its end) where the raw
+    # text reads crossed in float64 (pytest's deep stack: its frames all end at the
+    # profiler's stop; docs/outputs.md, "Read as float64"), and only there.
+    moved = [e["name"] for e in events if not -0.0015 <= e["args"]["reported_ts"] - e["ts"] <= 0.050
              or not -0.0015 <= e["args"]["reported_dur"] - e["dur"] <= 0.050]
     assert moved == []
-    shorter = [e for e in events if e["args"]["reported_dur"] - e["dur"] > 0.0015]
-    assert len(shorter) <= r["stats"]["float_moved"]
+    shifted = [e for e in events if e["args"]["reported_dur"] - e["dur"] > 0.0015
+               or e["args"]["reported_ts"] - e["ts"] > 0.0015]
+    assert len(shifted) <= r["stats"]["float_moved"]
 
 
 def test_detect_reads_kinetos_option_flags(tmp_path):

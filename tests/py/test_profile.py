@@ -753,8 +753,9 @@ def test_delta_s_spread_in_the_stored_calibration_widens_the_leaves_intervals(tm
     assert r["delta_ns"] == 20.0
     add = next(o for o in r["operators"]["ops"] if o["name"] == "aten::add")
     c, calls = add["corrected_total_ns"], add["calls"]
-    assert c["ci95"][0] == pytest.approx(c["median"] - 100.0 * calls, rel=1e-6)
-    assert c["ci95"][1] == pytest.approx(c["median"] + 15.0 * calls, rel=1e-6)
+    # (each correction writes for float64 readers: a leaf may lose 1 to 3 ns; docs/outputs.md)
+    assert c["ci95"][0] == pytest.approx(c["median"] - 100.0 * calls, abs=3.0 * calls)
+    assert c["ci95"][1] == pytest.approx(c["median"] + 15.0 * calls, abs=3.0 * calls)
 
 def test_export_after_the_loop_gets_the_trace_and_its_corrected_one(tmp_path):
     """Without an exporting on_trace_ready, opskew exports the trace itself

@@ -206,3 +206,38 @@ def test_the_twin_is_about_the_raw_traces_size(traces, tmp_path):
     _correct(raw_path, cal, out, tmp_path)
     raw_compact = len(json.dumps(_load(raw_path), separators=(",", ":"), default=str))
     assert os.path.getsize(out) < 1.5 * raw_compact
+
+
+@pytest.mark.skipif(not torch.profiler.itt.is_available(), reason="torch built without ITT")
+def test_the_tracers_traces_nest_as_their_text_in_float64(tmp_path):
+    """opskew's own tracer writes the same rule (docs/outputs.md, "Read as
+    float64"): its trace of a model's steps reads in float64 as its exact
+    text, and the corrected twin of it too."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from opskew.analyze.tracefile import correct
+
+    code = textwrap.dedent("""
+        import opskew
+        with opskew.trace("t.json"):
+            import torch
+            m = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+            opt = torch.optim.AdamW(m.parameters())
+            for _ in range(3):
+                m(torch.randn(8, 32)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    trace = tmp_path / "t.json"
+    assert len([e for e in _load(trace)["traceEvents"] if e["ph"] == "X"]) > 300
+    assert float_nesting_errors(str(trace)) == []
+    r = correct(str(trace), 500.0, 20.0, out=str(tmp_path / "c.json"))
+    assert r["status"] == "ok"
+    assert float_nesting_errors(str(tmp_path / "c.json")) == []
+    raw, twin = _load(trace), _load(tmp_path / "c.json")
+    assert collections.Counter(map(_identity, raw["traceEvents"])) == collections.Counter(
+        map(_identity, twin["traceEvents"]))

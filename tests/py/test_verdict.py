@@ -106,15 +106,19 @@ def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
     for name in ("aten::add", "aten::mul"):
         p, q = plain[name]["corrected_total_ns"], wide[name]["corrected_total_ns"]
         calls = wide[name]["calls"]
-        assert q["median"] == pytest.approx(p["median"])
-        assert p["ci95"][0] == pytest.approx(p["median"], abs=1e-3 * calls)  # a leaf: W's CI moves nothing
-        assert q["ci95"][0] == pytest.approx(p["median"] - 250.0 * calls, rel=1e-6)
-        assert q["ci95"][1] == pytest.approx(p["median"] + 80.0 * calls, rel=1e-6)
+        # Each correction writes its trace for float64 readers: a leaf whose end
+        # would read crossed loses 1 to 3 ns (docs/outputs.md, "Read as float64").
+        f64 = 3.0 * calls
+        assert q["median"] == pytest.approx(p["median"], abs=f64)
+        assert p["ci95"][0] == pytest.approx(p["median"], abs=f64)  # a leaf: W's CI moves nothing
+        assert q["ci95"][0] == pytest.approx(p["median"] - 250.0 * calls, abs=f64)
+        assert q["ci95"][1] == pytest.approx(p["median"] + 80.0 * calls, abs=f64)
     # The range is clamped to hold delta, and into [0, W] at each end.
     v = verdict.per_operator(str(trace), w, 100.0, delta_range=[150.0, 900.0])
     assert v["delta_range_ns"] == [100.0, 900.0]
     q = by_name(v)["aten::mul"]["corrected_total_ns"]
-    assert q["ci95"][0] == pytest.approx(q["median"] - (610.0 - 100.0) * by_name(v)["aten::mul"]["calls"], rel=1e-6)
+    calls = by_name(v)["aten::mul"]["calls"]
+    assert q["ci95"][0] == pytest.approx(q["median"] - (610.0 - 100.0) * calls, abs=3.0 * calls)
     for bad in ([1.0], [3.0, 2.0], [float("nan"), 1.0], "12", [True, 2.0]):
         with pytest.raises(ValueError, match="delta_range"):
             verdict.per_operator(str(trace), w, 100.0, delta_range=bad)
@@ -182,9 +186,11 @@ def test_a_name_faster_in_the_trace_than_in_the_reference_reaches_it_and_is_unkn
     own = {"aten::add": {"median": 0.0, "ci95": [0.0, 0.0], "below_ns": below}}
     ops = by_name(verdict.per_operator(str(trace), w, 100.0, op_deltas=own))
     add, calls = ops["aten::add"], ops["aten::add"]["calls"]
-    assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"], rel=1e-9)
-    assert add["corrected_total_ns"]["ci95"][1] == pytest.approx(add["reported_total_ns"] + 2500.0 * calls, rel=1e-9)
-    assert add["corrected_self_ns"]["ci95"][1] == pytest.approx(add["corrected_self_ns"]["median"] + 2500.0 * calls)
+    f64 = 3.0 * calls  # what the float64 rule may take from a leaf (docs/outputs.md)
+    assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"], abs=f64)
+    assert add["corrected_total_ns"]["ci95"][1] == pytest.approx(add["reported_total_ns"] + 2500.0 * calls, abs=f64)
+    assert add["corrected_self_ns"]["ci95"][1] == pytest.approx(add["corrected_self_ns"]["median"] + 2500.0 * calls,
+                                                                abs=f64)
     assert add["below_tracer_ns"]["ci95"] == [1500.0, 2500.0] and add["below_tracer_ns"]["tracer_ns"] == 9000.0
     assert add["mark"] == "unknowable" and plain["aten::add"]["mark"] != "unknowable"
     assert "below_tracer_ns" not in ops["aten::mul"]

@@ -110,8 +110,10 @@ static void test_float64_ties(void) {
     /* Ends move by a few ns only (a chain of three ties: up to 3 each). */
     CHECK(st->float_moved_ns <= 6.0 * 7);
     if (ws[k] == 0.0) {
+      /* Moved earlier a few ns where they would read crossed: whole, into
+       * free time before them, or by their end. */
       for (int i = 0; i < out.n; i++) {
-        CHECK(out.ts[i] == in.ts[i]);
+        CHECK(in.ts[i] - out.ts[i] >= 0 && in.ts[i] - out.ts[i] <= 6);
         CHECK(in.end[i] - out.end[i] >= 0 && in.end[i] - out.end[i] <= 6);
       }
     }
