@@ -1043,10 +1043,13 @@ static int float_safe(thr_t *t, size_t n, size_t r0, size_t r1) {
      * that began after it in the trace, written at or before its place (the
      * interval between them written 0 ns long), begins 1 ns after it. */
     point_t *pt = rs->pt;
-    size_t m = 2 * n;
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-      pt[2 * i] = (point_t){ev[i].ts, (uint32_t)i, (uint32_t)i, 0};
-      pt[2 * i + 1] = (point_t){osk__sat_add(ev[i].ts, ev[i].dur), (uint32_t)(n - i), (uint32_t)i, 1};
+      pt[m++] = (point_t){ev[i].ts, (uint32_t)i, (uint32_t)i, 0};
+      /* Not the end of an event outlived (closed early) or clipped at its
+       * parent's end: that one stays as reported, after later begins. */
+      if (!l[i].early && !l[i].clipped)
+        pt[m++] = (point_t){osk__sat_add(ev[i].ts, ev[i].dur), (uint32_t)(n - i), (uint32_t)i, 1};
     }
     qsort(pt, m, sizeof *pt, cmp_bound);
     tmap_t mp = {pt, rs->x, m};
@@ -1057,6 +1060,7 @@ static int float_safe(thr_t *t, size_t n, size_t r0, size_t r1) {
       int64_t w = tmap_begin(&mp, rd->ts);
       rd->ws = w;
       for (size_t j = first_after(ev, n, rd->ts); j < n && l[j].ws <= w; j++) {
+        if (l[j].ws < w) continue; /* written before it: not the map's doing */
         l[j].ws = w + 1;
         if (l[j].we < l[j].ws) l[j].we = l[j].ws;
         nudged = 1;

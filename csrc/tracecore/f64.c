@@ -192,12 +192,15 @@ int osk__f64_fix(osk__f64_tree_t *t, size_t n, const int64_t *extra, size_t n_ex
     for (size_t i = 0; i < n; i++) {
       if (!t->hit[i]) continue;
       /* Whole, where the ns before it is free (after its parent's begin
-       * and its previous sibling's end): its duration, and what it holds,
-       * kept. Else its end. */
+       * and its previous sibling's end) and it stays after the event before
+       * it in the tree's order (which a reader's sort by begin, longer first,
+       * keeps): its duration, and what it holds, kept. Else its end. */
       uint32_t p = t->parent[i], b = t->sib[i];
       int64_t floor = p < i ? t->s[p] : INT64_MAX;
       if (b != UINT32_MAX && t->e[b] > floor) floor = t->e[b];
-      if (p < i && t->s[i] - 1 >= floor) t->shift[i]++;
+      int after = i == 0 || t->s[i] - 1 > t->s[i - 1] ||
+                  (t->s[i] - 1 == t->s[i - 1] && t->e[i] - t->s[i] <= t->e[i - 1] - t->s[i - 1]);
+      if (p < i && t->s[i] - 1 >= floor && after) t->shift[i]++;
       else if (t->e[i] > t->s[i]) t->cut[i]++;
       else t->mark[i] = 1;
     }
