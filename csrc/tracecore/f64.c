@@ -191,12 +191,16 @@ int osk__f64_fix(osk__f64_tree_t *t, size_t n, const int64_t *extra, size_t n_ex
     }
     for (size_t i = 0; i < n; i++) {
       if (!t->hit[i]) continue;
-      /* Whole, where the ns before it is free (after its parent's begin
-       * and its previous sibling's end) and it stays after the event before
-       * it in the tree's order (which a reader's sort by begin, longer first,
-       * keeps): its duration, and what it holds, kept. Else its end. */
+      /* Whole, where the ns before it is free (after its parent's begin,
+       * never onto it, and after its previous sibling's end) and it stays
+       * after the event before it in the tree's order (which a reader's sort
+       * by begin, longer first, keeps): its duration, and what it holds,
+       * kept. Else its end. Not onto its parent's begin: a point there (a
+       * flow's end, an instant) is its parent's, and a reader gives a point
+       * where two events begin to the inner one (the twin's riders, placed
+       * 1 ns before a child that began after them: docs/correct.md). */
       uint32_t p = t->parent[i], b = t->sib[i];
-      int64_t floor = p < i ? t->s[p] : INT64_MAX;
+      int64_t floor = p < i ? osk__sat_add(t->s[p], 1) : INT64_MAX;
       if (b != UINT32_MAX && t->e[b] > floor) floor = t->e[b];
       int after = i == 0 || t->s[i] - 1 > t->s[i - 1] ||
                   (t->s[i] - 1 == t->s[i - 1] && t->e[i] - t->s[i] <= t->e[i - 1] - t->s[i - 1]);
