@@ -185,7 +185,7 @@ def _opskew_wrote(path):
             gz = f.read(2) == b"\x1f\x8b"
             f.seek(0)
             head = gzip.GzipFile(fileobj=f).read(8192) if gz else f.read(8192)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return False
     return b'"opskew"' in head
 

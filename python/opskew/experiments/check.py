@@ -12,7 +12,8 @@ from opskew.analyze.verdict import per_operator
 from opskew.calibration.runner import python_call_rounds
 from opskew.calibration.store import config_name, delta_range, find_for_threads
 from opskew.errors import EXIT_RUNTIME, OpskewError, RuntimeFailure, UsageError
-from opskew.experiments.common import Computed, add_workload_arguments, conclude, load_workload, prepare, workload_files
+from opskew.experiments.common import (Computed, add_workload_arguments, conclude, load_workload, prepare,
+                                       run_conditions, workload_files)
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.bytecode import measured as measured_bytecode
 from opskew.measure.instruments import PROFILER_OPTIONS, parse_instrument
@@ -186,9 +187,7 @@ def compute(args) -> Computed:
                         progress=progress_printer("opskew check"))
     result = {"schema": SCHEMA}
     result["conditions"] = conditions(device, args.threads, instrument, {
-        "workload": {"target": workload.name, "description": workload.description, **workload.params},
-        "trials": args.trials, "iters": args.iters, "warmup_s": args.warmup,
-        "warmup_ran_s": round(rounds.warmup_s, 3), "first_session_s": round(rounds.first_session_s, 3),
+        **run_conditions(workload, args, rounds),
         "pair_order": "alternating AB/BA",
         "baseline_instrument": reference.label() if reference else "none",
     })

@@ -96,6 +96,15 @@ def load_workload(args, device: str):
         raise UsageError(f"loading {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def run_conditions(workload, args, rounds) -> dict:
+    """What a run of paired rounds records of itself in its conditions: the
+    workload, the rounds asked for, the warm-up as asked (--warmup) and as
+    it ran, and the instruments' first session, timed apart."""
+    return {"workload": {"target": workload.name, "description": workload.description, **workload.params},
+            "trials": args.trials, "iters": args.iters, "warmup_s": args.warmup,
+            "warmup_ran_s": round(rounds.warmup_s, 3), "first_session_s": round(rounds.first_session_s, 3)}
+
+
 def status_of(rounds) -> str:
     return "interrupted" if rounds.interrupted else "workload-error" if rounds.error else "complete"
 

@@ -11,7 +11,8 @@ import sys
 
 from opskew import _engine
 from opskew.errors import UsageError
-from opskew.experiments.common import Computed, add_workload_arguments, conclude, load_workload, prepare, workload_files
+from opskew.experiments.common import (Computed, add_workload_arguments, conclude, load_workload, prepare,
+                                       run_conditions, workload_files)
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import (PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer,
                                         TorchProfiler)
@@ -252,9 +253,7 @@ def compute(args) -> Computed:
     minimal = arms["minimal"][0]
     result = {"schema": SCHEMA}
     result["conditions"] = conditions(device, args.threads, minimal, {
-        "workload": {"target": workload.name, "description": workload.description, **workload.params},
-        "trials": args.trials, "iters": args.iters, "warmup_s": args.warmup,
-        "warmup_ran_s": round(rounds.warmup_s, 3), "first_session_s": round(rounds.first_session_s, 3),
+        **run_conditions(workload, args, rounds),
         "round_order": "rotating",
     })
     result.update(analyze(rounds, arms, args.iters))
