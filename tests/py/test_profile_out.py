@@ -151,3 +151,14 @@ def test_a_refused_run_leaves_no_folder_it_created(tmp_path):
         p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, "-S", train, "3")
         one_line_error(p, "cannot import torch in the profiled interpreter")
         assert out.exists() == existed
+
+
+def test_a_report_that_does_not_read_is_named(tmp_path):
+    """A profile folder whose report.json is cut short is said to be that,
+    not taken for a folder of traces (summary, compare, --from)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text('{"schema": "opskew.profile/1", "reports": [')
+    for args in (["summary", str(out)], ["compare", str(out), str(out)],
+                 ["summary", "--corrected", str(out / "t.json"), "--from", str(out)]):
+        one_line_error(run_opskew(*args), "an `opskew profile` report that does not read as JSON")

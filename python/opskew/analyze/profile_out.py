@@ -30,7 +30,12 @@ def _schema_of(path: str):
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:
+        if b'"opskew.profile' in head:
+            # An `opskew profile` report that does not read (cut short, edited):
+            # say so, rather than take its folder for a folder of traces.
+            raise UsageError(f"{path}: an `opskew profile` report that does not read as JSON "
+                             f"({type(exc).__name__}: {exc})") from None
         return None
     return doc.get("schema") if isinstance(doc, dict) else None
 
