@@ -161,6 +161,9 @@ typedef struct {
   relay_scratch_t relay;    /* fit's scratch */
   osk__f64_line_t fline;    /* what its previous tree left for float64 readers (float_safe) */
   int64_t fnudge;           /* ns its later trees are written later by, for float64 readers */
+  int64_t rider_after;      /* a tree closed early (the next one outlives its root): the latest written
+                             * begin of its riders, which the next tree begins after; 0: none */
+  int have_rider_after;
   /* The twin: the held records' text, the records of other kinds held with
    * the events (riders, sorted by ts in a flush, rid_pos the first not
    * placed), where the previous tree's root ended (reported, written). */
@@ -405,6 +408,27 @@ static int flag_of(const unsigned char *a, size_t n, size_t id) { return id < n 
 /* JSON text, its whitespace outside strings left out (Kineto indents every
  * member of every event on a line of its own). */
 static void put_compact(osk__out_t *o, const char *s, size_t n) {
+  if (!o->buf || o->failed) return;
+  if (o->cap - o->len < n) osk__out_flush(o);
+  if (!o->failed && o->cap - o->len >= n) {
+    /* Straight into the output buffer (a put per token was a tenth of a
+     * with_stack correction's time). */
+    char *d = o->buf + o->len;
+    for (size_t i = 0; i < n; i++) {
+      char ch = s[i];
+      if (ch == '"') {
+        size_t j = osk__json_str_close(s, n, i), k = (j < n ? j + 1 : n) - i;
+        memcpy(d, s + i, k);
+        d += k;
+        i += k - 1;
+      } else if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') {
+        *d++ = ch;
+      }
+    }
+    o->len = (size_t)(d - o->buf);
+    return;
+  }
+  /* Larger than the buffer: a put per token. */
   size_t from = 0;
   for (size_t i = 0; i < n; i++) {
     char ch = s[i];
@@ -1028,6 +1052,21 @@ static int float_safe(thr_t *t, size_t n, size_t r0, size_t r1) {
   if (relay_scratch_reserve(rs, n)) return OSK_ENOMEM;
   int64_t *base = rs->tail; /* each event's written duration before the rule */
   c->stats.float_moved_ns += (double)osk__f64_place(&t->fline, f, n, &t->fnudge);
+  if (t->have_rider_after && n && f->s[0] <= t->rider_after) {
+    /* The previous tree was closed early by this one's root, and a rider of
+     * it (a runtime call, a flow that began before this root) is written at
+     * or after this root's place: the tree is written later, whole, so that
+     * the rider still begins before it, as it did (docs/correct.md, "The
+     * twin"). */
+    int64_t k = t->rider_after + 1 - f->s[0];
+    for (size_t i = 0; i < n; i++) {
+      f->s[i] += k;
+      f->e[i] += k;
+    }
+    t->fnudge += k;
+    c->stats.float_moved_ns += (double)k;
+  }
+  t->have_rider_after = 0;
   for (size_t i = 0; i < n; i++) base[i] = f->e[i] - f->s[i];
   if (l[0].early) memset(f->mark, 1, n); /* the next tree begins inside it */
   uint64_t before = f->moved;
@@ -1343,6 +1382,12 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
     osk__f64_line_t prev = t->fline;
     if (fit(t, ev, n) || float_safe(t, n, g1, r1)) return OSK_ENOMEM;
     place_gap(t, g0, g1, root_r, t->line[0].ws, &prev);
+    if (t->line[0].early)
+      for (size_t d = g1; d < r1; d++)
+        if (!t->have_rider_after || t->rid[d].ws > t->rider_after) {
+          t->rider_after = t->rid[d].ws;
+          t->have_rider_after = 1;
+        }
     int rc = put_riders(t, g0, g1, 1);
     if (!rc) rc = put_riders(t, g0, g1, 0);
     if (rc) return rc;
