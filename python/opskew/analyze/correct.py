@@ -15,13 +15,14 @@ from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
 from opskew.render.trace_notes import corrected_note
+from opskew.vocab import PROFILER_OPTIONS
 
 SCHEMA = "opskew.correct/1"
 
-# The torch.profiler options whose traces can be told apart, in the order of
-# the configuration names (calibration.config_name); the C reader counts the
-# events that carry each one's mark (osk_reader_marks_t, docs/reader.md).
-_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_modules", "with_flops")
+# The torch.profiler options whose traces can be told apart: the C reader
+# counts the events that carry each one's mark (osk_reader_marks_t,
+# docs/reader.md).
+_OPTIONS = PROFILER_OPTIONS
 
 
 def declare(p: Spec) -> None:

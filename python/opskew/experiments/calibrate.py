@@ -13,7 +13,8 @@ from opskew.calibration.store import SCHEMA, make_key, store, validate
 from opskew.errors import UsageError
 from opskew.experiments.common import load_workload, prepare, workload_files
 from opskew.measure import rounds as measure_rounds
-from opskew.measure.instruments import PROFILER_OPTIONS, BusyWait, OpskewTracer, TorchProfiler
+from opskew.measure.instruments import BusyWait, OpskewTracer, TorchProfiler
+from opskew.vocab import PROFILER_OPTIONS
 from opskew.measure.rounds import make_window, progress_printer
 from opskew.measure.workload import SETUP_RULE, leaf_panel, load_target
 from opskew.options import Spec, declared, finite_float

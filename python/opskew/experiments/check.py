@@ -16,7 +16,8 @@ from opskew.experiments.common import (Computed, add_workload_arguments, conclud
                                        run_conditions, workload_files)
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.bytecode import measured as measured_bytecode
-from opskew.measure.instruments import PROFILER_OPTIONS, parse_instrument
+from opskew.measure.instruments import parse_instrument
+from opskew.vocab import PROFILER_OPTIONS
 from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output, write_failure, write_file

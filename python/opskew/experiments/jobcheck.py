@@ -22,6 +22,7 @@ import tempfile
 from opskew import _engine
 from opskew.errors import RuntimeFailure, UsageError, WorkloadError
 from opskew.stats.estimators import per_event_diff
+from opskew.vocab import PROFILER_OPTIONS
 
 SCHEMA = "opskew.check_job/1"
 
@@ -61,8 +62,7 @@ def run(args) -> dict:
     """Runs the job and returns the document (schema opskew.check_job/1)."""
     if args.nproc < 2:
         raise UsageError("--nproc must be at least 2 (1 rank: plain opskew check)")
-    unsupported = [o for o in ("corrected_trace", "trace", "plot", "against", "export", "with_stack",
-                               "record_shapes", "profile_memory", "with_flops", "with_modules")
+    unsupported = [o for o in ("corrected_trace", "trace", "plot", "against", "export") + PROFILER_OPTIONS
                    if getattr(args, o, None)]
     if args.instrument != "torch":
         unsupported.append("instrument")

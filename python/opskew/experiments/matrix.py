@@ -14,8 +14,8 @@ from opskew.errors import UsageError
 from opskew.experiments.common import (Computed, add_workload_arguments, conclude, load_workload, prepare,
                                        run_conditions, workload_files)
 from opskew.measure import rounds as measure_rounds
-from opskew.measure.instruments import (PROFILER_OPTIONS, BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer,
-                                        TorchProfiler)
+from opskew.measure.instruments import BusyWait, EmptyObserver, IttFloor, NativeFloor, OpskewTracer, TorchProfiler
+from opskew.vocab import PROFILER_OPTIONS
 from opskew.measure.rounds import conditions, progress_printer
 from opskew.options import Spec, declared
 from opskew.output import check_output

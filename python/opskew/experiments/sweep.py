@@ -13,7 +13,8 @@ from opskew import _engine
 from opskew.errors import UsageError, WorkloadError
 from opskew.experiments.common import Computed, prepare, workload_files
 from opskew.measure import rounds as measure_rounds
-from opskew.measure.instruments import PROFILER_OPTIONS, OpskewTracer, TorchProfiler
+from opskew.measure.instruments import OpskewTracer, TorchProfiler
+from opskew.vocab import PROFILER_OPTIONS
 from opskew.measure.rounds import conditions, make_window, progress_printer, user_traceback
 from opskew.measure.workload import load_module
 from opskew.options import Spec, declared, finite_float

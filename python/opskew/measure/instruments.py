@@ -28,13 +28,13 @@ from opskew.analyze.tracefile import summarize
 from opskew.errors import UsageError
 from opskew.tracer import native
 from opskew.tracer import session as tracer_session
+from opskew.vocab import OP_CATEGORIES, PROFILER_OPTIONS, PY_CATEGORIES
 
 # Names of the Python tracer's events (with_stack): "<built-in method add ...>",
 # "file.py(123): function" and "nn.Module: Linear_0". key_averages() does not
 # keep is_python_function.
 _PY_FUNCTION = re.compile(r"^<built-in |\(\d+\): |^nn\.Module: ")
 
-PROFILER_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
 
 # key_averages() rows that are not RecordFunction events: profile_memory's
 # allocation records and out-of-memory marks (torch.autograd.profiler_util's
@@ -85,10 +85,6 @@ def count_cupti_overhead(path: str, extra: dict) -> None:
     extra["cupti_overhead_ns"] = sum(op["total_ns"] for op in res["ops"])
 
 
-# Categories of torch.profiler's CPU-side events: RecordFunction events
-# (operators and annotations) and the Python tracer's (with_stack).
-OP_CATEGORIES = ("cpu_op", "user_annotation")
-PY_CATEGORIES = ("python_function",)
 
 
 def keep_annotation(tr: "Trial", name: str, calls: int, total_s: float) -> None:

@@ -16,9 +16,10 @@ from opskew.errors import OpskewError
 from opskew.profiler.figures import cost_classes, leaves_own
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
-from opskew.profiler.traces import STEP_NAME, at_cycle, corrected_path, metadata, operators, per_operator_to, trace_steps
+from opskew.profiler.traces import at_cycle, corrected_path, metadata, operators, per_operator_to, trace_steps
 from opskew.render.audit import lines as audit_lines
 from opskew.stats.pricing import ADVICE, MIN_PAIRS, POST_TRACE, estimate_w, median
+from opskew.vocab import OP_CATEGORIES, STEP_NAME
 
 # Traces corrected again with the run's final W at stop(), the latest first.
 MAX_RECORRECT = 50
@@ -51,7 +52,7 @@ def count(trace: str, waits: int) -> dict:
     # a range may hold Python events, priced at W_py there).
     leaves = {o["name"]: (o["calls"], o["reported_total_ns"], o["py_descendants"]) for o in res["ops"]
               if o["descendants"] == 0 and not o["python"] and o["calls"] >= REF_MIN_CALLS
-              and o.get("category") in ("cpu_op", "user_annotation") and not STEP_NAME.match(o["name"])}
+              and o.get("category") in OP_CATEGORIES and not STEP_NAME.match(o["name"])}
     return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
             "py_events": st["py_events"], "leaves": leaves}
 

@@ -15,9 +15,10 @@ import threading
 import types
 
 from opskew.profiler.schedule import owns_ranges, plain_wait_steps
+from opskew.vocab import PROFILER_OPTIONS
 
 # The profiler options opskew's analysis follows (the report's `options`).
-OPTIONS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+OPTIONS = PROFILER_OPTIONS
 # Attributes of torch's object whose value opskew keeps a reading of, read
 # again when one is assigned (follow).
 _FOLLOWED = frozenset(OPTIONS + ("record_steps", "action_map"))

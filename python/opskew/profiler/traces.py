@@ -18,8 +18,8 @@ from opskew.output import write_file
 from opskew.render.profile import STRETCH_PREFIX, stretch_note
 from opskew.render.trace_notes import corrected_note
 from opskew.stats.pricing import median
+from opskew.vocab import STEP_NAME
 
-STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 
 STRETCH_NOTE = 0.02  # the share of a step past which the report says its range is written stretched
 

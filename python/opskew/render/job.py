@@ -3,13 +3,13 @@ opskew.job_summary/1) as text: `opskew summary DIR`'s output."""
 
 from __future__ import annotations
 
-import re
 
 from opskew.render.tables import SUMMARY_COLUMNS, op_table, summary_rows
 from opskew.render.units import columns, fmt_ns
+from opskew.vocab import STEP_NAME
 
 # A profiler step's row (ProfilerStep#N): the steps have their own table.
-STEP = re.compile(r"ProfilerStep#\d+$")
+STEP = STEP_NAME
 
 
 def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:

@@ -6,14 +6,14 @@ conditions in the title."""
 
 from __future__ import annotations
 
-import re
 
 from opskew.render.plots import pyplot, save
 from opskew.render.units import count_of, fmt_ns
 from opskew.render.verdict import draw_operators
+from opskew.vocab import STEP_NAME
 
 TOP = 15  # operators drawn, by reported self time
-STEP = re.compile(r"ProfilerStep#\d+$")
+STEP = STEP_NAME
 
 
 def conditions_line(c: dict | None) -> str:

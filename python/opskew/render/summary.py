@@ -3,11 +3,11 @@ renderer (opskew.render.tables), then the totals."""
 
 from __future__ import annotations
 
-import re
 
 from opskew.render.tables import SUMMARY_COLUMNS, Col, op_table, summary_rows
 from opskew.render.trace_notes import losses_line
 from opskew.render.units import count_of, fmt_ns
+from opskew.vocab import is_step
 
 
 def print_table(result, ops, top, out, losses=None):
@@ -93,7 +93,7 @@ def print_profile_run(doc: dict, out, top: int = 30) -> None:
                         Col("corrected step", "rtext", "corrected"), Col("raw trace", "text", "raw"),
                         Col("corrected trace", "text", "corrected_trace")], out=out)
     out.write("\n")
-    ops = [o for o in doc["ops"] if not re.match(r"ProfilerStep#\d+$", o["name"])]
+    ops = [o for o in doc["ops"] if not is_step(o["name"])]
     if ops:
         by = f", corrected with {doc['latest_corrected_with']}" if doc.get("latest_corrected_with") else ""
         out.write(f"per operator, cycle {doc['latest_cycle']} (the latest{by}; reported, then corrected at W "

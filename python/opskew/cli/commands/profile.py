@@ -21,6 +21,7 @@ from opskew.profiler import ADVISED_SCHEDULE, TRACE_NAME
 from opskew.render.profile import moved_line, run_answer
 from opskew.render.units import fmt_ns
 from opskew.results.profile import ProfileResult
+from opskew.vocab import PROFILER_OPTIONS
 
 HELP = "profile a training script with no code change; traces corrected from its own wait steps"
 
@@ -95,7 +96,7 @@ a command killed by signal N: 128+N; SIGINT or SIGTERM: 130), except:
 BOOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_entry",
                     "profile_boot.py")
 
-_OPTIONS = ("record_shapes", "with_stack", "profile_memory", "with_flops", "with_modules")
+_OPTIONS = PROFILER_OPTIONS
 
 
 def _finite_float(text: str) -> float:
