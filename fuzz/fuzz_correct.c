@@ -206,9 +206,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fclose(f);
 
   uint8_t m = data[0];
-  const char *names[] = {"ProfilerStep#1"};
-  const double spans[] = {(m & 0x40) ? 500.0 : -1.0}, scales[] = {(m & 0x80) ? 2.5 : 1.0};
-  osk_correct_opts_t opts = {.w_ns = 100.0 * (m & 0x1f), .delta_ns = (m & 0x20) ? 50.0 : 0.0};
+  /* The step's span and W scale, and two operators' own deltas: add's
+   * above W (its W is raised to it), mul's below. */
+  const double w = 100.0 * (m & 0x1f);
+  const char *names[] = {"ProfilerStep#1", "aten::add", "aten::mul"};
+  const double spans[] = {(m & 0x40) ? 500.0 : -1.0, -1.0, -1.0}, scales[] = {(m & 0x80) ? 2.5 : 1.0, 1.0, 1.0};
+  const double own[] = {-1.0, 3.0 * w + 7.0, w / 2};
+  osk_correct_opts_t opts = {.w_ns = w, .delta_ns = (m & 0x20) ? 50.0 : 0.0};
   if (opts.delta_ns > opts.w_ns) opts.delta_ns = opts.w_ns;
   opts.w_py_ns = opts.w_ns / 4;
   opts.delta_py_ns = 0.0;
@@ -216,7 +220,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   opts.span_names = names;
   opts.span_ns = spans;
   opts.span_w_scale = scales;
-  opts.n_spans = 1;
+  opts.span_delta_ns = own;
+  opts.n_spans = 3;
 
   osk_correct_t *c = NULL;
   osk_error_t err;
@@ -234,6 +239,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < osk_correct_op_count(c); i++) {
       const osk_correct_op_t *op = osk_correct_op(c, i);
       if (!op || !isfinite(op->corrected_total_ns) || op->corrected_total_ns < 0 || op->stretched_ns < 0) abort();
+      /* Numbers that add up: the correction takes instrument time out of an
+       * event and out of every event around it, so no name's corrected self
+       * or total time exceeds what it reported, beyond what the events
+       * written longer than their corrected total hold (stretched) and 1 ns
+       * a call of rounding. (An own delta above W once gave the time on its
+       * sides back, into its parent's self time.) */
+      if (rc == 0) {
+        double slack = (double)op->calls + op->stretched_ns;
+        if (op->corrected_self_ns > (double)op->reported_self_ns + slack ||
+            op->corrected_total_ns > (double)op->reported_total_ns + slack) {
+          fprintf(stderr, "adds up otherwise: %.*s reported %lld self %lld total, corrected %.0f self %.0f total\n",
+                  (int)op->name.len, op->name.ptr, (long long)op->reported_self_ns, (long long)op->reported_total_ns,
+                  op->corrected_self_ns, op->corrected_total_ns);
+          abort();
+        }
+      }
     }
     /* The corrected trace reads back: the input's twin, every record of it
      * (as many of each "ph"). */

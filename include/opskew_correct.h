@@ -120,13 +120,15 @@ typedef struct {
    * of the instrument's time inside their own interval instead of delta
    * (delta_py for Python-class events): a per-name delta, as opskew.profile
    * measures it for leaf operators against opskew's tracer in the same run.
-   * W per event is unchanged, so only where the cost is taken out moves:
-   * inside the event, and (W - delta)/2 on each side. It may exceed W (W is
+   * Up to W, W per event is unchanged, so only where the cost is taken out
+   * moves: inside the event, and (W - delta)/2 on each side. Above W (W is
    * the mean over every event; one operator may pay more inside itself, as
-   * a measured own delta can say): the time on each side then grows by
-   * half the excess, so the corrected total of everything around it still
-   * loses W per event. Below 0: the class's delta. Finite. The cross-thread
-   * rule prices other threads' events with the class's delta. */
+   * a measured own delta can say), that name's W is raised to its delta:
+   * nothing is taken out on either side of it, and every event around it
+   * loses its delta as its cost (no ancestor's self time grows by the
+   * excess; the excess is in their scaled_ns). Below 0: the class's delta.
+   * Finite. The cross-thread rule prices other threads' events with the
+   * class's delta. */
   const char *const *span_names;
   const double *span_ns;
   const double *span_w_scale;
@@ -171,8 +173,9 @@ typedef struct {
   /* Summed over calls: what a span (osk_correct_opts_t.span_ns) took out of
    * the name's corrected durations beyond delta. */
   double trimmed_ns;
-  /* Summed over calls: what a W scale (osk_correct_opts_t.span_w_scale) on
-   * its events or their descendants took out beyond W's own. */
+  /* Summed over calls: what a W scale (osk_correct_opts_t.span_w_scale) or
+   * an own delta above W (span_delta_ns) on its events or their descendants
+   * took out beyond W's own. */
   double scaled_ns;
   /* Summed over calls: what the name's written durations lost to the
    * float64 rule (docs/outputs.md, "Read as float64": an end moved earlier,
@@ -237,8 +240,9 @@ typedef struct {
    * exceeded it and their delta, and the nanoseconds taken out for that. */
   uint64_t trimmed;
   double trimmed_ns;
-  /* What W scales (osk_correct_opts_t.span_w_scale) priced the events they
-   * cover at beyond W, each event once. */
+  /* What W scales (osk_correct_opts_t.span_w_scale) and own deltas above W
+   * (span_delta_ns) priced the events they cover at beyond W, each event
+   * once. */
   double scaled_ns;
   /* Top-level trees whose root's end the fit moved from where the forward
    * placement put it (by more than 1 ns: a shortfall found after the self

@@ -288,12 +288,21 @@ static osk__cost_t scaled_cost(const osk_correct_t *c, double s) {
 
 /* The cost of one event of `name` and class `cls` whose W scale is
  * `scale`: scaled_cost with the name's own delta, where given, in place of
- * its class's. It may exceed W (osk_correct_opts_t.span_delta_ns). */
+ * its class's. An own delta above W raises that name's W to it
+ * (osk_correct_opts_t.span_delta_ns): the time it pays inside itself is
+ * inside every event around it too, so each of them loses it, and none is
+ * given time back. */
 static osk__cost_t cost_for(const osk_correct_t *c, uint32_t name, uint32_t cls, double scale) {
   osk__cost_t k = scaled_cost(c, scale);
   if (name < c->n_named && c->named[name].delta >= 0) {
-    if (cls == OSK__CLS_PY) k.delta_py_ns = c->named[name].delta;
-    else k.delta_ns = c->named[name].delta;
+    double d = c->named[name].delta;
+    if (cls == OSK__CLS_PY) {
+      k.delta_py_ns = d;
+      if (k.w_py_ns < d) k.w_py_ns = d;
+    } else {
+      k.delta_ns = d;
+      if (k.w_ns < d) k.w_ns = d;
+    }
   }
   return k;
 }
@@ -1342,15 +1351,16 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   op->waited_py_descendants += x->wdesc[OSK__CLS_PY];
   op->waited_ns += x->wait_ns;
   if (c->n_named) {
-    /* What the scales (x's and its descendants') took out beyond W's. */
+    /* What the scales and the own deltas above W (x's and its
+     * descendants') took out beyond W's. */
     double d0, h0;
     osk__cost_t base = cost_for(c, x->name, x->cls, 1.0); /* its own delta is no scale's */
     cost_of(&base, x->cls, &h0, &d0);
     double scaled = delta - d0 + l->dcost - (c->cost.w_ns * (double)x->desc[OSK__CLS_OP] +
                                             c->cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
     if (fabs(scaled) > 1e-6 * (l->dcost + 1.0)) op->scaled_ns += scaled;
-    if (l->scale != 1.0) /* each event's own cost beyond W, once */
-      c->stats.scaled_ns += (x->cls == OSK__CLS_PY ? cost.w_py_ns - c->cost.w_py_ns : cost.w_ns - c->cost.w_ns);
+    /* Each event's own cost beyond W (a scale, an own delta above it), once. */
+    c->stats.scaled_ns += (x->cls == OSK__CLS_PY ? cost.w_py_ns - c->cost.w_py_ns : cost.w_ns - c->cost.w_ns);
     if (trim) {
       op->trimmed_ns += (double)trim;
       c->stats.trimmed++;

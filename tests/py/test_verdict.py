@@ -132,8 +132,8 @@ def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
 def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
     """op_deltas (opskew.profile's leaves against its tracer): aten::add's
     events take their own delta, 300 at the median, its interval's ends
-    at W's ends; aten::mul and the parents keep delta and the range. W per
-    event is unchanged, so a parent's corrected time is too."""
+    at W's ends; aten::mul and the parents keep delta and the range. Up to
+    W, W per event is unchanged, so a parent's corrected time is too."""
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=600.0, delta_ns=100.0)
     w = {"median": 600.0, "ci95": [590.0, 610.0]}
@@ -155,15 +155,22 @@ def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
     mul = ops["aten::mul"]
     assert v["summary"]["in_leaves_ns"] == pytest.approx(300.0 * calls + 100.0 * mul["calls"])
     # Not clamped to W (the mean over all events): 700 and 900 are taken
-    # out of aten::add; the parent still loses W per child.
+    # out of aten::add, and add's W is raised to them, so the parent loses
+    # 700 per add at the median, not W. Its self time no longer holds the
+    # (W - delta) per add that the plain correction took out on add's
+    # sides (now all inside add), and never grows above what it reported.
     v = verdict.per_operator(str(trace), w, 100.0,
                              op_deltas={"aten::add": {"median": 700.0, "ci95": [700.0, 900.0]}})
-    add = by_name(v)["aten::add"]
+    add, parent = by_name(v)["aten::add"], by_name(v)["opskew::parent"]
     assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"] - 700.0 * calls, rel=1e-9)
     assert add["corrected_total_ns"]["ci95"][0] == pytest.approx(add["reported_total_ns"] - 900.0 * calls, rel=1e-9)
     assert add["delta_ns"]["median"] == 700.0
-    assert by_name(v)["opskew::parent"]["corrected_total_ns"]["median"] == pytest.approx(
-        plain["opskew::parent"]["corrected_total_ns"]["median"])
+    assert parent["added_ns"]["scaled"] == pytest.approx((700.0 - 600.0) * calls)
+    assert parent["corrected_total_ns"]["median"] == pytest.approx(
+        plain["opskew::parent"]["corrected_total_ns"]["median"] - (700.0 - 600.0) * calls)
+    assert parent["corrected_self_ns"]["median"] == pytest.approx(
+        plain["opskew::parent"]["corrected_self_ns"]["median"] + (600.0 - 100.0) * calls, abs=1.0)
+    assert parent["corrected_self_ns"]["median"] <= parent["reported_self_ns"]
     for bad in ({"aten::add": {"median": -1.0, "ci95": [0.0, 1.0]}}, {"aten::add": {"median": 5.0, "ci95": [6.0, 9.0]}},
                 {"aten::add": {"median": float("nan"), "ci95": [0.0, 1.0]}}, {"aten::add": 5.0},
                 {"aten::add": {"median": 5.0}}):

@@ -118,8 +118,9 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     run): its events take it instead of delta, at its median with W's
     median, its high end with W's upper end and its low end with W's lower
     end, and its row says so (row["delta_ns"]). It may exceed W, the mean
-    over all events: the C correction then gives the time around its events
-    the excess back (opskew_correct.h, span_delta_ns). The other names keep
+    over all events: that name's W is then raised to it, so every event
+    around its events loses it too (their added_ns["scaled"]) and none gains
+    self time (opskew_correct.h, span_delta_ns). The other names keep
     delta and delta_range. A row with its own delta is not widened for the
     interpreter's slowdown (`bytecode`): its own delta measured it. An
     entry may carry `below_ns` ({"median", "ci95": [lo, hi]}, > 0): the
@@ -188,7 +189,8 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "stretched_ns": o["stretched_ns"],
         }
         if mine is not None:
-            # Its own delta, which may exceed W (the mean over all events).
+            # Its own delta, which may exceed W (the mean over all events;
+            # its W is then raised to it).
             row["delta_ns"] = {"median": inside, "ci95": [mine[1], mine[2]],
                                "source": op_deltas[o["name"]].get("source", "given")}
             below = _below(o["name"], op_deltas[o["name"]])

@@ -596,9 +596,11 @@ static void test_spans(void) {
   CHECK(s.dur[find(&s, "P")] == 19590 && s.dur[find(&s, "S1")] == 9790 && s.dur[find(&s, "A")] == 990);
   /* Per-name delta (span_delta_ns; no span, no scale): A keeps 60 of its
    * W inside it, C 500, more than W = 100; B and the ranges keep the
-   * class's 10. W per event is unchanged, so the parents' formulas are; only
-   * where A's cost comes out moves: 20 on each side of it, not 45; around C
-   * 200 ns come back on each side. */
+   * class's 10. Up to W, W per event is unchanged, so the parents' formulas
+   * are; only where A's cost comes out moves: 20 on each side of it, not 45.
+   * C's W is raised to its 500: S2 loses 500 for it, not 100, so S2's self
+   * time loses its own delta and no more (it gained 400 when C's sides gave
+   * 200 each back), and nothing comes out on either side of C. */
   const char *dn[] = {"A", "C"};
   const double no_spans[] = {-1.0, -1.0}, own_delta[] = {60.0, 500.0};
   osk_correct_opts_t by_name = {.w_ns = 100.0, .delta_ns = 10.0, .span_names = dn, .span_ns = no_spans,
@@ -608,15 +610,18 @@ static void test_spans(void) {
   CHECK_NEAR(op_named(c, "B")->corrected_total_ns, 1000 - 10, 1e-9);
   CHECK_NEAR(op_named(c, "C")->corrected_total_ns, 2800 - 500, 1e-9);
   CHECK_NEAR(op_named(c, "S1")->corrected_total_ns, 10000 - 10 - 200, 1e-9);
-  CHECK_NEAR(op_named(c, "S2")->corrected_total_ns, 3000 - 10 - 100, 1e-9);
+  CHECK_NEAR(op_named(c, "S2")->corrected_total_ns, 3000 - 10 - 500, 1e-9);
+  CHECK_NEAR(op_named(c, "S2")->corrected_self_ns, op_named(c, "S2")->reported_self_ns - 10, 1e-9);
   CHECK(op_named(c, "A")->scaled_ns == 0 && op_named(c, "S1")->scaled_ns == 0 && op_named(c, "C")->scaled_ns == 0);
-  CHECK(osk_correct_stats(c)->scaled_ns == 0 && osk_correct_stats(c)->trimmed == 0);
+  CHECK_NEAR(op_named(c, "S2")->scaled_ns, 400, 1e-9);
+  CHECK_NEAR(osk_correct_stats(c)->scaled_ns, 400, 1e-9);
+  CHECK(osk_correct_stats(c)->trimmed == 0);
   CHECK(osk_correct_stats(c)->stretched == 0 && osk_correct_stats(c)->shortened == 0);
   osk_correct_free(c);
   i1 = find(&s, "S1"), ia = find(&s, "A"), ib = find(&s, "B"), i2 = find(&s, "S2"), ic = find(&s, "C");
-  CHECK(s.dur[i1] == 9790 && s.dur[ia] == 940 && s.dur[ib] == 990 && s.dur[ic] == 2300 && s.dur[i2] == 2890);
+  CHECK(s.dur[i1] == 9790 && s.dur[ia] == 940 && s.dur[ib] == 990 && s.dur[ic] == 2300 && s.dur[i2] == 2490);
   CHECK(s.ts[ia] - s.ts[i1] == 1000 - 10 - 20 && s.ts[ib] - (s.ts[ia] + s.dur[ia]) == 3000 - 20 - 45);
-  CHECK(s.ts[ic] - s.ts[i2] == 100 - 10 + 200); /* C's negative half: the gap before it grows */
+  CHECK(s.ts[ic] - s.ts[i2] == 100 - 10); /* C's sides: nothing out, nothing back */
   /* A span not finite, a scale not > 0, a delta not finite, or an entry
    * without a name is refused. */
   osk_correct_opts_t nan_delta = by_name;
