@@ -47,7 +47,7 @@ lint: install
 	$(BIN)/lint-imports
 
 pytest: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=15
 
 # A short libFuzzer pass over the trace reader and the correction, each
 # FUZZ_SECONDS (fuzz/run.sh installs clang
@@ -59,13 +59,20 @@ fuzz:
 # The C side (the sanitizer builds and tests, the fuzz pass) runs on the
 # second core while the layering check and pytest run on the first: on the
 # 2-core CI machine pytest alone is most of the time. The C side's output is
-# kept in $(C_LOG) and printed once pytest is done; each side's status is said.
+# kept in $(C_LOG) and printed once pytest is done; pytest's own is printed
+# as it runs and kept in $(PY_LOG), whose summary (failures, the slowest
+# tests, the counts) is printed again last, so the end of the log says what
+# failed on either side.
 C_LOG := build-logs/ctest.log
+PY_LOG := build-logs/pytest.log
 test: install
 	@mkdir -p build-logs; $(MAKE) --no-print-directory ctest fuzz >$(C_LOG) 2>&1 & c=$$!; \
-	$(MAKE) --no-print-directory lint pytest; p=$$?; \
-	wait $$c; c=$$?; cat $(C_LOG); \
-	echo "make test: lint and pytest exit $$p; ctest and fuzz exit $$c (their output above)"; \
+	{ $(MAKE) --no-print-directory lint pytest 2>&1; echo $$? >$(PY_LOG).rc; } | tee $(PY_LOG); \
+	p=$$(cat $(PY_LOG).rc); wait $$c; c=$$?; cat $(C_LOG); \
+	echo "== make test: lint and pytest, again (all of it: $(PY_LOG)) =="; \
+	sed -n '/short test summary info\|slowest .* durations/,$$p' $(PY_LOG) | tail -n 60; \
+	grep -E 'Contracts: |BROKEN' $(PY_LOG) | tail -n 5; \
+	echo "make test: lint and pytest exit $$p; ctest and fuzz exit $$c"; \
 	test $$p = 0 && test $$c = 0
 
 bench: install

@@ -1,6 +1,6 @@
 """How long a burst of memory work slows the steps after it: the profiler's
 after-effect that no cost per event holds (docs/profile-validation.md,
-"Runs AE and AF"; docs/profile.md, "Not yet").
+"The leaf outside in every run"; docs/profile.md, "Not yet").
 
     .venv/bin/python bench/bench_after_effect.py [--workload conv_train]
         [--rounds 6] [--steps 20]

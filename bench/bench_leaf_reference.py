@@ -1,5 +1,5 @@
 """How opskew's tracer sees a step's leaf operators by the step's place in a
-tracer session (docs/tracer.md, "t.window"; docs/profile.md, "Each leaf's own
+tracer session (docs/tracer.md, "The operator tracer": `t.window`; docs/profile.md, "Each leaf's own
 delta"): why opskew.profile's leaf reference runs one session over several
 wait steps and leaves its first step out.
 

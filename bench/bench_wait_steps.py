@@ -1,5 +1,5 @@
 """Why a profiled process's wait steps run slower than a process without a
-profiler (docs/profile-validation.md, "What this shows"): the step body right
+profiler (docs/profile-validation.md, "The wait-step baseline"): the step body right
 after the profiler's step() against the body right after another body.
 
     .venv/bin/python bench/bench_wait_steps.py [--workloads mlp_train,tiny_loop]

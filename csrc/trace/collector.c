@@ -3,7 +3,7 @@
  * session started and stopped from Python, and the `opskew record` session
  * that the collector starts by itself and writes at exit. Written once, so that the ITT and NVTX collectors and
  * the pyhook extension behave the same, fork check included; see
- * docs/design.md, "One trace core".
+ * docs/design.md, "Layers".
  *
  * Fork. A child forked while a session records inherits the session (its
  * copy of the buffers keeps filling) and our atexit handler. The trace

@@ -1,8 +1,8 @@
 """TensorBoard's PyTorch profiler plugin (torch-tb-profiler, pinned in
 requirements-dev.txt) reads opskew.profile's corrected runs as it reads the
 raw ones: zero "ranges on the same thread should not intersect" errors, the
-same profiles, steps and operators (docs/outputs.md, "Times that survive
-float parsing"). The plugin parses ts and dur as float64 microseconds, so an
+same profiles, steps and operators (docs/outputs.md, "Read as
+float64"). The plugin parses ts and dur as float64 microseconds, so an
 exact tie in the corrected time line (a child ending where its parent ends)
 read as an overlap there before the writer kept ties apart."""
 

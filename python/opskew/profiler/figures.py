@@ -30,7 +30,7 @@ def cost_classes(options: dict, w_py) -> dict:
     """What each class of the trace's events is priced at, and where a
     class's cost cannot be told apart from another's in this run (the
     report's and the corrected trace's `cost_classes`; docs/profile.md,
-    "What each class pays"). W is fitted per operator event (cpu_op and
+    "The report"). W is fitted per operator event (cpu_op and
     user_annotation: both are RecordFunction ranges, one instrument path), so
     whatever the configuration records per operator (shapes, modules, flops)
     is in it; W_py is measured apart, on Python calls alone."""

@@ -7,7 +7,7 @@ opskew.tracer.session imports it (as _boot).
 
 It holds the thread hook (the operator hooks are per thread), the ITT check,
 the collectors' ctypes surface (the same osk_collector_* / osk_trace_*
-functions in every collector; docs/design.md, "One trace core"), with the
+functions in every collector; docs/design.md, "Layers"), with the
 struct mirrors checked against the C library's own layout when it loads,
 and the start of a session for each instrument.
 """
