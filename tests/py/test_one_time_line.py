@@ -6,9 +6,13 @@ nanosecond, on nested real traces: an LSTM, a transformer step with
 record_shapes and with_stack (Python frames, record_function ranges,
 improper overlaps). docs/correct.md, "One time line"."""
 
+import io
+
 import pytest
 
 from opskew.analyze import tracefile as tf
+from opskew.analyze import verdict
+from opskew.render import verdict as render_verdict
 
 torch = pytest.importorskip("torch")
 
@@ -200,3 +204,42 @@ def test_a_name_that_is_not_utf8_reads_the_same_in_the_table_and_the_trace(tmp_p
     assert "bad\ufffdname" in table
     differ, n = _table_vs_summary(table, str(out))
     assert n == 2 and differ == []
+
+
+@pytest.mark.parametrize("name", ["lstm", "transformer"])
+@pytest.mark.parametrize("cost", COSTS[:2])
+def test_rows_add_up_with_own_deltas_above_w(traces, name, cost):
+    """Numbers that add up (docs/correct.md, "Rows that add up"), on real
+    traces under own deltas far above W (the leaf reference can measure
+    one 16x W): no row's corrected self or total (median) exceeds what it
+    reported beyond its stretch, the time an own delta takes out of a leaf
+    comes out of every ancestor (their added_ns.scaled), and a row whose
+    corrected total is not its total less added is marked, with the clamp
+    and the fit that moved it."""
+    w, d, w_py, d_py = cost
+    plain = tf.summarize(traces[name])["ops"]
+    leaves = sorted((o for o in plain if o["cat"] == "cpu_op" and o["self_ns"] == o["total_ns"] and o["calls"] >= 5),
+                    key=lambda o: -o["calls"])[:3]
+    assert len(leaves) == 3
+    own = {o["name"]: {"median": 8 * w, "ci95": [6 * w, 10 * w]} for o in leaves}
+    wv, wpy = {"median": w, "ci95": [0.8 * w, 1.2 * w]}, {"median": w_py, "ci95": [0.8 * w_py, 1.2 * w_py]}
+    v = verdict.per_operator(traces[name], wv, d, w_py=wpy, delta_py_ns=d_py, op_deltas=own)
+    above = [(r["name"], fig) for r in v["ops"] for fig in ("self", "total")
+             if r[f"corrected_{fig}_ns"]["median"] > r[f"reported_{fig}_ns"] + r["calls"] + r["stretched_ns"]]
+    assert above == []
+    scaled = sum(r["added_ns"]["scaled"] for r in v["ops"])
+    assert scaled > 0  # the leaves' excess over W, in their ancestors
+    for r in v["ops"]:
+        m = r["moved_ns"]
+        off = r["corrected_total_ns"]["median"] - (r["reported_total_ns"] - sum(r["added_ns"].values()))
+        assert m["total"] == pytest.approx(off, abs=1e-6) and m["clamp"] + m["fit"] == pytest.approx(off, abs=1e-6)
+        assert m["shown"] == (abs(off) > max(2.0 * r["calls"], 0.005 * r["reported_total_ns"]))
+        if r["clamped"] == 0:
+            assert m["clamp"] == 0
+    out = io.StringIO()
+    render_verdict.render(v, out, top=0)
+    text = out.getvalue()
+    shown = sum(1 for r in v["ops"] if r["moved_ns"]["shown"])
+    assert text.count("\u2021") == shown + (1 if shown else 0)
+    if shown:
+        assert f"\u2021 {shown} row" in text

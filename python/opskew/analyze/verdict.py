@@ -188,6 +188,7 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             # children's corrected durations outlast their own; docs/correct.md).
             "stretched_ns": o["stretched_ns"],
         }
+        row["moved_ns"] = moved(row, o.get("residual_ns", 0.0))
         if mine is not None:
             # Its own delta, which may exceed W (the mean over all events;
             # its W is then raised to it).
@@ -229,6 +230,19 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
             "delta_range_ns": [d_lo, d_hi] if delta_range is not None else None,
             "truncated": bool(med["truncated"])}
+
+
+def moved(row: dict, clamped_ns: float) -> dict:
+    """What moved a row's corrected total (median) off its reported total
+    less what the instrument added (added_ns), summed over calls: `clamp`,
+    what the clamp of durations that fell below 0 gave back, and `fit`, the
+    rest, what the time line's fit did (written longer where children
+    outlast their parent, shorter where a parent's shortfall was relaid into
+    it, a few ns of the float64 rule; docs/correct.md). `shown`: whether
+    the table marks the row (more than 2 ns a call and 0.5% of its total)."""
+    total = row["corrected_total_ns"]["median"] - (row["reported_total_ns"] - sum(row["added_ns"].values()))
+    shown = abs(total) > max(2.0 * row["calls"], 0.005 * row["reported_total_ns"])
+    return {"total": total, "clamp": clamped_ns, "fit": total - clamped_ns, "shown": shown}
 
 
 def _side_by_side(*calls):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from opskew.render.plots import pyplot, save
 from opskew.render.tables import Col, op_table
+from opskew.render.units import count_of
 from opskew.stats.pricing import ADVICE
 
 
@@ -85,8 +86,23 @@ def verdict_rows(ops: list) -> list:
                      r["corrected_total_ns"]["median"],
                      (cs["median"], cs["ci95"][0], cs["ci95"][1]),
                      r["mark"] + (f" (self: {r['marks']['self']})" if r["marks"]["self"] != r["mark"] else "")
-                     + (" *" if "bytecode_factor" in r else "")])
+                     + (" *" if "bytecode_factor" in r else "")
+                     + (" \u2021" if (r.get("moved_ns") or {}).get("shown") else "")])
     return rows
+
+
+def moved_sentence(ops: list) -> str | None:
+    """The rows whose corrected total is not their total less added (the
+    rows marked \u2021), in words; None where every row adds up."""
+    shown = [r for r in ops if (r.get("moved_ns") or {}).get("shown")]
+    if not shown:
+        return None
+    clamp = sum(1 for r in shown if abs(r["moved_ns"]["clamp"]) > abs(r["moved_ns"]["fit"]))
+    return (f"\u2021 {count_of(len(shown), 'row')}: corrected total is not total less added; "
+            f"{clamp} mostly by the clamp at 0 (calls whose instrument cost exceeded their duration: "
+            f"each kept 0, not less), {len(shown) - clamp} mostly by the time line's fit (written longer "
+            "where children outlast their parent, shorter where a parent's shortfall went into them); "
+            "each row's moved_ns says by how much (docs/correct.md)")
 
 
 def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
@@ -100,6 +116,9 @@ def render(verdict: dict, out, top: int = 15, fmt=None) -> None:
     note = bytecode_sentence(verdict)
     if note:
         out.write(f"* {note}\n")
+    note = moved_sentence(verdict["ops"][:top] if top else verdict["ops"])
+    if note:
+        out.write(note + "\n")
     out.write(f"where the skew lands: {sentence(verdict['summary'])}\n")
 
 
