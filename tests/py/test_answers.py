@@ -33,3 +33,54 @@ def test_advise_and_sweep_answer_first():
     s = {"instruments": {"torch": "torch.profiler"},
          "curves": [{"op": "add", "points": [pt], "crossover": {"torch": {"vs_op_duration": 1100.0}}}]}
     assert answers.sweep(s) == "opskew sweep: add under torch.profiler: costs more than the operator below 1.1e+03 elements"
+
+
+def test_correct_answers_the_instrument_share_and_the_operator_moved_most():
+    res = {"stats": {"corrected_events": 10, "reported_top_ns": 4e6, "corrected_top_ns": 3e6},
+           "instrument_share": 0.25, "calibration": {"w_ns": 600.0},
+           "ops": [{"name": "a", "calls": 5, "reported_self_ns": 1e6, "corrected_self_ns": 9e5},
+                   {"name": "b", "calls": 5, "reported_self_ns": 2e6, "corrected_self_ns": 1.2e6}]}
+    assert answers.correct(res) == ("opskew correct: 25.0% of the trace's top-level time is instrument (4 ms "
+                                    "reported, 3 ms corrected, at W 600 ns per operator event); moved most: b, "
+                                    "self 2 ms -> 1.2 ms")
+    assert answers.correct({"stats": {"corrected_events": 0}}) == ""
+
+
+def test_summary_answers_where_the_self_time_goes_as_recorded():
+    doc = {"ops": [{"name": "a", "self_ns": 3e6}, {"name": "b", "self_ns": 1e6}],
+           "stats": {"complete_events": 2, "first_ts_ns": 0, "last_end_ns": 5e6}}
+    line = answers.summary(doc)
+    assert line.startswith("opskew summary: 4 ms of self time over a span of 5 ms; most in a, 3 ms (75%, as recorded")
+    assert answers.summary({"ops": []}) == ""
+
+
+def test_a_profile_run_answers_its_true_step_first():
+    doc = {"run": {"corrected_step_ns": 6.15e6, "corrected_step_w_ci_ns": [6.04e6, 6.28e6], "active_step_ns": 7.79e6,
+                   "baseline_step_ns": 6.18e6}}
+    assert answers.profile_run(doc) == ("opskew profile run: true step 6.15 ms [6.04 ms, 6.28 ms] at W's 95% CI, "
+                                        "profiled 7.79 ms, unprofiled wait steps 6.18 ms (medians)")
+    assert answers.profile_run({"run": {}}) == ""
+
+
+def test_compare_answers_the_corrected_step_or_what_changed_beyond_noise():
+    inputs = [{"label": "A"}, {"label": "B"}]
+    step = {"name": "corrected step", "values": [6e6, 5e6], "changes": [{"change": -1 / 6, "significant": True}]}
+    assert answers.compare({"inputs": inputs, "rows": [step]}) == (
+        "opskew compare: B against A: corrected step 6 ms -> 5 ms (-16.7%, significant)")
+    rows = [{"name": "baseline / iteration", "drift": True, "changes": [{"change": 0.09, "significant": None}]},
+            {"name": "x", "changes": [{"change": 0.5, "significant": True}]},
+            {"name": "y", "changes": [{"change": -0.8, "significant": True}]},
+            {"name": "z", "changes": [{"change": 0.01, "significant": False}]}]
+    assert answers.compare({"inputs": inputs, "rows": rows}) == (
+        "opskew compare: B against A: 2 of 3 figures changed significantly; largest: y -80.0%")
+    assert answers.compare({"inputs": inputs, "rows": rows[3:]}) == (
+        "opskew compare: B against A: no significant change in 1 figure")
+
+
+def test_calibrate_answers_each_configuration_s_w_and_whether_it_was_stored():
+    cal = {"key": {"instrument": "torch", "config": "minimal"}, "w_ns": W, "_path": "/tmp/x.json"}
+    other = {"key": {"instrument": "torch", "config": "with_stack"}, "w_ns": {"median": 900.0, "ci95": [800.0, 1e3]}}
+    assert answers.calibrate({"calibrations": [cal, other]}) == (
+        "opskew calibrate (torch): minimal W 500 ns [400 ns, 600 ns]; with_stack W 900 ns [800 ns, 1 us] "
+        "(not stored) per operator event")
+    assert answers.calibrate({"calibrations": []}) == ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from opskew.render import answers
 from opskew.render.units import count_of, fmt_ns
 
 
@@ -52,6 +53,7 @@ def print_human(run: dict, out=None) -> None:
     injected cost's validation, and each calibration, stored or not."""
     out = out or sys.stdout
     validation = run["validation"]
+    out.write(answers.lead(answers.calibrate(run)))
     out.write(f"opskew calibrate: {run['workload']}; torch {run['torch']}, {run['device']}, "
               f"{count_of(run['threads'], 'thread')}; {run['rounds']} rounds x {run['iters']} iterations\n"
               "  W: in-window on this workload, stored for this machine, torch and instrument (the W opskew correct "

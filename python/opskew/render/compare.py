@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from opskew.render import answers
 from opskew.render.tables import Col, op_table
 from opskew.render.units import fmt_ns
 
@@ -61,6 +62,7 @@ def print_human(result: dict, out=None) -> None:
             "matrix": "matrix: in-window cost per event",
             "profile": "opskew profile runs: the corrected step and W, and the latest cycle's corrected "
                        "times per operator"}[result["kind"]]
+    out.write(answers.lead(answers.compare(result)))
     out.write(f"opskew compare: {what}\n")
     for i in result["inputs"]:
         out.write(f"  {i['label']}: {i['path']} ({i['schema']}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from opskew.render import answers
 from opskew.render.tables import op_table
 from opskew.render.trace_notes import warnings_of
 from opskew.render.units import count_of, fmt_time
@@ -24,6 +25,7 @@ def print_human(res: dict, out=None) -> None:
     out = out or sys.stdout  # looked up per call: a redirected or captured stdout is honoured
     cal = res["calibration"]
     s = res["stats"]
+    out.write(answers.lead(answers.correct(res)))
     out.write(f"opskew correct: {res['trace']}\n")
     py = (f", W_py {cal['w_py_ns']:.1f} ns, delta_py {cal['delta_py_ns']:.1f} ns" if cal["w_py_ns"] else "")
     out.write(f"  instrument: {res['detected']['instrument']} ({res['detected']['config']}); calibration "

@@ -4,6 +4,7 @@ renderer (opskew.render.tables), then the totals."""
 from __future__ import annotations
 
 
+from opskew.render import answers
 from opskew.render.tables import SUMMARY_COLUMNS, Col, op_table, summary_rows
 from opskew.render.trace_notes import losses_line
 from opskew.render.units import count_of, fmt_ns
@@ -11,7 +12,8 @@ from opskew.vocab import is_step
 
 
 def print_table(result, ops, top, out, losses=None):
-    """The table through the one renderer (opskew.tables), then the totals."""
+    """The answer, the table through the one renderer (opskew.tables), then the totals."""
+    out.write(answers.lead(answers.summary(result)))
     self_sum = sum(o["self_ns"] for o in result["ops"])  # shares are of all self time
     op_table(summary_rows(ops, SUMMARY_COLUMNS, self_sum), SUMMARY_COLUMNS, top=top, out=out)
     st = result["stats"]
@@ -74,6 +76,7 @@ def print_profile_run(doc: dict, out, top: int = 30) -> None:
     opts = [k for k, v in (c.get("options") or {}).items() if v] or ["minimal"]
     rank = f" (rank {doc['rank']})" if doc.get("rank") is not None else ""
     steps = doc.get("steps") or {}
+    out.write(answers.lead(answers.profile_run(doc)))
     out.write(f"opskew profile run{rank}: {doc.get('out') or doc.get('report') or ''}\n")
     out.write(f"  torch {c.get('torch')}, {c.get('device')}, {count_of(c.get('threads') or 1, 'thread')}, "
               f"options {'+'.join(opts)}; {count_of(len(doc['cycles']), 'cycle')} kept, "
