@@ -132,6 +132,37 @@ def communicate_or_diagnose(proc, timeout=120):
 NOISE_ATTEMPTS = 4
 
 
+def help_entries(command: str) -> tuple:
+    """(`opskew COMMAND --help` as printed, {--flag: its entry}): each
+    option's line and the indented ones below it joined, as a newcomer reads
+    them (a word argparse wrapped at its hyphen is joined whole)."""
+    import re
+
+    from opskew.cli.main import _subparser, build_parser
+
+    text = _subparser(build_parser(), command).format_help()
+    entries, flag = {}, None
+    for line in text.splitlines():
+        m = re.match(r"  (--[\w-]+)", line)
+        if m:
+            flag = m.group(1)
+            entries[flag] = line
+        elif flag and line.startswith("        "):
+            entries[flag] += ("" if entries[flag].endswith("-") else " ") + line.strip()
+        else:
+            flag = None
+    return text, entries
+
+
+def help_defaults(command: str) -> dict:
+    """{--flag: its default as `opskew COMMAND --help` prints it}: the text
+    after "default" up to ")", ";" or "," (and before a ":" that explains it)."""
+    import re
+
+    found = {f: re.search(r"\(default:? ([^),;]+)", e) for f, e in help_entries(command)[1].items()}
+    return {f: m.group(1).split(" = ")[0].split(":")[0].strip() for f, m in found.items() if m}
+
+
 def until(run, ok, attempts=NOISE_ATTEMPTS):
     """Calls run(attempt) for attempt = 0, 1, ... until ok(result) holds or
     the attempts are spent; returns the last result, for the test to assert

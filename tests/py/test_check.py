@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import NOISE_ATTEMPTS, until
+from conftest import NOISE_ATTEMPTS, help_defaults, until
 
 WL = os.path.join(os.path.dirname(__file__), "workloads", "wl.py")
 
@@ -23,33 +23,6 @@ def significant_w(check_json, *args, attempts=NOISE_ATTEMPTS):
     """Runs check until W's CI excludes zero (a statistical claim, retried as
     conftest.until says); returns the last result."""
     return until(lambda _: check_json(*args)[1], lambda r: r["added_per_event_ns"]["ci95"][0] > 0, attempts)
-
-
-def help_defaults(command: str) -> dict:
-    """{--flag: its default as `opskew COMMAND --help` prints it}: each
-    option's entry (its line and the indented ones below it) joined, and
-    the text after "default:" up to ")", ";" or ",". (As a newcomer reads it.)"""
-    import contextlib
-    import io
-    import re
-
-    from opskew import cli
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        cli.main([command, "--help"])
-    entries, flag = {}, None
-    for line in out.getvalue().splitlines():
-        m = re.match(r"  (--[\w-]+)", line)
-        if m:
-            flag = m.group(1)
-            entries[flag] = line
-        elif flag and line.startswith("        "):
-            entries[flag] += " " + line.strip()
-        else:
-            flag = None
-    found = {f: re.search(r"\(default:? ([^),;]+)", e) for f, e in entries.items()}
-    return {f: m.group(1).split(" = ")[0].strip() for f, m in found.items() if m}
 
 
 def test_default_check_schema_and_significant_positive_w(check_json):
