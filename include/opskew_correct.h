@@ -134,6 +134,9 @@ typedef struct {
   const double *span_w_scale;
   const double *span_delta_ns;
   size_t n_spans;
+  /* Where the correction's read of the trace stands, each pass (NULL: not
+   * kept; osk_progress_t in opskew_reader.h). */
+  osk_progress_t *progress;
 } osk_correct_opts_t;
 
 /* ------------------------------------------------------- per-name results */

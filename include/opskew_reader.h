@@ -123,6 +123,22 @@ typedef int (*osk_reader_event_fn)(void *ctx, const osk_reader_event_t *ev);
 
 /* ----------------------------------------------------------------- reader */
 
+/* Where a long read stands, for another of the caller's threads to show
+ * (opskew's progress on stderr; the reader runs without the GIL). `done`:
+ * the source's bytes read so far in this pass (the compressed ones of a gzip
+ * file, so against its size); `total`: the source's size where it is known at
+ * open (a regular file, memory), else 0 (a pipe); `pass`: the passes begun
+ * (each open and rewind that was given it). The reader stores each field as
+ * a C11 relaxed atomic store (through an _Atomic uint64_t of the same size
+ * and alignment, checked where it is built: the header stays C++-clean); read
+ * them with relaxed atomic loads, or as aligned 64-bit words. The caller
+ * zeroes it before the first open. */
+typedef struct {
+  uint64_t done;
+  uint64_t total;
+  uint64_t pass;
+} osk_progress_t;
+
 /* Reading options. The caller owns them; the reader copies them at open. */
 typedef struct {
   /* Bytes asked of the source per read (default 1 MiB when 0). */
@@ -144,6 +160,9 @@ typedef struct {
    * behind), from which the second read comes. Regular files and memory are
    * rewound without a copy, whatever this says. */
   int rewindable;
+  /* Where the read stands, stored as it goes (NULL: not kept). The caller
+   * keeps it alive while the reader is. */
+  osk_progress_t *progress;
 } osk_reader_opts_t;
 
 /* Marks of the torch.profiler options that made a trace, counted while

@@ -2055,7 +2055,8 @@ static int one_pass(osk_correct_t *c, const char *in_path, const char *out_path,
   c->collecting = c->collect_next;
   c->collect_next = 0;
   osk_reader_t *r = NULL;
-  int rc = osk_reader_open(&r, in_path, NULL, err);
+  osk_reader_opts_t ropts = {.progress = c->opts.progress};
+  int rc = osk_reader_open(&r, in_path, &ropts, err);
   if (rc) return rc;
   c->o = NULL;
   c->first = 1;

@@ -3,6 +3,7 @@
 #include <Python.h>
 
 #include "module.h"
+#include "progress.h"
 #include "opskew_correct.h"
 #include "read_error.h"
 
@@ -113,27 +114,34 @@ fail:
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
   static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
-                           "py_categories", "run_json", "clock", "waits", "spans", NULL};
+                           "py_categories", "run_json", "clock", "waits", "spans", "progress", NULL};
   const char *path, *out = NULL, *run_json = NULL;
   double w, delta, w_py = 0.0, delta_py = 0.0;
   PyObject *cats_obj = Py_None, *py_cats_obj = Py_None, *clock_obj = Py_None, *spans_obj = Py_None;
+  PyObject *progress_obj = Py_None;
   int waits = -1; /* opts.waits: -1 where the trace holds GPU activity */
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzOiO:correct", kwlist, &path, &w, &delta, &out,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzOiOO:correct", kwlist, &path, &w, &delta, &out,
                                    &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj, &waits,
-                                   &spans_obj))
+                                   &spans_obj, &progress_obj))
     return NULL;
   osk_correct_opts_t opts = {.w_ns = w, .delta_ns = delta, .w_py_ns = w_py, .delta_py_ns = delta_py,
                              .run_json = run_json, .waits = waits};
+  Py_buffer progress_view;
+  if (osk_py_progress(progress_obj, &progress_view, &opts.progress) < 0) return NULL;
   /* clock=(origin_ns, offset_ns, drift): a rank's map to the reference clock. */
   if (clock_obj != Py_None &&
       !PyArg_ParseTuple(clock_obj, "Ldd:correct clock", &opts.clock_origin_ns, &opts.clock_offset_ns,
-                        &opts.clock_drift))
+                        &opts.clock_drift)) {
+    if (progress_view.obj) PyBuffer_Release(&progress_view);
     return NULL;
+  }
   const char **cats = NULL, **py_cats = NULL, **span_names = NULL;
   double *span_ns = NULL, *span_scale = NULL, *span_delta = NULL;
   PyObject *fast = NULL, *py_fast = NULL, *span_keep = NULL;
-  if (span_dict(spans_obj, &span_keep, &span_names, &span_ns, &span_scale, &span_delta, &opts.n_spans) < 0)
+  if (span_dict(spans_obj, &span_keep, &span_names, &span_ns, &span_scale, &span_delta, &opts.n_spans) < 0) {
+    if (progress_view.obj) PyBuffer_Release(&progress_view);
     return NULL;
+  }
   if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0 ||
       str_list(py_cats_obj, "py_categories", &py_fast, &py_cats, &opts.n_py_categories) < 0) {
     PyMem_Free(cats);
@@ -143,6 +151,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     PyMem_Free(span_scale);
     PyMem_Free(span_delta);
     Py_XDECREF(span_keep);
+    if (progress_view.obj) PyBuffer_Release(&progress_view);
     return NULL;
   }
   opts.categories = cats;
@@ -155,7 +164,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   osk_error_t err = {0, "", 0, 0};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = osk_correct_path(path, out, &opts, &c, &err);
-  Py_END_ALLOW_THREADS PyMem_Free(cats);
+  Py_END_ALLOW_THREADS if (progress_view.obj) PyBuffer_Release(&progress_view);
+  PyMem_Free(cats);
   PyMem_Free(py_cats);
   PyMem_Free(span_names);
   PyMem_Free(span_ns);
@@ -230,7 +240,7 @@ fail:
 PyDoc_STRVAR(correct_correct_doc,
              "correct(path, w_ns, delta_ns, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
              "        py_categories=None, run_json=None, clock=None, waits=-1,\n"
-             "        spans=None) -> dict\n\n"
+             "        spans=None, progress=None) -> dict\n\n"
              "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
              "- W_py x py_descendants (Python-function events: the second class),\n"
              "per operator, clamped at zero with the residual; writes the corrected trace\n"

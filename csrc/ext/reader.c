@@ -8,6 +8,7 @@
 #include <Python.h>
 
 #include "module.h"
+#include "progress.h"
 #include "opskew_job.h"
 #include "opskew_reader.h"
 #include "read_error.h"
@@ -300,21 +301,23 @@ static int str_list(str_list_t *l, PyObject *seq, const char *what) {
 
 static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
-  static char *kwlist[] = {"path", "categories", "exclude_categories", "chunk_bytes", NULL};
-  PyObject *path_obj, *cats_obj = Py_None, *ex_obj = Py_None;
+  static char *kwlist[] = {"path", "categories", "exclude_categories", "chunk_bytes", "progress", NULL};
+  PyObject *path_obj, *cats_obj = Py_None, *ex_obj = Py_None, *progress_obj = Py_None;
   Py_ssize_t chunk = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OOn:summarize", kwlist, PyUnicode_FSConverter,
-                                   &path_obj, &cats_obj, &ex_obj, &chunk))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|OOnO:summarize", kwlist, PyUnicode_FSConverter,
+                                   &path_obj, &cats_obj, &ex_obj, &chunk, &progress_obj))
     return NULL;
   const char *path = PyBytes_AS_STRING(path_obj);
   str_list_t cats = {0}, ex = {0};
   PyObject *result = NULL;
   osk_summary_t *s = NULL;
-  if (str_list(&cats, cats_obj, "categories must be a sequence of str") ||
+  Py_buffer progress_view = {0};
+  osk_reader_opts_t ropts = {.chunk_bytes = chunk > 0 ? (size_t)chunk : 0};
+  if (osk_py_progress(progress_obj, &progress_view, &ropts.progress) < 0 ||
+      str_list(&cats, cats_obj, "categories must be a sequence of str") ||
       str_list(&ex, ex_obj, "exclude_categories must be a sequence of str"))
     goto done;
   osk_summary_opts_t opts = {cats.items, cats.n, ex.items, ex.n};
-  osk_reader_opts_t ropts = {.chunk_bytes = chunk > 0 ? (size_t)chunk : 0};
   osk_reader_stats_t rstats = {0};
   osk_error_t err = {0, "", 0, 0};
   int rc;
@@ -334,6 +337,7 @@ static PyObject *reader_summarize(PyObject *self, PyObject *args, PyObject *kw) 
        put(result, "marks", marks_dict(s ? &rstats.marks : &none))))
     Py_CLEAR(result);
 done:
+  if (progress_view.obj) PyBuffer_Release(&progress_view);
   osk_summary_free(s);
   str_list_free(&cats);
   str_list_free(&ex);
@@ -758,7 +762,8 @@ PyDoc_STRVAR(reader_spool_doc,
              "an unlinked temporary file. fd is -1 on failure, with the C code, message\n"
              "and errno for opskew.errors.from_c_error. The caller closes fd.");
 PyDoc_STRVAR(reader_summarize_doc,
-             "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0) -> dict\n\n"
+             "summarize(path, categories=None, exclude_categories=None, chunk_bytes=0,\n"
+             "          progress=None) -> dict\n\n"
              "Reads a Chrome trace (.json or gzip) in C and returns per-name aggregates\n"
              "of its complete events ('ops'), 'threads', 'processes', the document's\n"
              "top-level 'metadata' and 'objects' (as in scan(): opskew's 'opskew'\n"
@@ -769,7 +774,8 @@ PyDoc_STRVAR(reader_summarize_doc,
              "is a byte offset in the JSON text; opskew.errors.from_c_error makes it\n"
              "an exception). Times are integer ns (float for mean and quantiles). With\n"
              "categories, only events whose 'cat' is listed are analyzed; events whose\n"
-             "'cat' is in exclude_categories are not.");
+             "'cat' is in exclude_categories are not. progress: a bytearray(24) the read\n"
+             "stores into as it goes (done, total, pass: osk_progress_t).");
 PyDoc_STRVAR(reader_job_doc,
              "job(sources, costs=None, align=False, categories=None, exclude_categories=None) -> dict\n\n"
              "A multi-rank job's traces together (include/opskew_job.h): sources is a\n"

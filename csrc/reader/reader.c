@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,8 @@ struct osk_reader {
   const unsigned char *mem;
   size_t mem_len, mem_pos, piece;
   int src_eof;
+  uint64_t raw_done;  /* the source's bytes read in this pass (opts.progress) */
+  uint64_t src_total; /* the source's size where known (0: not), for each pass */
   unsigned char *zin; /* raw bytes not yet consumed (gzip input, or the sniffed head) */
   size_t zin_cap, zin_len, zin_pos;
   z_stream zs;
@@ -188,6 +191,29 @@ static void set_err(osk_error_t *err, int code, const char *msg, uint64_t off, i
 
 /* --------------------------------------------------------------- source */
 
+/* osk_progress_t's fields, stored as C11 atomics (opskew_reader.h). */
+_Static_assert(sizeof(_Atomic uint64_t) == sizeof(uint64_t) && _Alignof(_Atomic uint64_t) == _Alignof(uint64_t),
+               "osk_progress_t's fields are stored as _Atomic uint64_t");
+#define PROGRESS_SET(field, v) atomic_store_explicit((_Atomic uint64_t *)&(field), (v), memory_order_relaxed)
+
+/* Counts `got` bytes of the source read, where the caller keeps progress. */
+static void progressed(osk_reader_t *r, ssize_t got) {
+  if (got <= 0) return;
+  r->raw_done += (uint64_t)got;
+  if (r->opts.progress) PROGRESS_SET(r->opts.progress->done, r->raw_done);
+}
+
+/* A pass begins (an open, a rewind): `total` bytes to read where known. */
+static void pass_begins(osk_reader_t *r, uint64_t total) {
+  r->raw_done = 0;
+  r->src_total = total;
+  osk_progress_t *p = r->opts.progress;
+  if (!p) return;
+  PROGRESS_SET(p->done, 0);
+  PROGRESS_SET(p->total, total);
+  atomic_fetch_add_explicit((_Atomic uint64_t *)&p->pass, 1, memory_order_relaxed);
+}
+
 static ssize_t raw_read(osk_reader_t *r, unsigned char *dst, size_t n) {
   if (r->mem) {
     size_t left = r->mem_len - r->mem_pos;
@@ -195,6 +221,7 @@ static ssize_t raw_read(osk_reader_t *r, unsigned char *dst, size_t n) {
     if (n > left) n = left;
     memcpy(dst, r->mem + r->mem_pos, n);
     r->mem_pos += n;
+    progressed(r, (ssize_t)n);
     return (ssize_t)n;
   }
   ssize_t got;
@@ -202,6 +229,7 @@ static ssize_t raw_read(osk_reader_t *r, unsigned char *dst, size_t n) {
     got = read(r->fd, dst, n);
   while (got < 0 && errno == EINTR);
   if (got < 0) r->io_msg = "cannot read the trace";
+  progressed(r, got);
   if (got > 0 && r->spool_fd >= 0) { /* a pipe's bytes also go to the copy */
     for (ssize_t done = 0; done < got;) {
       ssize_t w = write(r->spool_fd, dst + done, (size_t)(got - done));
@@ -479,6 +507,7 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
   if (S_ISREG(st.st_mode)) {
     r->start_off = lseek(r->fd, 0, SEEK_CUR);
     if (r->start_off < 0) goto fail;
+    pass_begins(r, st.st_size > r->start_off ? (uint64_t)(st.st_size - r->start_off) : 0);
   } else if (r->opts.rewindable) {
     r->start_off = -1;
     if (spool_open(r)) { /* reported only if a rewind needs the copy */
@@ -488,6 +517,7 @@ int osk_reader_open(osk_reader_t **out, const char *path, const osk_reader_opts_
   } else {
     r->start_off = -1;
   }
+  if (!S_ISREG(st.st_mode)) pass_begins(r, 0);
   return open_end(r, out, err);
 fail:;
   int e = errno;
@@ -505,6 +535,7 @@ int osk_reader_open_mem(osk_reader_t **out, const void *data, size_t len, size_t
   r->mem = len ? data : empty;
   r->mem_len = len;
   r->piece = piece;
+  pass_begins(r, len);
   return open_end(r, out, err);
 }
 
@@ -531,6 +562,8 @@ int osk_reader_rewind(osk_reader_t *r, osk_error_t *err) {
     set_err(err, OSK_EINVAL, "no reader given", 0, 0);
     return OSK_EINVAL;
   }
+  /* The next pass reads what this one did: a pipe's copy holds what came. */
+  uint64_t total = r->spool_fd >= 0 ? r->raw_done : r->src_total;
   if (r->mem) {
     r->mem_pos = 0;
   } else if (r->spool_fd >= 0) { /* a pipe: read on from the copy of what came */
@@ -567,6 +600,7 @@ int osk_reader_rewind(osk_reader_t *r, osk_error_t *err) {
   r->key_truncated = 0;
   r->ev_marks = 0;
   r->err_at = r->err_msg = r->io_msg = NULL;
+  pass_begins(r, total);
   return sniff(r, err);
 }
 

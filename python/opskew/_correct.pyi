@@ -19,6 +19,7 @@ def correct(
     clock: tuple[int, float, float] | None = None,
     waits: int = -1,
     spans: dict[str, float | tuple[float, float] | tuple[float, float, float]] | None = None,
+    progress: bytearray | None = None,
 ) -> dict[str, Any]:
     """Compensates a Chrome trace: corrected = reported - delta - W x
     descendants - W_py x py_descendants (Python-function events: the second
@@ -31,7 +32,10 @@ def correct(
     of that name span ns of the code they annotate (ns < 0: none), their
     reported time beyond it and delta is taken out too; the events of the
     top-level trees they root cost w_scale x W (x W_py) each; delta >= 0 is the
-    name's own delta (at most its W), < 0 its class's.
+    name's own delta (above its W, its W is raised to it), < 0 its class's.
+    progress: a bytearray(24) the read stores into as it goes, three
+    native-endian uint64 (done, total, pass: osk_progress_t), for another
+    thread to show (opskew.analyze.tracefile.Watch).
 
     Keys: status ("ok", "truncated", "invalid" or "error") and error (None, or
     {code, number, message, offset, sys_errno}); on "invalid" and "error"

@@ -30,6 +30,7 @@ def summarize(
     categories: Iterable[str] | None = None,
     exclude_categories: Iterable[str] | None = None,
     chunk_bytes: int = 0,
+    progress: bytearray | None = None,
 ) -> dict[str, Any]:
     """Reads a Chrome trace (.json or gzip) in C with the GIL released and
     aggregates its complete events by name. With categories, only events whose

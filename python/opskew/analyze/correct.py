@@ -221,7 +221,7 @@ def _compute(args, src: str) -> dict:
                                   "measured on a micro-workload unless calibrated on this one"
                                if "key" in cal and "schema" in cal else f"opskew correct with the W of {source}")
         r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
-                    waits={"auto": -1, "on": 1, "off": 0}[args.waits],
+                    waits={"auto": -1, "on": 1, "off": 0}[args.waits], progress=getattr(args, "progress", None),
                     run_json=json.dumps({"about": about}) if args.out else None)
     except UsageError as exc:
         # The C writer's failure (disk full, no permission): one line, exit 7.

@@ -151,7 +151,8 @@ def compute(args) -> dict:
     if getattr(args, "w", None) or getattr(args, "corrected_dir", None):
         raise UsageError("--w and --corrected-dir are for a job (a directory or several traces)")
     check_output(args.json, inputs=[("the input trace", args.trace)])  # before reading (docs/outputs.md)
-    result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED)
+    result = summarize(args.trace, categories=cats, exclude_categories=() if cats else DEFAULT_EXCLUDED,
+                       progress=getattr(args, "progress", None))
     return {
         "schema": SCHEMA,
         "trace": args.trace,

@@ -15,6 +15,8 @@ import errno
 import os
 import re
 import stat
+import struct
+import threading
 
 from opskew import _correct, _reader
 from opskew.errors import from_c_error
@@ -148,17 +150,47 @@ def raise_unless_read(result: dict, path: str, context: str) -> dict:
     return result
 
 
-def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED) -> dict:
+def watched(call, progress=None, every_s: float = 0.5):
+    """call(buf) (a C read that releases the GIL, given `progress=buf`), with
+    `progress(done, total, pass_)` told from this thread every `every_s`
+    while it runs: the source's bytes read in the current pass, its size
+    (0: unknown, a pipe), the pass (osk_progress_t). Without `progress`,
+    call(None) on this thread. The call's exception is raised here."""
+    if progress is None:
+        return call(None)
+    buf, box = bytearray(24), {}
+
+    def run():
+        try:
+            box["result"] = call(buf)
+        except BaseException as exc:  # raised on the caller's thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="opskew-read", daemon=True)
+    worker.start()
+    while True:
+        worker.join(every_s)
+        if not worker.is_alive():
+            break
+        progress(*struct.unpack_from("=QQQ", buf))
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def summarize(path: str, categories=None, exclude_categories=DEFAULT_EXCLUDED, progress=None) -> dict:
     """Summarizes the trace at `path` (``.json`` or gzip, by content).
 
     Only events whose "cat" is in `categories` (default: all) and not in
     `exclude_categories` (default: Kineto's "Trace" span) are analyzed.
     Returns the reader's dict (see ``opskew._reader.summarize``) whose
     "status" is "ok" or "truncated"; raises TraceError, with the byte offset,
-    when the file is missing or is not valid trace JSON.
+    when the file is missing or is not valid trace JSON. `progress`: told
+    how far the read is while it runs (watched).
     """
-    result = _reader.summarize(path, categories=categories,
-                               exclude_categories=list(exclude_categories or ()))
+    excluded = list(exclude_categories or ())
+    result = watched(lambda buf: _reader.summarize(path, categories=categories, exclude_categories=excluded,
+                                                   progress=buf), progress)
     return raise_unless_read(result, path, f"trace {path}")
 
 
@@ -174,14 +206,16 @@ def scan(path: str, *, header_only: bool = False) -> dict:
     return raise_unless_read(_reader.scan(path, header_only=header_only), path, f"trace {path}")
 
 
-def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, **kw) -> dict:
+def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, progress=None, **kw) -> dict:
     """``opskew._correct.correct`` with its failures raised through
     from_c_error; a truncated trace is corrected as far as it goes ("truncated"
     is then True in the result). Keywords: out's path, categories,
     w_py_ns, delta_py_ns, py_categories, run_json, clock, and waits (the
     cross-thread rule: 1 on, 0 off, -1, the default, where the trace holds GPU
-    activity; docs/correct.md, "Threads that wait")."""
-    return raise_unless_read(_correct.correct(path, w_ns, delta_ns, out, **kw), path, f"correct {path}")
+    activity; docs/correct.md, "Threads that wait"). `progress`: told how
+    far each pass of the read is while it runs (watched)."""
+    result = watched(lambda buf: _correct.correct(path, w_ns, delta_ns, out, progress=buf, **kw), progress)
+    return raise_unless_read(result, path, f"correct {path}")
 
 
 def losses_of(result: dict) -> dict | None:

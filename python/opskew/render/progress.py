@@ -112,3 +112,23 @@ def say_warnings(label: str, warned: list, stream=None) -> None:
     for w in warned:
         out.write(f"{label}: {w['by']} warned: {w['category']}: {w['message']} "
                   f"({w['where']})\n")
+
+
+def reading(label: str, what: str, stream=None, after_s: float = 1.0):
+    """A `progress` for opskew.analyze.tracefile's C reads: from `after_s`
+    on (a small trace says nothing), how far the read of `what` is, in MiB
+    of its file, each pass apart. Its `end()` closes a live line."""
+    p = Progress(label, stream)
+    seen = {"pass": 0}
+
+    def told(done: int, total: int, pass_: int) -> None:
+        if time.perf_counter() - p.t0 < after_s or p.mode == "off":
+            return
+        if pass_ != seen["pass"]:
+            seen["pass"] = pass_
+            p.start("reading" if pass_ <= 1 else f"reading again (pass {pass_}: threads out of time order)", what)
+        if total:
+            p.update(done >> 20, max(total >> 20, 1), unit="MiB")
+
+    told.end = p.end
+    return told

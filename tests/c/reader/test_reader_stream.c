@@ -137,13 +137,23 @@ static void test_files(const rec_t *ref) {
   CHECK(f && fwrite(gz, 1, n, f) == n);
   fclose(f);
   const char *paths[] = {plain, gzpath};
+  const size_t sizes[] = {strlen(TRACE), n};
   for (int i = 0; i < 2; i++) {
     osk_reader_t *r;
     osk_error_t err;
     rec_t rec;
     memset(&rec, 0, sizeof rec);
-    CHECK(osk_reader_open(&r, paths[i], NULL, &err) == 0);
+    /* Where the read stands, in the file's own bytes (gzip's compressed
+     * ones), each pass apart. */
+    osk_progress_t prog;
+    memset(&prog, 0, sizeof prog);
+    osk_reader_opts_t o = {.progress = &prog, .chunk_bytes = 7};
+    CHECK(osk_reader_open(&r, paths[i], &o, &err) == 0);
+    CHECK(prog.pass == 1 && prog.total == sizes[i]);
     CHECK(osk_reader_run(r, rec_event, &rec, &err) == 0);
+    CHECK(prog.done == sizes[i]);
+    CHECK(osk_reader_rewind(r, &err) == 0);
+    CHECK(prog.pass == 2 && prog.total == sizes[i] && prog.done <= sizes[i]);
     osk_reader_free(r);
     check_same(&rec, ref);
   }

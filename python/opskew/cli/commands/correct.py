@@ -10,6 +10,7 @@ from opskew.analyze import correct as L
 from opskew.cli.spec import add_spec
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED
 from opskew.output import write_json
+from opskew.render.progress import reading
 from opskew.render.correct import CORRECT_COLUMNS, correct_rows, print_human
 from opskew.render.tables import write_csv
 
@@ -42,7 +43,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    res = L.compute(args)
+    args.progress = reading("opskew correct", "standard input" if args.trace == "-" else args.trace)
+    try:
+        res = L.compute(args)
+    finally:
+        args.progress.end()
     ops = res["ops"]
     if args.json != "-" and args.csv != "-":
         print_human(dict(res, ops=ops if args.top == 0 else ops[: args.top]))

@@ -12,6 +12,7 @@ from opskew.cli.spec import add_spec
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
 from opskew.output import check_output, write_json
 from opskew.render.job import render as render_job
+from opskew.render.progress import reading
 from opskew.render.summary import print_profile_run, print_table
 from opskew.render.tables import SUMMARY_COLUMNS, summary_rows, write_csv
 from opskew.results.averages import CorrectedAverages
@@ -103,7 +104,11 @@ def run(args) -> int:
     if csv_path == "-" and args.json == "-":
         raise UsageError("--json - and --csv - cannot both go to standard output: give one a file")
     check_output(csv_path, inputs=[("the input trace", args.trace), ("the --json file", args.json)])
-    doc = L.compute(args)
+    args.progress = reading("opskew summary", "standard input" if args.trace == "-" else args.trace)
+    try:
+        doc = L.compute(args)
+    finally:
+        args.progress.end()
     if args.json != "-" and csv_path != "-":
         print_table(doc, doc["ops"], args.top, sys.stdout, doc["losses"])
     if args.json:
