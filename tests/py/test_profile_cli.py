@@ -69,9 +69,20 @@ def corrected_trace(out, name):
 
 def test_unmodified_script_gets_raw_and_corrected_traces_and_a_report(tmp_path):
     out = tmp_path / "prof"
-    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path), "40")
+    p = run_opskew("profile", "-o", str(out), *SMALL, "--", sys.executable, script(tmp_path), "40",
+                   env={"OPSKEW_PROGRESS": "lines"})
     assert p.returncode == 0, p.stderr
     assert "trained 40" in p.stdout  # the script's own output passes through
+    # Progress (docs/commands.md, "Progress"): a line as each cycle's steps
+    # begin, what it waits for, before that cycle's report; never on stdout.
+    err = p.stderr.splitlines()
+    first = err.index("opskew profile: cycle 1 (its trace ends after 13 steps: skip_first=0, wait=8, warmup=1, "
+                      "active=4; steps from the first optimizer that stepped (SGD))")
+    second = err.index("opskew profile: cycle 2 (its trace ends after 13 steps: wait=8, warmup=1, active=4)")
+    report1 = next(i for i, x in enumerate(err) if x.startswith("opskew.profile cycle 1:"))
+    assert first < report1 and first < second
+    assert not any(x.startswith("opskew profile: cycle 3") for x in err)  # --repeat 2
+    assert "opskew profile: cycle" not in p.stdout
     assert traces(out) == EXPECTED
     doc = report(out)
     assert doc["schema"] == "opskew.profile/1"

@@ -56,6 +56,7 @@ from opskew.profiler import core as profiler_core  # noqa: E402  (does not impor
 from opskew.profiler.cycle import KEEP_CYCLES  # noqa: E402
 from opskew.profiler.traces import entry  # noqa: E402
 from opskew.render.advise import cycle_budget_line  # noqa: E402
+from opskew.render.progress import Progress  # noqa: E402
 
 
 class Driver:
@@ -96,6 +97,12 @@ class Driver:
         self.stood_aside = None  # why opskew stopped for the script's own profiler, if it did
         self.t0 = time.time()
         self.pid = os.getpid()
+        self.progress = None  # render.progress: the steps to the next cycle's report
+        self.next_report = 0  # the boundary after which the next cycle reports (0: none)
+        self.phase_from = 0  # the boundary its phase began after
+        self.phase_due = False  # the next boundary starts the next cycle's phase
+        self.phase_t = 0.0
+        self.cycle = 0
 
     # ------------------------------------------------------------ boundaries
     def boundary(self):
@@ -109,6 +116,7 @@ class Driver:
             # native shim (seconds), which a Ctrl-C may interrupt, so not with
             # signals held below.
             self.prof._step_ranges()
+        self._progress()
         with _signals_deferred():
             self.own += 1
             try:
@@ -125,6 +133,39 @@ class Driver:
             finally:
                 self.own -= 1
             self._write_if_new()
+
+    def _progress(self):
+        """Where the run stands on stderr (render.progress; OPSKEW_PROGRESS):
+        a line as each cycle's steps begin, then the steps to its report
+        once they have run for a few seconds, every half minute. Lines, not
+        a live line: the script's output and the reports (printed some steps
+        into the next cycle, once its settled wait steps are measured)
+        share the terminal."""
+        sch = self.spec["schedule"]
+        cycle_len = sch["wait"] + sch["warmup"] + sch["active"]
+        if self.progress is None:
+            self.progress = Progress("opskew profile")
+            if self.progress.mode == "live":
+                self.progress.mode = "lines"
+            self.phase_from, self.next_report, self.phase_due = 0, sch["skip_first"] + cycle_len, True
+        if not self.next_report:
+            return
+        if self.phase_due:
+            self.phase_due = False
+            self.cycle += 1
+            self.phase_t = time.perf_counter()
+            self.progress.start(f"cycle {self.cycle}", f"its trace ends after {self.next_report - self.phase_from} steps: "
+                                + (f"skip_first={sch['skip_first']}, " if self.cycle == 1 else "")
+                                + f"wait={sch['wait']}, warmup={sch['warmup']}, active={sch['active']}"
+                                + (f"; steps from {self.step_source()}" if self.cycle == 1 else ""))
+        done, total = self.boundaries - self.phase_from, self.next_report - self.phase_from
+        if time.perf_counter() - self.phase_t >= 2.0:  # an estimate from a few steps
+            self.progress.update(done, total, unit="step")
+        if self.boundaries >= self.next_report:
+            if not sch["repeat"] or self.cycle < sch["repeat"]:
+                self.phase_from, self.next_report, self.phase_due = self.next_report, self.next_report + cycle_len, True
+            else:
+                self.next_report = 0
 
     def _say(self, note):
         self.notes.append(note)
