@@ -258,9 +258,11 @@ def check_json(tmp_path):
     """Runs `opskew check ... --json FILE` and returns (process, parsed JSON or None)."""
 
     def go(*args, expect_rc=0):
+        """expect_rc None: any exit status (the caller looks)."""
         out = tmp_path / f"check-{len(list(tmp_path.iterdir()))}.json"
         p = run_opskew("check", *args, "--json", str(out))
-        assert p.returncode == expect_rc, f"rc={p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
+        assert expect_rc is None or p.returncode == expect_rc, \
+            f"rc={p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
         return p, (json.loads(out.read_text()) if out.exists() else None)
 
     return go
