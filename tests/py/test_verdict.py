@@ -447,3 +447,32 @@ def test_usable_cpus_is_the_affinity_mask():
 
     want = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     assert verdict.usable_cpus() == want >= 1
+
+
+def test_an_own_delta_far_above_w_is_refused_as_noise():
+    """The leaf reference (opskew.profile's leaves against its tracer): an
+    own delta above REF_REFUSE_W x W is a stall in the traced steps, not
+    instrument (taken, it raised that operator's W and every step around it
+    lost it: a step corrected to a sixth of its unprofiled wait steps). It
+    is refused, said in the report with the limit, and that name keeps the
+    class's delta; one a little above W is kept (above_w)."""
+    from opskew.profiler.leafref import REF_REFUSE_W, LeafReference
+    from opskew.render.profile import _details
+
+    ref = LeafReference(True, False)
+    w = 500.0
+    # Under the tracer each takes 1 us a call, on 6 tracer steps.
+    ref.steps = [{"aten::add": 1000.0 + k, "aten::addcdiv_": 1000.0 + k, "aten::mul": 1000.0 + k} for k in range(6)]
+    # In the trace: add 300 ns more a call, mul 700 (above W), addcdiv_ 97 us (a stall).
+    leaves = {"aten::add": (10, 13_000.0, 0), "aten::mul": (10, 17_000.0, 0), "aten::addcdiv_": (10, 980_000.0, 0)}
+    out, info = ref.op_deltas(leaves, w, None)
+    assert set(out) == {"aten::add", "aten::mul"} and info["above_w"] == ["aten::mul"]
+    assert info["refused"]["names"] == ["aten::addcdiv_"] and info["refused"]["limit_ns"] == REF_REFUSE_W * w
+    assert 96_000 < info["refused"]["median_ns"] < 98_000
+    lines = []
+    _details(lines, {"leaf_delta": info, "delta_ns": 0.0}, set())
+    text = "\n".join(lines)
+    assert "leaf delta refused as noise for 1 name(s)" in text and "aten::addcdiv_" in text
+    # Only noise of its own: nothing refused at W <= 0 (no scale to judge by).
+    out, info = ref.op_deltas(leaves, 0.0, None)
+    assert "aten::addcdiv_" in out and "refused" not in info

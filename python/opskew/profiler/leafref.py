@@ -30,6 +30,14 @@ REF_FIRST = POST_TRACE + 1
 REF_MIN_STEPS = 4
 REF_MIN_CALLS = 5
 REF_KEEP = 64
+# An own delta above this many W is refused as noise: W is the mean cost of
+# one event, entry and exit; what one operator's recorded inputs add inside
+# it does not reach several times that, while a stall in the traced steps
+# (one call descheduled for milliseconds) does. Taken, it raised that
+# operator's W to it and every step around it lost it: a step corrected to
+# 127 us against 733 us in its unprofiled wait steps (docs/profile.md,
+# "Each leaf's own delta").
+REF_REFUSE_W = 4.0
 
 
 class LeafReference:
@@ -151,8 +159,17 @@ class LeafReference:
                 # interval reaches the tracer's time.
                 out[name]["below_ns"] = {"median": -p["median"], "ci95": [-p["ci"][1], -p["ci"][0]],
                                          "tracer_ns": median(ts)}
+        refused = {k: d["median"] for k, d in out.items() if w_median > 0 and d["median"] > REF_REFUSE_W * w_median}
+        for k in refused:
+            del out[k]
+        if refused:
+            info["refused"] = {"names": sorted(refused), "median_ns": median(sorted(refused.values())),
+                               "limit_ns": REF_REFUSE_W * w_median,
+                               "why": f"an own delta above {REF_REFUSE_W:g} x W is taken as noise (a stall in the "
+                                      "traced steps), not instrument: those names keep the class's delta"}
         if not out:
-            info["why"] = "no leaf of this trace was seen in enough tracer steps"
+            info["why"] = ("no leaf of this trace was seen in enough tracer steps" if not refused else
+                           f"every own delta was above {REF_REFUSE_W:g} x W, refused as noise")
             return None, info
         meds = sorted(d["median"] for d in out.values())
         info.update({"names": len(out), "median_ns": median(meds), "range_ns": [meds[0], meds[-1]],

@@ -165,6 +165,12 @@ def _details(lines: list, rep: dict, seen) -> None:
         lines.append(f"  leaf delta: own for {ld['names']} of {ld['leaves']} leaf operators, from opskew's tracer on "
                      f"{ld['tracer_steps']} wait steps (median {fmt_ns(ld['median_ns'])}, {fmt_ns(lo)} to "
                      f"{fmt_ns(hi)}); other operators {fmt_ns(rep.get('delta_ns') or 0.0)}")
+        refused = ld.get("refused")
+        if refused:
+            lines.append(f"  leaf delta refused as noise for {len(refused['names'])} name(s) (median "
+                         f"{fmt_ns(refused['median_ns'])}, above {fmt_ns(refused['limit_ns'])}: {refused['why']}): "
+                         + ", ".join(refused["names"][:5])
+                         + (f" and {len(refused['names']) - 5} more" if len(refused["names"]) > 5 else ""))
         below = ld.get("below_tracer") or []
         if below:
             lines.append(f"  faster in the trace than under opskew's tracer on the wait steps, beyond doubt (no "
