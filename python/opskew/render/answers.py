@@ -6,6 +6,7 @@ interval, before the tables and notes that support it (docs/commands.md,
 from __future__ import annotations
 
 from opskew.render.units import count_of, fmt_ns, fmt_time
+from opskew.vocab import is_step
 
 # matrix's rows that record every operator (a trace at operator granularity);
 # the floors and the empty observer record nothing.
@@ -80,6 +81,15 @@ def sweep(result: dict) -> str:
     return "opskew sweep: " + "; ".join(parts) if parts else ""
 
 
+def moved_most(rows, n: int = 3) -> list:
+    """Of `rows` [(name, reported self ns, corrected self ns)], the `n` the
+    correction moved most (reported less corrected, 1% of reported at
+    least), ProfilerStep#N ranges left out (they are the step, not an
+    operator)."""
+    rows = sorted((r for r in rows if not is_step(r[0])), key=lambda r: r[2] - r[1])
+    return [r for r in rows[:n] if r[1] - r[2] > 0.01 * r[1]]
+
+
 def correct(res: dict) -> str:
     """How much of the trace is instrument, and the operator whose self
     time the correction moved most."""
@@ -87,14 +97,13 @@ def correct(res: dict) -> str:
     if not s.get("corrected_events"):
         return ""
     w = (res.get("calibration") or {}).get("w_ns")
-    ops = [o for o in res.get("ops") or [] if o.get("calls")]
+    top = moved_most([(o["name"], o["reported_self_ns"], o["corrected_self_ns"]) for o in res.get("ops") or []
+                      if o.get("calls")], 1)
     line = (f"opskew correct: {100 * res.get('instrument_share', 0.0):.1f}% of the trace's top-level time is "
             f"instrument ({fmt_ns(s['reported_top_ns'])} reported, {fmt_ns(s['corrected_top_ns'])} corrected, "
             f"at W {fmt_ns(w)} per operator event)")
-    if ops:
-        o = max(ops, key=lambda o: o["reported_self_ns"] - o["corrected_self_ns"])
-        line += (f"; moved most: {o['name']}, self {fmt_ns(o['reported_self_ns'])} -> "
-                 f"{fmt_ns(o['corrected_self_ns'])}")
+    for name, r, c in top:
+        line += f"; moved most: {name}, self {fmt_ns(r)} -> {fmt_ns(c)}"
     return line
 
 

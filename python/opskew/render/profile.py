@@ -4,10 +4,10 @@ the report's figures are said in."""
 
 from __future__ import annotations
 
+from opskew.render import answers
 from opskew.render.units import fmt_ns
 from opskew.render.verdict import bytecode_sentence, marks_line, reconcile, skew_words
 from opskew.stats.pricing import COLD_STEP_MIN_CYCLES, level
-from opskew.vocab import is_step
 
 STRETCH_PREFIX = "the corrected trace's ProfilerStep#N ranges are "
 
@@ -48,11 +48,9 @@ def moved_most(rep: dict, n: int = 3) -> list:
     """The `n` operators whose self time the correction moved most (reported
     less corrected, summed over the trace's calls; 1% of it at least),
     ProfilerStep#N ranges left out: [(name, reported_ns, corrected_ns)]."""
-    ops = [o for o in (rep.get("operators") or {}).get("ops") or []
-           if not is_step(o["name"]) and o.get("corrected_self_ns")]
-    ops.sort(key=lambda o: o["corrected_self_ns"]["median"] - o["reported_self_ns"])
-    return [(o["name"], o["reported_self_ns"], o["corrected_self_ns"]["median"]) for o in ops[:n]
-            if o["reported_self_ns"] - o["corrected_self_ns"]["median"] > 0.01 * o["reported_self_ns"]]
+    return answers.moved_most([(o["name"], o["reported_self_ns"], o["corrected_self_ns"]["median"])
+                               for o in (rep.get("operators") or {}).get("ops") or [] if o.get("corrected_self_ns")],
+                              n)
 
 
 def moved_line(rep: dict, lead: str = "  moved most") -> str:

@@ -77,15 +77,18 @@ class Progress:
 
     def update(self, done: int, total: int, detail: str = "", unit: str = "") -> None:
         """`done` of the phase's `total` units (`unit`: "run", "size"); `detail`: what runs now."""
+        if self.mode == "off":
+            return
         now = time.perf_counter()
+        if self.mode == "lines" and not (0 < done < total and (self._said is None or now - self._said >= LINES_EVERY_S)):
+            return  # nothing to write: no text made (opskew profile calls this at every step)
         el = now - self._phase_t0
         left = f", ~{fmt_s(el / done * (total - done))} left" if 0 < done < total else ""
         text = (f"{self._phase}: {unit + ' ' if unit else ''}{done}/{total}" + (f" ({detail})" if detail else "")
                 + f", {fmt_s(el)}{left}")
         if self.mode == "live":
             self._live(text)
-        elif self.mode == "lines" and done > 0 and (
-                self._said is None or now - self._said >= LINES_EVERY_S) and done < total:
+        else:
             self._said = now
             self._write(f"{self.label}: {text}\n")
 
