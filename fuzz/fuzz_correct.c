@@ -222,6 +222,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   opts.span_w_scale = scales;
   opts.span_delta_ns = own;
   opts.n_spans = 3;
+  /* Inputs of odd length under a three-class model (osk_cost_class_t): the
+   * record_function ranges priced apart, at 1.5 W. */
+  static const char *const op_cats[] = {"cpu_op"}, *const ann_cats[] = {"user_annotation"};
+  static const char *const py_cats[] = {"python_function"};
+  const osk_cost_class_t three[3] = {{"operator", op_cats, 1, opts.w_ns, opts.delta_ns, 0},
+                                     {"annotation", ann_cats, 1, 1.5 * opts.w_ns, opts.delta_ns, 0},
+                                     {"python", py_cats, 1, opts.w_py_ns, 0.0, 1}};
+  if (size & 1) {
+    opts.classes = three;
+    opts.n_classes = 3;
+  }
 
   osk_correct_t *c = NULL;
   osk_error_t err;

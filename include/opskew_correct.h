@@ -4,13 +4,15 @@
  * Contents: options | per-name results | whole-trace results | compensation
  *
  * For every complete event of the instrumented categories:
- *   corrected = reported - delta - W * descendants - W_py * py_descendants
- * where W is the instrument's whole cost per operator event and delta the
- * part of it inside the event's own interval (TAU's scheme). Events of a
- * second class, the Python tracer's (torch.profiler's with_stack records
- * every Python call), cost W_py each, delta_py of it inside their own
- * interval; they are nested and corrected with the operators, and an event's
- * descendants are counted per class. A result below zero is clamped and the
+ *   corrected = reported - delta(class) - sum over classes k of W(k) * descendants(k)
+ * where W(k) is the instrument's whole cost per event of class k and delta
+ * the part of it inside the event's own interval (TAU's scheme). A class is
+ * a set of categories with its W and delta (osk_cost_class_t); the default
+ * model has two: the operators ("cpu_op", "user_annotation": W, delta) and
+ * the Python tracer's calls ("python_function": torch.profiler's with_stack
+ * records every Python call, W_py, delta_py). Every class's events are nested
+ * and corrected together, and an event's descendants are counted per class.
+ * A result below zero is clamped and the
  * residual reported, never a negative duration: the residual is what
  * clamping the corrected total at 0 removed (clamping a self time is not
  * counted in it).
@@ -61,9 +63,35 @@ extern "C" {
 
 /* ---------------------------------------------------------------- options */
 
+/* The most cost classes a correction takes. */
+#define OSK_MAX_COST_CLASSES 4
+
+/* One class of the cost model: the events of its categories cost w_ns each,
+ * delta_ns of it inside their own interval (W >= delta >= 0, finite). */
+typedef struct {
+  const char *name;               /* for the corrected trace's header ("operator", "python", ...); copied */
+  const char *const *categories;  /* at least one; copied. A category is in one class at most */
+  size_t n_categories;
+  double w_ns;
+  double delta_ns;
+  /* 1: the Python tracer's events (written after the operators): one that
+   * outlives an open event of another class nests inside it, clipped
+   * (opskew_correct.h's nesting, docs/correct.md), and its self time runs
+   * Python code. */
+  int python;
+} osk_cost_class_t;
+
 /* What the instrument costs and which events it recorded. The caller owns
  * the options; osk_correct_path copies what it keeps (the strings too). */
 typedef struct {
+  /* The cost model: n_classes (1 to OSK_MAX_COST_CLASSES) classes. With
+   * n_classes 0 the two classes below make it: the operators (w_ns,
+   * delta_ns, categories) and the Python tracer's calls (w_py_ns,
+   * delta_py_ns, py_categories), the same results as those two given as
+   * classes. */
+  const osk_cost_class_t *classes;
+  size_t n_classes;
+  /* With n_classes 0 only: */
   double w_ns;     /* instrument cost per event, >= 0 */
   double delta_ns; /* the part inside the event's own interval, 0 <= delta <= W */
   /* Categories whose events the instrument recorded (NULL: "cpu_op" and
@@ -150,9 +178,11 @@ typedef struct {
   int64_t reported_self_ns;  /* sum of exclusive durations as reported */
   double corrected_total_ns;
   double corrected_self_ns;  /* see the top of this file: may exceed a clamped total */
-  uint64_t descendants;      /* operator-class events nested inside, summed */
-  uint64_t py_descendants;   /* Python-class events nested inside, summed */
-  int py_class;              /* 1: the name's events are of the Python class */
+  uint64_t descendants;      /* events of the classes not `python` nested inside, summed */
+  uint64_t py_descendants;   /* events of the `python` classes nested inside, summed */
+  int py_class;              /* 1: the name's events are of a `python` class */
+  uint32_t cost_class;       /* the class of the name's first event (its index) */
+  uint64_t class_descendants[OSK_MAX_COST_CLASSES]; /* per class, summed */
   /* The category of the name's first event (one of the correction's
    * categories; owned by the correction): "user_annotation" tells a
    * record_function range, whose self time runs its caller's code, from an
@@ -170,8 +200,8 @@ typedef struct {
    * docs/correct.md: a thread's self time inside an open event shrinks by the
    * instrument time of the other threads' events in it; the autograd engine
    * runs a CUDA backward on a thread of its own while the caller waits). */
-  uint64_t waited_descendants;
-  uint64_t waited_py_descendants;
+  uint64_t waited_descendants;    /* of the classes not `python` */
+  uint64_t waited_py_descendants; /* of the `python` classes */
   double waited_ns;
   /* Summed over calls: what a span (osk_correct_opts_t.span_ns) took out of
    * the name's corrected durations beyond delta. */
@@ -194,8 +224,9 @@ typedef struct {
 /* The whole trace's figures; owned by the osk_correct_t, as osk_correct_op_t. */
 typedef struct {
   uint64_t events;            /* traceEvents elements read */
-  uint64_t corrected_events;  /* complete events of the instrumented categories, both classes */
-  uint64_t py_events;         /* of which of the Python class */
+  uint64_t corrected_events;  /* complete events of the instrumented categories, every class */
+  uint64_t py_events;         /* of which of the `python` classes */
+  uint64_t class_events[OSK_MAX_COST_CLASSES]; /* of which of each class */
   uint64_t other_events;      /* complete events of other categories: not corrected; written,
                                * re-timed on a thread with corrected events (retimed_events) */
   uint64_t unusable_events;   /* complete events without a name, ts or dur, or with a negative
@@ -282,7 +313,9 @@ typedef struct osk_correct osk_correct_t;
  * NULL writes the corrected Chrome trace there: the input's twin, every
  * record of it as read, only times changed (docs/correct.md, "The twin").
  * The corrected events keep their args and gain "reported_ts" and
- * "reported_dur" (microseconds), "descendants" and "py_descendants"; records
+ * "reported_dur" (microseconds), "descendants" and "py_descendants" (and
+ * "class_descendants", one count per class, where the model has classes
+ * other than the default two's shape); records
  * of other kinds on their threads (flows, instants, runtime calls) are
  * re-timed with them ("reported_ts" beside); the rest is written as read.
  * Each thread's events in time order, parents first (osk__nest_order),

@@ -58,7 +58,7 @@
 typedef struct {
   int64_t ts, dur;
   uint32_t name;
-  uint32_t cat; /* index into the correction's categories; >= n_op_cats: Python class */
+  uint32_t cat; /* index into the correction's categories (cat_cls: its class) */
   uint32_t seq; /* arrival order in the thread's buffer, for a stable sort */
   uint32_t raw; /* its text: the thread's raw[raw] */
 } held_t;
@@ -91,7 +91,7 @@ typedef struct {
     int64_t debt;   /* while open: instrument time due in its self time that did not fit yet */
     int64_t end2;   /* once closed */
   };
-  uint32_t desc[2]; /* per class; a tree has fewer than 2^32 events */
+  uint32_t desc[OSK__NCLS]; /* per class; a tree has fewer than 2^32 events */
   /* While open, an event with a span (osk_correct_opts_t.span_ns): what of
    * its own instrument time beyond delta is still to come out of its self
    * time; `head` while its first child has not begun (that interval first,
@@ -106,6 +106,13 @@ typedef struct {
   int early;       /* once closed: closed early, at the start of a later event that outlived it */
   int64_t ws, we;  /* once fitted: its begin and end as written (the clock map, float64-safe) */
 } line_t;
+
+/* Whether an event holds others, of any class. */
+static int has_desc(const line_t *l) {
+  for (int k = 0; k < OSK__NCLS; k++)
+    if (l->desc[k]) return 1;
+  return 0;
+}
 
 /* A name's entry of osk_correct_opts_t.span_*. */
 typedef struct {
@@ -187,16 +194,20 @@ typedef struct {
  * of its threads' corrected events, merged, per class, sorted (16 bytes per
  * event). Threads of other processes never wait for each other's events. */
 typedef struct {
-  int64_t *ts[2], *te[2];
-  size_t n[2], cap[2], cap_e[2];
+  int64_t *ts[OSK__NCLS], *te[OSK__NCLS];
+  size_t n[OSK__NCLS], cap[OSK__NCLS], cap_e[OSK__NCLS];
 } xprof_t;
 
 struct osk_correct {
   osk_correct_opts_t opts;
   osk__cost_t cost;
-  char **cats;    /* the operator class's categories, then the Python class's */
+  char **cats;    /* every class's categories */
   size_t n_cats;
-  size_t n_op_cats;
+  uint32_t *cat_cls; /* by category index: its class */
+  size_t n_cls;      /* the cost model's classes (osk_correct_opts_t.classes) */
+  unsigned char cls_py[OSK__NCLS]; /* by class: a `python` class */
+  char *cls_name[OSK__NCLS];
+  int two;           /* the model is the default's shape: operators, then Python (the header says no more) */
   osk__names_t names;    /* op id = name id; kept across passes */
   osk_correct_op_t *ops; /* by name id */
   size_t n_ops, cap_ops;
@@ -259,9 +270,7 @@ static long category_index(const osk_correct_t *c, osk_str_t cat) {
   return -1;
 }
 
-static uint32_t class_of(const osk_correct_t *c, uint32_t cat) {
-  return cat >= c->n_op_cats ? OSK__CLS_PY : OSK__CLS_OP;
-}
+static uint32_t class_of(const osk_correct_t *c, uint32_t cat) { return c->cat_cls[cat]; }
 
 /* The span the caller gave events of name `name` (osk_correct_opts_t), or -1. */
 static double span_of(const osk_correct_t *c, uint32_t name) {
@@ -274,14 +283,14 @@ static double scale_of(const osk_correct_t *c, uint32_t name, double up) {
   return name < c->n_named && c->named[name].scale != 1.0 ? c->named[name].scale : up;
 }
 
-/* The correction's cost with W and W_py scaled by s (delta at most W). */
+/* The correction's cost with every class's W scaled by s (delta at most W). */
 static osk__cost_t scaled_cost(const osk_correct_t *c, double s) {
   osk__cost_t k = c->cost;
   if (s != 1.0) {
-    k.w_ns *= s;
-    k.w_py_ns *= s;
-    if (k.delta_ns > k.w_ns) k.delta_ns = k.w_ns;
-    if (k.delta_py_ns > k.w_py_ns) k.delta_py_ns = k.w_py_ns;
+    for (size_t i = 0; i < c->n_cls; i++) {
+      k.w[i] *= s;
+      if (k.delta[i] > k.w[i]) k.delta[i] = k.w[i];
+    }
   }
   return k;
 }
@@ -296,13 +305,8 @@ static osk__cost_t cost_for(const osk_correct_t *c, uint32_t name, uint32_t cls,
   osk__cost_t k = scaled_cost(c, scale);
   if (name < c->n_named && c->named[name].delta >= 0) {
     double d = c->named[name].delta;
-    if (cls == OSK__CLS_PY) {
-      k.delta_py_ns = d;
-      if (k.w_py_ns < d) k.w_py_ns = d;
-    } else {
-      k.delta_ns = d;
-      if (k.w_ns < d) k.w_ns = d;
-    }
+    k.delta[cls] = d;
+    if (k.w[cls] < d) k.w[cls] = d;
   }
   return k;
 }
@@ -566,16 +570,27 @@ static int keep_raw(thr_t *t, const osk_reader_event_t *ev, uint32_t *idx) {
 /* A corrected event as written: its text with the written times and
  * opskew's own args beside the others. */
 static void write_event(osk_correct_t *c, const thr_t *t, const held_t *e, const line_t *l) {
-  char extra[160], *p = extra;
+  char extra[320], *p = extra;
   const raw_t *r = &t->raw[e->raw];
   memcpy(p, "\"reported_ts\":", 14);
   p = osk__put_us(p + 14, e->ts);
   memcpy(p, ",\"reported_dur\":", 16);
   p = osk__put_us(p + 16, e->dur);
+  uint64_t ops = 0, py = 0;
+  for (size_t k = 0; k < c->n_cls; k++) *(c->cls_py[k] ? &py : &ops) += l->desc[k];
   memcpy(p, ",\"descendants\":", 15);
-  p = osk__put_dec(p + 15, l->desc[OSK__CLS_OP]);
+  p = osk__put_dec(p + 15, ops);
   memcpy(p, ",\"py_descendants\":", 18);
-  p = osk__put_dec(p + 18, l->desc[OSK__CLS_PY]);
+  p = osk__put_dec(p + 18, py);
+  if (!c->two) {
+    memcpy(p, ",\"class_descendants\":[", 22);
+    p += 22;
+    for (size_t k = 0; k < c->n_cls; k++) {
+      if (k) *p++ = ',';
+      p = osk__put_dec(p, l->desc[k]);
+    }
+    *p++ = ']';
+  }
   put_record(c, t->text + r->at, r, l->ws, l->we - l->ws, extra, (size_t)(p - extra));
 }
 
@@ -598,9 +613,15 @@ static void write_rider(osk_correct_t *c, const thr_t *t, const rider_t *d) {
 /* The instrument's cost of one event of the class: outside its interval on
  * each side (`half`) and inside it (`delta`). */
 static void cost_of(const osk__cost_t *k, uint32_t cls, double *half, double *delta) {
-  double w = cls == OSK__CLS_PY ? k->w_py_ns : k->w_ns;
-  *delta = cls == OSK__CLS_PY ? k->delta_py_ns : k->delta_ns;
-  *half = (w - *delta) / 2.0;
+  *delta = k->delta[cls];
+  *half = (k->w[cls] - *delta) / 2.0;
+}
+
+/* sum over classes of W(k) x n[k], in class order. */
+static double class_cost(const osk__cost_t *k, const uint64_t *n, size_t n_cls) {
+  double s = 0.0;
+  for (size_t i = 0; i < n_cls; i++) s += k->w[i] * (double)n[i];
+  return s;
 }
 
 static void event_cost(const osk_correct_t *c, uint32_t cls, double *half, double *delta) {
@@ -638,12 +659,12 @@ static size_t count_in(const int64_t *a, size_t n, int64_t lo, int64_t hi) {
  * which begins and ends no event strictly between them (an event closed
  * early by one that outlives it aside): the process's merged starts and ends
  * there are other threads'. (What lies at lo exactly is not counted.) */
-static double others(const osk_correct_t *c, size_t self, int64_t lo, int64_t hi, uint64_t cnt[2]) {
-  cnt[0] = cnt[1] = 0;
+static double others(const osk_correct_t *c, size_t self, int64_t lo, int64_t hi, uint64_t cnt[OSK__NCLS]) {
+  for (int k = 0; k < OSK__NCLS; k++) cnt[k] = 0;
   if (self >= c->n_proc || !c->proc[self] || c->proc[self] > c->n_xp) return 0.0;
   const xprof_t *x = &c->xp[c->proc[self] - 1];
   double sum = 0.0;
-  for (int k = 0; k < 2; k++) {
+  for (size_t k = 0; k < c->n_cls; k++) {
     if (!x->n[k]) continue;
     double half, delta;
     event_cost(c, (uint32_t)k, &half, &delta);
@@ -669,12 +690,11 @@ static double others(const osk_correct_t *c, size_t self, int64_t lo, int64_t hi
 static void waited(thr_t *t, int64_t r, const int64_t *debt, osk__nest_frame_t *in) {
   osk_correct_t *c = t->c;
   if (!c->xp_ready || (t->have_r && r <= t->last_r)) return;
-  uint64_t cnt[2];
+  uint64_t cnt[OSK__NCLS];
   double o = others(c, t->id, t->have_r ? t->last_r : INT64_MIN, r, cnt);
   if (in) {
     /* Counted whatever W is (opskew.profile counts a step's events at W = 0). */
-    in->wdesc[OSK__CLS_OP] += cnt[OSK__CLS_OP];
-    in->wdesc[OSK__CLS_PY] += cnt[OSK__CLS_PY];
+    for (int k = 0; k < OSK__NCLS; k++) in->wdesc[k] += cnt[k];
   }
   if (!(o > 0)) return;
   double want = t->removed + (debt ? (double)*debt : 0.0);
@@ -748,7 +768,7 @@ static int64_t give_back(relay_scratch_t *rs, const line_t *l, size_t i, int64_t
   double room = 0.0;
   for (size_t j = rs->pos_b[i]; j < rs->pos_e[i]; j++) {
     uint32_t o = owner[j];
-    if (o > i && o <= last[i] && !rs->leafy[j] && (l[o].desc[OSK__CLS_OP] || l[o].desc[OSK__CLS_PY]))
+    if (o > i && o <= last[i] && !rs->leafy[j] && has_desc(&l[o]))
       room += (double)len[j];
   }
   if (!(room > 0)) return 0;
@@ -756,7 +776,7 @@ static int64_t give_back(relay_scratch_t *rs, const line_t *l, size_t i, int64_t
   int64_t taken = 0;
   for (size_t j = rs->pos_b[i]; j < rs->pos_e[i]; j++) {
     uint32_t o = owner[j];
-    if (!(o > i && o <= last[i] && !rs->leafy[j] && (l[o].desc[OSK__CLS_OP] || l[o].desc[OSK__CLS_PY])))
+    if (!(o > i && o <= last[i] && !rs->leafy[j] && has_desc(&l[o])))
       continue;
     acc += f * (double)len[j];
     int64_t upto = llround(acc), cut = upto - taken;
@@ -863,7 +883,7 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
      * another comes after it and takes its intervals. */
     memset(rs->leafy, 0, m);
     for (size_t i = 0; i < n; i++) {
-      int leaf = !l[i].desc[OSK__CLS_OP] && !l[i].desc[OSK__CLS_PY];
+      int leaf = !has_desc(&l[i]);
       for (size_t j = pos_b[i]; j < pos_e[i]; j++) {
         owner[j] = (uint32_t)i;
         if (leaf) rs->leafy[j] = 1;
@@ -879,7 +899,7 @@ static int fit(thr_t *t, const held_t *ev, size_t n) {
       int64_t fixed = 0;
       double own_fwd = 0.0;
       size_t own = 0;
-      int leaf = !l[i].desc[OSK__CLS_OP] && !l[i].desc[OSK__CLS_PY];
+      int leaf = !has_desc(&l[i]);
       for (size_t j = pos_b[i]; j < pos_e[i]; j++) {
         if (owner[j] == i && !leaf && rs->leafy[j]) {
           /* Its own, and an outlived leaf's too (the leaf's time after
@@ -1236,7 +1256,7 @@ static int put_riders(thr_t *t, size_t r0, size_t r1, int complete) {
     rider_t *rd = &t->rid[d];
     if ((rd->dur >= 0) != complete) continue;
     if (complete) {
-      int rc = osk__nest_push(&t->rb, rd->ws, rd->we - rd->ws, UINT32_MAX, OSK__CLS_OP, rb_close, t, NULL);
+      int rc = osk__nest_push(&t->rb, rd->ws, rd->we - rd->ws, UINT32_MAX, OSK__CLS_OP, 0, rb_close, t, NULL);
       if (rc) return rc;
     }
     if (c->o) write_rider(c, t, rd);
@@ -1255,7 +1275,8 @@ static int readback(thr_t *t, const held_t *e, const line_t *l, int root) {
   int64_t ts = l->ws, dur = l->we - l->ws;
   c->ops[e->name].corrected_total_ns += (double)dur;
   if (root) c->stats.corrected_top_ns += (double)dur;
-  return osk__nest_push(&t->rb, ts, dur, e->name, class_of(c, e->cat), rb_close, t, NULL);
+  uint32_t cls = class_of(c, e->cat);
+  return osk__nest_push(&t->rb, ts, dur, e->name, cls, c->cls_py[cls], rb_close, t, NULL);
 }
 
 /* The nesting rule closed x: correct it (osk__correct_event), account it,
@@ -1307,8 +1328,7 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
    * outlast its own): x is written longer by that, its parent owes it. */
   int64_t *owed = parent ? &t->line[(size_t)parent->user[0] - t->tree_begin].debt : &t->debt;
   *owed = osk__sat_add(*owed, debt);
-  l->desc[OSK__CLS_OP] = (uint32_t)x->desc[OSK__CLS_OP];
-  l->desc[OSK__CLS_PY] = (uint32_t)x->desc[OSK__CLS_PY];
+  for (int k = 0; k < OSK__NCLS; k++) l->desc[k] = (uint32_t)x->desc[k];
   /* A span's trim comes off x's corrected duration as its waited time does,
    * and so does what its descendants cost beyond x's own scale (a scaled
    * subtree inside it: span_w_scale). */
@@ -1316,14 +1336,14 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   double beyond_scale = 0;
   if (c->n_named) { /* spans given: none of this otherwise */
     trim = span_trim(c, x->name, x->dur, delta);
-    beyond_scale = l->dcost - (cost.w_ns * (double)x->desc[OSK__CLS_OP] + cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
+    beyond_scale = l->dcost - class_cost(&cost, x->desc, c->n_cls);
     if (fabs(beyond_scale) < 1e-6 * (l->dcost + 1.0)) beyond_scale = 0; /* the rounding of equal scales */
     if (parent) {
       line_t *pline = &t->line[(size_t)parent->user[0] - t->tree_begin];
-      pline->dcost += l->dcost + (x->cls == OSK__CLS_PY ? cost.w_py_ns : cost.w_ns);
+      pline->dcost += l->dcost + cost.w[x->cls];
     }
   }
-  osk__corrected_t k = osk__correct_event(&cost, x->cls, x->dur, x->desc[OSK__CLS_OP], x->desc[OSK__CLS_PY],
+  osk__corrected_t k = osk__correct_event(&cost, x->cls, x->dur, x->desc, c->n_cls,
                                           x->wait_ns + (double)trim + beyond_scale, x->child_corr_ns);
   x->corr_ns = k.raw_ns;
   if (cut == INT64_MAX && x->end < x->start + x->dur) {
@@ -1345,10 +1365,11 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
   int64_t rself = osk__nest_self(x, cut);
   op->reported_total_ns += x->dur;
   op->reported_self_ns += rself > 0 ? rself : 0;
-  op->descendants += x->desc[OSK__CLS_OP];
-  op->py_descendants += x->desc[OSK__CLS_PY];
-  op->waited_descendants += x->wdesc[OSK__CLS_OP];
-  op->waited_py_descendants += x->wdesc[OSK__CLS_PY];
+  for (size_t k = 0; k < c->n_cls; k++) {
+    op->class_descendants[k] += x->desc[k];
+    *(c->cls_py[k] ? &op->py_descendants : &op->descendants) += x->desc[k];
+    *(c->cls_py[k] ? &op->waited_py_descendants : &op->waited_descendants) += x->wdesc[k];
+  }
   op->waited_ns += x->wait_ns;
   if (c->n_named) {
     /* What the scales and the own deltas above W (x's and its
@@ -1356,11 +1377,10 @@ static int on_close(void *ctx, osk__nest_frame_t *x, const osk__nest_frame_t *pa
     double d0, h0;
     osk__cost_t base = cost_for(c, x->name, x->cls, 1.0); /* its own delta is no scale's */
     cost_of(&base, x->cls, &h0, &d0);
-    double scaled = delta - d0 + l->dcost - (c->cost.w_ns * (double)x->desc[OSK__CLS_OP] +
-                                            c->cost.w_py_ns * (double)x->desc[OSK__CLS_PY]);
+    double scaled = delta - d0 + l->dcost - class_cost(&c->cost, x->desc, c->n_cls);
     if (fabs(scaled) > 1e-6 * (l->dcost + 1.0)) op->scaled_ns += scaled;
     /* Each event's own cost beyond W (a scale, an own delta above it), once. */
-    c->stats.scaled_ns += (x->cls == OSK__CLS_PY ? cost.w_py_ns - c->cost.w_py_ns : cost.w_ns - c->cost.w_ns);
+    c->stats.scaled_ns += cost.w[x->cls] - c->cost.w[x->cls];
     if (trim) {
       op->trimmed_ns += (double)trim;
       c->stats.trimmed++;
@@ -1519,7 +1539,7 @@ static int flush(thr_t *t, int64_t limit) {
     t->pushing = j;
     osk__nest_frame_t *f;
     uint64_t overlaps = t->nest.overlaps;
-    rc = osk__nest_push(&t->nest, e->ts, e->dur, e->name, cls, on_close, t, &f);
+    rc = osk__nest_push(&t->nest, e->ts, e->dur, e->name, cls, c->cls_py[cls], on_close, t, &f);
     if (rc) break;
     size_t li = j - t->tree_begin;
     if (osk__grow((void **)&t->line, &t->line_cap, li + 1, sizeof *t->line)) {
@@ -1706,7 +1726,7 @@ static int note_event(osk_correct_t *c, size_t id, uint32_t cls, int64_t ts, int
 
 static void free_profile(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_xp; i++) {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < OSK__NCLS; k++) {
       free(c->xp[i].ts[k]);
       free(c->xp[i].te[k]);
     }
@@ -1722,7 +1742,7 @@ static void free_profile(osk_correct_t *c) {
 
 static void profile_ready(osk_correct_t *c) {
   for (size_t i = 0; i < c->n_xp; i++)
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < OSK__NCLS; k++)
       if (c->xp[i].n[k]) {
         qsort(c->xp[i].ts[k], c->xp[i].n[k], sizeof *c->xp[i].ts[k], osk__cmp_i64);
         qsort(c->xp[i].te[k], c->xp[i].n[k], sizeof *c->xp[i].te[k], osk__cmp_i64);
@@ -1860,6 +1880,7 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   if (!c->ops[e->name].category.ptr) {
     c->ops[e->name].category.ptr = c->cats[cat];
     c->ops[e->name].category.len = strlen(c->cats[cat]);
+    c->ops[e->name].cost_class = class_of(c, (uint32_t)cat);
   }
   e->seq = (uint32_t)t->n;
   e->raw = raw;
@@ -1867,7 +1888,9 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
   t->n++;
   c->stats.corrected_events++;
   if (++c->held_now > c->stats.held_peak) c->stats.held_peak = c->held_now;
-  if (class_of(c, e->cat) == OSK__CLS_PY) {
+  uint32_t cls = class_of(c, e->cat);
+  c->stats.class_events[cls]++;
+  if (c->cls_py[cls]) {
     c->stats.py_events++;
     c->ops[e->name].py_class = 1;
   }
@@ -1879,13 +1902,54 @@ static int on_event(void *ctx, const osk_reader_event_t *ev) {
 static const char *const default_cats[] = {"cpu_op", "user_annotation"};
 static const char *const default_py_cats[] = {"python_function"};
 
-static int add_categories(osk_correct_t *c, const char *const *cats, size_t n) {
+static int add_categories(osk_correct_t *c, const char *const *cats, size_t n, uint32_t cls) {
   for (size_t i = 0; i < n; i++) {
+    if (!cats[i]) return OSK_EINVAL;
     for (size_t j = 0; j < c->n_cats; j++)
-      if (strcmp(c->cats[j], cats[i]) == 0) return OSK_EINVAL; /* in both classes, or twice */
+      if (strcmp(c->cats[j], cats[i]) == 0) return OSK_EINVAL; /* in two classes, or twice */
     if (!(c->cats[c->n_cats] = osk__dup_bytes(cats[i], strlen(cats[i])))) return OSK_ENOMEM;
-    c->n_cats++;
+    c->cat_cls[c->n_cats++] = cls;
   }
+  return 0;
+}
+
+static int valid_cost(double w, double delta) { return w >= 0 && delta >= 0 && delta <= w && isfinite(w); }
+
+/* The cost model: the caller's classes, or the default two from the
+ * options' named fields (osk_correct_opts_t). OSK_EINVAL with `why`. */
+static int set_classes(osk_correct_t *c, const osk_correct_opts_t *opts, const char **why) {
+  osk_cost_class_t two[2] = {
+      {"operator", opts->categories ? opts->categories : default_cats, opts->categories ? opts->n_categories : 2,
+       opts->w_ns, opts->delta_ns, 0},
+      {"python", opts->py_categories ? opts->py_categories : default_py_cats,
+       opts->py_categories ? opts->n_py_categories : 1, opts->w_py_ns, opts->delta_py_ns, 1}};
+  const osk_cost_class_t *cls = opts->n_classes ? opts->classes : two;
+  size_t n = opts->n_classes ? opts->n_classes : 2, n_cats = 0;
+  *why = "invalid cost classes (1 to OSK_MAX_COST_CLASSES, each with W >= delta >= 0 finite and a category)";
+  if (n > OSK_MAX_COST_CLASSES || !cls) return OSK_EINVAL;
+  for (size_t k = 0; k < n; k++) {
+    if (!valid_cost(cls[k].w_ns, cls[k].delta_ns) || (!cls[k].categories && cls[k].n_categories)) return OSK_EINVAL;
+    if (opts->n_classes && !cls[k].n_categories) return OSK_EINVAL;
+    n_cats += cls[k].n_categories;
+  }
+  c->cats = calloc(n_cats ? n_cats : 1, sizeof *c->cats);
+  c->cat_cls = calloc(n_cats ? n_cats : 1, sizeof *c->cat_cls);
+  if (!c->cats || !c->cat_cls) return OSK_ENOMEM;
+  c->n_cls = n;
+  for (size_t k = 0; k < n; k++) {
+    const char *name = cls[k].name && *cls[k].name ? cls[k].name : "class";
+    if (!(c->cls_name[k] = osk__dup_bytes(name, strlen(name)))) return OSK_ENOMEM;
+    c->cost.w[k] = cls[k].w_ns;
+    c->cost.delta[k] = cls[k].delta_ns;
+    c->cls_py[k] = cls[k].python != 0;
+    int rc = add_categories(c, cls[k].categories, cls[k].n_categories, (uint32_t)k);
+    if (rc) {
+      *why = "a category is listed twice (or in two classes)";
+      return rc;
+    }
+  }
+  /* The default's shape: its header and args say no more than before. */
+  c->two = n == 2 && !c->cls_py[0] && c->cls_py[1];
   return 0;
 }
 
@@ -1956,10 +2020,36 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
                          const char *in_path) {
   osk__out_puts(o, "{\n");
   /* The one number formatter: any finite value fits, none truncates. */
-  osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", c->opts.w_ns);
-  osk__out_key_num(o, ",\"delta_ns\":", c->opts.delta_ns);
-  osk__out_key_num(o, ",\"w_py_ns\":", c->opts.w_py_ns);
-  osk__out_key_num(o, ",\"delta_py_ns\":", c->opts.delta_py_ns);
+  /* The first class of operators and the first Python class, as the
+   * default model names them; every class where the model has others. */
+  size_t op = 0, py = c->n_cls;
+  while (op < c->n_cls && c->cls_py[op]) op++;
+  for (size_t k = 0; k < c->n_cls && py == c->n_cls; k++)
+    if (c->cls_py[k]) py = k;
+  osk__out_key_num(o, "\"opskew\":{\"corrected\":{\"w_ns\":", op < c->n_cls ? c->cost.w[op] : 0.0);
+  osk__out_key_num(o, ",\"delta_ns\":", op < c->n_cls ? c->cost.delta[op] : 0.0);
+  osk__out_key_num(o, ",\"w_py_ns\":", py < c->n_cls ? c->cost.w[py] : 0.0);
+  osk__out_key_num(o, ",\"delta_py_ns\":", py < c->n_cls ? c->cost.delta[py] : 0.0);
+  if (!c->two) {
+    osk__out_puts(o, ",\"classes\":[");
+    for (size_t k = 0; k < c->n_cls; k++) {
+      osk__out_puts(o, k ? ",{\"name\":" : "{\"name\":");
+      put_cstr(o, c->cls_name[k]);
+      osk__out_puts(o, ",\"categories\":[");
+      int first = 1;
+      for (size_t i = 0; i < c->n_cats; i++)
+        if (c->cat_cls[i] == k) {
+          if (!first) osk__out_puts(o, ",");
+          put_cstr(o, c->cats[i]);
+          first = 0;
+        }
+      osk__out_puts(o, "]");
+      osk__out_key_num(o, ",\"w_ns\":", c->cost.w[k]);
+      osk__out_key_num(o, ",\"delta_ns\":", c->cost.delta[k]);
+      osk__out_puts(o, c->cls_py[k] ? ",\"python\":true}" : ",\"python\":false}");
+    }
+    osk__out_puts(o, "]");
+  }
   if (c->opts.clock_offset_ns != 0 || c->opts.clock_drift != 0) {
     osk__out_puts(o, ",\"clock\":{\"origin_ns\":");
     osk__out_i64(o, c->opts.clock_origin_ns);
@@ -1969,13 +2059,14 @@ static void write_header(osk__out_t *o, const osk_correct_t *c, const osk_reader
   }
   osk__out_puts(o, ",\"source\":");
   put_cstr(o, in_path);
+  osk__out_puts(o, c->two ? ",\"model\":\"corrected = reported - delta - W * descendants - W_py * py_descendants"
+                          : ",\"model\":\"corrected = reported - delta(class) - sum over classes of W(class) * "
+                            "class_descendants");
   osk__out_puts(o, c->xp_ready
-                      ? ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
-                        "py_descendants - waited; time line compressed per thread, and a thread's self time "
+                      ? " - waited; time line compressed per thread, and a thread's self time "
                         "inside an open event also by the instrument time of other threads' events in it "
                         "(it waited for them)\"}"
-                      : ",\"model\":\"corrected = reported - delta - W * descendants - W_py * "
-                        "py_descendants; time line compressed per thread\"}");
+                      : "; time line compressed per thread\"}");
   if (c->opts.run_json && *c->opts.run_json) {
     osk__out_puts(o, ",\"run\":");
     osk__out_puts(o, c->opts.run_json);
@@ -2170,9 +2261,8 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   memset(err, 0, sizeof *err);
   err->message = "";
   if (out) *out = NULL;
-  if (!in_path || !opts || !out || !(opts->w_ns >= 0) || !(opts->delta_ns >= 0) ||
-      !(opts->delta_ns <= opts->w_ns) || !isfinite(opts->w_ns) || !(opts->w_py_ns >= 0) ||
-      !(opts->delta_py_ns >= 0) || !(opts->delta_py_ns <= opts->w_py_ns) || !isfinite(opts->w_py_ns) ||
+  if (!in_path || !opts || !out ||
+      (!opts->n_classes && (!valid_cost(opts->w_ns, opts->delta_ns) || !valid_cost(opts->w_py_ns, opts->delta_py_ns))) ||
       !isfinite(opts->clock_offset_ns) || !(opts->clock_drift > -0.5 && opts->clock_drift < 0.5)) {
     err->code = OSK_EINVAL;
     err->message = "invalid arguments (W >= delta >= 0 and W_py >= delta_py >= 0 required; a clock map's "
@@ -2183,25 +2273,19 @@ int osk_correct_path(const char *in_path, const char *out_path, const osk_correc
   osk_correct_t *c = calloc(1, sizeof *c);
   if (!c) return OSK_ENOMEM;
   c->opts = *opts;
-  c->cost = (osk__cost_t){opts->w_ns, opts->delta_ns, opts->w_py_ns, opts->delta_py_ns};
-  const char *const *cats = opts->categories ? opts->categories : default_cats;
-  size_t n_cats = opts->categories ? opts->n_categories : 2;
-  const char *const *py_cats = opts->py_categories ? opts->py_categories : default_py_cats;
-  size_t n_py_cats = opts->py_categories ? opts->n_py_categories : 1;
-  c->cats = calloc(n_cats + n_py_cats ? n_cats + n_py_cats : 1, sizeof *c->cats);
-  int crc0 = c->cats ? add_categories(c, cats, n_cats) : OSK_ENOMEM;
-  c->n_op_cats = c->n_cats;
-  if (!crc0) crc0 = add_categories(c, py_cats, n_py_cats);
+  const char *why = "";
+  int crc0 = set_classes(c, opts, &why);
   if (crc0) {
     if (crc0 == OSK_EINVAL) {
       err->code = OSK_EINVAL;
-      err->message = "a category is listed twice (or in both classes)";
+      err->message = why;
     }
     osk_correct_free(c);
     return crc0;
   }
   c->opts.categories = NULL;
   c->opts.py_categories = NULL;
+  c->opts.classes = NULL;
   if ((crc0 = add_spans(c, opts))) {
     if (crc0 == OSK_EINVAL) {
       err->code = OSK_EINVAL;
@@ -2265,6 +2349,8 @@ void osk_correct_free(osk_correct_t *c) {
   if (!c) return;
   for (size_t i = 0; i < c->n_cats; i++) free(c->cats[i]);
   free(c->cats);
+  free(c->cat_cls);
+  for (size_t k = 0; k < OSK__NCLS; k++) free(c->cls_name[k]);
   free(c->ops);
   free(c->named);
   osk__names_free(&c->names);

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A sequence of str as a C array; *fast keeps the strings alive. Returns 0,
  * or -1 with an exception set. None leaves *out NULL. */
@@ -111,28 +112,113 @@ fail:
   return -1;
 }
 
+/* A list of the first n counts. */
+static PyObject *counts(const uint64_t *v, size_t n) {
+  PyObject *l = PyList_New((Py_ssize_t)n);
+  for (size_t k = 0; l && k < n; k++) {
+    PyObject *x = PyLong_FromUnsignedLongLong((unsigned long long)v[k]);
+    if (!x) {
+      Py_CLEAR(l);
+      break;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)k, x);
+  }
+  return l;
+}
+
+/* classes=[{"name", "categories", "w_ns", "delta_ns", "python"}, ...]: the
+ * cost model (osk_cost_class_t). *keep holds what the strings live in (one
+ * list per class, and the names). Returns 0, or -1 with an exception set.
+ * None leaves *out NULL. */
+typedef struct {
+  osk_cost_class_t cls[OSK_MAX_COST_CLASSES];
+  const char **cats[OSK_MAX_COST_CLASSES];
+  PyObject *keep[OSK_MAX_COST_CLASSES];
+  size_t n;
+} classes_t;
+
+static void classes_free(classes_t *m) {
+  for (size_t k = 0; k < m->n; k++) {
+    PyMem_Free(m->cats[k]);
+    Py_XDECREF(m->keep[k]);
+  }
+  m->n = 0;
+}
+
+static int class_list(PyObject *obj, classes_t *m) {
+  memset(m, 0, sizeof *m);
+  if (obj == Py_None) return 0;
+  PyObject *fast = PySequence_Fast(obj, "classes must be a sequence of dicts");
+  if (!fast) return -1;
+  Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+  if (len < 1 || len > OSK_MAX_COST_CLASSES) {
+    PyErr_Format(PyExc_ValueError, "classes: 1 to %d cost classes, not %zd", OSK_MAX_COST_CLASSES, len);
+    Py_DECREF(fast);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    PyObject *d = PySequence_Fast_GET_ITEM(fast, i);
+    if (!PyDict_Check(d)) {
+      PyErr_SetString(PyExc_TypeError, "classes: each class is a dict (name, categories, w_ns, delta_ns, python)");
+      goto fail;
+    }
+    osk_cost_class_t *c = &m->cls[i];
+    PyObject *name = PyDict_GetItemString(d, "name"), *cats = PyDict_GetItemString(d, "categories");
+    PyObject *w = PyDict_GetItemString(d, "w_ns"), *delta = PyDict_GetItemString(d, "delta_ns");
+    PyObject *py = PyDict_GetItemString(d, "python");
+    if (!cats || !w) {
+      PyErr_SetString(PyExc_ValueError, "classes: each class needs its categories and w_ns");
+      goto fail;
+    }
+    m->n = (size_t)i + 1;
+    if (str_list(cats, "a class's categories", &m->keep[i], &m->cats[i], &c->n_categories) < 0) goto fail;
+    c->categories = m->cats[i];
+    c->name = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : "";
+    if (!c->name) goto fail;
+    c->w_ns = PyFloat_AsDouble(w);
+    c->delta_ns = delta ? PyFloat_AsDouble(delta) : 0.0;
+    c->python = py ? PyObject_IsTrue(py) : 0;
+    if (PyErr_Occurred() || c->python < 0) goto fail;
+  }
+  Py_DECREF(fast);
+  return 0;
+fail:
+  classes_free(m);
+  Py_DECREF(fast);
+  return -1;
+}
+
 static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   (void)self;
   static char *kwlist[] = {"path", "w_ns", "delta_ns", "out", "categories", "w_py_ns", "delta_py_ns",
-                           "py_categories", "run_json", "clock", "waits", "spans", "progress", NULL};
+                           "py_categories", "run_json", "clock", "waits", "spans", "progress", "classes", NULL};
   const char *path, *out = NULL, *run_json = NULL;
-  double w, delta, w_py = 0.0, delta_py = 0.0;
+  double w = 0.0, delta = 0.0, w_py = 0.0, delta_py = 0.0;
   PyObject *cats_obj = Py_None, *py_cats_obj = Py_None, *clock_obj = Py_None, *spans_obj = Py_None;
-  PyObject *progress_obj = Py_None;
+  PyObject *progress_obj = Py_None, *classes_obj = Py_None;
   int waits = -1; /* opts.waits: -1 where the trace holds GPU activity */
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "sdd|zOddOzOiOO:correct", kwlist, &path, &w, &delta, &out,
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|ddzOddOzOiOOO:correct", kwlist, &path, &w, &delta, &out,
                                    &cats_obj, &w_py, &delta_py, &py_cats_obj, &run_json, &clock_obj, &waits,
-                                   &spans_obj, &progress_obj))
+                                   &spans_obj, &progress_obj, &classes_obj))
     return NULL;
   osk_correct_opts_t opts = {.w_ns = w, .delta_ns = delta, .w_py_ns = w_py, .delta_py_ns = delta_py,
                              .run_json = run_json, .waits = waits};
+  classes_t model;
+  if (class_list(classes_obj, &model) < 0) return NULL;
+  opts.classes = model.cls;
+  opts.n_classes = model.n;
+  size_t n_cls = model.n ? model.n : 2;
   Py_buffer progress_view;
-  if (osk_py_progress(progress_obj, &progress_view, &opts.progress) < 0) return NULL;
+  if (osk_py_progress(progress_obj, &progress_view, &opts.progress) < 0) {
+    classes_free(&model);
+    return NULL;
+  }
   /* clock=(origin_ns, offset_ns, drift): a rank's map to the reference clock. */
   if (clock_obj != Py_None &&
       !PyArg_ParseTuple(clock_obj, "Ldd:correct clock", &opts.clock_origin_ns, &opts.clock_offset_ns,
                         &opts.clock_drift)) {
     if (progress_view.obj) PyBuffer_Release(&progress_view);
+    classes_free(&model);
     return NULL;
   }
   const char **cats = NULL, **py_cats = NULL, **span_names = NULL;
@@ -140,6 +226,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   PyObject *fast = NULL, *py_fast = NULL, *span_keep = NULL;
   if (span_dict(spans_obj, &span_keep, &span_names, &span_ns, &span_scale, &span_delta, &opts.n_spans) < 0) {
     if (progress_view.obj) PyBuffer_Release(&progress_view);
+    classes_free(&model);
     return NULL;
   }
   if (str_list(cats_obj, "categories", &fast, &cats, &opts.n_categories) < 0 ||
@@ -152,6 +239,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     PyMem_Free(span_delta);
     Py_XDECREF(span_keep);
     if (progress_view.obj) PyBuffer_Release(&progress_view);
+    classes_free(&model);
     return NULL;
   }
   opts.categories = cats;
@@ -174,6 +262,7 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
   Py_XDECREF(fast);
   Py_XDECREF(py_fast);
   Py_XDECREF(span_keep);
+  classes_free(&model);
   if (rc && rc != OSK_ETRUNCATED) {
     osk_correct_free(c);
     /* As data, not raised: read_error.h. */
@@ -191,8 +280,14 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
       Py_DECREF(ops);
       goto fail;
     }
+    PyObject *per = counts(op->class_descendants, n_cls);
+    if (!per) {
+      Py_DECREF(name);
+      Py_DECREF(ops);
+      goto fail;
+    }
     PyObject *d = Py_BuildValue(
-        "{s:N,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d,s:d}", "name", name,
+        "{s:N,s:s#,s:K,s:L,s:L,s:d,s:d,s:K,s:K,s:O,s:K,s:d,s:d,s:K,s:K,s:d,s:d,s:d,s:d,s:I,s:N}", "name", name,
         "category", op->category.ptr ? op->category.ptr : "", (Py_ssize_t)op->category.len,
         "calls", (unsigned long long)op->calls, "reported_total_ns", (long long)op->reported_total_ns,
         "reported_self_ns", (long long)op->reported_self_ns, "corrected_total_ns", op->corrected_total_ns,
@@ -201,7 +296,8 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
         "clamped", (unsigned long long)op->clamped, "residual_ns", op->residual_ns, "stretched_ns",
         op->stretched_ns, "waited_descendants", (unsigned long long)op->waited_descendants,
         "waited_py_descendants", (unsigned long long)op->waited_py_descendants, "waited_ns", op->waited_ns,
-        "trimmed_ns", op->trimmed_ns, "scaled_ns", op->scaled_ns, "float_ns", op->float_ns);
+        "trimmed_ns", op->trimmed_ns, "scaled_ns", op->scaled_ns, "float_ns", op->float_ns, "cost_class",
+        (unsigned int)op->cost_class, "class_descendants", per);
     if (!d || PyList_Append(ops, d) < 0) {
       Py_XDECREF(d);
       Py_DECREF(ops);
@@ -210,9 +306,15 @@ static PyObject *correct_correct(PyObject *self, PyObject *args, PyObject *kw) {
     Py_DECREF(d);
   }
   const osk_correct_stats_t *s = osk_correct_stats(c);
+  PyObject *class_events = counts(s->class_events, n_cls);
+  if (!class_events) {
+    Py_DECREF(ops);
+    goto fail;
+  }
   PyObject *res = Py_BuildValue(
-      "{s:s,s:N,s:N,s:{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d,s:K,s:d,s:K,s:d,s:K,s:K},s:O,s:s,s:K}", "status",
-      osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "events",
+      "{s:s,s:N,s:N,s:{s:N,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:L,s:d,s:K,s:K,s:d,s:K,s:K,s:i,s:d,s:K,s:K,s:d,s:K,s:d,s:d,s:K,s:d,s:K,s:d,s:K,s:K},s:O,s:s,s:K}", "status",
+      osk_py_status(rc), "error", osk_py_error(rc, &err), "ops", ops, "stats", "class_events", class_events,
+      "events",
       (unsigned long long)s->events, "corrected_events", (unsigned long long)s->corrected_events,
       "py_events", (unsigned long long)s->py_events,
       "other_events", (unsigned long long)s->other_events, "begin_end_events",
@@ -238,11 +340,13 @@ fail:
 }
 
 PyDoc_STRVAR(correct_correct_doc,
-             "correct(path, w_ns, delta_ns, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
+             "correct(path, w_ns=0, delta_ns=0, out=None, categories=None, w_py_ns=0, delta_py_ns=0,\n"
              "        py_categories=None, run_json=None, clock=None, waits=-1,\n"
-             "        spans=None, progress=None) -> dict\n\n"
-             "Compensates a Chrome trace: corrected = reported - delta - W x descendants\n"
-             "- W_py x py_descendants (Python-function events: the second class),\n"
+             "        spans=None, progress=None, classes=None) -> dict\n\n"
+             "Compensates a Chrome trace: corrected = reported - delta - sum over cost\n"
+             "classes of W(class) x descendants(class). classes=[{'name', 'categories',\n"
+             "'w_ns', 'delta_ns', 'python'}] (1 to 4) is the cost model; without it, the\n"
+             "default two: W, delta (categories) and W_py, delta_py (py_categories),\n"
              "per operator, clamped at zero with the residual; writes the corrected trace\n"
              "to `out` when given. spans={name: ns, (ns, w_scale) or (ns, w_scale,\n"
              "delta)}: events of that name span ns of the code they annotate\n"

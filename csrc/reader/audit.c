@@ -480,7 +480,7 @@ static int nest_ops(osk_audit_t *a, place_t *p) {
     }
     p->th_hi[o->thread] = i + 1;
     osk__nest_frame_t *f;
-    rc = osk__nest_push(&nest, o->ts, o->dur, o->name, 0, NULL, NULL, &f);
+    rc = osk__nest_push(&nest, o->ts, o->dur, o->name, 0, 0, NULL, NULL, &f);
     if (rc) break;
     f->user[0] = (int64_t)i;
     o->parent = f > nest.stack ? (uint32_t)f[-1].user[0] : NONE;

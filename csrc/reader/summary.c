@@ -323,7 +323,7 @@ static int on_close(void *ctx, osk__nest_frame_t *f, const osk__nest_frame_t *pa
 }
 
 static int nest(thread_t *t, int64_t start, int64_t dur, uint32_t name, uint32_t cls) {
-  return osk__nest_push(&t->nest, start, dur, name, cls, on_close, t, NULL);
+  return osk__nest_push(&t->nest, start, dur, name, cls, cls == OSK__CLS_PY, on_close, t, NULL);
 }
 
 /* The event's class for the nesting rule: python_function events are

@@ -79,10 +79,10 @@ int osk_trace_summarize_window(const osk_trace_snapshot_t *s, const osk_trace_ca
   sum->snap = s;
   sum->calib = calib ? *calib : s->calib;
   sum->calib_given = calib != NULL;
-  osk__cost_t cost = {0, 0, 0, 0};
+  osk__cost_t cost = {{0}, {0}};
   if (sum->calib.valid) {
-    cost.w_ns = sum->calib.w_ns;
-    cost.delta_ns = sum->calib.delta_ns;
+    cost.w[OSK__CLS_OP] = sum->calib.w_ns;
+    cost.delta[OSK__CLS_OP] = sum->calib.delta_ns;
   }
 
   /* Pass 1: calls per name (for the quantile slices). */
@@ -141,7 +141,8 @@ int osk_trace_summarize_window(const osk_trace_snapshot_t *s, const osk_trace_ca
       memset(kids, 0, sizeof *kids);
       int64_t self = dur - kid_sum;
       if (self < 0) self = 0;
-      osk__corrected_t c = osk__correct_event(&cost, OSK__CLS_OP, dur, desc, 0, 0, kid_corr);
+      uint64_t descs[1] = {desc};
+      osk__corrected_t c = osk__correct_event(&cost, OSK__CLS_OP, dur, descs, 1, 0, kid_corr);
       /* The residual is the clamped part of the corrected total only, as
        * in osk_correct_stats_t: one definition for both callers. */
       sum->residual_ns += (int64_t)c.residual_ns;

@@ -115,13 +115,14 @@ typedef struct {
                           * event's, whose tail past the parent's end stays
                           * as reported); else corr_ns in proportion */
   uint32_t has_corr_in;
-  uint64_t desc[2];      /* events nested inside, per class */
+  uint64_t desc[OSK__NCLS]; /* events nested inside, per class */
   /* Other threads' instrumented events that fell in its self time or its
    * descendants' while it waited for them, per class, and their instrument
    * time taken out of it (compensate.c's cross-thread rule; 0 elsewhere). */
-  uint64_t wdesc[2];
+  uint64_t wdesc[OSK__NCLS];
   double wait_ns;
-  uint32_t name, cls;
+  uint32_t name, cls;    /* cls: its class's index (< OSK__NCLS) */
+  uint32_t py;           /* 1: of a Python-tracer class (the nesting rule's exception) */
   uint32_t n_children, last_child; /* last_child: the last child's name */
   int64_t user[2];       /* the caller's */
 } osk__nest_frame_t;
@@ -152,8 +153,9 @@ typedef struct {
  * as an overlap (under torch.profiler's with_stack, record_function's
  * annotation starts inside the Python tracer's __enter__ event and outlives
  * it; the annotation keeps its whole interval). Except: a Python event
- * (cls OSK__CLS_PY) that outlives an open operator or annotation
- * (OSK__CLS_OP) does not close it: it nests inside, its end clipped to the
+ * (`py` 1: of a Python-tracer class) that outlives an open event of another
+ * class (an operator or annotation) does not close it: it nests inside, its
+ * end clipped to the
  * operator's (an overlap too); the frame around optimizer.step() that the
  * step boundary runs in starts in ProfilerStep#N and ends in #N+1, and the
  * step keeps the optimizer's operators. Events that start together
@@ -165,10 +167,11 @@ typedef struct {
  * Precondition: dur >= 0 and start + dur <= INT64_MAX (osk__event_usable,
  * csrc/reader/reader_analysis.h, checks both for read events); the end is
  * computed without a check.
+ * `cls` is the event's class (< OSK__NCLS): its parent counts it there.
  * `*pushed` (may be NULL) gets the new frame, valid until the next call.
  * Returns 0, OSK_ENOMEM, or the callback's code. */
 OSK__CORE_HIDDEN int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name,
-                                    uint32_t cls, osk__close_fn close, void *ctx,
+                                    uint32_t cls, uint32_t py, osk__close_fn close, void *ctx,
                                     osk__nest_frame_t **pushed);
 /* Closes every open event (the end of the thread's events). */
 OSK__CORE_HIDDEN int osk__nest_close_all(osk__nest_t *n, osk__close_fn close, void *ctx);

@@ -4,11 +4,12 @@
 #include "tracecore.h"
 
 osk__corrected_t osk__correct_event(const osk__cost_t *c, uint32_t cls, int64_t reported_ns,
-                                    uint64_t op_desc, uint64_t py_desc, double waited_ns,
+                                    const uint64_t *desc, size_t n_cls, double waited_ns,
                                     double children_raw_ns) {
   osk__corrected_t r = {0, 0, 0, 0, 0};
-  double delta = cls == OSK__CLS_PY ? c->delta_py_ns : c->delta_ns;
-  r.raw_ns = (double)reported_ns - delta - c->w_ns * (double)op_desc - c->w_py_ns * (double)py_desc - waited_ns;
+  r.raw_ns = (double)reported_ns - c->delta[cls];
+  for (size_t k = 0; k < n_cls; k++) r.raw_ns -= c->w[k] * (double)desc[k];
+  r.raw_ns -= waited_ns;
   r.total_ns = r.raw_ns;
   if (r.total_ns < 0) {
     r.residual_ns = -r.total_ns;

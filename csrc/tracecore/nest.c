@@ -28,11 +28,11 @@ static int pop(osk__nest_t *n, osk__close_fn close, void *ctx, int64_t cut) {
       p->child_corr_ns += f.corr_in_ns;
     else if (f.corr_ns != 0)
       p->child_corr_ns += f.dur > 0 ? f.corr_ns * (double)span / (double)f.dur : f.corr_ns;
-    p->desc[OSK__CLS_OP] += f.desc[OSK__CLS_OP];
-    p->desc[OSK__CLS_PY] += f.desc[OSK__CLS_PY];
-    p->desc[f.cls ? OSK__CLS_PY : OSK__CLS_OP]++;
-    p->wdesc[OSK__CLS_OP] += f.wdesc[OSK__CLS_OP];
-    p->wdesc[OSK__CLS_PY] += f.wdesc[OSK__CLS_PY];
+    for (int k = 0; k < OSK__NCLS; k++) {
+      p->desc[k] += f.desc[k];
+      p->wdesc[k] += f.wdesc[k];
+    }
+    p->desc[f.cls]++;
     p->wait_ns += f.wait_ns;
     p->n_children++;
     p->last_child = f.name;
@@ -40,7 +40,7 @@ static int pop(osk__nest_t *n, osk__close_fn close, void *ctx, int64_t cut) {
   return 0;
 }
 
-int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name, uint32_t cls,
+int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name, uint32_t cls, uint32_t py,
                    osk__close_fn close, void *ctx, osk__nest_frame_t **pushed) {
   int64_t end = start + dur;
   /* Events that ended by this start are done. */
@@ -62,7 +62,7 @@ int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name, ui
    * clipped under events of equal start). Open Python frames it outlives
    * still close here, and so does a Python frame an operator outlives. */
   while (n->depth && n->stack[n->depth - 1].start < start && n->stack[n->depth - 1].end < end) {
-    if (cls == OSK__CLS_PY && n->stack[n->depth - 1].cls == OSK__CLS_OP) break;
+    if (py && !n->stack[n->depth - 1].py) break;
     n->overlaps++;
     int rc = pop(n, close, ctx, start);
     if (rc) return rc;
@@ -95,6 +95,7 @@ int osk__nest_push(osk__nest_t *n, int64_t start, int64_t dur, uint32_t name, ui
   f->dur = dur;
   f->name = name;
   f->cls = cls;
+  f->py = py;
   n->depth++;
   if (n->depth > n->max_depth) n->max_depth = n->depth;
   if (pushed) *pushed = f;

@@ -87,16 +87,17 @@ OSK__CORE_HIDDEN size_t osk__count_below(const int64_t *a, size_t n, int64_t t);
 
 /* ---------------------------------------------------------- correction */
 
-/* Event classes: the instrument's operators, and the Python tracer's calls,
- * which cost another W (docs/design.md, "The overhead model"). */
-enum { OSK__CLS_OP = 0, OSK__CLS_PY = 1 };
+/* Event classes (osk_correct_opts_t.classes): any number up to OSK__NCLS,
+ * each with its own W and delta (docs/design.md, "The overhead model").
+ * The default model's two: the instrument's operators, and the Python
+ * tracer's calls, which cost another W. */
+enum { OSK__CLS_OP = 0, OSK__CLS_PY = 1, OSK__NCLS = 4 };
 
 
 /* The instrument's cost per event, per class (docs/design.md): W in all,
  * delta of it inside the event's own interval. */
 typedef struct {
-  double w_ns, delta_ns;       /* operator class */
-  double w_py_ns, delta_py_ns; /* Python class */
+  double w[OSK__NCLS], delta[OSK__NCLS];
 } osk__cost_t;
 
 typedef struct {
@@ -110,24 +111,25 @@ typedef struct {
 } osk__corrected_t;
 
 /* THE correction formula (docs/design.md, "The overhead model"):
- *   total = reported - delta(cls) - W * op_desc - W_py * py_desc - waited
+ *   total = reported - delta(cls) - sum over classes k of W(k) * desc[k] - waited
  *   self  = total - children_raw_ns
- * waited is the instrument time of other threads' events that ran while the
- * event (or a descendant) waited for them (compensate.c's cross-thread rule;
- * 0 for the tracer's summary, which holds one thread's events).
+ * desc[k] the events of class k nested inside (k < n_cls), subtracted in
+ * class order. waited is the instrument time of other threads' events that
+ * ran while the event (or a descendant) waited for them (compensate.c's
+ * cross-thread rule; 0 for the tracer's summary, which holds one thread's
+ * events).
  * each clamped at 0, total before its clamp; the residual callers report is
  * what clamping total removed (residual_ns) only. self is not clamped to
  * total: under a clamped total it can exceed it.
  * children_raw_ns is the sum of the children's totals before clamping (their
  * raw_ns, in proportion to the part of them inside this event), so that a
  * child's over-compensation stays the child's: without cuts the self time is
- *   self = reported_self - delta - (W - delta) * op_children
- *          - (W_py - delta_py) * py_children,
+ *   self = reported_self - delta - sum over k of (W(k) - delta(k)) * children[k],
  * the instrument time that fell in the event's own exclusive time, whatever
  * its children's clamps did. */
 OSK__CORE_HIDDEN osk__corrected_t osk__correct_event(const osk__cost_t *c, uint32_t cls,
-                                                     int64_t reported_ns, uint64_t op_desc,
-                                                     uint64_t py_desc, double waited_ns,
+                                                     int64_t reported_ns, const uint64_t *desc,
+                                                     size_t n_cls, double waited_ns,
                                                      double children_raw_ns);
 
 /* ------------------------------------------------------- Chrome output */

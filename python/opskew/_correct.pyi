@@ -8,8 +8,8 @@ from typing import Any
 
 def correct(
     path: str,
-    w_ns: float,
-    delta_ns: float,
+    w_ns: float = 0,
+    delta_ns: float = 0,
     out: str | None = None,
     categories: Iterable[str] | None = None,
     w_py_ns: float = 0,
@@ -20,11 +20,16 @@ def correct(
     waits: int = -1,
     spans: dict[str, float | tuple[float, float] | tuple[float, float, float]] | None = None,
     progress: bytearray | None = None,
+    classes: Iterable[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Compensates a Chrome trace: corrected = reported - delta - W x
-    descendants - W_py x py_descendants (Python-function events: the second
-    class), per operator, clamped at zero with the residual; writes the
-    corrected trace to `out` when given (GIL released).
+    """Compensates a Chrome trace: corrected = reported - delta(class) - sum
+    over classes of W(class) x descendants(class), per operator, clamped at
+    zero with the residual; writes the corrected trace to `out` when given
+    (GIL released). classes=[{"name", "categories", "w_ns", "delta_ns",
+    "python"}] (1 to 4) is the cost model (osk_cost_class_t); without it the
+    default two: W, delta (categories) and W_py, delta_py (py_categories,
+    the Python tracer's events). Per name, "cost_class" (its class's index)
+    and "class_descendants"; in the stats, "class_events".
 
     clock=(origin_ns, offset_ns, drift): a rank's map to the reference clock.
     waits: the cross-thread rule, 1 on, 0 off, -1 where the trace holds GPU

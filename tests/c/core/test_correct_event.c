@@ -5,55 +5,72 @@
 
 #include <string.h>
 
+/* The formula with the default model's two classes: `op` operator and
+ * `py` Python descendants. */
+static osk__corrected_t two(const osk__cost_t *c, uint32_t cls, int64_t reported, uint64_t op, uint64_t py,
+                            double waited, double kids) {
+  uint64_t desc[2] = {op, py};
+  return osk__correct_event(c, cls, reported, desc, 2, waited, kids);
+}
+
 static void formula(void) {
-  osk__cost_t c = {.w_ns = 100, .delta_ns = 30, .w_py_ns = 500, .delta_py_ns = 200};
+  osk__cost_t c = {.w = {100, 500}, .delta = {30, 200}};
   /* A leaf: reported - delta. */
-  osk__corrected_t k = osk__correct_event(&c, OSK__CLS_OP, 1000, 0, 0, 0, 0);
+  osk__corrected_t k = two(&c, OSK__CLS_OP, 1000, 0, 0, 0, 0);
   CHECK_NEAR(k.total_ns, 970, 1e-9);
   CHECK_NEAR(k.self_ns, 970, 1e-9);
   CHECK(k.residual_ns == 0 && k.self_residual_ns == 0);
   /* A parent with 3 operator and 2 Python descendants; its children's
    * corrected time is 400. */
-  k = osk__correct_event(&c, OSK__CLS_OP, 5000, 3, 2, 0, 400);
+  k = two(&c, OSK__CLS_OP, 5000, 3, 2, 0, 400);
   CHECK_NEAR(k.total_ns, 5000 - 30 - 3 * 100 - 2 * 500, 1e-9);
   CHECK_NEAR(k.self_ns, 5000 - 30 - 300 - 1000 - 400, 1e-9);
   /* A Python-class event pays its own delta. */
-  k = osk__correct_event(&c, OSK__CLS_PY, 5000, 1, 0, 0, 0);
+  k = two(&c, OSK__CLS_PY, 5000, 1, 0, 0, 0);
   CHECK_NEAR(k.total_ns, 5000 - 200 - 100, 1e-9);
   /* Over-compensation clamps at 0 and reports the residual. */
-  k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, 0, 0);
+  k = two(&c, OSK__CLS_OP, 200, 3, 0, 0, 0);
   CHECK(k.total_ns == 0 && k.self_ns == 0);
   CHECK_NEAR(k.residual_ns, 30 + 300 - 200, 1e-9);
   CHECK_NEAR(k.self_residual_ns, 130, 1e-9); /* the self column clamps too */
   /* Self below zero: children's corrected time above the parent's. */
-  k = osk__correct_event(&c, OSK__CLS_OP, 1000, 1, 0, 0, 900);
+  k = two(&c, OSK__CLS_OP, 1000, 1, 0, 0, 900);
   CHECK_NEAR(k.total_ns, 870, 1e-9);
   CHECK(k.self_ns == 0);
   CHECK_NEAR(k.self_residual_ns, 30, 1e-9);
   /* A child's over-compensation stays the child's: the parent subtracts its
    * children's totals before their clamping, so its self time is what the
    * instrument left in its own exclusive time. */
-  osk__corrected_t child = osk__correct_event(&c, OSK__CLS_OP, 100, 1, 0, 0, 0);
+  osk__corrected_t child = two(&c, OSK__CLS_OP, 100, 1, 0, 0, 0);
   CHECK(child.total_ns == 0 && child.raw_ns < 0);
-  k = osk__correct_event(&c, OSK__CLS_OP, 3000, 2, 0, 0, child.raw_ns);
+  k = two(&c, OSK__CLS_OP, 3000, 2, 0, 0, child.raw_ns);
   /* reported self - delta - (W - delta) * children */
   CHECK_NEAR(k.self_ns, (3000 - 100) - 30 - (100 - 30) * 1, 1e-9);
   /* A clamped parent's self still comes from its raw total. */
-  k = osk__correct_event(&c, OSK__CLS_OP, 200, 3, 0, 0, -500);
+  k = two(&c, OSK__CLS_OP, 200, 3, 0, 0, -500);
   CHECK(k.total_ns == 0);
   CHECK_NEAR(k.self_ns, 200 - 30 - 300 + 500, 1e-9);
   /* Time waited for other threads' events comes off the total, and off the
    * self time, where it was (its children's totals carry their own). */
-  k = osk__correct_event(&c, OSK__CLS_OP, 5000, 1, 0, 700, 400);
+  k = two(&c, OSK__CLS_OP, 5000, 1, 0, 700, 400);
   CHECK_NEAR(k.total_ns, 5000 - 30 - 100 - 700, 1e-9);
   CHECK_NEAR(k.self_ns, 5000 - 30 - 100 - 700 - 400, 1e-9);
-  k = osk__correct_event(&c, OSK__CLS_OP, 500, 0, 0, 600, 0);
+  k = two(&c, OSK__CLS_OP, 500, 0, 0, 600, 0);
   CHECK(k.total_ns == 0);
   CHECK_NEAR(k.residual_ns, 130, 1e-9);
   /* No instrument cost: nothing changes. */
-  osk__cost_t zero = {0, 0, 0, 0};
-  k = osk__correct_event(&zero, OSK__CLS_OP, 1234, 7, 7, 0, 1000);
+  osk__cost_t zero = {{0}, {0}};
+  k = two(&zero, OSK__CLS_OP, 1234, 7, 7, 0, 1000);
   CHECK(k.total_ns == 1234 && k.self_ns == 234);
+  /* Any number of classes: each of a class's descendants costs its W, the
+   * event its own class's delta. */
+  osk__cost_t three = {.w = {100, 500, 40}, .delta = {30, 200, 10}};
+  uint64_t desc[3] = {3, 2, 5};
+  k = osk__correct_event(&three, 2, 5000, desc, 3, 0, 0);
+  CHECK_NEAR(k.total_ns, 5000 - 10 - 3 * 100 - 2 * 500 - 5 * 40, 1e-9);
+  /* The first n_cls classes only. */
+  k = osk__correct_event(&three, 0, 5000, desc, 1, 0, 0);
+  CHECK_NEAR(k.total_ns, 5000 - 30 - 3 * 100, 1e-9);
 }
 
 static osk__id_t num(int64_t v) { return (osk__id_t){OSK__ID_INT, v, {NULL, 0}}; }

@@ -42,7 +42,7 @@ static const closed_t *find(const log_t *l, uint32_t name) {
 
 static void push(osk__nest_t *n, log_t *l, int64_t start, int64_t dur, uint32_t name,
                  uint32_t cls) {
-  CHECK(osk__nest_push(n, start, dur, name, cls, on_close, l, NULL) == 0);
+  CHECK(osk__nest_push(n, start, dur, name, cls, cls == OSK__CLS_PY, on_close, l, NULL) == 0);
 }
 
 /* Events as {start, dur, name, class}, pushed in this order. */
@@ -124,13 +124,20 @@ static void outlived(void) {
  * the Python W [50,130) nests inside P, its end clipped to 100 (an overlap),
  * and P stays open: X [60,70) and Z [90,95) are W's, so P's descendants. Y
  * [105,115) starts after P's end: no one's child. */
+/* P [0,100) holding C [10,20), then event 3 [start, start+dur) of class
+ * cls: its frame. */
+static osk__nest_frame_t *after_p_and_c(osk__nest_t *n, log_t *l, int64_t start, int64_t dur, uint32_t cls) {
+  push(n, l, 0, 100, 1, OSK__CLS_OP);
+  push(n, l, 10, 10, 2, OSK__CLS_OP);
+  osk__nest_frame_t *f = NULL;
+  CHECK(osk__nest_push(n, start, dur, 3, cls, cls == OSK__CLS_PY, on_close, l, &f) == 0);
+  return f;
+}
+
 static void python_outlives_op(void) {
   osk__nest_t n = {0};
   log_t l = {.corr = -1};
-  push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-  push(&n, &l, 10, 10, 2, OSK__CLS_OP);
-  osk__nest_frame_t *f = NULL;
-  CHECK(osk__nest_push(&n, 50, 80, 3, OSK__CLS_PY, on_close, &l, &f) == 0);
+  osk__nest_frame_t *f = after_p_and_c(&n, &l, 50, 80, OSK__CLS_PY);
   CHECK(f && f->end == 100 && f->dur == 80 && n.overlaps == 1 && n.depth == 2);
   CHECK(n.stack[0].name == 1 && n.stack[0].end == 100);
   push(&n, &l, 60, 10, 4, OSK__CLS_OP);
@@ -194,10 +201,7 @@ static void boundaries(void) {
 static void clipped(void) {
   osk__nest_t n = {0};
   log_t l = {.corr = -1};
-  push(&n, &l, 0, 100, 1, OSK__CLS_OP);
-  push(&n, &l, 10, 10, 2, OSK__CLS_OP);
-  osk__nest_frame_t *f = NULL;
-  CHECK(osk__nest_push(&n, 10, 190, 3, OSK__CLS_OP, on_close, &l, &f) == 0);
+  osk__nest_frame_t *f = after_p_and_c(&n, &l, 10, 190, OSK__CLS_OP);
   CHECK(f && f->end == 100 && f->dur == 190 && n.overlaps == 1);
   CHECK(osk__nest_close_all(&n, on_close, &l) == 0);
   CHECK(find(&l, 2)->parent_name == 3 && find(&l, 3)->parent_name == 1);
