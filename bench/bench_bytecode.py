@@ -1,4 +1,4 @@
-"""Python code under with_stack (docs/profile.md, "Python code under
+"""Python code under with_stack (docs/method.md, "Python code under
 with_stack"): how much slower the interpreter runs code while a profile
 function is set, and how much of that no cost per event explains.
 

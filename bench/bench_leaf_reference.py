@@ -1,5 +1,5 @@
 """How opskew's tracer sees a step's leaf operators by the step's place in a
-tracer session (docs/tracer.md, "The operator tracer": `t.window`; docs/profile.md, "Each leaf's own
+tracer session (docs/tracer.md, "The operator tracer": `t.window`; docs/method.md, "Each leaf's own
 delta"): why opskew.profile's leaf reference runs one session over several
 wait steps and leaves its first step out.
 
@@ -36,6 +36,7 @@ def leaves(rows, min_calls):
 
 def main(argv=None):
     from opskew.analyze.tracefile import correct
+    from opskew.stats.costmodel import CostModel
     from opskew.tracer.session import now_ns, trace
 
     ap = _common.parser(__doc__, "mlp_train")
@@ -67,7 +68,7 @@ def main(argv=None):
                     step()
             path = os.path.join(tmp, f"p{r}.json")
             p.export_chrome_trace(path)
-            res = correct(path, 0.0, 0.0)
+            res = correct(path, CostModel.default(0.0, 0.0))
             prof.append({o["name"]: o["reported_total_ns"] / o["calls"] for o in res["ops"]
                          if o["descendants"] == 0 and o["calls"] >= a.steps})
 

@@ -51,12 +51,13 @@ _CPUS = []
 
 def verdict(path, serial):
     from opskew.analyze import verdict as v
+    from opskew.stats.costmodel import CostModel
 
     if not _CPUS:
         _CPUS.append(v.usable_cpus)
     v.usable_cpus = (lambda: 1) if serial else _CPUS[0]
     try:
-        return v.per_operator(path, W, 50.0, w_py=W_PY, delta_py_ns=20.0)
+        return v.per_operator(path, CostModel.default(W, 50.0, W_PY, 20.0))
     finally:
         v.usable_cpus = _CPUS[0]
 

@@ -43,6 +43,8 @@ import torch  # noqa: E402
 
 from opskew.analyze.tracefile import correct  # noqa: E402  (failures raised as opskew errors)
 
+from opskew.stats.costmodel import CostModel  # noqa: E402
+
 
 # The three workloads, shared with bench/validate_profile.py (one definition;
 # that module has no side effects at import). This file's folder is on
@@ -168,8 +170,7 @@ def run(args, configs, calibrate, rows, tmp, cache):
             """Leaf operators' corrected means in opskew's tracer session `t`
             (its loop ran from main()): the reference."""
             t.write(tpath)
-            ref = correct(tpath, cal_tr["w_ns"]["median"],
-                                   min(cal_tr["delta_ns"]["median"], cal_tr["w_ns"]["median"]))
+            ref = correct(tpath, CostModel.default(cal_tr["w_ns"]["median"], min(cal_tr["delta_ns"]["median"], cal_tr["w_ns"]["median"])))
             return leaf_means(ref)
 
         ref_runs = []
@@ -192,9 +193,9 @@ def run(args, configs, calibrate, rows, tmp, cache):
                     prof_wall = loop_s(step, args.iters)
                 path = os.path.join(tmp, "torch.json")
                 prof.export_chrome_trace(path)
-                res = correct(path, w, d, w_py_ns=wp, delta_py_ns=dp)
+                res = correct(path, CostModel.default(w, d, wp, dp))
                 itop = next(o for o in res["ops"] if o["name"] == "opskew::iteration")
-                res_w = correct(path, ww, min(d, max(ww, 0)), w_py_ns=wp, delta_py_ns=dp)
+                res_w = correct(path, CostModel.default(ww, min(d, max(ww, 0)), wp, dp))
                 itw = next(o for o in res_w["ops"] if o["name"] == "opskew::iteration")
                 n = itop["calls"]
                 walls.append(wall)

@@ -58,7 +58,7 @@ with a wait step of its own, the last ones before the cycle first, and never
 uses the first 2 wait steps after a trace (the profiler's stop,
 post-processing and export leave them slow: the first 10x, the second up to
 5x a warm step); the next 6 still run slow (+7 to +38% on mlp_train, where
-later ones run +5 to +8%: docs/profile.md, "Wait steps under a live
+later ones run +5 to +8%: docs/method.md, "Wait steps under a live
 profiler"), so wait=14 pairs all 6 with settled steps (runs up to Y used
 wait=8, whose pairs lie in positions 2 to 7); that is enough for W's 95% CI
 from the first cycle on, so every cycle gets a corrected trace. With wait=2 the active steps came 3 steps after the export:
@@ -539,6 +539,7 @@ def child_bare(a):
 def _steps_of(path):
     """ProfilerStep#N -> duration (ns) in the trace at `path`, by opskew's C reader."""
     from opskew.analyze.tracefile import summarize
+    from opskew.stats.costmodel import CostModel
 
     s = summarize(path, categories=["user_annotation"])
     return {int(o["name"].split("#")[1]): o["total_ns"] for o in s["ops"]
@@ -684,6 +685,7 @@ def _tracer_leaves(step, a):
     with its own self-calibrated delta. A generator (yield from it in a
     child): its steps run under _steps, at the profiled loop's depth."""
     from opskew.analyze.tracefile import correct
+    from opskew.stats.costmodel import CostModel
     from opskew.tracer.session import trace
 
     _warm(step, 0.1, min_steps=5)
@@ -694,7 +696,7 @@ def _tracer_leaves(step, a):
     cal = t.calibration or {"w_ns": 0.0, "delta_ns": 0.0}
     w = max(cal["w_ns"], 0.0)
     d = min(max(cal["delta_ns"], 0.0), w)
-    res = correct(path, w, d)
+    res = correct(path, CostModel.default(w, d))
     leaves = {o["name"]: o["corrected_total_ns"] / o["calls"] for o in res["ops"]
               if o["descendants"] == 0 and o["calls"] >= 5 and not o.get("python")}
     return {"instrument": t.instrument, "w_ns": w, "delta_ns": d, "steps": a.tracer_steps, "leaf_ns": leaves}

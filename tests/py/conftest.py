@@ -20,6 +20,13 @@ def run_opskew(*args, timeout=300, env=None, cwd=None):
                           timeout=timeout, env=e, cwd=cwd)
 
 
+def python_c(code: str, timeout=120) -> str:
+    """`python -c code` in a process of its own, which must exit 0: its standard output."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
 def one_line_error(p, fragment):
     """Asserts that a finished command was a usage error (exit 2) told in
     one line of stderr that holds `fragment`, no traceback; returns the line."""

@@ -11,6 +11,7 @@ import pytest
 
 from opskew.analyze.audit import audit, summary
 from opskew.analyze.tracefile import correct, summarize
+from opskew.stats.costmodel import CostModel
 from opskew.render.audit import lines
 
 PID, TID = 4242, 4242
@@ -87,7 +88,7 @@ def test_a_buffer_request_is_named_with_its_time_and_the_operator_it_landed_in(t
     ops = {o["name"]: o for o in summarize(path, categories=list(OPS))["ops"]}
     plain = {o["name"]: o for o in summarize(write(tmp_path, kineto(), "plain.json"), categories=list(OPS))["ops"]}
     assert "Activity Buffer Request" not in ops and ops["aten::add"]["self_ns"] == plain["aten::add"]["self_ns"]
-    fixed = correct(path, 100.0, 0.0, categories=list(OPS))
+    fixed = correct(path, CostModel.default(100.0, 0.0))
     assert "Activity Buffer Request" not in {o["name"] for o in fixed["ops"]}
 
 

@@ -17,6 +17,7 @@ import opskew  # noqa: E402
 from conftest import run_opskew, seed_native_cache  # noqa: E402
 from opskew.analyze.verdict import per_operator, trust_mark  # noqa: E402
 from opskew.results.averages import CorrectedAverage, CorrectedAverages  # noqa: E402
+from opskew.stats.costmodel import CostModel  # noqa: E402
 
 STEP = re.compile(r"ProfilerStep#\d+$")
 
@@ -169,7 +170,7 @@ def trace(tmp_path_factory):
 
 def test_any_trace_with_a_given_w(trace, tmp_path):
     ca = opskew.corrected_averages(trace, w_ns=300)
-    v = per_operator(str(trace), {"median": 300.0, "ci95": [300.0, 300.0]}, 0.0)
+    v = per_operator(str(trace), CostModel.default({"median": 300.0, "ci95": [300.0, 300.0]}, 0.0))
     ops = {o["name"]: o for o in v["ops"]}
     for e in ca:
         if e.key in ops:
@@ -199,7 +200,7 @@ def test_any_trace_with_a_calibration_file(trace, tmp_path):
                                "w_ns": {"median": 250.0, "ci95": [200.0, 300.0]},
                                "delta_ns": {"median": 20.0, "ci95": [10.0, 30.0]}}))
     ca = opskew.corrected_averages(trace, calibration=cal)
-    v = per_operator(str(trace), {"median": 250.0, "ci95": [200.0, 300.0]}, 20.0)
+    v = per_operator(str(trace), CostModel.default({"median": 250.0, "ci95": [200.0, 300.0]}, 20.0))
     ops = {o["name"]: o for o in v["ops"]}
     e = next(e for e in ca if e.key == "aten::addmm")
     assert e.self_cpu_time_total_ns == ops["aten::addmm"]["corrected_self_ns"]["median"]
@@ -232,3 +233,39 @@ def test_the_footer_says_why_calls_can_exceed_key_averages_and_what_each_mark_me
     assert lines[2].startswith("# of Calls: every call in the trace; key_averages() counts fewer for a name nested "
                                "directly in itself")
     assert all(m in lines[1] for m in ("believable (", "inflated (", "unresolved (", "unknowable ("))
+
+
+@pytest.mark.parametrize("w", [300.0, 2000.0, 8000.0])
+def test_every_row_follows_from_its_columns_or_says_why(trace, w):
+    """Issue 41, item 3, in the corrected key_averages() table: each row's
+    average is its total over its calls, each figure lies in its interval,
+    and a corrected time above its reported one (beyond 2 ns a call and
+    0.5%) is marked and the table says why. A W past the operators' own
+    times (8 us) makes the time line write parents longer than the
+    formula: the marks must appear there, and nowhere the figures hold."""
+    ca = opskew.corrected_averages(trace, w_ns={"median": w, "ci95": [0.9 * w, 1.1 * w]})
+    marked = 0
+    for e in ca:
+        assert e.cpu_time_total_ns == pytest.approx(e.cpu_time * 1e3 * e.count, rel=1e-9, abs=1e-6)
+        for fig, ci, val in (("self", e.self_ci_ns, e.self_cpu_time_total_ns), ("total", e.total_ci_ns,
+                                                                                 e.cpu_time_total_ns)):
+            assert ci[0] <= val + 1e-6 and val <= ci[1] + 1e-6, (e.key, fig, ci, val)
+            rep = e.reported_self_ns if fig == "self" else e.reported_total_ns
+            above = val - rep > max(2.0 * e.count, 0.005 * rep)
+            assert (fig in e.above_reported) == above, (e.key, fig, val, rep)
+        marked += bool(e.above_reported)
+    text = ca.table(row_limit=-1)
+    assert (text.count("\u2021") > 0) == (marked > 0)
+    if marked:
+        assert f"\u2021 {marked} row" in text and "corrected time above the reported one" in text
+    # A row above its reported time is marked, and the table says why.
+    from opskew.analyze.averages import mark_above
+
+    doc = ca.to_dict()
+    row = doc["rows"][0]
+    row["self_ns"] = {"median": row["reported_self_ns"] * 1.1 + 10.0 * row["count"],
+                      "ci95": [row["reported_self_ns"], row["reported_self_ns"] * 1.2 + 10.0 * row["count"]]}
+    mark_above(row)
+    assert row["above_reported"] == ["self"]
+    text = CorrectedAverages(doc).table(row_limit=-1)
+    assert "\u2021 1 row: corrected time above the reported one (self)" in text

@@ -317,6 +317,7 @@ def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
     first, which shifted every later event of the thread)."""
     torch = pytest.importorskip("torch")
     from opskew.analyze import tracefile
+    from opskew.stats.costmodel import CostModel
 
     m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     x = torch.randn(8, 16)
@@ -326,7 +327,7 @@ def test_with_stack_overlaps_keep_their_times_at_w_zero(tmp_path):
                 m(x).sum().backward()
     raw, out = str(tmp_path / "ws.json"), str(tmp_path / "ws.c.json")
     p.export_chrome_trace(raw)
-    r = tracefile.correct(raw, 0.0, 0.0, out=out)
+    r = tracefile.correct(raw, CostModel.default(0.0, 0.0), out=out)
     assert r["stats"]["overlaps"] >= 3  # each iter's __enter__, at least
     events = [e for e in json.load(open(out))["traceEvents"] if e["ph"] == "X" and e.get("cat") != "Trace"]
     assert len(events) == r["stats"]["corrected_events"] > 100
@@ -404,12 +405,13 @@ def test_waiting_thread_sheds_the_workers_instrument_time(cache, tmp_path):
     # Without GPU activity, auto leaves it off; the C API counts at W = 0 too
     # (opskew.profile counts a step's events that way).
     from opskew.analyze.tracefile import correct
+    from opskew.stats.costmodel import CostModel
 
     cpu = _cuda_shaped_trace(tmp_path / "cpu.json", kernel=False)
-    assert correct(str(cpu), 0.0, 0.0)["stats"]["passes"] == 1
-    counted = {o["name"]: o for o in correct(str(trace), 0.0, 0.0)["ops"]}["ProfilerStep#1"]
+    assert correct(str(cpu), CostModel.default(0.0, 0.0))["stats"]["passes"] == 1
+    counted = {o["name"]: o for o in correct(str(trace), CostModel.default(0.0, 0.0))["ops"]}["ProfilerStep#1"]
     assert (counted["descendants"], counted["waited_descendants"]) == (2, 4)
-    forced = {o["name"]: o for o in correct(str(cpu), 0.0, 0.0, waits=1)["ops"]}["ProfilerStep#1"]
+    forced = {o["name"]: o for o in correct(str(cpu), CostModel.default(0.0, 0.0), waits=1)["ops"]}["ProfilerStep#1"]
     assert forced["waited_descendants"] == 4
 
 
@@ -420,6 +422,7 @@ def test_the_rule_keeps_the_threads_aligned(tmp_path):
     10 operators on the caller, 4 on the worker: each thread compressed by
     its own events alone, 9 of the 32 land elsewhere)."""
     from opskew.analyze.tracefile import correct
+    from opskew.stats.costmodel import CostModel
 
     ev = []
     for k in range(8):
@@ -436,7 +439,7 @@ def test_the_rule_keeps_the_threads_aligned(tmp_path):
     placed = {}
     for waits in (0, 1):
         out = tmp_path / f"o{waits}.json"
-        r = correct(str(path), 100.0, 20.0, str(out), waits=waits)
+        r = correct(str(path), CostModel.default(100.0, 20.0), str(out), waits=waits)
         assert r["stats"]["stretched"] == 0 and r["stats"]["passes"] == 1 + waits
         t = json.loads(out.read_text())["traceEvents"]
         before = sorted(e["ts"] + e["dur"] for e in t if e["name"] == "m4")
@@ -453,6 +456,7 @@ def test_a_child_written_long_comes_out_of_its_parents_self_time(tmp_path):
     leaves) keeps its formula's (W 100 ns, delta 0; the C unit test
     test_shortfall_goes_down has the arithmetic). The table reads the trace."""
     from opskew.analyze.tracefile import correct
+    from opskew.stats.costmodel import CostModel
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -461,7 +465,7 @@ def test_a_child_written_long_comes_out_of_its_parents_self_time(tmp_path):
     path.write_text(json.dumps({"traceEvents": [
         ev("S", 0, 4.55, "user_annotation"), ev("Q", 2, 0.4), ev("C", 2.05, 0.2), ev("D", 2.3, 0.06),
         ev("N", 2.5, 2), ev("L", 3.5, 0.2)]}))
-    r = correct(str(path), 100.0, 0.0, str(out))
+    r = correct(str(path), CostModel.default(100.0, 0.0), str(out))
     st = r["stats"]
     assert (st["stretched"], st["shortened"]) == (1, 0)
     assert st["stretched_ns"] == pytest.approx(60)
@@ -481,6 +485,7 @@ def test_a_root_written_long_is_relaid_from_its_stretched_events_self_time(tmp_p
     stretched events; leaves keep theirs and the stats say so (W 400 ns,
     delta 0; the C unit test test_relayout has the arithmetic)."""
     from opskew.analyze.tracefile import correct
+    from opskew.stats.costmodel import CostModel
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -489,7 +494,7 @@ def test_a_root_written_long_is_relaid_from_its_stretched_events_self_time(tmp_p
     path.write_text(json.dumps({"traceEvents": [
         ev("P", 0, 11.6), ev("F", 3, 4), ev("A", 5, 0.5), ev("G", 7.5, 4), ev("L1", 7.6, 1), ev("L2", 8.65, 1),
         ev("L3", 9.7, 1), ev("L4", 10.75, 0.7)]}))
-    r = correct(str(path), 400.0, 0.0, str(out))
+    r = correct(str(path), CostModel.default(400.0, 0.0), str(out))
     st = r["stats"]
     assert st["relaid"] == 1 and 1000 < st["relaid_ns"] < 11600 - 8800
     ops = {o["name"]: o for o in r["ops"]}
@@ -506,6 +511,7 @@ def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
     arithmetic: W 100, delta 10); bad spans are refused before any read."""
     from opskew.analyze.tracefile import correct, summarize
     from opskew.analyze.verdict import per_operator
+    from opskew.stats.costmodel import CostModel
 
     def ev(name, ts, dur, cat="cpu_op"):
         return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
@@ -513,7 +519,7 @@ def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
     path, out = tmp_path / "t.json", tmp_path / "o.json"
     path.write_text(json.dumps({"traceEvents": [
         ev("ProfilerStep#1", 0, 10, "user_annotation"), ev("A", 1, 1), ev("B", 5, 1)]}))
-    r = correct(str(path), 100.0, 10.0, str(out), spans={"ProfilerStep#1": 7000, "ProfilerStep#9": 1})
+    r = correct(str(path), CostModel.default(100.0, 10.0), str(out), spans={"ProfilerStep#1": 7000, "ProfilerStep#9": 1})
     ops = {o["name"]: o for o in r["ops"]}
     assert ops["ProfilerStep#1"]["trimmed_ns"] == pytest.approx(2990)
     assert ops["ProfilerStep#1"]["corrected_total_ns"] == pytest.approx(6800)
@@ -522,16 +528,16 @@ def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
     written = {o["name"]: o["total_ns"] for o in summarize(str(out))["ops"]}
     assert written == {"ProfilerStep#1": 6800, "A": 990, "B": 990}
     # Without spans, as before.
-    plain = {o["name"]: o for o in correct(str(path), 100.0, 10.0)["ops"]}
+    plain = {o["name"]: o for o in correct(str(path), CostModel.default(100.0, 10.0))["ops"]}
     assert plain["ProfilerStep#1"]["corrected_total_ns"] == pytest.approx(9790)
     assert plain["ProfilerStep#1"]["trimmed_ns"] == 0
     # The verdict counts it in what the instrument added.
-    v = per_operator(str(path), {"median": 100.0, "ci95": [90.0, 110.0]}, 10.0, spans={"ProfilerStep#1": 7000})
+    v = per_operator(str(path), CostModel.default({"median": 100.0, "ci95": [90.0, 110.0]}, 10.0), spans={"ProfilerStep#1": 7000})
     step = next(o for o in v["ops"] if o["name"] == "ProfilerStep#1")
     assert step["added_ns"]["span"] == pytest.approx(2990)
     assert v["summary"]["added_ns"] == pytest.approx(3 * 100 + 2990)  # 3 operator-class events
     # (ns, w_scale): the tree the range roots at w_scale x W; ns < 0: no span.
-    scaled = {o["name"]: o for o in correct(str(path), 100.0, 10.0, spans={"ProfilerStep#1": (-1, 2.0)})["ops"]}
+    scaled = {o["name"]: o for o in correct(str(path), CostModel.default(100.0, 10.0), spans={"ProfilerStep#1": (-1, 2.0)})["ops"]}
     assert scaled["ProfilerStep#1"]["corrected_total_ns"] == pytest.approx(10000 - 10 - 2 * 200)
     assert scaled["ProfilerStep#1"]["trimmed_ns"] == 0 and scaled["A"]["corrected_total_ns"] == pytest.approx(990)
     for bad, err in (({"ProfilerStep#1": float("nan")}, ValueError), ({"ProfilerStep#1": (5.0, 0.0)}, ValueError),
@@ -539,7 +545,7 @@ def test_spans_take_a_range_s_own_time_beyond_its_body_out(tmp_path):
                      ([("ProfilerStep#1", 5.0)], TypeError), ({"ProfilerStep#1": "5"}, TypeError),
                      ({"ProfilerStep#1": (5.0,)}, TypeError)):
         with pytest.raises(err):
-            correct(str(path), 100.0, 10.0, spans=bad)
+            correct(str(path), CostModel.default(100.0, 10.0), spans=bad)
 
 
 def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formula(tmp_path):
@@ -551,6 +557,8 @@ def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formu
     import random
 
     from opskew.analyze.tracefile import correct
+
+    from opskew.stats.costmodel import CostModel
 
     rng = random.Random(20261205)
     relaid = 0
@@ -580,7 +588,7 @@ def test_random_nested_traces_keep_nesting_leaves_and_roots_at_least_their_formu
         w, delta = rng.choice((200.0, 800.0, 2000.0)), rng.choice((0.0, 50.0))
         path, out = tmp_path / f"t{case}.json", tmp_path / f"o{case}.json"
         path.write_text(json.dumps({"traceEvents": events}))
-        r = correct(str(path), w, delta, str(out))
+        r = correct(str(path), CostModel.default(w, delta), str(out))
         assert r["status"] == "ok", r
         relaid += r["stats"]["relaid"]
         formula = {o["name"]: o["corrected_total_ns"] for o in r["ops"]}

@@ -229,6 +229,7 @@ def test_corrected_header_survives_many_members_and_overlaps_keep_children_insid
     from opskew.analyze.correct import detect
     from opskew.errors import UsageError
     from opskew.analyze.tracefile import correct as c_correct
+    from opskew.stats.costmodel import CostModel
 
     evs = [{"ph": "X", "cat": "python_function", "name": "enter", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
            {"ph": "X", "cat": "cpu_op", "name": "c1", "pid": 1, "tid": 1, "ts": 0.5, "dur": 1.5},
@@ -238,7 +239,7 @@ def test_corrected_header_survives_many_members_and_overlaps_keep_children_insid
     doc["traceEvents"] = evs
     src, out = tmp_path / "t.json", tmp_path / "c.json"
     src.write_text(json.dumps(doc))
-    c_correct(str(src), 1500.0, 0.0, out=str(out))
+    c_correct(str(src), CostModel.default(1500.0, 0.0), out=str(out))
     with pytest.raises(UsageError, match="written by `opskew correct` already"):
         detect(str(out))
     got = {e["name"]: e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}

@@ -11,6 +11,8 @@ import pytest
 
 from opskew.analyze import tracefile as tf
 
+from opskew.stats.costmodel import CostModel
+
 STEPS = 3
 MM, ADD = 10, 40  # forward/backward operators, optimizer operators per step
 
@@ -48,8 +50,7 @@ def test_optimizer_frame_stays_in_its_step(tmp_path, w_py_ns):
     s = {o["name"]: o for o in tf.summarize(src)["ops"]}
     for n in range(1, STEPS + 1):
         assert s[f"ProfilerStep#{n}"]["descendants"] == MM + 1 + ADD
-    r = tf.correct(src, 1000.0, 0.0, out=out, categories=["cpu_op", "user_annotation"],
-                   w_py_ns=w_py_ns, py_categories=["python_function"])
+    r = tf.correct(src, CostModel.default(1000.0, 0.0, w_py_ns), out=out)
     table = {o["name"]: o for o in r["ops"]}
     with open(out) as f:
         steps = _steps(json.load(f))

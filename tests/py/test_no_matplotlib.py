@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from conftest import one_line_error
+from conftest import one_line_error, python_c
 
 WITHOUT = ("import sys\n"
            "sys.modules['matplotlib'] = None  # import matplotlib -> ImportError\n"
@@ -48,6 +48,5 @@ def test_the_api_plot_says_how_to_get_matplotlib():
             "from opskew.render.sweep import plot\n"
             "try:\n    plot({'curves': []}, 'x')\n"
             "except ImportError as e:\n    print('IMPORTERROR', e)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    assert "IMPORTERROR the sweep's plot needs matplotlib" in p.stdout and HOW in p.stdout
+    out = python_c(code, timeout=60)
+    assert "IMPORTERROR the sweep's plot needs matplotlib" in out and HOW in out

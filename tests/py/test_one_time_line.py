@@ -12,6 +12,7 @@ import pytest
 
 from opskew.analyze import tracefile as tf
 from opskew.analyze import verdict
+from opskew.stats.costmodel import CostModel
 from opskew.render import verdict as render_verdict
 
 torch = pytest.importorskip("torch")
@@ -80,7 +81,7 @@ COSTS = [(300.0, 40.0, 500.0, 60.0), (2000.0, 100.0, 3000.0, 100.0), (0.0, 0.0, 
 def test_correct_table_is_the_summary_of_its_trace(traces, tmp_path, name, cost):
     w, d, w_py, d_py = cost
     out = str(tmp_path / "c.json")
-    r = tf.correct(traces[name], w, d, out=out, w_py_ns=w_py, delta_py_ns=d_py)
+    r = tf.correct(traces[name], CostModel.default(w, d, w_py, d_py), out=out)
     table = {o["name"]: (o["corrected_total_ns"], o["corrected_self_ns"]) for o in r["ops"] if o["calls"]}
     differ, n = _table_vs_summary(table, out)
     assert n > 20 and differ == []
@@ -199,7 +200,7 @@ def test_a_name_that_is_not_utf8_reads_the_same_in_the_table_and_the_trace(tmp_p
     src.write_bytes(b'{"traceEvents":[\n'
                     b'{"ph":"X","cat":"cpu_op","name":"P","pid":1,"tid":1,"ts":0,"dur":10},\n'
                     b'{"ph":"X","cat":"cpu_op","name":"bad\xa6name","pid":1,"tid":1,"ts":2,"dur":3}]}\n')
-    r = tf.correct(str(src), 100.0, 10.0, out=str(out))
+    r = tf.correct(str(src), CostModel.default(100.0, 10.0), out=str(out))
     table = {o["name"]: (o["corrected_total_ns"], o["corrected_self_ns"]) for o in r["ops"]}
     assert "bad\ufffdname" in table
     differ, n = _table_vs_summary(table, str(out))
@@ -223,7 +224,7 @@ def test_rows_add_up_with_own_deltas_above_w(traces, name, cost):
     assert len(leaves) == 3
     own = {o["name"]: {"median": 8 * w, "ci95": [6 * w, 10 * w]} for o in leaves}
     wv, wpy = {"median": w, "ci95": [0.8 * w, 1.2 * w]}, {"median": w_py, "ci95": [0.8 * w_py, 1.2 * w_py]}
-    v = verdict.per_operator(traces[name], wv, d, w_py=wpy, delta_py_ns=d_py, op_deltas=own)
+    v = verdict.per_operator(traces[name], CostModel.default(wv, d, wpy, d_py), op_deltas=own)
     # Operators and record_function ranges. (A with_stack Python frame that
     # a range outlives, `profiler.py(918): __enter__`, came out with its
     # self above what it reported in 1 CI run of about 40 under load: an

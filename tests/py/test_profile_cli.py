@@ -437,6 +437,7 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
     # W and what opskew.profile's own correction got from the cycle's report:
     # its delta, and the ProfilerStep#N ranges held to the bodies it timed.
     from opskew.analyze.tracefile import correct, summarize
+    from opskew.stats.costmodel import CostModel
 
     cor = tmp_path / "cor"
     p = run_opskew("summary", str(out), "--corrected-dir", str(cor))
@@ -457,8 +458,7 @@ def test_torchrun_job_two_ranks_on_gloo(tmp_path):
         held = steps(cor / f"{name}.corrected.pt.trace.json")
         # The same correction without the spans: every range longer by the
         # part of step() inside it (a few us each).
-        correct(str(raw_trace(out, name)), job["w_ns"], job["delta_ns"], str(tmp_path / f"{name}.nospans.json"),
-                w_py_ns=job["w_py_ns"])
+        correct(str(raw_trace(out, name)), CostModel.default(job["w_ns"], job["delta_ns"], job["w_py_ns"]), str(tmp_path / f"{name}.nospans.json"))
         loose = steps(tmp_path / f"{name}.nospans.json")
         assert held.keys() == loose.keys() == rep["step_spans_ns"].keys()
         assert all(held[k] <= loose[k] for k in held) and sum(held.values()) < sum(loose.values())

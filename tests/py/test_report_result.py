@@ -1,4 +1,4 @@
-"""opskew.profile's report as a typed result (docs/profile.md, "The
+"""opskew.profile's report as a typed result (docs/profile-reference.md, "The
 report"): still the dict it was, with to_dict() (report.json's), rows() and
 to_pandas() (the per-operator table), _repr_html_ for notebooks and
 plot(path); and the picture `opskew profile` writes beside report.json."""

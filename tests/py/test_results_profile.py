@@ -48,11 +48,13 @@ def test_a_cycle_answers_first_and_says_each_note_once_per_run():
     cycle of the run is not printed again."""
     from opskew.render.profile import render
 
-    ops = [{"name": n, "reported_self_ns": r, "corrected_self_ns": {"median": c, "ci95": [c, c]}}
+    ops = [{"name": n, "calls": 2, "reported_self_ns": r, "corrected_self_ns": {"median": c, "ci95": [c, c]}}
            for n, r, c in (("ProfilerStep#9", 9e5, 1e5), ("aten::mm", 4e4, 1e4), ("aten::t", 3e4, 2.5e4),
                            ("aten::add", 2e4, 2e4), ("aten::addmm", 6e4, 4e4))]
-    rep = {**CYCLE, "operators": {"ops": ops, "marks": {"believable": 2, "inflated": 1, "unknowable": 1}},
-           "cost_classes": {"not_separable": ["user_annotation"]}}
+    from opskew.profiler.traces import take
+
+    rep = {**CYCLE, "cost_classes": {"not_separable": ["user_annotation"]}}
+    take(rep, {"ops": ops, "summary": {}, "marks": {"believable": 2, "inflated": 1, "unknowable": 1}})
     seen = set()
     first = render(rep, verbose=False, seen=seen).splitlines()
     assert first[1] == ("  moved most (self time in the trace, reported -> corrected): aten::mm 40 us -> 10 us, "

@@ -158,6 +158,7 @@ def test_a_cuda_traces_twin_keeps_the_gpu_and_its_links(tmp_path):
     writes the runtime calls after the operators: that order gives the same
     twin (the thread is held whole)."""
     from opskew.analyze.tracefile import correct, summarize
+    from opskew.stats.costmodel import CostModel
 
     doc = kineto(steps=3)
     late = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime" or e["ph"] == "s"]
@@ -167,7 +168,7 @@ def test_a_cuda_traces_twin_keeps_the_gpu_and_its_links(tmp_path):
         raw = tmp_path / f"{name}.json"
         raw.write_text(json.dumps(d))
         out = tmp_path / f"{name}.c.json"
-        r = correct(str(raw), 2000.0, 100.0, out=str(out))
+        r = correct(str(raw), CostModel.default(2000.0, 100.0), out=str(out))
         assert r["status"] == "ok" and r["stats"]["retimed_events"] == 6  # 3 launches, 3 flow starts
         twin = _load(out)
         assert collections.Counter(map(_identity, d["traceEvents"])) == collections.Counter(
@@ -219,6 +220,8 @@ def test_the_tracers_traces_nest_as_their_text_in_float64(tmp_path):
 
     from opskew.analyze.tracefile import correct
 
+    from opskew.stats.costmodel import CostModel
+
     code = textwrap.dedent("""
         import opskew
         with opskew.trace("t.json"):
@@ -235,7 +238,7 @@ def test_the_tracers_traces_nest_as_their_text_in_float64(tmp_path):
     trace = tmp_path / "t.json"
     assert len([e for e in _load(trace)["traceEvents"] if e["ph"] == "X"]) > 300
     assert float_nesting_errors(str(trace)) == []
-    r = correct(str(trace), 500.0, 20.0, out=str(tmp_path / "c.json"))
+    r = correct(str(trace), CostModel.default(500.0, 20.0), out=str(tmp_path / "c.json"))
     assert r["status"] == "ok"
     assert float_nesting_errors(str(tmp_path / "c.json")) == []
     raw, twin = _load(trace), _load(tmp_path / "c.json")

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import NOISE_ATTEMPTS
 from opskew.analyze import verdict
+from opskew.stats.costmodel import CostModel
 
 
 def injected_trace(path, *, w_ns, delta_ns=0.0, parents=200, children=4, leaf_ns=1000, gap_ns=500,
@@ -51,7 +52,7 @@ def by_name(v):
 def test_busy_wait_around_one_operators_children_marks_parent_inflated_leaves_believable(tmp_path):
     trace = tmp_path / "t.json"
     true = injected_trace(trace, w_ns=300.0)
-    v = verdict.per_operator(str(trace), {"median": 300.0, "ci95": [290.0, 310.0]}, 0.0)
+    v = verdict.per_operator(str(trace), CostModel.default({"median": 300.0, "ci95": [290.0, 310.0]}, 0.0))
     ops = by_name(v)
     parent, add, mul = ops["opskew::parent"], ops["aten::add"], ops["aten::mul"]
     assert parent["mark"] == "inflated" and parent["marks"]["self"] == "inflated"
@@ -81,7 +82,7 @@ def test_busy_wait_around_one_operators_children_marks_parent_inflated_leaves_be
 def test_delta_inside_the_leaves_inflates_them(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=600.0, delta_ns=400.0)  # leaves read 1400 ns for 1000
-    v = verdict.per_operator(str(trace), {"median": 600.0, "ci95": [590.0, 610.0]}, 400.0)
+    v = verdict.per_operator(str(trace), CostModel.default({"median": 600.0, "ci95": [590.0, 610.0]}, 400.0))
     ops = by_name(v)
     assert ops["aten::add"]["mark"] == "inflated" and ops["aten::mul"]["mark"] == "inflated"
     assert ops["aten::mul"]["corrected_total_ns"]["median"] == pytest.approx(200 * 1000, rel=1e-6)
@@ -99,8 +100,8 @@ def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=600.0, delta_ns=100.0)
     w = {"median": 600.0, "ci95": [590.0, 610.0]}
-    plain = by_name(verdict.per_operator(str(trace), w, 100.0))
-    v = verdict.per_operator(str(trace), w, 100.0, delta_range=[20.0, 350.0])
+    plain = by_name(verdict.per_operator(str(trace), CostModel.default(w, 100.0)))
+    v = verdict.per_operator(str(trace), CostModel.default(w, 100.0), delta_range=[20.0, 350.0])
     wide = by_name(v)
     assert v["delta_range_ns"] == [20.0, 350.0]
     for name in ("aten::add", "aten::mul"):
@@ -114,14 +115,14 @@ def test_delta_s_spread_over_operators_widens_the_intervals_only(tmp_path):
         assert q["ci95"][0] == pytest.approx(p["median"] - 250.0 * calls, abs=f64)
         assert q["ci95"][1] == pytest.approx(p["median"] + 80.0 * calls, abs=f64)
     # The range is clamped to hold delta, and into [0, W] at each end.
-    v = verdict.per_operator(str(trace), w, 100.0, delta_range=[150.0, 900.0])
+    v = verdict.per_operator(str(trace), CostModel.default(w, 100.0), delta_range=[150.0, 900.0])
     assert v["delta_range_ns"] == [100.0, 900.0]
     q = by_name(v)["aten::mul"]["corrected_total_ns"]
     calls = by_name(v)["aten::mul"]["calls"]
     assert q["ci95"][0] == pytest.approx(q["median"] - (610.0 - 100.0) * calls, abs=3.0 * calls)
     for bad in ([1.0], [3.0, 2.0], [float("nan"), 1.0], "12", [True, 2.0]):
         with pytest.raises(ValueError, match="delta_range"):
-            verdict.per_operator(str(trace), w, 100.0, delta_range=bad)
+            verdict.per_operator(str(trace), CostModel.default(w, 100.0), delta_range=bad)
     # What a stored calibration says: two finite numbers >= 0, lo <= hi, or nothing.
     assert calibration.delta_range({"delta_ns": {"median": 5.0, "range": [1, 9]}}) == [1.0, 9.0]
     for rng in (None, [1.0], [9.0, 1.0], [-1.0, 2.0], [1.0, float("inf")], ["1", 2]):
@@ -137,9 +138,9 @@ def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=600.0, delta_ns=100.0)
     w = {"median": 600.0, "ci95": [590.0, 610.0]}
-    plain = by_name(verdict.per_operator(str(trace), w, 100.0, delta_range=[20.0, 350.0]))
+    plain = by_name(verdict.per_operator(str(trace), CostModel.default(w, 100.0), delta_range=[20.0, 350.0]))
     own = {"aten::add": {"median": 300.0, "ci95": [250.0, 340.0], "source": "in-run"}}
-    v = verdict.per_operator(str(trace), w, 100.0, delta_range=[20.0, 350.0], op_deltas=own)
+    v = verdict.per_operator(str(trace), CostModel.default(w, 100.0), delta_range=[20.0, 350.0], op_deltas=own)
     ops = by_name(v)
     add, calls = ops["aten::add"], ops["aten::add"]["calls"]
     assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"] - 300.0 * calls, rel=1e-9)
@@ -159,7 +160,7 @@ def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
     # 700 per add at the median, not W. Its self time no longer holds the
     # (W - delta) per add that the plain correction took out on add's
     # sides (now all inside add), and never grows above what it reported.
-    v = verdict.per_operator(str(trace), w, 100.0,
+    v = verdict.per_operator(str(trace), CostModel.default(w, 100.0),
                              op_deltas={"aten::add": {"median": 700.0, "ci95": [700.0, 900.0]}})
     add, parent = by_name(v)["aten::add"], by_name(v)["opskew::parent"]
     assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"] - 700.0 * calls, rel=1e-9)
@@ -175,9 +176,9 @@ def test_a_name_s_own_delta_replaces_delta_for_its_events_only(tmp_path):
                 {"aten::add": {"median": float("nan"), "ci95": [0.0, 1.0]}}, {"aten::add": 5.0},
                 {"aten::add": {"median": 5.0}}):
         with pytest.raises(ValueError, match="op_deltas"):
-            verdict.per_operator(str(trace), w, 100.0, op_deltas=bad)
+            verdict.per_operator(str(trace), CostModel.default(w, 100.0), op_deltas=bad)
     with pytest.raises(TypeError, match="op_deltas"):
-        verdict.per_operator(str(trace), w, 100.0, op_deltas=[1.0])
+        verdict.per_operator(str(trace), CostModel.default(w, 100.0), op_deltas=[1.0])
 
 
 def test_a_name_faster_in_the_trace_than_in_the_reference_reaches_it_and_is_unknowable(tmp_path):
@@ -188,10 +189,10 @@ def test_a_name_faster_in_the_trace_than_in_the_reference_reaches_it_and_is_unkn
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=600.0, delta_ns=100.0)
     w = {"median": 600.0, "ci95": [590.0, 610.0]}
-    plain = by_name(verdict.per_operator(str(trace), w, 100.0))
+    plain = by_name(verdict.per_operator(str(trace), CostModel.default(w, 100.0)))
     below = {"median": 2000.0, "ci95": [1500.0, 2500.0], "tracer_ns": 9000.0}
     own = {"aten::add": {"median": 0.0, "ci95": [0.0, 0.0], "below_ns": below}}
-    ops = by_name(verdict.per_operator(str(trace), w, 100.0, op_deltas=own))
+    ops = by_name(verdict.per_operator(str(trace), CostModel.default(w, 100.0), op_deltas=own))
     add, calls = ops["aten::add"], ops["aten::add"]["calls"]
     f64 = 3.0 * calls  # what the float64 rule may take from a leaf (docs/outputs.md)
     assert add["corrected_total_ns"]["median"] == pytest.approx(add["reported_total_ns"], abs=f64)
@@ -205,19 +206,19 @@ def test_a_name_faster_in_the_trace_than_in_the_reference_reaches_it_and_is_unkn
     for bad in ({"median": -5.0, "ci95": [1.0, 2.0]}, {"median": 5.0, "ci95": [6.0, 9.0]}, {"median": 5.0},
                 {"median": 0.0, "ci95": [0.0, 0.0]}, 7.0):
         with pytest.raises(ValueError, match="below_ns"):
-            verdict.per_operator(str(trace), w, 100.0,
+            verdict.per_operator(str(trace), CostModel.default(w, 100.0),
                                  op_deltas={"aten::add": {"median": 0.0, "ci95": [0.0, 0.0], "below_ns": bad}})
 
 def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=3000.0, leaf_ns=200, gap_ns=100)
-    v = verdict.per_operator(str(trace), {"median": 3000.0, "ci95": [2900.0, 3100.0]}, 0.0)
+    v = verdict.per_operator(str(trace), CostModel.default({"median": 3000.0, "ci95": [2900.0, 3100.0]}, 0.0))
     ops = by_name(v)
     assert ops["opskew::parent"]["mark"] == "unknowable"
     assert ops["aten::add"]["mark"] == "believable"  # delta = 0: the leaves' own intervals are clean
     # The parent's corrected total is clamped at 0: no finite inflation. It was math.inf, written as
     # Infinity in check --json (which compare and every JSON reader refused) and "+inf%" in the text.
-    v = verdict.per_operator(str(trace), {"median": 1e6, "ci95": [0.9e6, 1.1e6]}, 0.0)  # all of it clamped
+    v = verdict.per_operator(str(trace), CostModel.default({"median": 1e6, "ci95": [0.9e6, 1.1e6]}, 0.0))  # all of it clamped
     worst = v["summary"]["most_inflated_parent"]
     assert worst["name"] == "opskew::parent" and worst["inflation"] is None
     json.dumps(v, allow_nan=False)
@@ -230,7 +231,7 @@ def test_an_uncertain_w_calls_nothing_inflated_nor_believable_where_it_cannot_te
     inside them at any W, stay believable."""
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=30.0)
-    v = verdict.per_operator(str(trace), {"median": 30.0, "ci95": [0.0, 400.0]}, 0.0)
+    v = verdict.per_operator(str(trace), CostModel.default({"median": 30.0, "ci95": [0.0, 400.0]}, 0.0))
     ops = by_name(v)
     assert ops["opskew::parent"]["mark"] == "unresolved"
     assert ops["aten::add"]["mark"] == ops["aten::mul"]["mark"] == "believable"
@@ -270,7 +271,7 @@ def test_one_sentence_reconciles_the_step_s_verdict_with_the_operators():
 def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=300.0)
-    v = verdict.per_operator(str(trace), {"median": 300.0, "ci95": [290.0, 310.0]}, 0.0)
+    v = verdict.per_operator(str(trace), CostModel.default({"median": 300.0, "ci95": [290.0, 310.0]}, 0.0))
     out = io.StringIO()
     verdict.render(v, out, top=2)
     text = out.getvalue()
@@ -288,9 +289,9 @@ def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tm
     trace = tmp_path / "t.json"
     injected_trace(trace, w_ns=300.0)
     w = {"median": 300.0, "ci95": [290.0, 310.0]}
-    plain = by_name(verdict.per_operator(str(trace), w, 0.0))
+    plain = by_name(verdict.per_operator(str(trace), CostModel.default(w, 0.0)))
     slow = {"factor": {"median": 2.0, "ci95": [1.9, 2.1]}, "applies": True, "python": "CPython 3.11.7"}
-    v = verdict.per_operator(str(trace), w, 0.0, bytecode=slow)
+    v = verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=slow)
     ops = by_name(v)
     parent, add, mul = ops["opskew::parent"], ops["aten::add"], ops["aten::mul"]
     assert parent["category"] == "user_annotation" and add["category"] == "cpu_op"
@@ -313,15 +314,15 @@ def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tm
     # A factor whose CI does not lie above 1 (Python 3.12's instrumentation)
     # widens nothing.
     flat = dict(slow, applies=False)
-    assert by_name(verdict.per_operator(str(trace), w, 0.0, bytecode=flat)) == plain
+    assert by_name(verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=flat)) == plain
     # A factor that is no number above 1 widens nothing; a bytecode that is no dict is refused.
     for bad in (None, float("nan"), 0.5, "2"):
         odd = dict(slow, factor={"median": bad, "ci95": [1.9, 2.1]})
-        assert by_name(verdict.per_operator(str(trace), w, 0.0, bytecode=odd)) == plain
+        assert by_name(verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=odd)) == plain
     with pytest.raises(TypeError, match="bytecode must be"):
-        verdict.per_operator(str(trace), w, 0.0, bytecode=2.0)
+        verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=2.0)
     out = io.StringIO()
-    verdict.render(verdict.per_operator(str(trace), w, 0.0, bytecode=flat), out, top=0)
+    verdict.render(verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=flat), out, top=0)
     assert "name(s) whose self time" not in out.getvalue()
 
 
@@ -393,7 +394,7 @@ def test_the_three_corrections_give_the_same_verdict_one_after_another_and_side_
     for cpus in (1, 3):
         monkeypatch.setattr(verdict, "usable_cpus", lambda cpus=cpus: cpus)
         out = tmp_path / f"c{cpus}.json"
-        runs[cpus] = verdict.per_operator(str(trace), w, 50.0, out=str(out), delta_range=[0.0, 100.0])
+        runs[cpus] = verdict.per_operator(str(trace), CostModel.default(w, 50.0), out=str(out), delta_range=[0.0, 100.0])
         assert json.loads(out.read_text())["traceEvents"]  # the median's correction wrote it, in either way
     assert runs[1]["ops"] == runs[3]["ops"] and runs[1]["summary"] == runs[3]["summary"]
     ops = by_name(runs[3])
@@ -465,7 +466,7 @@ def test_an_own_delta_far_above_w_is_refused_as_noise():
     ref.steps = [{"aten::add": 1000.0 + k, "aten::addcdiv_": 1000.0 + k, "aten::mul": 1000.0 + k} for k in range(6)]
     # In the trace: add 300 ns more a call, mul 700 (above W), addcdiv_ 97 us (a stall).
     leaves = {"aten::add": (10, 13_000.0, 0), "aten::mul": (10, 17_000.0, 0), "aten::addcdiv_": (10, 980_000.0, 0)}
-    out, info = ref.op_deltas(leaves, w, None)
+    out, info = ref.op_deltas(leaves, CostModel.default(w))
     assert set(out) == {"aten::add", "aten::mul"} and info["above_w"] == ["aten::mul"]
     assert info["refused"]["names"] == ["aten::addcdiv_"] and info["refused"]["limit_ns"] == REF_REFUSE_W * w
     assert 96_000 < info["refused"]["median_ns"] < 98_000
@@ -474,5 +475,5 @@ def test_an_own_delta_far_above_w_is_refused_as_noise():
     text = "\n".join(lines)
     assert "leaf delta refused as noise for 1 name(s)" in text and "aten::addcdiv_" in text
     # Only noise of its own: nothing refused at W <= 0 (no scale to judge by).
-    out, info = ref.op_deltas(leaves, 0.0, None)
+    out, info = ref.op_deltas(leaves, CostModel.default(0.0))
     assert "aten::addcdiv_" in out and "refused" not in info

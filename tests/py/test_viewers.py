@@ -1,6 +1,6 @@
 """Corrected traces where viewers look: the names TensorBoard's profiler plugin
 lists, the folders HolisticTraceAnalysis reads as one trace per rank, and the
-sentence a corrected trace carries about itself (docs/profile.md, "Where the
+sentence a corrected trace carries about itself (docs/profile-reference.md, "Where the
 corrected traces go")."""
 
 import json
@@ -78,12 +78,15 @@ def test_other_names_keep_their_corrected_name_beside_them():
 
 
 def test_the_corrected_note_says_what_and_with_which_w():
-    note = corrected_note(296.0, 20.0, by="opskew check's in-run W", w_ci95=[232.0, 352.0], w_py_ns=900.0,
-                          source="/tmp/raw.json")
+    from opskew.stats.costmodel import CostModel
+
+    note = corrected_note(CostModel.default({"median": 296.0, "ci95": [232.0, 352.0]}, 20.0, 900.0),
+                          by="opskew check's in-run W", source="/tmp/raw.json")
     assert note.startswith("Corrected by opskew: not the profiler's raw record.")
     assert "W = 296 ns (95% CI [232 ns, 352 ns]) per operator event (opskew check's in-run W)" in note
     assert "delta = 20 ns" in note and "W_py = 900 ns" in note and "The raw trace: /tmp/raw.json." in note
-    assert "W_py" not in corrected_note(296.0, 0.0, by="x").split("corrected =")[0]
+    assert "W_py" not in corrected_note(CostModel.default(296.0), by="x").split("corrected =")[0]
+    assert "95% CI" not in corrected_note(CostModel.default(296.0), by="x")  # a W given without one
 
 
 @pytest.fixture(scope="module")
@@ -203,18 +206,19 @@ def test_report_json_cycles_match_what_each_cycle_printed(profiled):
     """report.json lists every cycle with its corrected step, interval and
     W's source (issue 44, item 7): each as its corrected trace on disk gives
     it (the median ProfilerStep#N as written, to the ns), what the cycle
-    printed kept as at_cycle, and stop()'s line reconciling the two where
-    the run's final W corrected the trace again."""
+    printed kept as as_printed where it differs, and stop()'s lines
+    reconciling the two where the run's final W corrected the trace again."""
     from statistics import median
 
     from opskew.render.profile import step_line
     from opskew.render.units import fmt_ns
+    from opskew.results.profile import as_printed
 
     doc = json.loads((profiled / "report.json").read_text())
     err = (profiled / "stderr.txt").read_text()
     blocks = {int(m.group(1)): m.group(0) for m in re.finditer(r"opskew\.profile cycle (\d+):.*?(?=\nopskew|\Z)",
                                                                 err, re.S)}
-    (stop_line,) = [ln for ln in err.splitlines() if ln.startswith("opskew.profile: at stop(), ")]
+    stop_lines = err[err.index("opskew.profile: at stop(), "):]
     assert [r["cycle"] for r in doc["reports"]] == [1, 2] == sorted(blocks)
     for r in doc["reports"]:
         assert r["corrected_trace"] and r["w_source"] and r["corrected_with"], r
@@ -225,16 +229,16 @@ def test_report_json_cycles_match_what_each_cycle_printed(profiled):
                  re.fullmatch(r"ProfilerStep#\d+", e.get("name", ""))]
         assert steps and median(steps) == r["corrected_step_ns"]
         assert r["marks"] and sum(r["marks"].values()) > 0
-        was = r["at_cycle"]
+        was = as_printed(r)
         if was["corrected_step_ns"] is not None:
             assert step_line(r, was["corrected_step_ns"], was["corrected_step_w_ci_ns"]) in blocks[r["cycle"]]
             assert f"W {fmt_ns(was['w_ns']['median'])} " in blocks[r["cycle"]]
             assert "operators: {believable} believable, {inflated} inflated, {unresolved} unresolved, {unknowable} " \
-                "unknowable".format(**was["marks"]) in blocks[r["cycle"]]
+                "unknowable".format(**was["operators"]["marks"]) in blocks[r["cycle"]]
         if r["corrected_with"] == "the run's final W":
             now = fmt_ns(r["corrected_step_ns"])
             was_text = fmt_ns(was["corrected_step_ns"]) if was["corrected_step_ns"] is not None else "not corrected"
-            assert f"cycle {r['cycle']} {was_text} -> {now}" in stop_line
+            assert was_text == now or f"cycle {r['cycle']}: true step {was_text} -> {now}" in stop_lines
     # The last cycle's full report agrees with its entry.
     assert doc["report"]["corrected_step_ns"] == doc["reports"][-1]["corrected_step_ns"]
 

@@ -15,6 +15,7 @@ from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
 from opskew.render.trace_notes import corrected_note
+from opskew.stats.costmodel import CostModel
 from opskew.vocab import PROFILER_OPTIONS
 
 SCHEMA = "opskew.correct/1"
@@ -216,11 +217,12 @@ def _compute(args, src: str) -> dict:
     notes = cal.get("_notes", []) if "_notes" in cal or cal.get("_path") == "--w" else calibration_notes(cal, found)
     try:
         source = cal.get("_path") or args.calibration or "the calibration cache"
-        about = corrected_note(w, delta, w_py_ns=w_py, source=None if args.trace == "-" else args.trace,
+        model = CostModel.default(w, delta, w_py, delta_py)
+        about = corrected_note(model, source=None if args.trace == "-" else args.trace,
                                by=f"opskew correct with the calibration of {found['config']} from {source}, "
                                   "measured on a micro-workload unless calibrated on this one"
                                if "key" in cal and "schema" in cal else f"opskew correct with the W of {source}")
-        r = correct(src, w, delta, args.out, w_py_ns=w_py, delta_py_ns=delta_py,
+        r = correct(src, model, args.out,
                     waits={"auto": -1, "on": 1, "off": 0}[args.waits], progress=getattr(args, "progress", None),
                     run_json=json.dumps({"about": about}) if args.out else None)
     except UsageError as exc:
@@ -230,6 +232,12 @@ def _compute(args, src: str) -> dict:
             raise failure from None
         raise
     ops = r["ops"]
+    if model.default_shape():
+        # Per class only where the model has more than the default's two (its W and W_py say it all).
+        r["stats"].pop("class_events", None)
+        for o in ops:
+            o.pop("cost_class", None)
+            o.pop("class_descendants", None)
     key = {"reported": lambda o: -o["reported_total_ns"], "corrected": lambda o: -o["corrected_total_ns"],
            "calls": lambda o: -o["calls"], "name": lambda o: o["name"],
            "removed": lambda o: o["corrected_total_ns"] - o["reported_total_ns"]}[args.sort]

@@ -22,6 +22,7 @@ from opskew.analyze.verdict import own_deltas, with_deltas
 from opskew.errors import UsageError, from_c_error
 from opskew.output import check_output
 from opskew.render.trace_notes import corrected_note
+from opskew.stats.costmodel import CostModel
 from opskew.stats.pricing import COLD_MAX_SCALE, cold_w_scale
 
 SCHEMA = "opskew.job_summary/1"
@@ -298,13 +299,13 @@ def _cycle_report(src: str, found: dict) -> dict | None:
     return run if isinstance(run, dict) and run.get("raw_trace") else None
 
 
-def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
+def job_spans(rep: dict | None, model) -> dict | None:
     """The spans opskew.profile's own correction of a cycle's trace passed
     (docs/profile.md): each ProfilerStep#N held to the body opskew timed
     (the report's step_spans_ns) and, where the cycle's report priced its
     cold first step, that step's events at a scale on W (and the other
     active steps at their position's scale),
-    recomputed for this W (the same extra over this W's instrument time,
+    recomputed for this cost model's W (the same extra over its instrument time,
     within the same COLD_MAX_SCALE); and each leaf's own delta where the
     report has them (op_deltas_ns). None without a report."""
     if not rep:
@@ -315,7 +316,7 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
         # The extra where the report priced it, and its cycle's own level.
         extra = cold.get("extra_ns") if cold.get("extra_priced", True) else 0.0
         f = cold.get("cycle_factor")
-        scale = cold_w_scale(extra, cold, w_ns, w_py_ns, f if isinstance(f, (int, float)) and f > 0 else 1.0)
+        scale = cold_w_scale(extra, cold, model, f if isinstance(f, (int, float)) and f > 0 else 1.0)
         if scale != 1.0 and 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
             spans[cold["name"]] = (spans.get(cold["name"], -1.0), scale)
     for st in rep.get("position_steps") or []:  # priced by position: the same ratio to W
@@ -324,7 +325,7 @@ def job_spans(rep: dict | None, w_ns: float, w_py_ns: float) -> dict | None:
             spans[st["name"]] = (spans.get(st["name"], -1.0), float(sc))
     own = rep.get("op_deltas_ns")
     if isinstance(own, dict) and own:
-        try:  # each leaf's own delta, at its median (docs/profile.md, "Each leaf's own delta")
+        try:  # each leaf's own delta, at its median (docs/method.md, "Each leaf's own delta")
             spans = with_deltas(spans, own_deltas(own), 0)
         except (TypeError, ValueError):
             pass  # a report edited by hand: every operator keeps the one delta
@@ -364,15 +365,16 @@ def write_corrected(doc: dict, out_dir: str) -> list:
             out = os.path.join(out_dir, os.path.basename(corrected_path(src)))
             check_output(out, inputs=[("an input trace", t) for t in doc["traces"]])
             rep = _cycle_report(src, found)
-            spans = job_spans(rep, rk["w_ns"], rk["w_py_ns"])
             d = rep.get("delta_ns") if rep else None
             delta = min(max(float(d), 0.0), rk["w_ns"]) if isinstance(d, (int, float)) else 0.0
+            model = CostModel.default(rk["w_ns"], delta, rk["w_py_ns"])
+            spans = job_spans(rep, model)
             m = dict(meta["job"], delta_ns=delta, spans=spans,
                      cycle_report=(f"cycle {rep.get('cycle')} of opskew profile's report" if rep else None))
-            about = corrected_note(rk["w_ns"], delta, w_py_ns=rk["w_py_ns"], source=src,
+            about = corrected_note(model, source=src,
                                    by=f"rank {rk['rank']}'s own W in opskew summary of {doc['world_size']} "
                                       f"rank(s), from {rk['w_source']}")
-            correct(src, rk["w_ns"], delta, out, w_py_ns=rk["w_py_ns"],
+            correct(src, model, out,
                     run_json=json.dumps({"about": about, "job": m}),
                     clock=clock, spans=spans)
             written.append(out)

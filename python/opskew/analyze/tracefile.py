@@ -53,7 +53,7 @@ TB_WORKER_PATTERN = re.compile(r"""^(.*?) # worker name
         (?:\.gz)?$""", re.X)
 
 # The folder, beside a trace, that holds its corrected trace when the raw one
-# lies among others that a viewer opens as a set (docs/profile.md, "Where
+# lies among others that a viewer opens as a set (docs/profile-reference.md, "Where
 # the corrected traces go"): HolisticTraceAnalysis reads every *.json and *.gz
 # of the folder it is given as one trace per rank (hta/common/trace_file.py),
 # so a raw and a corrected trace of one rank in the same folder would be one
@@ -206,15 +206,19 @@ def scan(path: str, *, header_only: bool = False) -> dict:
     return raise_unless_read(_reader.scan(path, header_only=header_only), path, f"trace {path}")
 
 
-def correct(path: str, w_ns: float, delta_ns: float, out: str | None = None, progress=None, **kw) -> dict:
-    """``opskew._correct.correct`` with its failures raised through
-    from_c_error; a truncated trace is corrected as far as it goes ("truncated"
-    is then True in the result). Keywords: out's path, categories,
-    w_py_ns, delta_py_ns, py_categories, run_json, clock, and waits (the
-    cross-thread rule: 1 on, 0 off, -1, the default, where the trace holds GPU
-    activity; docs/correct.md, "Threads that wait"). `progress`: told how
-    far each pass of the read is while it runs (watched)."""
-    result = watched(lambda buf: _correct.correct(path, w_ns, delta_ns, out, progress=buf, **kw), progress)
+def correct(path: str, model, out: str | None = None, progress=None, *, end: int = 0, deltas: dict | None = None,
+            **kw) -> dict:
+    """``opskew._correct.correct`` with the cost model `model`
+    (opskew.stats.costmodel.CostModel) at W's median (`end` 0), its lower
+    (1) or upper end (2), `deltas` {class name: delta} for that end, and its
+    failures raised through from_c_error; a truncated trace is corrected as
+    far as it goes ("truncated" is then True in the result). Keywords:
+    run_json, clock, spans and waits (the cross-thread rule: 1 on, 0 off,
+    -1, the default, where the trace holds GPU activity; docs/correct.md,
+    "Threads that wait"). `progress`: told how far each pass of the read is
+    while it runs (watched)."""
+    classes = model.for_c(end, deltas)
+    result = watched(lambda buf: _correct.correct(path, out=out, progress=buf, classes=classes, **kw), progress)
     return raise_unless_read(result, path, f"correct {path}")
 
 

@@ -82,13 +82,13 @@ def _band(o: dict, lo: dict, hi: dict, fig: str) -> dict:
     return {"median": m, "ci95": [min(a, b, m), max(a, b, m)]}
 
 
-def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = None, delta_py_ns: float = 0.0,
-                 threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
+def per_operator(path: str, model, *, threshold: float = 0.05, out: str | None = None, metadata: dict | None = None,
                  waits: int = -1, spans: dict | None = None, bytecode: dict | None = None,
                  delta_range: list | None = None, op_deltas: dict | None = None) -> dict:
-    """The verdict for every operator of the trace at `path`. `w` and `w_py`
-    are {"median", "ci95": [lo, hi]} in ns per event; delta and delta_py
-    are clamped into [0, W] at each end. Returns {"ops": [...], "summary":
+    """The verdict for every operator of the trace at `path` under the cost
+    model `model` (opskew.stats.costmodel.CostModel: each class's W,
+    {"median", "ci95": [lo, hi]} in ns per event, and delta, clamped into
+    [0, W] at each end). Returns {"ops": [...], "summary":
     {...}, "marks": {mark: n}, "stats", "threshold", "truncated"}; ops are sorted by reported
     self time. With `out`, the trace corrected at W's median is written
     there (the run whose figures are the medians); `metadata` (a dict, as
@@ -111,8 +111,8 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     calibrate's leaf panel, calibration.delta_range): the intervals take
     delta at hi with W's upper end and at lo with W's lower end, so they
     carry what one delta for every operator cannot know (each clamped into
-    [0, W] at its end, lo at most delta, hi at least delta). None: delta is
-    the same at all three.
+    [0, W] at its end, lo at most delta, hi at least delta; the operators'
+    class's delta). None: delta is the same at all three.
     `op_deltas`: {name: {"median", "ci95": [lo, hi]}}, a name's own delta
     (opskew.profile's leaf operators against opskew's tracer in the same
     run): its events take it instead of delta, at its median with W's
@@ -128,12 +128,11 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     beyond doubt (its own delta is then 0); its intervals' high ends reach
     the reference's time (calls x hi above the median), which makes its
     mark "unknowable", and its row says so (row["below_tracer_ns"])."""
-    w_py = w_py or {"median": 0.0, "ci95": [0.0, 0.0]}
+    op_cls = model.operator
+    delta_ns = op_cls.delta_ns
 
-    def run(wv, wpv, dest=None, d=delta_ns, **kw):
-        wv, wpv = max(float(wv), 0.0), max(float(wpv), 0.0)
-        return correct(path, wv, min(max(d, 0.0), wv), dest, w_py_ns=wpv,
-                       delta_py_ns=min(max(delta_py_ns, 0.0), wpv), waits=waits, **kw)
+    def run(end, dest=None, d=delta_ns, **kw):
+        return correct(path, model, dest, end=end, deltas={op_cls.name: d}, waits=waits, **kw)
 
     d_lo = d_hi = delta_ns
     if delta_range is not None:
@@ -148,14 +147,14 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
     # they run side by side where the process may use more than one CPU
     # (bench/bench_verdict.py; docs/profile.md, "The verdict").
     med, low, high = _side_by_side(
-        lambda: run(w["median"], w_py["median"], out, spans=with_deltas(spans, own, 0), **extra),
+        lambda: run(0, out, spans=with_deltas(spans, own, 0), **extra),
         # Larger W (and delta) removes more: its upper end gives the lower corrected bound.
-        lambda: run(w["ci95"][1], w_py["ci95"][1], d=d_hi, spans=with_deltas(spans, own, 2)),
-        lambda: run(w["ci95"][0], w_py["ci95"][0], d=d_lo, spans=with_deltas(spans, own, 1)))
+        lambda: run(2, d=d_hi, spans=with_deltas(spans, own, 2)),
+        lambda: run(1, d=d_lo, spans=with_deltas(spans, own, 1)))
     lo_of = {o["name"]: o for o in low["ops"]}
     hi_of = {o["name"]: o for o in high["ops"]}
-    wm, wpm = max(w["median"], 0.0), max(w_py["median"], 0.0)
-    dm, dpm = min(max(delta_ns, 0.0), wm), min(max(delta_py_ns, 0.0), wpm)
+    at = model.for_c(0)  # each class as the median's pass took it
+    python = [c["python"] for c in at]
     if bytecode is not None and not isinstance(bytecode, dict):
         raise TypeError(f"bytecode must be opskew.bytecode.measure()'s dict or None, not {type(bytecode).__name__}")
     factor = ((bytecode or {}).get("factor") or {}).get("median") if (bytecode or {}).get("applies") else None
@@ -166,13 +165,15 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         lo, hi = lo_of[o["name"]], hi_of[o["name"]]
         calls = o["calls"]
         mine = own.get(o["name"])
-        inside = (dpm if o["python"] else dm) if mine is None else mine[0]
+        k = o.get("cost_class", 0)
+        inside = at[k]["delta_ns"] if mine is None else mine[0]
+        per = o.get("class_descendants") or [o["descendants"], o["py_descendants"]]
         row = {
             "name": o["name"], "calls": calls, "python": bool(o["python"]), "category": o.get("category", ""),
             "reported_self_ns": o["reported_self_ns"], "reported_total_ns": o["reported_total_ns"],
             "added_ns": {"inside": calls * inside,
-                         "operators_below": wm * o["descendants"],
-                         "python_below": wpm * o["py_descendants"],
+                         "operators_below": sum(c["w_ns"] * n for c, n, py in zip(at, per, python) if not py),
+                         "python_below": sum(c["w_ns"] * n for c, n, py in zip(at, per, python) if py),
                          # Other threads' events it waited for (the C
                          # correction's cross-thread rule, docs/correct.md).
                          "other_threads": o.get("waited_ns", 0.0),
@@ -223,13 +224,17 @@ def per_operator(path: str, w: dict, delta_ns: float, *, w_py: dict | None = Non
         row["mark"] = marks["total"]
         ops.append(row)
     ops.sort(key=lambda r: -r["reported_self_ns"])
-    return {"ops": ops, "marks": mark_counts(ops), "summary": where_it_lands(med, ops, dm, wm, wpm),
+    w, w_py = op_cls.w, model.python.w if model.python is not None else {"median": 0.0, "ci95": [0.0, 0.0]}
+    dm = at[model.classes.index(op_cls)]["delta_ns"]
+    dpm = at[model.classes.index(model.python)]["delta_ns"] if model.python is not None else 0.0
+    extra_model = {} if model.default_shape() else {"cost_model": model.to_dict()}
+    return {"ops": ops, "marks": mark_counts(ops), "summary": where_it_lands(med, ops, dm, model),
             "stats": med["stats"],
             "bytecode": bytecode, "bytecode_rows": sum(1 for r in ops if "bytecode_factor" in r),
             "threshold": threshold, "ci_coverage": w.get("ci_coverage", 0.95),
             "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
             "delta_range_ns": [d_lo, d_hi] if delta_range is not None else None,
-            "truncated": bool(med["truncated"])}
+            "truncated": bool(med["truncated"]), **extra_model}
 
 
 def moved(row: dict, clamped_ns: float) -> dict:
@@ -311,7 +316,7 @@ def with_deltas(spans: dict | None, own: dict, k: int) -> dict | None:
     return out
 
 
-def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_py_ns: float = 0.0) -> dict:
+def where_it_lands(med: dict, ops: list, delta_ns: float, model=None) -> dict:
     """Where the instrument's time went, in the trace's terms. Of W per
     operator event (and W_py per Python event) over the window:
     - inside the leaves' own intervals: delta per leaf call, the only part
@@ -321,10 +326,10 @@ def where_it_lands(med: dict, ops: list, delta_ns: float, w_ns: float = 0.0, w_p
     - between top-level events: it is in no event at all, only in the
       step's wall time (a trace of bare leaves shows none of it)."""
     s = med["stats"]
-    op_events = s["corrected_events"] - s["py_events"]
     # With spans (opskew.profile's steps), the ranges' own time beyond them
     # too, and what a W scale (a cold first step) priced beyond W.
-    added = max(w_ns * op_events + w_py_ns * s["py_events"], 0.0) + s.get("trimmed_ns", 0.0) + s.get("scaled_ns", 0.0)
+    added = (max(model.added(s["class_events"]) if model is not None else 0.0, 0.0) + s.get("trimmed_ns", 0.0)
+             + s.get("scaled_ns", 0.0))
     in_events = max(s["reported_top_ns"] - s["corrected_top_ns"], 0.0)
     leaves = [r for r in ops if not r["python"] and r["descendants_per_call"] == 0]
     in_leaves = sum(r["added_ns"]["inside"] if "added_ns" in r else r["calls"] * delta_ns for r in leaves)

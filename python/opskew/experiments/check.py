@@ -24,6 +24,7 @@ from opskew.output import check_output, write_failure, write_file
 from opskew.render.plots import NO_MATPLOTLIB
 from opskew.render.trace_notes import corrected_note
 from opskew.render.verdict import plot
+from opskew.stats.costmodel import CostModel
 from opskew.stats.estimators import analyze_check, busy_wait_spun, operator_event_cost, python_event_cost
 
 
@@ -137,12 +138,11 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     try:
         prof.export_chrome_trace(raw)
         try:
-            v = per_operator(raw, {k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta,
-                             w_py={k: w_py[k] for k in ("median", "ci95")}, delta_py_ns=delta_py,
-                             threshold=args.threshold, out=args.corrected_trace, bytecode=bytecode,
+            model = CostModel.default({k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta,
+                                      {k: w_py[k] for k in ("median", "ci95")}, delta_py)
+            v = per_operator(raw, model, threshold=args.threshold, out=args.corrected_trace, bytecode=bytecode,
                              delta_range=delta_range(cal), metadata={"about": corrected_note(
-                                 w["median"], delta, w_ci95=w["ci95"], w_py_ns=wp,
-                                 by=f"opskew check's in-run W on {config}: {w.get('n', 'the')} interleaved "
+                                 model, by=f"opskew check's in-run W on {config}: {w.get('n', 'the')} interleaved "
                                     "pairs of baseline and profiled trials of this workload")})
         except UsageError as exc:  # the corrected trace could not be written: exit 7
             failure = write_failure(exc, args.corrected_trace)

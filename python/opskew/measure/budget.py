@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from opskew import _engine
+from opskew.measure.instruments import run_and_stop
 
 # The probes' sizes: SMALL x n and 4 x SMALL x n iterations, each twice.
 REPEATS = 2
@@ -68,17 +69,14 @@ def probe(iteration, options: dict, activities, iters: int, sync=None) -> dict:
     peak_ok = rss0 is not None and _reset_peak()
     prof = torch.profiler.profile(activities=activities, **options)
     prof.__enter__()
-    try:
+
+    def body():
         for _ in range(iters):
             iteration()
         if sync is not None:
             sync()
-    except BaseException as exc:
-        prof.__exit__(type(exc), exc, exc.__traceback__)
-        raise
-    t0 = time.perf_counter()
-    prof.__exit__(None, None, None)
-    t1 = time.perf_counter()
+
+    _, t0, t1 = run_and_stop(prof, body)
     fd, path = tempfile.mkstemp(prefix="opskew-budget-", suffix=".json")
     os.close(fd)
     try:

@@ -1,5 +1,5 @@
 """How much slower this interpreter runs Python bytecode while a profile
-function is set (docs/profile.md, "Python code under with_stack").
+function is set (docs/method.md, "Python code under with_stack").
 
 torch.profiler's `with_stack` records Python calls through a profile function
 (PyEval_SetProfile). On CPython 3.11 and older, any profile function sends

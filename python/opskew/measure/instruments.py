@@ -43,6 +43,20 @@ _PY_FUNCTION = re.compile(r"^<built-in |\(\d+\): |^nn\.Module: ")
 NON_OPERATOR_ROWS = ("[memory]", "[OutOfMemory]")
 
 
+def run_and_stop(prof, body):
+    """`body()` under the profiler `prof`, entered already, which is exited
+    whether or not it raises: (its result, time.perf_counter() before and
+    after the exit, which is the profiler's stop)."""
+    try:
+        result = body()
+    except BaseException as exc:
+        prof.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    t0 = time.perf_counter()
+    prof.__exit__(None, None, None)
+    return result, t0, time.perf_counter()
+
+
 @dataclass
 class Trial:
     """Timings of one instrumented trial, in seconds, and what it recorded."""
@@ -189,14 +203,7 @@ class TorchProfiler(Instrument):
         if on_open is not None:
             on_open(prof)
         t1 = time.perf_counter()
-        try:
-            result = window()
-        except BaseException as exc:
-            prof.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        t2 = time.perf_counter()
-        prof.__exit__(None, None, None)
-        t3 = time.perf_counter()
+        result, t2, t3 = run_and_stop(prof, window)
         if self.count == "trace":
             tr = Trial(window=result, enter_s=t1 - t0, stop_s=t3 - t2)
             def inspect_trace(p):

@@ -40,6 +40,7 @@ from opskew.profiler.schedule import (UNSET, exit_rest, owns_ranges, phase_of, p
                                       transit)
 from opskew.profiler.traces import TraceFiles
 from opskew.render.profile import render, render_recorrected
+from opskew.results.profile import RunReport, as_printed
 
 # The `opskew profile` command's step driver in this process (set by its
 # bootstrap, _entry/profile_boot.py); None everywhere else.
@@ -218,7 +219,11 @@ class profile(DropIn):
                           doc="""One record per step() call kept: {"after_step", "ns", "on_trace_ready_ns"}.""")
     _events = property(attrgetter("_clock.events"))
     _pair_steps = property(attrgetter("_analysis.pair_steps"))
-    final = property(attrgetter("_analysis.final"), doc="The run's W from all its steps, set at stop().")
+    @property
+    def final(self):
+        """The run's W from all its steps, set at stop(): a RunReport (a dict), or None."""
+        f = self._analysis.final
+        return RunReport(f) if f is not None else None
 
     print_error = property(attrgetter("_out.error"), doc="Why report_file stopped being printed to, if it did.")
 
@@ -331,7 +336,7 @@ class profile(DropIn):
             # leaves the next body slower (its code and data in the caches
             # and predictors): torch's step() and opskew's bookkeeping around
             # it made a small MLP's next body 5.6% slower than a body after a
-            # body, this path 2.9% (bench/bench_wait_steps.py; docs/profile.md,
+            # body, this path 2.9% (bench/bench_wait_steps.py; docs/method.md,
             # "Wait steps under a live profiler").
             # Wait to wait, torch's step() only moves the schedule on:
             # the same, done here; any other transition goes through torch.
@@ -397,10 +402,11 @@ class profile(DropIn):
                         "on_trace_ready_ns": c.ready_ns, "stop": True})
         try:
             self._analysis.recorrect(self.reports, self._cycle)
-            self._out.say(render_recorrected(self.reports, self.final))
+            self._out.say(render_recorrected(self.reports, self.final, as_printed))
         except Exception as exc:  # noqa: BLE001 - the run's own traces are already written
             if self.report is not None:
-                self.report["recorrect_error"] = f"{type(exc).__name__}: {exc}"
+                self.reports[-1] = self.report.revised({"recorrect_error": f"{type(exc).__name__}: {exc}"},
+                                                       "recorrect_failed")
             self._out.say(f"opskew.profile: correcting earlier traces with the final W failed "
                       f"({type(exc).__name__}: {exc}); each keeps its own cycle's W\n")
 

@@ -6,6 +6,7 @@ final W. Loops here are over steps and cycles, never over events."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Callable
@@ -13,11 +14,11 @@ from collections.abc import Callable
 from opskew.analyze.audit import audit, summary as audit_summary
 from opskew.analyze.tracefile import correct
 from opskew.errors import OpskewError
-from opskew.profiler.figures import cost_classes, leaves_own
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
-from opskew.profiler.traces import at_cycle, corrected_path, metadata, operators, per_operator_to, trace_steps
+from opskew.profiler.traces import corrected_path, metadata, per_operator_to, take
 from opskew.render.audit import lines as audit_lines
+from opskew.stats.costmodel import CostModel, separability
 from opskew.stats.pricing import ADVICE, MIN_PAIRS, POST_TRACE, estimate_w, median
 from opskew.vocab import OP_CATEGORIES, STEP_NAME
 
@@ -39,7 +40,7 @@ def count(trace: str, waits: int) -> dict:
     those of other threads it waited for (a CUDA backward runs on the
     autograd engine's device thread: the C correction's cross-thread rule,
     on where the trace holds GPU activity)."""
-    res = correct(trace, 0.0, 0.0, waits=waits)
+    res = correct(trace, CostModel.default(0.0), waits=waits)
     per_step = {}
     for o in res["ops"]:
         m = STEP_NAME.match(o["name"])
@@ -57,19 +58,31 @@ def count(trace: str, waits: int) -> dict:
             "py_events": st["py_events"], "leaves": leaves}
 
 
+_ABSENT = object()
+
+
+def _fresh(rep: dict) -> dict:
+    """A copy of `rep` to compute a revision in (step_spans writes into its
+    cold_step and position_steps), without its table of every operator:
+    the report as printed keeps its own values."""
+    return copy.deepcopy({k: v for k, v in rep.items() if k != "operators"})
+
+
 def claim(reports: list, rep: dict):
     """`rep`'s raw trace is now at its path: an earlier cycle's report
     naming the same file (a handler that exports to one name every
     cycle) no longer describes it, and stop() must not correct that file
-    again as the earlier cycle's."""
+    again as the earlier cycle's. That report is replaced by one that says
+    so (CycleReport.revised)."""
     raw = rep.get("raw_trace")
     if not raw:
         return
     # The reports stop() may correct again, at most: O(1) a cycle.
-    for r in reports[-MAX_RECORRECT - 1:]:
+    for i in range(max(len(reports) - MAX_RECORRECT - 1, 0), len(reports)):
+        r = reports[i]
         if r is not rep and r.get("raw_trace") == raw:
-            r["raw_trace"] = r["corrected_trace"] = None
-            r["overwritten_by_cycle"] = rep["cycle"]
+            reports[i] = r.revised({"raw_trace": None, "corrected_trace": None, "overwritten_by_cycle": rep["cycle"]},
+                                   "overwritten")
 
 
 def shed_old_operators(reports: list, shed_upto: int) -> int:
@@ -118,6 +131,9 @@ class CycleAnalysis:
     wv: dict | None = dataclasses.field(default=None, init=False)
     final: dict | None = dataclasses.field(default=None, init=False)
     pair_steps: list = dataclasses.field(default_factory=list, init=False)
+    # Each recent cycle's notes before delta's (stop() says delta's again
+    # with the leaves it then has), its last MAX_RECORRECT.
+    base_notes: dict = dataclasses.field(default_factory=dict, init=False)
 
     def estimate(self):
         """W from the kept steps' pairs (estimate_w): (W or None, notes, detail)."""
@@ -177,7 +193,6 @@ class CycleAnalysis:
         self.ref.raw.pop(cycle - MAX_RECORRECT, None)
         if wv is not None:
             self._correct(rep, trace, raw, counts, wv)
-        rep["at_cycle"] = at_cycle(rep)
         return rep
 
     def _advice(self, pairs: int, has_wait: bool, single: int = 0) -> str:
@@ -308,7 +323,7 @@ class CycleAnalysis:
         fig = self.figures
         w_py = fig.w_py()
         rep["w_py_ns"] = w_py
-        rep["cost_classes"] = cost_classes(self.options, w_py)
+        rep["cost_classes"] = separability(self.options, w_py)
         rep["bytecode"] = fig.bytecode()
         if self.options["with_stack"] and fig.measure_py and rep["bytecode"] is None:
             rep["notes"] = sorted(set(rep["notes"]) | {
@@ -328,9 +343,8 @@ class CycleAnalysis:
         rep["stop_ns"] = stop_ns  # profiler stop and post-processing, inside step()/stop()
         rep["on_trace_ready_ns"] = user_ns  # the user's handler (its export), inside step()/stop()
         if wv is not None and act_ns > 0:
-            wpm = max(w_py["median"], 0.0) if w_py else 0.0
-            inst = sum(max(wv["median"], 0.0) * events[s["step"]][0] + wpm * events[s["step"]][1]
-                       for s in act)  # operator events at W, Python events at W_py
+            model = self.model(wv)
+            inst = sum(model.step_cost(*events[s["step"]]) for s in act)  # operator events at W, Python's at W_py
             rep["share_of_active_time"] = {"instrument": inst / act_ns, "stop": stop_ns / act_ns,
                                            "on_trace_ready": user_ns / act_ns}
             if inst > act_ns:
@@ -351,37 +365,45 @@ class CycleAnalysis:
         """The cycle's corrected trace (next to `raw`, where there is one)
         with W `wv`, and the report's per-operator part from that pass."""
         fig = self.figures
-        w_py = fig.w_py()
-        delta = fig.delta(wv["median"], rep["notes"])
+        rep["op_deltas_ns"], rep["leaf_delta"] = self.ref.op_deltas(counts.get("leaves"), self.model(wv))
+        self.base_notes[rep["cycle"]] = list(rep["notes"])
+        self.base_notes.pop(rep["cycle"] - MAX_RECORRECT, None)
+        delta = fig.delta(wv["median"], rep["notes"], leaves_own=bool(rep["op_deltas_ns"]))
+        rep["notes"] = sorted(set(rep["notes"]))
         out = corrected_path(raw) if raw is not None else None
         rep["corrected_trace"] = out
         rep["delta_ns"] = delta
-        rep["op_deltas_ns"], rep["leaf_delta"] = self.ref.op_deltas(counts.get("leaves"), wv["median"], w_py)
-        if rep["op_deltas_ns"]:
-            rep["notes"] = leaves_own(rep["notes"])
         self.wv = wv
-        spans = step_spans(rep, wv, w_py, rep)
-        v = per_operator_to(trace, wv, delta, self.threshold, out, metadata(rep), w_py, self.waits, spans,
-                            rep.get("bytecode"), fig.delta_range(), rep["op_deltas_ns"])
-        rep["corrected_trace"] = out
-        rep["delta_ns"] = delta
-        rep["operators"] = operators(v)
-        trace_steps(rep, v)
+        take(rep, self._pass(rep, trace, out, wv, rep))
+
+    def _pass(self, rep: dict, trace: str, out: str | None, wv: dict, levels: dict) -> dict:
+        """The C correction's pass over `trace` with W `wv` and `rep`'s delta
+        and leaves' own deltas (`levels`: where the steps' prices by position
+        come from, step_spans), writing the corrected trace to `out`."""
+        model = self.model(wv, rep.get("delta_ns", 0.0))
+        spans = step_spans(rep, model, levels)
+        return per_operator_to(trace, model, self.threshold, out, metadata(rep), self.waits, spans,
+                               rep.get("bytecode"), self.figures.delta_range(), rep.get("op_deltas_ns"))
+
+    def model(self, wv: dict, delta: float = 0.0) -> CostModel:
+        """The cost model of this profiler's traces at W `wv` and delta:
+        the Python class at the W_py its figures measured (or stored)."""
+        w_py = self.figures.w_py()
+        return CostModel.default(wv, delta, w_py, (w_py or {}).get("delta_py_ns", 0.0))
 
     def correct_copy(self, reports: list, kept: str, path: str):
         """export_chrome_trace(path) after the cycle: the latest report's
         trace, kept by opskew and copied to `path`, corrected next to it
-        with the cycle's W (where it has one)."""
+        with the cycle's W (where it has one). The report is replaced by
+        one that names these files (its `as_printed` keeps the paths it
+        printed)."""
         rep = reports[-1] if reports else None
         if rep is None or self.wv is None:
             return
-        fig = self.figures
         out = corrected_path(path)
-        rep["raw_trace"], rep["corrected_trace"] = path, out
+        reports[-1] = rep = rep.revised({"raw_trace": path, "corrected_trace": out}, "exported")
         claim(reports, rep)
-        spans = step_spans(rep, self.wv, fig.w_py(), rep)
-        per_operator_to(kept, self.wv, rep.get("delta_ns", 0.0), self.threshold, out, metadata(rep), fig.w_py(),
-                        self.waits, spans, fig.bytecode(), fig.delta_range(), rep.get("op_deltas_ns"))
+        self._pass(_fresh(rep), kept, out, self.wv, rep)
 
     # ----------------------------------------------------------------- stop()
     def recorrect(self, reports: list, cycles: int):
@@ -402,7 +424,7 @@ class CycleAnalysis:
         wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
               "ci_method": w["ci_method"]}
         fig = self.figures
-        delta = fig.delta(wv["median"], notes)
+        delta = fig.delta(wv["median"], [])  # its note once the leaves are known, below
         self.final = {"w_ns": wv, "w_own_ns": detail.get("w_own_ns"), "delta_ns": delta, "pairs": detail["pairs"],
                       # The cycles its pairs come from: the last KEEP_CYCLES of the run's.
                       "cycles": min(cycles, KEEP_CYCLES), "run_cycles": cycles,
@@ -422,24 +444,27 @@ class CycleAnalysis:
         if older:
             self.final["not_recorrected"] = (f"the {older} oldest traces keep their own cycle's W (those of the "
                                              f"latest {MAX_RECORRECT} cycles are corrected again at stop)")
-        redo = [r for r in reports[-MAX_RECORRECT:] if r.get("raw_trace") and os.path.isfile(r["raw_trace"])]
-        steps = []
-        for rep in redo:
-            out = corrected_path(rep["raw_trace"])
-            rep["corrected_trace"] = out
-            rep["corrected_with"] = "the run's final W"
-            rep["corrected_w_ns"] = wv
-            spans = step_spans(rep, wv, fig.w_py(), self.final)
+        steps, leaves_own = [], False
+        for i in range(max(len(reports) - MAX_RECORRECT, 0), len(reports)):
+            rep = reports[i]
+            if not rep.get("raw_trace") or not os.path.isfile(rep["raw_trace"]):
+                continue
+            new = dict(_fresh(rep), corrected_trace=corrected_path(rep["raw_trace"]),
+                       corrected_with="the run's final W", corrected_w_ns=wv, delta_ns=delta)
             # Each leaf's own delta from every tracer step of the run.
-            rep["op_deltas_ns"], rep["leaf_delta"] = self.ref.op_deltas(self.ref.raw.get(rep["cycle"]), wv["median"],
-                                                                        fig.w_py())
-            if rep["op_deltas_ns"]:
-                self.final["notes"] = leaves_own(self.final["notes"])
-            v = per_operator_to(rep["raw_trace"], wv, delta, self.threshold, out, metadata(rep), fig.w_py(),
-                                self.waits, spans, fig.bytecode(), fig.delta_range(), rep["op_deltas_ns"])
-            rep["operators"] = operators(v)
-            trace_steps(rep, v)
+            new["op_deltas_ns"], new["leaf_delta"] = self.ref.op_deltas(self.ref.raw.get(rep["cycle"]), self.model(wv))
+            leaves_own = leaves_own or bool(new["op_deltas_ns"])
+            base = self.base_notes.get(rep["cycle"])
+            if base is not None:
+                new["notes"] = list(base)
+                fig.delta(wv["median"], new["notes"], leaves_own=bool(new["op_deltas_ns"]))
+                new["notes"] = sorted(set(new["notes"]))
+            v = self._pass(new, rep["raw_trace"], new["corrected_trace"], wv, self.final)
+            take(new, v)
+            reports[i] = rep.revised({k: x for k, x in new.items() if rep.get(k, _ABSENT) != x}, "final_w")
             steps += [o["corrected_total_ns"] for o in v["ops"] if STEP_NAME.match(o["name"]) and o["calls"] == 1]
+        fig.delta(wv["median"], notes, leaves_own=leaves_own)
+        self.final["notes"] = sorted(set(notes))
         if steps:
             # The run's corrected step is its corrected traces' (trace_steps).
             self.final["corrected_step_pairs_ns"] = self.final["corrected_step_ns"]

@@ -15,42 +15,6 @@ from opskew.errors import OpskewError
 from opskew.measure import bytecode as bytecode_slowdown  # its measured(), looked up when called
 from opskew.stats.pricing import MIN_PAIRS
 
-NO_DELTA = "is taken as 0, so every operator's corrected time still holds it"
-
-
-def leaves_own(notes: list) -> list:
-    """`notes` with the note on a missing delta (Figures.delta's) narrowed where
-    the leaves took their own (op_deltas): it holds for the others only."""
-    return [n.replace(NO_DELTA, "is taken as 0 for every operator but the leaves (they took their own from "
-                      "opskew's tracer: leaf_delta), so the others' corrected times still hold it", 1)
-            for n in notes]
-
-
-def cost_classes(options: dict, w_py) -> dict:
-    """What each class of the trace's events is priced at, and where a
-    class's cost cannot be told apart from another's in this run (the
-    report's and the corrected trace's `cost_classes`; docs/profile.md,
-    "The report"). W is fitted per operator event (cpu_op and
-    user_annotation: both are RecordFunction ranges, one instrument path), so
-    whatever the configuration records per operator (shapes, modules, flops)
-    is in it; W_py is measured apart, on Python calls alone."""
-    out = {"cpu_op": "W per event, from this run's pairs of active and wait steps",
-           "user_annotation": "W per event, as an operator: a record_function range takes the operators' "
-                              "RecordFunction path; not measured apart"}
-    if options.get("with_stack"):
-        out["python_function"] = ("W_py per event, measured apart on Python calls (" + w_py["source"] + ")"
-                                  if w_py else "not measured here: its cost is in W per operator event")
-    folded = [k for k in ("record_shapes", "with_modules", "with_flops") if options.get(k)]
-    if folded:
-        out["per_operator_extras"] = ", ".join(folded) + ": no events of their own; what they cost per operator is in W"
-    if options.get("profile_memory"):
-        out["memory"] = ("[memory] instant events: not separable in this run; what recording them costs "
-                         "is in W per operator event (an operator that allocates pays for one that does not)")
-    out["not_separable"] = sorted(k for k in out if k in ("user_annotation", "memory", "per_operator_extras")
-                                  or (k == "python_function" and not w_py))
-    return out
-
-
 class Figures:
     """W_py, the bytecode slowdown, the stored calibration and delta of one
     profiler's configuration (`options`: its record_shapes, ... flags)."""
@@ -144,16 +108,21 @@ class Figures:
         panel), which the verdict's intervals carry; None without one."""
         return delta_range(self.stored())
 
-    def delta(self, w_median: float, notes: list) -> float:
+    def delta(self, w_median: float, notes: list, leaves_own: bool = False) -> float:
         """delta (the instrument's time inside each operator's own event)
         from the stored calibration, clamped into [0, W]; with none stored,
-        0, and `notes` says what that leaves in the leaves."""
+        0, and `notes` says what that leaves in the operators' corrected
+        times (`leaves_own`: the leaves took their own from opskew's tracer,
+        LeafReference.op_deltas, so it holds for the others only)."""
         cal = self.stored()
         if self.stored_note:
             notes.append(self.stored_note)
         if cal is None:
+            which = (" for every operator but the leaves (they took their own from opskew's tracer: leaf_delta), so "
+                     "the others' corrected times still hold it" if leaves_own else
+                     ", so every operator's corrected time still holds it")
             notes.append("no stored calibration of this configuration: delta, the instrument's time inside each "
-                         "operator's own event, is taken as 0, so every operator's corrected time still holds it "
+                         f"operator's own event, is taken as 0{which} "
                          "(tens to hundreds of ns a call; docs/correct.md); `opskew calibrate --config "
                          f"{','.join(k for k, v in self.options.items() if v) or 'minimal'}` once on this machine "
                          "measures it")

@@ -1,4 +1,4 @@
-"""The leaf reference (docs/profile.md, "Each leaf's own delta"): opskew's
+"""The leaf reference (docs/method.md, "Each leaf's own delta"): opskew's
 own tracer on a few wait steps after each trace, from which each leaf
 operator gets its own delta (its mean reported time in the trace less its
 time under the tracer)."""
@@ -9,7 +9,7 @@ from opskew import _engine
 from opskew.stats.pricing import POST_TRACE, REF_STEPS, REF_WAIT, median
 from opskew.tracer.session import trace
 
-# The leaf reference (docs/profile.md, "Each leaf's own delta"): opskew's
+# The leaf reference (docs/method.md, "Each leaf's own delta"): opskew's
 # own tracer, whose cost is near the hardware floor, records REF_STEPS wait
 # steps of each wait block after a trace. One session holds them and the
 # step before them, which runs cold under a new session (its operators took
@@ -35,7 +35,7 @@ REF_KEEP = 64
 # it does not reach several times that, while a stall in the traced steps
 # (one call descheduled for milliseconds) does. Taken, it raised that
 # operator's W to it and every step around it lost it: a step corrected to
-# 127 us against 733 us in its unprofiled wait steps (docs/profile.md,
+# 127 us against 733 us in its unprofiled wait steps (docs/method.md,
 # "Each leaf's own delta").
 REF_REFUSE_W = 4.0
 
@@ -120,11 +120,12 @@ class LeafReference:
                                    if r["descendants"] == 0 and r["calls"] > 0})
         del self.steps[:-REF_KEEP]
 
-    def op_deltas(self, leaves: dict | None, w_median: float, w_py: dict | None) -> tuple[dict | None, dict]:
+    def op_deltas(self, leaves: dict | None, model) -> tuple[dict | None, dict]:
         """Each leaf's own delta for a trace whose leaves are `leaves`
-        ({name: (calls, reported total ns, Python events inside)}): its mean
-        reported time, less W_py per Python event inside it (under
-        with_stack), less its time per call under opskew's tracer; the
+        ({name: (calls, reported total ns, Python events inside)}) under the
+        cost model `model`: its mean reported time, less the Python class's
+        W per Python event inside it (under with_stack), less its time per
+        call under opskew's tracer; the
         median over the tracer steps with the sign test's interval, at 0 and
         above. Returns (op_deltas for verdict.per_operator or None, what the
         report says)."""
@@ -138,7 +139,8 @@ class LeafReference:
                            "that its after-effect has faded before the wait steps W is paired with")
         if n < REF_MIN_STEPS or not leaves:
             return None, info
-        wp = max(w_py["median"], 0.0) if w_py else 0.0
+        w_median = model.operator.w["median"]
+        wp = max(model.python.w["median"], 0.0) if model.python is not None else 0.0
         out = {}
         for name, (calls, total, py) in leaves.items():
             ts = [st[name] for st in self.steps if name in st]
@@ -155,7 +157,7 @@ class LeafReference:
                 # Faster in the trace than under opskew's tracer, beyond
                 # doubt: no instrument cost makes an event shorter, so the
                 # profiled steps ran it faster, or the wait steps slower,
-                # than it runs (docs/profile.md, "Faster in the trace"). Its
+                # than it runs (docs/method.md, "Faster in the trace"). Its
                 # interval reaches the tracer's time.
                 out[name]["below_ns"] = {"median": -p["median"], "ci95": [-p["ci"][1], -p["ci"][0]],
                                          "tracer_ns": median(ts)}

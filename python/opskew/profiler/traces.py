@@ -15,9 +15,9 @@ import weakref
 from opskew.analyze.tracefile import corrected_path  # noqa: F401 - re-exported: the raw trace's corrected name
 from opskew.analyze.verdict import mark_counts, per_operator
 from opskew.output import write_file
-from opskew.render.profile import STRETCH_PREFIX, stretch_note
 from opskew.render.trace_notes import corrected_note
 from opskew.stats.pricing import median
+from opskew.stats.rows import moved_most
 from opskew.vocab import STEP_NAME
 
 
@@ -97,39 +97,38 @@ class TraceFiles:
         return keep
 
 
-def per_operator_to(trace, w, delta, threshold, out, metadata, w_py=None, waits=-1, spans=None, bytecode=None,
+def per_operator_to(trace, model, threshold, out, metadata, waits=-1, spans=None, bytecode=None,
                     delta_range=None, op_deltas=None):
-    """opskew.verdict.per_operator writing the corrected trace to `out` (a
-    `.gz` name is written gzipped by the C writer); `spans`: the steps'
-    bodies by range name (the report's step_spans_ns); `bytecode`: the
-    interpreter's slowdown under with_stack (opskew.bytecode.measure);
-    `delta_range`: delta's spread over operators (calibration.delta_range);
-    `op_deltas`: the leaves' own deltas (LeafReference.op_deltas)."""
-    dp = w_py.get("delta_py_ns", 0.0) if w_py else 0.0
+    """opskew.verdict.per_operator under the cost model `model` writing the
+    corrected trace to `out` (a `.gz` name is written gzipped by the C
+    writer); `spans`: the steps' bodies by range name (the report's
+    step_spans_ns); `bytecode`: the interpreter's slowdown under with_stack
+    (opskew.bytecode.measure); `delta_range`: delta's spread over operators
+    (calibration.delta_range); `op_deltas`: the leaves' own deltas
+    (LeafReference.op_deltas)."""
     if out is not None:
         # corrected_path's folder (corrected/ beside a trace the viewers list).
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        metadata = {"about": about(metadata or {}, w, delta, w_py), **(metadata or {})}
-    v = per_operator(trace, w, delta, out=out, threshold=threshold, metadata=metadata, w_py=w_py,
-                     delta_py_ns=dp, waits=waits, spans=spans, bytecode=bytecode, delta_range=delta_range,
-                     op_deltas=op_deltas)
-    return v
+        metadata = {"about": about(metadata or {}, model), **(metadata or {})}
+    return per_operator(trace, model, out=out, threshold=threshold, metadata=metadata, waits=waits, spans=spans,
+                        bytecode=bytecode, delta_range=delta_range, op_deltas=op_deltas)
 
 
-def about(rep: dict, w: dict, delta: float, w_py: dict | None) -> str:
+def about(rep: dict, model) -> str:
     """The corrected trace's sentence about itself (render.trace_notes.corrected_note)."""
     cycle = f"cycle {rep['cycle']}'s own" if rep.get("cycle") is not None else "its cycle's"
     rank = f" of rank {rep['rank']}" if rep.get("rank") is not None else ""
     by = (f"opskew.profile's in-run W{rank}: {rep.get('corrected_with') or cycle}, from the run's own wait and "
           "active steps")
-    return corrected_note(w["median"], delta, by=by, w_ci95=w.get("ci95"),
-                          w_py_ns=(w_py or {}).get("median", 0.0), source=rep.get("raw_trace"))
+    return corrected_note(model, by=by, source=rep.get("raw_trace"))
 
 
 # Figures the pass that writes the trace finds (trace_steps): the report
 # has them, the trace itself holds them (its ProfilerStep#N ranges), and
 # its metadata would carry an earlier pass's.
-FROM_THE_TRACE = ("operators", "corrected_step_ns", "corrected_step_w_ci_ns", "trace_step_stretch")
+FROM_THE_TRACE = ("operators", "moved_most", "corrected_step_ns", "corrected_step_w_ci_ns", "trace_step_stretch",
+                  # what the report printed before a revision: not the trace's
+                  "as_printed", "revised_by")
 
 
 def metadata(rep: dict) -> dict:
@@ -143,30 +142,18 @@ def metadata(rep: dict) -> dict:
     return out
 
 
-# The figures a cycle's printed report gives (render.profile.render), kept in
-# its report as `at_cycle` when stop() corrects its trace again with the
-# run's final W: the report's own fields are then the trace's as it is on
-# disk, and at_cycle is what was printed when the cycle ended.
-AT_CYCLE = ("corrected_step_ns", "corrected_step_w_ci_ns", "w_ns", "w_source", "corrected_trace")
-
-
-def at_cycle(rep: dict) -> dict:
-    """The figures `rep` printed when its trace was ready (AT_CYCLE, and
-    the operators' marks)."""
-    out = {k: rep.get(k) for k in AT_CYCLE}
-    out["marks"] = dict((rep.get("operators") or {}).get("marks") or {}) or None
-    return out
-
-
 def entry(rep: dict) -> dict:
     """A cycle's entry in `opskew profile`'s report.json: the report with
     its corrected step, interval and W's source (`corrected_with` says which
-    W wrote the trace on disk; `at_cycle` what the cycle printed), without
-    the table of every operator, which its corrected trace holds (the file
-    keeps KEEP_CYCLES cycles and is rewritten each cycle: it stays small)."""
-    out = {k: v for k, v in rep.items() if k != "operators"}
+    W wrote the trace on disk; `as_printed` what the cycle printed where that
+    differs), without the table of every operator, which its corrected
+    trace holds (the file keeps KEEP_CYCLES cycles and is rewritten each
+    cycle: it stays small)."""
+    out = dict(rep)
     ops = rep.get("operators")
-    out["marks"] = dict(ops["marks"]) if ops else None
+    if ops:
+        out["operators"] = {k: v for k, v in ops.items() if k != "ops"}
+    out["marks"] = dict(ops["marks"]) if ops else None  # as earlier versions wrote it
     if out.get("corrected_step_ns") is not None and not out.get("corrected_with"):
         out["corrected_with"] = f"its own cycle's W ({rep.get('w_source')})"
     return out
@@ -175,17 +162,15 @@ def entry(rep: dict) -> dict:
 def trace_steps(rep: dict, v: dict):
     """The corrected step as the corrected trace writes it (the report's
     corrected_step_ns: one number for both), and how much longer the
-    corrected trace writes the ProfilerStep#N ranges
-    than the model's figure (their events stretched: W - delta did not fit
-    between a step's events; docs/correct.md), as the median over the
-    trace's steps, into rep["trace_step_stretch"], with a note past
-    STRETCH_NOTE of a step. Found in the pass that writes the trace, so that
-    trace's own metadata lacks it; the report has it."""
+    corrected trace writes the ProfilerStep#N ranges than the model's
+    figure (their events stretched: W - delta did not fit between a step's
+    events; docs/correct.md), as the median over the trace's steps, into
+    rep["trace_step_stretch"] (`said`: past STRETCH_NOTE of a step, which
+    the printed report says). Found in the pass that writes the trace, so
+    that trace's own metadata lacks it; the report has it."""
     rows = [o for o in v["ops"] if STEP_NAME.match(o["name"]) and o["calls"] == 1]
-    notes = [n for n in rep.get("notes") or [] if not n.startswith(STRETCH_PREFIX)]
     if not rows:
         rep["trace_step_stretch"] = None
-        rep["notes"] = notes
         return
     # The report's corrected step is its corrected trace's: the median of
     # the ProfilerStep#N ranges as written, and its band at W's CI ends from
@@ -199,13 +184,22 @@ def trace_steps(rep: dict, v: dict):
     ns = median([o["stretched_ns"] for o in rows])
     share = median([o["stretched_ns"] / o["corrected_total_ns"]["median"]
                     for o in rows if o["corrected_total_ns"]["median"] > 0])
-    rep["trace_step_stretch"] = {"median_ns": ns, "share": share, "steps": len(rows)}
-    if share is not None and share > STRETCH_NOTE:
-        notes.append(stretch_note(ns, share))
-    rep["notes"] = sorted(set(notes))
+    rep["trace_step_stretch"] = {"median_ns": ns, "share": share, "steps": len(rows),
+                                 "said": bool(share is not None and share > STRETCH_NOTE)}
 
 
 def operators(v: dict) -> dict:
     """The report's per-operator part, from opskew.analyze.verdict.per_operator."""
     return {"ops": v["ops"], "summary": v["summary"], "bytecode_rows": v.get("bytecode_rows", 0),
             "marks": v.get("marks") or mark_counts(v["ops"])}
+
+
+def take(rep: dict, v: dict):
+    """What `rep` takes from the pass `v` that wrote its corrected trace:
+    its per-operator part, the operators whose self time the correction
+    moved most (as the printed report names them), and its corrected step
+    (trace_steps)."""
+    rep["operators"] = operators(v)
+    rep["moved_most"] = moved_most([(o["name"], o["reported_self_ns"], o["corrected_self_ns"]["median"])
+                                    for o in v["ops"] if o.get("corrected_self_ns")])
+    trace_steps(rep, v)

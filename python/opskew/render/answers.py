@@ -6,7 +6,7 @@ interval, before the tables and notes that support it (docs/commands.md,
 from __future__ import annotations
 
 from opskew.render.units import count_of, fmt_ns, fmt_time
-from opskew.vocab import is_step
+from opskew.stats.rows import moved_most
 
 # matrix's rows that record every operator (a trace at operator granularity);
 # the floors and the empty observer record nothing.
@@ -79,15 +79,6 @@ def sweep(result: dict) -> str:
                              f"size measured ({pts[0]['size']} to {pts[-1]['size']}; "
                              f"{fmt_time(first['by'][name]['added_per_call_s'])} a call at the smallest)")
     return "opskew sweep: " + "; ".join(parts) if parts else ""
-
-
-def moved_most(rows, n: int = 3) -> list:
-    """Of `rows` [(name, reported self ns, corrected self ns)], the `n` the
-    correction moved most (reported less corrected, 1% of reported at
-    least), ProfilerStep#N ranges left out (they are the step, not an
-    operator)."""
-    rows = sorted((r for r in rows if not is_step(r[0])), key=lambda r: r[2] - r[1])
-    return [r for r in rows[:n] if r[1] - r[2] > 0.01 * r[1]]
 
 
 def correct(res: dict) -> str:

@@ -7,7 +7,7 @@ saying what corrected them."""
 
 from __future__ import annotations
 
-from opskew.render.units import fmt_ns
+from opskew.render.units import count_of, fmt_ns
 
 COLUMN = 12  # torch's DEFAULT_COLUMN_WIDTH
 SPACING = 2  # torch's SPACING_SIZE
@@ -38,8 +38,17 @@ def _share(time_us: float, total_us: float) -> str:
 
 
 def trust(row) -> str:
-    """A row's trust mark: its total's, and its self time's where that differs."""
-    return row.mark + (f" (self: {row.self_mark})" if row.self_mark != row.mark else "")
+    """A row's trust mark: its total's, and its self time's where that
+    differs; "‡" where a corrected time lies above its reported one
+    (ABOVE_LINE says why)."""
+    return (row.mark + (f" (self: {row.self_mark})" if row.self_mark != row.mark else "")
+            + (" ‡" if getattr(row, "above_reported", None) else ""))
+
+
+# The footer's line for rows marked ‡ (analyze.averages.above_reported).
+ABOVE_LINE = ("‡ {n}: corrected time above the reported one ({figs}): no instrument cost makes an event "
+              "shorter; the corrected time line wrote them longer, their children's corrected times outlasting "
+              "them (docs/correct.md, \"One time line\")")
 
 
 def table(events, doc: dict, *, sort_by=None, row_limit=100, max_name_column_width=55, header=None,
@@ -105,6 +114,10 @@ def table(events, doc: dict, *, sort_by=None, row_limit=100, max_name_column_wid
     if has_device_time:
         out.append(f"Self {dev} time total: {_in_unit(device_total, time_unit)}")
     out += footer(doc, sum(e.reported_self_ns for e in events if not e.self_device_time_total))
+    above = [e for e in shown if getattr(e, "above_reported", None)]
+    if above:
+        figs = sorted({f for e in above for f in e.above_reported})
+        out.append(ABOVE_LINE.format(n=count_of(len(above), "row"), figs=" and ".join(figs)))
     return "\n".join(out) + "\n"
 
 

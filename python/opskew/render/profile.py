@@ -4,21 +4,17 @@ the report's figures are said in."""
 
 from __future__ import annotations
 
-from opskew.render import answers
 from opskew.render.units import fmt_ns
 from opskew.render.verdict import bytecode_sentence, marks_line, reconcile, skew_words
 from opskew.stats.pricing import COLD_STEP_MIN_CYCLES, level
 
-STRETCH_PREFIX = "the corrected trace's ProfilerStep#N ranges are "
-
-
-def stretch_note(ns: float, share: float) -> str:
-    """The note on ProfilerStep#N ranges the corrected trace writes `ns`
-    (`share` of a step) longer than the model's figure."""
-    return (f"{STRETCH_PREFIX}{ns / 1e3:.1f} us ({share:.0%}) longer than the model's figure (median "
-            "over its steps): W - delta does not fit between the events of a step, which the trace "
-            "writes stretched (docs/correct.md); corrected_step_ns and the per-operator table are the "
-            "model's")
+def stretch_note(st: dict) -> str:
+    """The note on ProfilerStep#N ranges the corrected trace writes longer
+    than the model's figure (the report's trace_step_stretch)."""
+    return (f"the corrected trace's ProfilerStep#N ranges are {st['median_ns'] / 1e3:.1f} us ({st['share']:.0%}) "
+            "longer than the model's figure (median over its steps): W - delta does not fit between the events of "
+            "a step, which the trace writes stretched (docs/correct.md); corrected_step_ns and the per-operator "
+            "table are the model's")
 
 
 def step_line(rep: dict, corrected_ns: float, band) -> str:
@@ -44,18 +40,9 @@ def _answer(rep: dict) -> str:
     return f"no true step yet ({why})" + (f"; {', '.join(seen)} (medians)" if seen else "")
 
 
-def moved_most(rep: dict, n: int = 3) -> list:
-    """The `n` operators whose self time the correction moved most (reported
-    less corrected, summed over the trace's calls; 1% of it at least),
-    ProfilerStep#N ranges left out: [(name, reported_ns, corrected_ns)]."""
-    return answers.moved_most([(o["name"], o["reported_self_ns"], o["corrected_self_ns"]["median"])
-                               for o in (rep.get("operators") or {}).get("ops") or [] if o.get("corrected_self_ns")],
-                              n)
-
-
 def moved_line(rep: dict, lead: str = "  moved most") -> str:
     """"LEAD (self time in the trace, reported -> corrected): NAME R -> C, ..." or ""."""
-    top = moved_most(rep)
+    top = rep.get("moved_most")
     if not top:
         return ""
     return (f"{lead} (self time in the trace, reported -> corrected): "
@@ -123,6 +110,8 @@ def render(rep: dict, verbose: bool = True, seen: set | None = None) -> str:
             _once(lines, seen, f"{k}: {rep[k]}", f"  {k}: {rep[k]}")
     for n in rep.get("notes", ()):
         _once(lines, seen, n, f"  note: {n}")
+    if (rep.get("trace_step_stretch") or {}).get("said"):
+        lines.append(f"  note: {stretch_note(rep['trace_step_stretch'])}")
     if not verbose:
         _once(lines, seen, "verbose", VERBOSE_HINT)
     return "\n".join(lines) + "\n"
@@ -189,27 +178,68 @@ def _details(lines: list, rep: dict, seen) -> None:
                      f"{100 * sh['on_trace_ready']:.1f}%")
 
 
-def render_recorrected(reports: list, final: dict | None) -> str:
-    """The line stop() prints when it corrected the run's traces again with
-    the run's final W: each cycle's corrected step as it printed it
-    (`at_cycle`) and as its trace on disk now gives it, so that what was
-    printed and what report.json and the traces hold can be reconciled."""
-    redone = [r for r in reports if r.get("corrected_with") == "the run's final W"]
+def _marks(m) -> str:
+    return "/".join(str((m or {}).get(k, 0)) for k in ("believable", "inflated", "unresolved", "unknowable"))
+
+
+def _leaf(ld) -> str:
+    if not ld or not ld.get("names"):
+        return "none"
+    return f"{fmt_ns(ld['median_ns'])} for {ld['names']} on {ld['tracer_steps']} tracer steps"
+
+
+# The printed figures whose change at stop() is said with both values (the
+# rest are named): (label, how to read it from a report).
+_SAID = (("true step", lambda r: fmt_ns(r["corrected_step_ns"]) if r.get("corrected_step_ns") is not None
+          else "not corrected"),
+         ("the trace's W", lambda r: fmt_ns((r.get("corrected_w_ns") or r["w_ns"])["median"])
+          if r.get("corrected_w_ns") or r.get("w_ns") else "none"),
+         ("operators (believable/inflated/unresolved/unknowable)",
+          lambda r: _marks((r.get("operators") or {}).get("marks"))),
+         ("leaf delta", lambda r: _leaf(r.get("leaf_delta"))),
+         ("other operators' delta", lambda r: fmt_ns(r.get("delta_ns") or 0.0)),
+         ("moved most", lambda r: ", ".join(m[0] for m in r.get("moved_most") or []) or "none"))
+_SAID_KEYS = {"corrected_step_ns", "w_ns", "operators", "leaf_delta", "delta_ns", "moved_most",
+              # what a recorrection always changes, said in the first line
+              "corrected_with", "corrected_w_ns", "corrected_step_w_ci_ns", "op_deltas_ns", "trace_step_stretch",
+              "corrected_step_pairs_ns", "corrected_step_pairs_w_ci_ns"}
+
+
+def changes(now: dict, was: dict) -> str:
+    """What changed from the report as printed (`was`) to `now`: each
+    printed figure that moved, as was -> now, then the other fields by name."""
+    parts = []
+    for label, get in _SAID:
+        a, b = get(was), get(now)
+        if a != b:
+            parts.append(f"{label} {a} -> {b}")
+    notes = set(was.get("notes") or ()), set(now.get("notes") or ())
+    if notes[0] != notes[1]:
+        parts.append(f"notes {len(notes[1] - notes[0])} new, {len(notes[0] - notes[1])} gone")
+    other = sorted(set(now.get("as_printed") or {}) - _SAID_KEYS - {"notes"})
+    if other:
+        parts.append("also " + ", ".join(other))
+    return "; ".join(parts) or "nothing printed changed"
+
+
+def render_recorrected(reports: list, final: dict | None, as_printed) -> str:
+    """What stop() prints when it corrected the run's traces again with the
+    run's final W: for each such cycle, what it printed (`as_printed(rep)`,
+    the report as it was printed) against what its report, report.json and
+    its trace on disk now hold, figure by figure, so that the two can
+    always be reconciled."""
+    redone = [r for r in reports if "final_w" in (r.get("revised_by") or ())]
     if not redone or not final:
         return ""
     w = final["w_ns"]
-    moves = []
-    for r in redone:
-        was = (r.get("at_cycle") or {}).get("corrected_step_ns")
-        now = r.get("corrected_step_ns")
-        moves.append(f"cycle {r['cycle']} {fmt_ns(was) if was is not None else 'not corrected'} -> "
-                     f"{fmt_ns(now) if now is not None else 'none'}")
-    shown = moves[-5:]
-    more = f" (and {len(moves) - 5} earlier)" if len(moves) > 5 else ""
-    return (f"opskew.profile: at stop(), {len(redone)} trace(s) corrected again with the run's W "
-            f"{fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}] from all {final['pairs']} "
-            f"pairs; corrected step as printed -> now: " + ", ".join(shown) + more
-            + " (each report keeps what it printed as at_cycle)\n")
+    lines = [f"opskew.profile: at stop(), {len(redone)} trace(s) corrected again with the run's W "
+             f"{fmt_ns(w['median'])} [{fmt_ns(w['ci95'][0])}, {fmt_ns(w['ci95'][1])}] from all {final['pairs']} "
+             "pairs; as printed -> now" + (f" (the latest 5; {len(redone) - 5} earlier)" if len(redone) > 5 else "")
+             + ":"]
+    for r in redone[-5:]:
+        lines.append(f"  cycle {r['cycle']}: {changes(r, as_printed(r))}")
+    lines.append("  (each report keeps what it printed, where that differs, as as_printed)")
+    return "\n".join(lines) + "\n"
 
 
 def run_answer(doc: dict) -> str:

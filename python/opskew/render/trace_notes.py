@@ -51,13 +51,18 @@ def losses_line(losses: dict) -> str:
             + "; the summary cannot include them")
 
 
-def corrected_note(w_ns: float, delta_ns: float, *, by: str, w_ci95=None, w_py_ns: float = 0.0,
-                   source: str | None = None) -> str:
+def corrected_note(model, *, by: str, source: str | None = None) -> str:
     """The sentence a corrected trace carries in its "opskew" header
     ("run": {"about": ...}), so that whoever opens the file (Perfetto, an
     editor, HTA's metadata) knows it is not the profiler's raw record: what
-    was taken out, with which W and where it came from (`by`)."""
-    w = fmt_ns(w_ns) + (f" (95% CI {fmt_ci(*w_ci95)})" if w_ci95 else "")
+    was taken out under the cost model `model` (opskew.stats.costmodel: W
+    with its 95% interval where it has one, delta, the Python class's W) and
+    where it came from (`by`)."""
+    op, python = model.operator, model.python
+    ci = op.w.get("ci95")
+    w = fmt_ns(op.w["median"]) + (f" (95% CI {fmt_ci(*ci)})" if ci and ci[0] != ci[1] else "")
+    delta_ns = min(max(op.delta_ns, 0.0), max(op.w["median"], 0.0))
+    w_py_ns = max(python.w["median"], 0.0) if python is not None else 0.0
     py = f", and W_py = {fmt_ns(w_py_ns)} for each Python event" if w_py_ns else ""
     raw = f" The raw trace: {source}." if source else ""
     return (f"Corrected by opskew: not the profiler's raw record. Each event's time has the profiler's own cost "

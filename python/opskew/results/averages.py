@@ -53,6 +53,7 @@ class CorrectedAverage:
         self.stack = []
         self.mark = row["mark"]
         self.self_mark = row["self_mark"]
+        self.above_reported = list(row.get("above_reported") or ())  # figures above their reported time
         on_device = bool(row.get("device"))
         self.self_cpu_time_total_ns = 0.0 if on_device else row["self_ns"]["median"]
         self.cpu_time_total_ns = 0.0 if on_device else row["total_ns"]["median"]

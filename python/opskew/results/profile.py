@@ -92,6 +92,96 @@ class _WFigures(Result):
         return list(self._data.get("notes") or [])
 
 
+# A cycle's report, field by field: what opskew.profile fills in (cycle.py,
+# traces.py, core.py) and nothing else; docs/profile-reference.md, "The
+# report", says each at length. A key not here is a defect (a test checks
+# every report of real runs against it).
+CYCLE_FIELDS = {
+    # the cycle
+    "cycle": "the trace's number", "rank": "torchrun's RANK, or None", "world_size": "torchrun's WORLD_SIZE",
+    "steps": "steps per phase so far", "events": "operator and Python events of the trace, and how counted",
+    "step_ranges": "how the ProfilerStep#N ranges were opened", "error": "why the cycle has no analysis",
+    "raw_trace": "the raw trace's path", "corrected_trace": "the corrected trace's path",
+    "overwritten_by_cycle": "the later cycle whose trace took this one's path",
+    # the pairing and W
+    "pairs": "active steps paired with a wait step", "unpaired_active_steps": "active steps with no pair",
+    "single_active_cycles": "cycles with a single (cold) active step", "baseline_step_ns": "wait step, median",
+    "active_step_ns": "profiled step, median", "events_per_active_step": "operator events per active step",
+    "inflation": "active over wait step", "two_sample": "the unpaired estimate, where pairs are few",
+    "pairs_near_trace": "pairs whose wait step ran soon after a trace", "wait_drift": "the wait steps' drift",
+    "w_ns": "W per operator event: median, ci95, coverage, method", "w_own_ns": "W from this cycle's pairs alone",
+    "w_source": "where W came from", "advice": "what to change for a W", "fallback": "what W fell back to",
+    "w_by_position": "W by position in the cycle", "w_by_cycle": "this cycle's own level",
+    "cold_first_active_extra_ns": "the cold first step's extra", "cold_first_active_cycles": "cycles it is from",
+    "warmup_extra_per_step_ns": "warmup steps' extra", "post_trace_wait_extra_ns": "wait steps' extra after a trace",
+    "cold_step": "how the cold first step was priced", "position_steps": "how the other active steps were priced",
+    "step_spans_ns": "each active step's body by opskew's clock",
+    "w_py_ns": "W_py per Python event", "w_py_note": "where W_py came from", "cost_classes": "each class's price",
+    "bytecode": "the interpreter's slowdown under with_stack",
+    # the correction
+    "delta_ns": "delta per operator event", "op_deltas_ns": "each leaf's own delta",
+    "leaf_delta": "the leaf reference's summary", "corrected_with": "which W wrote the trace on disk",
+    "corrected_w_ns": "that W, where it is the run's final one", "operators": "the per-operator verdict",
+    "marks": "the operators' marks (report.json's entries, as earlier versions wrote them)",
+    "moved_most": "[[name, reported, corrected]]: the self times the correction moved most",
+    "corrected_step_ns": "the true step: the corrected trace's median ProfilerStep#N",
+    "corrected_step_w_ci_ns": "the same at W's CI ends", "corrected_step_pairs_ns": "the pairs' own corrected step",
+    "corrected_step_pairs_w_ci_ns": "the same at W's CI ends", "trace_step_stretch": "ranges written stretched",
+    "verdict": "skewed or not, and the test", "audit": "the clean-window audit (CUDA)", "notes": "caveats",
+    # costs outside the steps
+    "stop_ns": "torch's stop and post-processing", "on_trace_ready_ns": "the user's handler",
+    "opskew_ns": "opskew's own time in the step() call", "w_py_measure_ns": "of which measuring W_py",
+    "share_of_active_time": "those against the active steps' time",
+    # after the cycle printed
+    "as_printed": "the fields a revision changed, as the cycle printed them",
+    "revised_by": "what revised the report: final_w, exported, overwritten, recorrect_failed",
+    "recorrect_error": "why stop()'s correction failed",
+}
+
+# The run's report (prof.final, report.json's final).
+RUN_FIELDS = {
+    "w_ns": "W from every kept step", "w_own_ns": "W from the pairs alone", "delta_ns": "delta at that W",
+    "pairs": "pairs", "cycles": "the cycles they come from", "run_cycles": "the run's cycles",
+    "inflation": "active over wait step", "notes": "caveats", "sign_test": "the sign test",
+    "corrected_step_ns": "the median of the corrected traces' steps", "corrected_step_w_ci_ns": "at W's CI ends",
+    "corrected_step_pairs_ns": "the pairs' own", "corrected_step_pairs_w_ci_ns": "at W's CI ends",
+    "cold_first_active_extra_ns": "the cold first step's extra", "cold_first_active_cycles": "cycles it is from",
+    "w_by_position": "W by position", "w_by_cycle": "each cycle's level", "baseline_step_ns": "wait step",
+    "active_step_ns": "profiled step", "not_recorrected": "traces that keep their own cycle's W",
+}
+
+
+def undeclared(rep: dict, fields: dict = CYCLE_FIELDS) -> list:
+    """The keys of `rep` its table (CYCLE_FIELDS, RUN_FIELDS) does not declare."""
+    return sorted(k for k in rep if k not in fields)
+
+
+def as_printed(rep: dict) -> dict:
+    """`rep` as it was when its cycle printed it: its fields with those a
+    later revision changed (stop()'s final W, an export, a later cycle's
+    trace at the same path) put back as they were (`as_printed`); a report
+    of an earlier version keeps them as `at_cycle` (its corrected step, W,
+    W's source, trace and marks)."""
+    out = dict(rep)
+    was = rep.get("as_printed")
+    if was is None and rep.get("at_cycle"):
+        was = {k: v for k, v in rep["at_cycle"].items() if k != "marks"}
+        if rep["at_cycle"].get("marks") is not None:
+            was["operators"] = {**(rep.get("operators") or {}), "marks": rep["at_cycle"]["marks"]}
+    out.update(was or {})
+    out.pop("as_printed", None)
+    out.pop("revised_by", None)
+    return out
+
+
+def _as_was(key: str, value):
+    # What as_printed keeps of a field: a report's per-operator part without
+    # its table of every operator (what the printed report reads of it).
+    if key == "operators" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k != "ops"}
+    return value
+
+
 class CycleReport(dict, _WFigures):
     """One traced cycle's report (`prof.report`, each of `prof.reports`):
     its W, verdict and corrected trace, or the `error` that stopped its
@@ -114,6 +204,26 @@ class CycleReport(dict, _WFigures):
     # Until an instance has its own (copy and pickle make it empty first,
     # then look attributes up through Result.__getattr__, which reads kind).
     kind, _options, _history, _conditions = KIND, None, None, None
+
+    def revised(self, updates: dict, why: str) -> "CycleReport":
+        """A new report: this one with `updates`, `why` added to its
+        `revised_by` ("final_w": stop() corrected its trace again with the
+        run's final W; "exported": export_chrome_trace after the cycle;
+        "overwritten": a later cycle's trace took its path), and the values
+        it printed of each field that changed kept in `as_printed`, so what
+        was printed and what is stored can always be reconciled."""
+        was = dict(self.get("as_printed") or {})
+        for k, v in updates.items():
+            if k not in was and self.get(k) != v:
+                was[k] = _as_was(k, self.get(k))
+        data = {**self, **updates, "revised_by": [*(self.get("revised_by") or ()), why]}
+        if was:
+            data["as_printed"] = was
+        return CycleReport(data, self._options, self.kind, history=self._history, conditions=self._conditions)
+
+    def as_printed(self) -> dict:
+        """The report as its cycle printed it (module function as_printed)."""
+        return as_printed(self)
 
     def rows(self) -> list:
         """The per-operator verdict, one flat dict per operator (times in ns)."""
@@ -142,10 +252,19 @@ class CycleReport(dict, _WFigures):
         out.write(render(self._data))
 
 
-class RunReport(_WFigures):
+class RunReport(dict, _WFigures):
     """The run's W from all its kept steps (`prof.final`), which every
-    corrected trace of the run's latest cycles carries."""
+    corrected trace of the run's latest cycles carries: the dict it was
+    (`json.dumps`, `f["w_ns"]`), with typed figures and its text."""
     KIND = "profile run"
+
+    def __init__(self, data=(), options=None, kind=None):
+        dict.__init__(self, data)
+        object.__setattr__(self, "kind", kind or self.KIND)
+        object.__setattr__(self, "_options", options)
+
+    _data = property(lambda self: self)
+    kind, _options = KIND, None
 
     cycles = field("cycles", "The cycles its pairs come from (the last KEEP_CYCLES).", required=True)
 

@@ -39,7 +39,7 @@ POST_TRACE = 2
 SETTLE = 8
 
 # The leaf reference's tracer steps in each wait block (profiler.leafref,
-# docs/profile.md, "Each leaf's own delta"), after the POST_TRACE cold steps
+# docs/method.md, "Each leaf's own delta"), after the POST_TRACE cold steps
 # and the one cold step its session opens with.
 REF_STEPS = 4
 REF_WAIT = POST_TRACE + 1 + REF_STEPS + SETTLE + NEAR
@@ -203,7 +203,7 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
             near_trace += id(b) in unsettled
             ev, py = events_of[a["step"]]
             # The profiler's cost per event falls over a cycle's first
-            # active steps (docs/profile.md, "W by position"): each
+            # active steps (docs/method.md, "W by position"): each
             # position's pairs, apart.
             d = (a["ns"] - wp * py - b["ns"]) / ev
             by_pos.setdefault(position[id(a)], []).append(d)
@@ -225,7 +225,7 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
                      f"serves one pair; the first {POST_TRACE} after a trace are cold): {ADVICE}")
     if near_trace:
         notes.append(f"{near_trace} of {len(act_s)} pairs took a wait step within {SETTLE} steps of a trace, "
-                     "whose after-effect makes those steps run slower (docs/profile.md, \"Wait steps under a "
+                     "whose after-effect makes those steps run slower (docs/method.md, \"Wait steps under a "
                      f"live profiler\"): W may be low by that; {ADVICE}")
     if single and not act_s:
         notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
@@ -238,7 +238,7 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
                      f"{100 * (drift['ratio'] - 1):+.1f}% [{100 * (lo - 1):+.1f}%, {100 * (hi - 1):+.1f}%] against "
                      f"this process's wait steps before its first trace ({drift['after_steps']} and "
                      f"{drift['before_steps']} steps); W is measured against them, so the corrected step keeps that "
-                     "part of the profiler's after-effect (docs/profile.md, \"Wait steps under a live profiler\")")
+                     "part of the profiler's after-effect (docs/method.md, \"Wait steps under a live profiler\")")
     detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
               "wait_drift": drift,
               "pairs_near_trace": near_trace,
@@ -354,23 +354,24 @@ def w_own(cpu_base, cpu_act, events, cuda: bool):
             "ci_coverage": w["ci_coverage"], "measure": "the calling thread's CPU time (time.thread_time_ns)"}
 
 
-def cold_w_scale(extra, cold: dict, w_ns: float, w_py_ns: float, factor: float = 1.0) -> float:
+def cold_w_scale(extra, cold: dict, model, factor: float = 1.0) -> float:
     """The W scale that prices a cycle's cold first step (its report's
     cold_step: op_events, py_events) at `extra` ns over the instrument time
-    W and W_py give its events, its operator events at `factor` x W (its
-    cycle's own level, cycle_factors): (factor x W x ops + W_py x py +
-    extra) / (W x ops + W_py x py); 1.0 without that time. An extra of 0 or
-    less adds nothing. The guards on using it are the callers'."""
+    the cost model `model` gives its events (CostModel.step_cost), its
+    operator events at `factor` x W (its cycle's own level, cycle_factors):
+    (factor x W x ops + W_py x py + extra) / (W x ops + W_py x py); 1.0
+    without that time. An extra of 0 or less adds nothing. The guards on
+    using it are the callers'."""
     ops, py = cold.get("op_events") or 0, cold.get("py_events") or 0
-    base = w_ns * ops + w_py_ns * py
+    base = model.step_cost(ops, py)
     if not base > 0:
         return 1.0
     more = extra if isinstance(extra, (int, float)) and extra > 0 else 0.0
-    return (factor * w_ns * ops + w_py_ns * py + more) / base
+    return (model.step_cost(ops, py, factor) + more) / base
 
 
 def cycle_factors(pairs: list, by_position: list, w_ns: float) -> list:
-    """Each cycle's own level (docs/profile.md, "W by cycle"): the ratio
+    """Each cycle's own level (docs/method.md, "W by cycle"): the ratio
     of each of its pairs' W per event to the W its position is priced at
     (w_by_position's, from COLD_MIN_CYCLES pairs on, else W), and the median
     of those ratios with the sign test's interval for it. `differs` where
