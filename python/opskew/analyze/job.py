@@ -218,7 +218,7 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
     if rank_costs and len(rank_costs) < len(by_rank):
         notes.append("no cross-rank correction: W is known for ranks "
                      f"{sorted(rank_costs)} only (give --w for the others)")
-    if any(s.startswith("W of") for s in cost_source.values()):
+    if any(r in from_reports and from_reports[r][3] == "W" for r in rank_costs if cost_source[r] != "--w"):
         notes.append("for some ranks only W by the clock is known (no W_own in their report): a rank that "
                      "waited in collectives for slower ranks measured their cost as part of its own, so its "
                      "own cost here is an upper bound (docs/multirank.md)")

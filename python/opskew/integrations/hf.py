@@ -85,6 +85,6 @@ class OpskewProfilerCallback(TrainerCallback):
         """The corrected table of the latest trace, with what corrected it (or why there is none)."""
         if self.prof is None:
             return "opskew: nothing profiled yet"
-        heading, text = corrected_table(self.prof, sort_by=sort_by, row_limit=row_limit)
+        heading, text, _ = corrected_table(self.prof, sort_by=sort_by, row_limit=row_limit)
         notes = [self._schedule_note()] if self.default_schedule else []
         return "\n".join([f"opskew: the profiled steps, {heading}", text, *notes])

@@ -108,10 +108,10 @@ class OpskewProfiler(PyTorchProfiler):
     def _stats_to_str(self, stats: dict) -> str:
         if self.prof is None:
             return super()._stats_to_str(stats)
-        heading, text = corrected_table(self.prof, sort_by=self._sort_by_key, row_limit=self._row_limit,
-                                        **self._table_kwargs)
+        heading, text, rows = corrected_table(self.prof, sort_by=self._sort_by_key, row_limit=self._row_limit,
+                                              **self._table_kwargs)
         notes = [self._schedule_note()] if self.default_schedule else []
-        if text.startswith("opskew: no corrected table") and not self.default_schedule:
+        if not rows and not self.default_schedule:
             notes.append(one_cycle_note("Lightning"))
         if self._group_by_input_shapes:
             notes.append("opskew: the corrected table is by name (group_by_input_shapes is for the raw one below)")
