@@ -145,14 +145,17 @@ def test_a_trace_cut_short_is_audited_up_to_there(tmp_path):
 
 def test_a_cuda_cycles_report_carries_the_audit_and_its_notes(tmp_path):
     """opskew.profile's cycle analysis on CUDA (profiler.cycle): the audit
-    goes into the report (and so the corrected trace's metadata), each
-    finding into its notes; an unreadable trace is named, not raised."""
+    goes into the report (and so the corrected trace's metadata), and the
+    printed report says each finding as a note; an unreadable trace is
+    named, not raised."""
     from opskew.profiler.cycle import CycleAnalysis
+    from opskew.render.profile import notes_of
 
     rep = {"notes": ["an earlier note"]}
     CycleAnalysis._audit(None, rep, write(tmp_path, kineto(overhead=(0,), drop=(3,))))
     assert rep["audit"]["stats"]["overhead_events"] == 1 and rep["audit"]["stats"]["missing"] == 1
-    assert len(rep["notes"]) == 3 and "an earlier note" in rep["notes"]
+    said = notes_of(rep)
+    assert len(said) == 3 and "an earlier note" in said and any(n.startswith("CUPTI overhead") for n in said)
     bad = {"notes": []}
     CycleAnalysis._audit(None, bad, str(tmp_path / "gone.json"))
     assert "error" in bad["audit"] and bad["notes"] == []

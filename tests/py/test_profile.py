@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import opskew  # noqa: E402
 from conftest import NOISE_ATTEMPTS, python_c  # noqa: E402
+from opskew.render.notes import all_words  # noqa: E402
 from opskew.analyze import tracefile  # noqa: E402
 from opskew.stats.pricing import ADVICE  # noqa: E402
 
@@ -203,7 +204,7 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
                      2 * (wait + 8), body)
         first, second = p.reports
         got[wait] = (first["pairs_near_trace"], second["pairs_near_trace"], second["pairs"],
-                     [n for n in second["notes"] if "within 8 steps of a trace" in n])
+                     [n for n in all_words(second["notes"]) if "within 8 steps of a trace" in n])
     # The first cycle's wait block follows start(), not a trace.
     assert got[8][0] == 0 and got[14][0] == 0
     # wait=8: the second cycle's 6 pairs all take positions 2 to 7 after the first trace.
@@ -214,7 +215,7 @@ def test_pairs_within_settle_steps_of_a_trace_are_counted_and_said():
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,
                                         schedule=torch.profiler.schedule(wait=4, warmup=1, active=7, repeat=1)),
                  12, body)
-    said = [n for n in p.report["notes"] if "had no warm wait step left to pair with" in n]
+    said = [n for n in all_words(p.report["notes"]) if "had no warm wait step left to pair with" in n]
     assert len(said) == 1 and said[0].endswith(ADVICE)
 
 RANGES_CHECK = r"""
@@ -253,7 +254,7 @@ def test_step_ranges_open_through_the_native_shim_or_record_function(tmp_path, n
     # the active steps, as torch.profiler records them (the warmup step's range is not recorded)
     assert r["steps"] == {f"ProfilerStep#{k}": "user_annotation" for k in (2, 3, 4)}
     assert r["averaged"] == [3]  # key_averages groups them as torch's ProfilerStep*
-    noted = [n for n in r["notes"] if n.startswith("ProfilerStep#N ranges opened with torch's record_function")]
+    noted = [n for n in all_words(r["notes"]) if n.startswith("ProfilerStep#N ranges opened with torch's record_function")]
     if native_env == "1":
         assert r["route"] == {"route": "native", "why": None} and not noted
     else:
@@ -281,7 +282,7 @@ def test_a_step_cut_short_is_no_straddle_and_step_on_another_thread_is_named(tmp
                 if i == 3:
                     raise RuntimeError("data error in step 3")
                 p.step()
-    assert not any("straddle" in n for n in p.report["notes"]), p.report["notes"]
+    assert not any("straddle" in n for n in all_words(p.report["notes"])), all_words(p.report["notes"])
     ops = sum(c for n, c in op_counts(path).items() if not n.startswith("ProfilerStep#"))
     # steps 2 and 3 (cut short) did the same work: step 2 holds half the trace's operators
     assert p.report["events"]["per_step"] is True and p._events[2][0] == ops / 2
@@ -729,7 +730,7 @@ def test_delta_from_another_thread_count_or_none_is_said(tmp_path, monkeypatch):
             assert cal["delta_ns"]["median"] == 7.0 and note.startswith(f"the stored calibration was made with {n + 1}")
         p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None,  # noqa: B023
                                             schedule=torch.profiler.schedule(**sched)), 16, make_body(spin_ns=20_000))
-        got[case] = (p.report.get("delta_ns"), p.report["notes"], (p.final or {}).get("notes", []))
+        got[case] = (p.report.get("delta_ns"), all_words(p.report["notes"]), all_words((p.final or {}).get("notes", [])))
     delta, notes, final_notes = got["other threads"]
     assert delta == 7.0
     said = [n for n in notes if "intra-op thread(s), this run has" in n]
@@ -819,7 +820,7 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
         if "bytecode_factor" in o and o["corrected_self_ns"]["median"] > 0:
             c = o["corrected_self_ns"]
             assert c["ci95"][0] < c["median"]
-    assert not any("slowdown under with_stack" in n for n in r["notes"])
+    assert not any("slowdown under with_stack" in n for n in all_words(r["notes"]))
     # Where the slowdown cannot be measured (another profile function was
     # set then), nothing is widened, and the report says so.
     from opskew.measure import bytecode
@@ -827,7 +828,7 @@ def test_with_stack_measures_w_py_in_process_or_takes_a_stored_one(tmp_path, mon
     monkeypatch.setattr(bytecode, "measured", lambda: None)
     r = run("unmeasured").report
     assert r["bytecode"] is None and not any("bytecode_factor" in o for o in r["operators"]["ops"])
-    assert any("slowdown under with_stack's profile function was not measured" in n for n in r["notes"])
+    assert any("slowdown under with_stack's profile function was not measured" in n for n in all_words(r["notes"]))
     monkeypatch.undo()
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
     # Not measured, none stored: said, and W carries the Python events' cost.
@@ -907,7 +908,7 @@ def test_step_inside_a_record_function_range_still_counts_events(tmp_path):
                         torch.mul(torch.ones(2), 2)
         r = p.reports[0]
         assert r["pairs"] == 6 and r["events"]["per_step"] is False, r
-        assert any("straddle" in n for n in r["notes"]), r["notes"]
+        assert any("straddle" in n for n in all_words(r["notes"])), all_words(r["notes"])
         assert all(p._events[s["step"]][0] >= OPS for s in p.steps if s.get("cycle") == 1)
 
 
@@ -922,7 +923,7 @@ def test_a_single_active_step_is_never_paired():
     r = p.report
     assert r["pairs"] == 0 and r["single_active_cycles"] == 4
     assert "single active step" in r["advice"] and ADVICE in r["advice"] \
-        and any("single active step" in n for n in r["notes"])
+        and any("single active step" in n for n in all_words(r["notes"]))
     # active=2: one pair a cycle, and no cycle counted as single; the one
     # position paired gets its own W.
     p = run_loop(lambda: opskew.profile(activities=CPU, report_file=None,
@@ -1304,7 +1305,7 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     assert meta["op_deltas_ns"]["opskew_test::spin"]["median"] == pytest.approx(own["median"])
     assert "leaf delta: own for" in profiling.render(r)
     # No calibration is stored here: the note on delta 0 holds for the other operators only.
-    said = [n for n in r["notes"] if n.startswith("no stored calibration of this configuration")]
+    said = [n for n in all_words(r["notes"]) if n.startswith("no stored calibration of this configuration")]
     assert said and all("but the leaves" in n and "every operator's corrected time" not in n for n in said)
 
 

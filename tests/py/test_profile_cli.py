@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import communicate_or_diagnose, kill_tree, run_opskew
+from opskew.render.notes import all_words
 from opskew.stats.pricing import ADVICE
 
 pytest.importorskip("torch")
@@ -164,7 +165,7 @@ def test_script_raising_in_an_active_step_keeps_what_was_collected(tmp_path):
     assert doc["reports"][-1]["cycle"] == 2 and doc["reports"][-1]["pairs"] == 3 + 1
     assert doc["reports"][-1]["two_sample"] == {"active_steps": 4, "bare_steps": 7,
                                                 "p": doc["reports"][-1]["two_sample"]["p"]}
-    assert any(n.endswith(ADVICE) for n in doc["reports"][-1]["notes"])
+    assert any(n.endswith(ADVICE) for n in all_words(doc["reports"][-1]["notes"]))
 
 
 def test_exit_status_and_sigterm(tmp_path):

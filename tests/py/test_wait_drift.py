@@ -2,6 +2,7 @@
 are bare, from the run's own steps (the report says so when they are not)."""
 
 from opskew.stats.pricing import POST_TRACE, SETTLE, estimate_w, wait_drift
+from opskew.render.notes import all_words
 
 
 def _run(before_ns, after_ns, cycles=3, wait=21, active=7):
@@ -44,7 +45,7 @@ def test_slow_wait_steps_after_a_trace_are_said_with_their_size():
     w, notes, detail, _ = estimate_w(_run(100_000, 115_000), events, False, 0.0, False)
     assert detail["wait_drift"]["not_bare"]
     assert any(n.startswith("wait steps are not bare: the settled wait steps after a trace ran +15.0%")
-               for n in notes), notes
+               for n in all_words(notes)), notes
 
 
 def test_too_few_steps_or_a_forgotten_start_give_no_figure():

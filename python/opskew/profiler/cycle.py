@@ -17,8 +17,8 @@ from opskew.errors import OpskewError
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
 from opskew.profiler.traces import corrected_path, metadata, per_operator_to, take
-from opskew.render.audit import lines as audit_lines
 from opskew.stats.costmodel import CostModel, separability
+from opskew.stats.notes import merged, note
 from opskew.stats.pricing import ADVICE, MIN_PAIRS, POST_TRACE, estimate_w, median
 from opskew.vocab import OP_CATEGORIES, STEP_NAME
 
@@ -176,10 +176,7 @@ class CycleAnalysis:
         self.clock.forget_old(cycle - KEEP_CYCLES + 1)
         w, notes, detail = self.estimate()
         if straddle:
-            notes.append(f"the ProfilerStep#N ranges hold {held} of the trace's {counts['op_events']} operator "
-                         "events: step() was called inside another range (a record_function around each "
-                         "iteration?), so the ranges straddle the iterations; events per step are the trace's "
-                         "totals divided by its active steps")
+            notes.append(note("straddle", held=held, op_events=counts["op_events"]))
         rep = self._skeleton(counts, this_cycle, counted_per_step, cycle, raw, step_ranges, detail)
         wv = self._w(rep, w, detail)
         self._notes(rep, w, notes, step_ranges)
@@ -299,21 +296,16 @@ class CycleAnalysis:
         except OpskewError as exc:
             rep["audit"] = {"error": str(exc)}
             return
-        rep["audit"] = audit_summary(found)
-        rep["notes"] = sorted(set(rep["notes"]) | set(audit_lines(found)))
+        rep["audit"] = audit_summary(found)  # the printed report says its findings (render.audit.lines)
 
     def _notes(self, rep: dict, w, notes: list, step_ranges):
         if w is not None and w["ci_reaches_95"] and w["ci95"][1] < 0:
             # No instrument makes a step faster: the machine's speed changed
             # between the paired steps (a burst of slow wait steps, say).
-            notes.append("W's 95% interval lies below 0: the active steps ran faster than the wait steps paired "
-                         "with them, which no instrument does; the machine's speed changed during the run. The "
-                         "trace is corrected with W = 0; rerun for a W that measures the profiler")
+            notes.append(note("w_below_zero"))
         if (step_ranges or {}).get("route") == "record_function":
-            notes.append(f"ProfilerStep#N ranges opened with torch's record_function: {step_ranges['why']}, "
-                         "tens of us a step that no W takes out of the corrected trace (corrected_step_ns "
-                         "carries none of it)")
-        rep["notes"] = sorted(set(notes))
+            notes.append(note("record_function_ranges", why=step_ranges["why"]))
+        rep["notes"] = merged(notes)
 
     def _figures(self, rep: dict, this_cycle: list, stop_ns: int, user_ns: int, wv, w, detail: dict):
         """W, W_py and the bytecode slowdown as the report gives them, the
@@ -326,10 +318,7 @@ class CycleAnalysis:
         rep["cost_classes"] = separability(self.options, w_py)
         rep["bytecode"] = fig.bytecode()
         if self.options["with_stack"] and fig.measure_py and rep["bytecode"] is None:
-            rep["notes"] = sorted(set(rep["notes"]) | {
-                "the interpreter's slowdown under with_stack's profile function was not measured (another "
-                "profile function was set at the first trace: cProfile, a debugger): the intervals of names whose "
-                "self time runs Python code are not widened for it (docs/profile.md)"})
+            rep["notes"] = merged(rep["notes"], [note("bytecode_unmeasured")])
         if self.options["with_stack"]:
             rep["w_py_note"] = (
                 f"W_py {w_py['source']}; taken out of each active step before W and used in the correction"
@@ -348,9 +337,7 @@ class CycleAnalysis:
             rep["share_of_active_time"] = {"instrument": inst / act_ns, "stop": stop_ns / act_ns,
                                            "on_trace_ready": user_ns / act_ns}
             if inst > act_ns:
-                rep["notes"] = sorted(set(rep["notes"]) | {
-                    "W x events is more than the active steps took: the wait steps paired with them ran "
-                    "faster than the machine did during the active steps (its speed changed); rerun"})
+                rep["notes"] = merged(rep["notes"], [note("instrument_above_active")])
         significant = bool(wv is not None and w is not None and w["ci_reaches_95"] and w["ci95"][0] > 0)
         infl = detail.get("inflation")
         rep["verdict"] = {
@@ -369,7 +356,7 @@ class CycleAnalysis:
         self.base_notes[rep["cycle"]] = list(rep["notes"])
         self.base_notes.pop(rep["cycle"] - MAX_RECORRECT, None)
         delta = fig.delta(wv["median"], rep["notes"], leaves_own=bool(rep["op_deltas_ns"]))
-        rep["notes"] = sorted(set(rep["notes"]))
+        rep["notes"] = merged(rep["notes"])
         out = corrected_path(raw) if raw is not None else None
         rep["corrected_trace"] = out
         rep["delta_ns"] = delta
@@ -428,7 +415,7 @@ class CycleAnalysis:
         self.final = {"w_ns": wv, "w_own_ns": detail.get("w_own_ns"), "delta_ns": delta, "pairs": detail["pairs"],
                       # The cycles its pairs come from: the last KEEP_CYCLES of the run's.
                       "cycles": min(cycles, KEEP_CYCLES), "run_cycles": cycles,
-                      "inflation": detail.get("inflation"), "notes": sorted(set(notes)),
+                      "inflation": detail.get("inflation"), "notes": merged(notes),
                       "corrected_step_ns": detail.get("corrected_step_ns"),
                       "corrected_step_w_ci_ns": detail.get("corrected_step_w_ci_ns"),
                       "cold_first_active_extra_ns": detail.get("cold_first_active_extra_ns"),
@@ -458,13 +445,13 @@ class CycleAnalysis:
             if base is not None:
                 new["notes"] = list(base)
                 fig.delta(wv["median"], new["notes"], leaves_own=bool(new["op_deltas_ns"]))
-                new["notes"] = sorted(set(new["notes"]))
+                new["notes"] = merged(new["notes"])
             v = self._pass(new, rep["raw_trace"], new["corrected_trace"], wv, self.final)
             take(new, v)
             reports[i] = rep.revised({k: x for k, x in new.items() if rep.get(k, _ABSENT) != x}, "final_w")
             steps += [o["corrected_total_ns"] for o in v["ops"] if STEP_NAME.match(o["name"]) and o["calls"] == 1]
         fig.delta(wv["median"], notes, leaves_own=leaves_own)
-        self.final["notes"] = sorted(set(notes))
+        self.final["notes"] = merged(notes)
         if steps:
             # The run's corrected step is its corrected traces' (trace_steps).
             self.final["corrected_step_pairs_ns"] = self.final["corrected_step_ns"]

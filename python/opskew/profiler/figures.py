@@ -13,6 +13,7 @@ from opskew.calibration.runner import python_call_rounds, python_event_constants
 from opskew.calibration.store import config_name, delta_range, find_for_threads
 from opskew.errors import OpskewError
 from opskew.measure import bytecode as bytecode_slowdown  # its measured(), looked up when called
+from opskew.stats.notes import note, text
 from opskew.stats.pricing import MIN_PAIRS
 
 class Figures:
@@ -116,15 +117,9 @@ class Figures:
         LeafReference.op_deltas, so it holds for the others only)."""
         cal = self.stored()
         if self.stored_note:
-            notes.append(self.stored_note)
+            notes.append(text(self.stored_note))  # the calibration store's sentence
         if cal is None:
-            which = (" for every operator but the leaves (they took their own from opskew's tracer: leaf_delta), so "
-                     "the others' corrected times still hold it" if leaves_own else
-                     ", so every operator's corrected time still holds it")
-            notes.append("no stored calibration of this configuration: delta, the instrument's time inside each "
-                         f"operator's own event, is taken as 0{which} "
-                         "(tens to hundreds of ns a call; docs/correct.md); `opskew calibrate --config "
-                         f"{','.join(k for k, v in self.options.items() if v) or 'minimal'}` once on this machine "
-                         "measures it")
+            notes.append(note("no_calibration", "advice", leaves_own=leaves_own,
+                              config=",".join(k for k, v in self.options.items() if v) or "minimal"))
             return 0.0
         return min(max(cal["delta_ns"]["median"], 0.0), max(w_median, 0.0))

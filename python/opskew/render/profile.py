@@ -4,6 +4,8 @@ the report's figures are said in."""
 
 from __future__ import annotations
 
+from opskew.render.audit import lines as audit_lines
+from opskew.render.notes import all_words
 from opskew.render.units import fmt_ns
 from opskew.render.verdict import bytecode_sentence, marks_line, reconcile, skew_words
 from opskew.stats.pricing import COLD_STEP_MIN_CYCLES, level
@@ -47,6 +49,14 @@ def moved_line(rep: dict, lead: str = "  moved most") -> str:
         return ""
     return (f"{lead} (self time in the trace, reported -> corrected): "
             + ", ".join(f"{name} {fmt_ns(r)} -> {fmt_ns(c)}" for name, r, c in top))
+
+
+def notes_of(rep: dict) -> list:
+    """A report's notes in words (render.notes), with its CUDA audit's
+    findings (render.audit), each once, in the order of their words."""
+    audit = rep.get("audit") or {}
+    found = audit_lines(audit) if audit.get("stats") else []
+    return sorted(set(all_words(rep.get("notes"))) | set(found))
 
 
 def _once(lines: list, seen, key: str, line: str) -> None:
@@ -108,7 +118,7 @@ def render(rep: dict, verbose: bool = True, seen: set | None = None) -> str:
     for k in ("advice", "fallback"):
         if rep.get(k):
             _once(lines, seen, f"{k}: {rep[k]}", f"  {k}: {rep[k]}")
-    for n in rep.get("notes", ()):
+    for n in notes_of(rep):
         _once(lines, seen, n, f"  note: {n}")
     if (rep.get("trace_step_stretch") or {}).get("said"):
         lines.append(f"  note: {stretch_note(rep['trace_step_stretch'])}")
@@ -213,7 +223,7 @@ def changes(now: dict, was: dict) -> str:
         a, b = get(was), get(now)
         if a != b:
             parts.append(f"{label} {a} -> {b}")
-    notes = set(was.get("notes") or ()), set(now.get("notes") or ())
+    notes = set(notes_of(was)), set(notes_of(now))
     if notes[0] != notes[1]:
         parts.append(f"notes {len(notes[1] - notes[0])} new, {len(notes[0] - notes[1])} gone")
     other = sorted(set(now.get("as_printed") or {}) - _SAID_KEYS - {"notes"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from opskew.render.notes import all_words
 from opskew.render.profile import render
 from opskew.render.summary import print_profile_run, print_run_figures
 from opskew.render.profile_plot import plot as profile_plot
@@ -89,7 +90,8 @@ class _WFigures(Result):
 
     @property
     def notes(self) -> list:
-        return list(self._data.get("notes") or [])
+        """The notes in words (the report keeps them as records: stats.notes)."""
+        return all_words(self._data.get("notes"))
 
 
 # A cycle's report, field by field: what opskew.profile fills in (cycle.py,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from opskew import _engine
 from opskew.stats.estimators import estimate, per_event_diff
+from opskew.stats.notes import note
 from opskew.stats.shift import shift_estimate
 
 # The sign-test CI for a median reaches 95% from 6 values (docs/check.md).
@@ -144,8 +145,8 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
     ...}) in order; `events_of`: step number -> (operator events, Python
     events) of each counted active step; `forgot`: older steps were
     dropped, so the first block follows a trace; `wp`: W_py per Python
-    event (0 without with_stack). Returns (W or None, notes, detail, the
-    pairs as (active step, wait step) numbers)."""
+    event (0 without with_stack). Returns (W or None, notes (records:
+    stats.notes), detail, the pairs as (active step, wait step) numbers)."""
     blocks = phase_blocks(records)
     base_s, act_s, raw_act, events, cold = [], [], [], [], []
     by_pos: dict = {}  # position in its cycle -> the pairs' W per event there
@@ -220,25 +221,17 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
             for k in (i - 1,):
                 if 0 <= k < len(blocks) and blocks[k][0] == "warmup":
                     warm_extra.extend(s["ns"] - base for s in blocks[k][1])
+    # The notes are records (stats.notes), said by render.notes.
     if short:
-        notes.append(f"{short} active step(s) had no warm wait step left to pair with (each wait step "
-                     f"serves one pair; the first {POST_TRACE} after a trace are cold): {ADVICE}")
+        notes.append(note("unpaired", "advice", steps=short))
     if near_trace:
-        notes.append(f"{near_trace} of {len(act_s)} pairs took a wait step within {SETTLE} steps of a trace, "
-                     "whose after-effect makes those steps run slower (docs/method.md, \"Wait steps under a "
-                     f"live profiler\"): W may be low by that; {ADVICE}")
+        notes.append(note("near_trace", "advice", pairs=near_trace, of=len(act_s)))
     if single and not act_s:
-        notes.append(f"{single} cycle(s) had a single active step: the first active step of a cycle runs "
-                     "cold (it paid 3x the warm steps' W per event on a small step, docs/profile.md) and is "
-                     "not paired; use active >= 2 for an in-run W")
+        notes.append(note("single_active", "advice", cycles=single))
     drift = wait_drift(records, forgot)
     if drift is not None and drift["not_bare"]:
-        lo, hi = drift["ci95"]
-        notes.append(f"wait steps are not bare: the settled wait steps after a trace ran "
-                     f"{100 * (drift['ratio'] - 1):+.1f}% [{100 * (lo - 1):+.1f}%, {100 * (hi - 1):+.1f}%] against "
-                     f"this process's wait steps before its first trace ({drift['after_steps']} and "
-                     f"{drift['before_steps']} steps); W is measured against them, so the corrected step keeps that "
-                     "part of the profiler's after-effect (docs/method.md, \"Wait steps under a live profiler\")")
+        notes.append(note("wait_drift", ratio=drift["ratio"], ci95=drift["ci95"], after_steps=drift["after_steps"],
+                          before_steps=drift["before_steps"]))
     detail = {"pairs": len(act_s), "unpaired_active_steps": short, "single_active_cycles": single,
               "wait_drift": drift,
               "pairs_near_trace": near_trace,
@@ -254,9 +247,9 @@ def estimate_w(records: list, events_of: dict, forgot: bool, wp: float, cuda: bo
     if len(act_s) < MIN_PAIRS:
         two = two_sample_w(blocks, events_of, cold_ids | unsettled, wp, len(act_s))
         if two is not None:
-            w, extra, note = two
+            w, extra, said = two
             detail.update(extra)
-            notes.append(note)
+            notes.append(said)
             return w, notes, detail, pair_steps
     if not act_s:
         return None, notes, detail, pair_steps
@@ -294,7 +287,7 @@ def two_sample_w(blocks: list, events_of: dict, not_bare: set, wp: float, pairs:
     trace or one under opskew's tracer), as two independent samples. W is
     their Hodges-Lehmann shift per operator event (stats.shift), its interval
     the Mann-Whitney test's with its exact coverage. Returns (W, the detail's
-    figures, a note), or None where the samples give no 95% interval."""
+    figures, a note record), or None where the samples give no 95% interval."""
     act, evs, raw = [], [], []
     for phase, steps in blocks:
         if phase != "active" or len(steps) < 2 or not all(s["step"] in events_of for s in steps):
@@ -330,11 +323,8 @@ def two_sample_w(blocks: list, events_of: dict, not_bare: set, wp: float, pairs:
              "events_per_active_step": ev, "corrected_step_ns": step_at(w["median"]),
              "corrected_step_w_ci_ns": [step_at(w["ci95"][1]), step_at(w["ci95"][0])],
              "w_own_ns": None, "w_by_cycle": []}
-    note = (f"{pairs} active step(s) paired with a wait step of their own, fewer than {MIN_PAIRS}: W comes from "
-            f"all {r['n']} warm active steps against the run's {r['m']} settled bare steps outside the cycles "
-            f"(Hodges-Lehmann shift, {100 * r['ci_coverage']:.1f}% Mann-Whitney interval; docs/profile.md, "
-            f"\"Schedules with few wait steps\"); {ADVICE}")
-    return w, extra, note
+    return w, extra, note("two_sample", "advice", pairs=pairs, active_steps=r["n"], bare_steps=r["m"],
+                          coverage=r["ci_coverage"])
 
 
 def w_own(cpu_base, cpu_act, events, cuda: bool):

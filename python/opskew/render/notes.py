@@ -1,0 +1,78 @@
+"""Notes in words: each note record (opskew.stats.notes: a code, its
+figures, a severity) as the sentence a report prints. The one place those
+sentences are written; an older report's notes, sentences already, are
+said as they are."""
+
+from __future__ import annotations
+
+from opskew.stats.pricing import ADVICE, MIN_PAIRS, POST_TRACE, SETTLE
+
+
+def _drift(n: dict) -> str:
+    lo, hi = n["ci95"]
+    return (f"wait steps are not bare: the settled wait steps after a trace ran "
+            f"{100 * (n['ratio'] - 1):+.1f}% [{100 * (lo - 1):+.1f}%, {100 * (hi - 1):+.1f}%] against "
+            f"this process's wait steps before its first trace ({n['after_steps']} and "
+            f"{n['before_steps']} steps); W is measured against them, so the corrected step keeps that "
+            "part of the profiler's after-effect (docs/method.md, \"Wait steps under a live profiler\")")
+
+
+def _no_calibration(n: dict) -> str:
+    which = (" for every operator but the leaves (they took their own from opskew's tracer: leaf_delta), so "
+             "the others' corrected times still hold it" if n.get("leaves_own") else
+             ", so every operator's corrected time still holds it")
+    return ("no stored calibration of this configuration: delta, the instrument's time inside each "
+            f"operator's own event, is taken as 0{which} "
+            "(tens to hundreds of ns a call; docs/correct.md); `opskew calibrate --config "
+            f"{n['config']}` once on this machine measures it")
+
+
+TEXT = {
+    "text": lambda n: n["text"],
+    "unpaired": lambda n: (f"{n['steps']} active step(s) had no warm wait step left to pair with (each wait step "
+                           f"serves one pair; the first {POST_TRACE} after a trace are cold): {ADVICE}"),
+    "near_trace": lambda n: (f"{n['pairs']} of {n['of']} pairs took a wait step within {SETTLE} steps of a trace, "
+                             "whose after-effect makes those steps run slower (docs/method.md, \"Wait steps under a "
+                             f"live profiler\"): W may be low by that; {ADVICE}"),
+    "single_active": lambda n: (f"{n['cycles']} cycle(s) had a single active step: the first active step of a "
+                                "cycle runs cold (it paid 3x the warm steps' W per event on a small step, "
+                                "docs/profile.md) and is not paired; use active >= 2 for an in-run W"),
+    "wait_drift": _drift,
+    "two_sample": lambda n: (f"{n['pairs']} active step(s) paired with a wait step of their own, fewer than "
+                             f"{MIN_PAIRS}: W comes from all {n['active_steps']} warm active steps against the run's "
+                             f"{n['bare_steps']} settled bare steps outside the cycles (Hodges-Lehmann shift, "
+                             f"{100 * n['coverage']:.1f}% Mann-Whitney interval; docs/profile.md, \"Schedules with "
+                             f"few wait steps\"); {ADVICE}"),
+    "straddle": lambda n: (f"the ProfilerStep#N ranges hold {n['held']} of the trace's {n['op_events']} operator "
+                           "events: step() was called inside another range (a record_function around each "
+                           "iteration?), so the ranges straddle the iterations; events per step are the trace's "
+                           "totals divided by its active steps"),
+    "w_below_zero": lambda n: ("W's 95% interval lies below 0: the active steps ran faster than the wait steps "
+                               "paired with them, which no instrument does; the machine's speed changed during "
+                               "the run. The trace is corrected with W = 0; rerun for a W that measures the "
+                               "profiler"),
+    "record_function_ranges": lambda n: (f"ProfilerStep#N ranges opened with torch's record_function: {n['why']}, "
+                                         "tens of us a step that no W takes out of the corrected trace "
+                                         "(corrected_step_ns carries none of it)"),
+    "bytecode_unmeasured": lambda n: ("the interpreter's slowdown under with_stack's profile function was not "
+                                      "measured (another profile function was set at the first trace: cProfile, "
+                                      "a debugger): the intervals of names whose self time runs Python code are "
+                                      "not widened for it (docs/profile.md)"),
+    "instrument_above_active": lambda n: ("W x events is more than the active steps took: the wait steps paired "
+                                          "with them ran faster than the machine did during the active steps (its "
+                                          "speed changed); rerun"),
+    "no_calibration": _no_calibration,
+}
+
+
+def words(n) -> str:
+    """One note in words (a sentence stays as it is)."""
+    if isinstance(n, str):
+        return n
+    say = TEXT.get(n.get("code"))
+    return say(n) if say is not None else f"{n.get('code')}: {n}"
+
+
+def all_words(notes) -> list:
+    """A report's notes in words, each once, in the order of their words."""
+    return sorted({words(n) for n in notes or ()})
