@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import opskew  # noqa: E402
 from conftest import NOISE_ATTEMPTS, python_c  # noqa: E402
-from opskew.render.notes import all_words  # noqa: E402
+from opskew.render.notes import all_words, priced  # noqa: E402
 from opskew.analyze import tracefile  # noqa: E402
 from opskew.stats.pricing import ADVICE  # noqa: E402
 
@@ -574,7 +574,7 @@ def test_corrected_trace_and_report(tmp_path):
             assert rows[st["name"]]["added_ns"]["scaled"] == pytest.approx(
                 (want - 1) * wm * rows[st["name"]]["descendants_per_call"], rel=1e-6, abs=1e-3)
         else:
-            assert st["w_scale"] == 1.0 and st["why"].startswith("priced at W")
+            assert st["w_scale"] == 1.0 and priced(st["why"]).startswith("priced at W")
     from opskew.render.profile import render
 
     assert ("priced by position in the cycle" in render(r)) == any(st["w_scale"] != 1.0 for st in r["position_steps"])
@@ -1098,7 +1098,7 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
     spans = _spans(r, w, wpy, {"cold_first_active_extra_ns": 1800.0,
                                "cold_first_active_cycles": COLD_STEP_MIN_CYCLES})
     assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)), "ProfilerStep#10": 4000.0}
-    assert r["cold_step"]["w_scale"] == pytest.approx(2.5) and "2.50 x W" in r["cold_step"]["why"]
+    assert r["cold_step"]["w_scale"] == pytest.approx(2.5) and "2.50 x W" in priced(r["cold_step"]["why"])
     for est, wv, said in (
             ({"cold_first_active_extra_ns": 1800.0, "cold_first_active_cycles": COLD_STEP_MIN_CYCLES - 1}, w,
              f"it takes {COLD_STEP_MIN_CYCLES}"),
@@ -1108,7 +1108,7 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
             ({"cold_first_active_extra_ns": 1200.0 * COLD_MAX_SCALE, "cold_first_active_cycles": 5}, w, "a lump")):
         r = rep()
         assert _spans(r, wv, wpy, est) == r["step_spans_ns"]  # the bodies still, no scale
-        assert r["cold_step"]["w_scale"] == 1.0 and said in r["cold_step"]["why"], r["cold_step"]
+        assert r["cold_step"]["w_scale"] == 1.0 and said in priced(r["cold_step"]["why"]), r["cold_step"]
     # The other active steps: each at the W of the run's pairs at its
     # position in the cycle, over W, under the same guards; each keeps its
     # own answer.
@@ -1129,14 +1129,14 @@ def test_the_cold_first_step_and_the_others_by_position_are_priced_only_where_it
     assert spans == {"ProfilerStep#9": (5000.0, pytest.approx(2.5)),
                      "ProfilerStep#10": (4000.0, pytest.approx(1700 / 1200)),
                      "ProfilerStep#11": (3000.0, pytest.approx(1000 / 1200)), "ProfilerStep#12": 3000.0}
-    assert "1.42 x W" in r["position_steps"][0]["why"] and "it takes" in r["position_steps"][2]["why"]
+    assert "1.42 x W" in priced(r["position_steps"][0]["why"]) and "it takes" in priced(r["position_steps"][2]["why"])
     for figs, wv, said in (([{"position": 1, "w_ns": -5.0, "pairs": 5}], w, "0 or less"),
                            ([{"position": 1, "w_ns": 100.0 * (COLD_MAX_SCALE + 1), "pairs": 5}], w, "past"),
                            ([{"position": 1, "w_ns": 150.0, "pairs": 5}], {"median": 100.0, "ci95": [-20.0, 220.0]},
                             "CI reaches 0")):
         r = with_positions()
         spans = _spans(r, wv, wpy, dict(est, w_by_position=figs))
-        assert spans["ProfilerStep#10"] == 4000.0 and said in r["position_steps"][0]["why"], r["position_steps"]
+        assert spans["ProfilerStep#10"] == 4000.0 and said in priced(r["position_steps"][0]["why"]), r["position_steps"]
     # Without ranges holding the steps: nothing to give.
     assert _spans({"step_spans_ns": None, "cold_step": None}, w, wpy, {}) is None
 
@@ -1186,8 +1186,8 @@ def test_a_cycle_whose_pairs_all_lie_on_one_side_is_priced_at_its_own_level():
                      "ProfilerStep#10": (3000.0, pytest.approx(3000 / 1200)),
                      "ProfilerStep#11": (3000.0, pytest.approx(1600 / 1200)),
                      "ProfilerStep#12": (3000.0, pytest.approx(1600 / 1200))}
-    assert all(st["cycle_factor"] == pytest.approx(1.4) and "own level" in st["why"] for st in r["position_steps"])
-    assert r["cold_step"]["extra_priced"] and "own level" in r["cold_step"]["why"]
+    assert all(st["cycle_factor"] == pytest.approx(1.4) and "own level" in priced(st["why"]) for st in r["position_steps"])
+    assert r["cold_step"]["extra_priced"] and "own level" in priced(r["cold_step"]["why"])
     # A cycle at the run's level: by position alone, the cold step at its extra.
     r = rep(40)
     spans = _spans(r, w, wpy, est)

@@ -1,11 +1,11 @@
 """What the C correction takes per ProfilerStep#N of a profiled cycle
 (docs/method.md, "The first active step", "W by position"): each active
 step's body, and the scale on W its events are priced at, with the reason
-the report gives. The arithmetic is opskew.stats.pricing's."""
+the report gives, as a record (render.notes.priced says it in words). The
+arithmetic is opskew.stats.pricing's."""
 
 from __future__ import annotations
 
-from opskew.render.units import fmt_ns
 from opskew.stats.pricing import COLD_MAX_SCALE, COLD_MIN_CYCLES, COLD_STEP_MIN_CYCLES, cold_w_scale, level as cycle_level
 
 
@@ -35,12 +35,11 @@ def step_spans(rep: dict, model, est: dict) -> dict | None:
     return spans or None
 
 
-def level_said(level: dict | None) -> str:
+def _level(level: dict | None) -> dict | None:
+    """A cycle's own level as a priced step's reason carries it (its factor
+    and its pairs), or None where it is the run's."""
     f = cycle_level(level)
-    if f == 1.0:
-        return ""
-    return (f", and x {f:.2f} for its cycle's own level (all {level['pairs']} of the cycle's pairs "
-            f"{'above' if f > 1 else 'below'} their position's W)")
+    return None if f == 1.0 else {"factor": f, "pairs": level["pairs"]}
 
 
 def price_position(spans: dict, st: dict, fig: dict | None, model, level: dict | None = None):
@@ -52,7 +51,8 @@ def price_position(spans: dict, st: dict, fig: dict | None, model, level: dict |
     the pairs first): one scale on both, (w_k x f x ops + W_py x py) /
     (W x ops + W_py x py). w_k from COLD_MIN_CYCLES pairs on and where > 0
     (else W); priced where W's 95% CI lies above 0 and the scale lies within
-    [1 / COLD_MAX_SCALE, COLD_MAX_SCALE]; else at W, and `why` says so."""
+    [1 / COLD_MAX_SCALE, COLD_MAX_SCALE]; else at W, and `why` says so (a
+    record: render.notes.priced says it)."""
     wm = max(model.operator.w["median"], 0.0)
     ci = model.operator.w.get("ci95") or [0.0, 0.0]
     n = (fig or {}).get("pairs") or 0
@@ -61,34 +61,34 @@ def price_position(spans: dict, st: dict, fig: dict | None, model, level: dict |
     ops, py = st.get("op_events") or 0, st.get("py_events") or 0
     base = model.step_cost(ops, py)
     if n < COLD_MIN_CYCLES:
-        at_w = f"{n} pair(s) at this position (it takes {COLD_MIN_CYCLES})"
+        at_w = {"code": "few_pairs", "pairs": n, "needs": COLD_MIN_CYCLES}
     elif not (isinstance(wk, (int, float)) and wk > 0):
-        at_w = "its position's pairs gave a W of 0 or less"
+        at_w = {"code": "w_nonpositive"}
     else:
         at_w = None
     w_at = wm if at_w else wk
     scale = model.step_cost(ops, py, f, w_at) / base if wm > 0 and base > 0 else None
     if not ci[0] > 0:
-        why = "priced at W: W's 95% CI reaches 0"
+        why = {"code": "w_ci_reaches_0"}
     elif scale is None:
-        why = "priced at W: W is 0"
+        why = {"code": "w_zero"}
     elif at_w and f == 1.0:
-        why = f"priced at W: {at_w}"
+        why = at_w
     elif not 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
-        why = f"priced at W: its pairs gave {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x either way"
+        why = {"code": "past", "scale": scale, "max": COLD_MAX_SCALE}
     else:
         why = None
-    where = (f"at W ({at_w})" if at_w else f"at the median of {n} pairs at its position") + level_said(level)
-    priced(spans, st, scale, why, f"its events priced at {{:.2f}} x W (and W_py): its operator events {where}",
-            w_ns=wk, pairs=n, cycle_factor=f)
+    priced(spans, st, scale, {"code": "position", "reason": why, "pairs": n, "at_w": at_w, "level": _level(level)},
+           w_ns=wk, pairs=n, cycle_factor=f)
 
 
-def priced(spans: dict, step: dict, scale, why: str | None, said: str, **figures):
-    """A priced step's answer: its scale (1.0 where `why` says why not)
-    into `step` with `figures` and the reason (`said`, formatted with the
-    scale, when priced), and into `spans` beside its body when not 1."""
-    scale = scale if why is None else 1.0
-    step.update(figures, w_scale=scale, why=why or said.format(scale))
+def priced(spans: dict, step: dict, scale, why: dict, **figures):
+    """A priced step's answer: its scale (1.0 where `why`'s reason says why
+    not) into `step` with `figures` and the reason (a record with the scale:
+    render.notes.priced says it), and into `spans` beside its body when not
+    1."""
+    scale = scale if why["reason"] is None else 1.0
+    step.update(figures, w_scale=scale, why={**why, "scale": scale})
     if scale != 1.0:
         spans[step["name"]] = (spans.get(step["name"], -1.0), scale)
 
@@ -102,27 +102,21 @@ def price(spans: dict, cold: dict, extra, n: int, model, level: dict | None = No
     f = cycle_level(level)
     want = cold_w_scale(extra, cold, model)
     if n < COLD_STEP_MIN_CYCLES:
-        why = f"priced at W: {n} cycle(s) measured it (it takes {COLD_STEP_MIN_CYCLES})"
+        why = {"code": "few_cycles", "cycles": n, "needs": COLD_STEP_MIN_CYCLES}
     elif want == 1.0:
-        why = "priced at W: it ran no slower than the others"
+        why = {"code": "no_slower"}
     elif not ci[0] > 0:
-        why = (f"priced at W: it ran {fmt_ns(extra)} over the others, but W's 95% CI reaches 0, so W x its events "
-               "is no base to spread that over")
+        why = {"code": "cold_ci_reaches_0", "extra_ns": extra}
     elif want > COLD_MAX_SCALE:
-        why = (f"priced at W: it ran {fmt_ns(extra)} over the others, {want - 1:.1f} times the instrument time W "
-               f"gives its events (past {COLD_MAX_SCALE - 1:.0f}: a lump, not a cost per event); it stays in the step")
+        why = {"code": "lump", "extra_ns": extra, "times": want - 1, "max": COLD_MAX_SCALE}
     else:
         why = None
-    if why is None:
-        said = (f"its events priced at {{:.2f}} x W: the first active step of a cycle ran {fmt_ns(extra)} over the "
-                f"cycle's others (median over {n} cycles)" + level_said(level))
-    else:
-        said = f"its events priced at {{:.2f}} x W{level_said(level)}; its extra {why}"
+    extra_why = why
     # Its cycle's own level, whether or not the extra is priced (while W's
     # CI lies above 0).
     scale = cold_w_scale(extra if why is None else 0.0, cold, model, f) if ci[0] > 0 else 1.0
     if not 1 / COLD_MAX_SCALE <= scale <= COLD_MAX_SCALE:
-        scale, why = 1.0, f"priced at W: with its cycle's own level it came to {scale:.2f} x W, past {COLD_MAX_SCALE:.0f}x"
-    priced(spans, cold, scale, why if scale == 1.0 else None, said, extra_ns=extra, cycles=n, cycle_factor=f,
-            extra_priced=why is None and scale != 1.0)
-
+        scale, why = 1.0, {"code": "level_past", "scale": scale, "max": COLD_MAX_SCALE}
+    priced(spans, cold, scale, {"code": "cold", "reason": why if scale == 1.0 else None, "extra_reason": extra_why,
+                                "extra_ns": extra, "cycles": n, "level": _level(level)},
+           extra_ns=extra, cycles=n, cycle_factor=f, extra_priced=why is None and scale != 1.0)

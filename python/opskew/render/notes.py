@@ -5,6 +5,7 @@ said as they are."""
 
 from __future__ import annotations
 
+from opskew.render.units import fmt_ns
 from opskew.stats.pricing import ADVICE, MIN_PAIRS, POST_TRACE, SETTLE
 
 
@@ -76,3 +77,58 @@ def words(n) -> str:
 def all_words(notes) -> list:
     """A report's notes in words, each once, in the order of their words."""
     return sorted({words(n) for n in notes or ()})
+
+
+# --------------------------------------------- how a ProfilerStep#N is priced
+
+def _at_w(r: dict) -> str:
+    if r["code"] == "few_pairs":
+        return f"{r['pairs']} pair(s) at this position (it takes {r['needs']})"
+    return "its position's pairs gave a W of 0 or less"
+
+
+REASON = {
+    "few_pairs": lambda r: f"priced at W: {_at_w(r)}",
+    "w_nonpositive": lambda r: f"priced at W: {_at_w(r)}",
+    "w_ci_reaches_0": lambda r: "priced at W: W's 95% CI reaches 0",
+    "w_zero": lambda r: "priced at W: W is 0",
+    "past": lambda r: f"priced at W: its pairs gave {r['scale']:.2f} x W, past {r['max']:.0f}x either way",
+    "few_cycles": lambda r: f"priced at W: {r['cycles']} cycle(s) measured it (it takes {r['needs']})",
+    "no_slower": lambda r: "priced at W: it ran no slower than the others",
+    "cold_ci_reaches_0": lambda r: (f"priced at W: it ran {fmt_ns(r['extra_ns'])} over the others, but W's 95% CI "
+                                    "reaches 0, so W x its events is no base to spread that over"),
+    "lump": lambda r: (f"priced at W: it ran {fmt_ns(r['extra_ns'])} over the others, {r['times']:.1f} times the "
+                       f"instrument time W gives its events (past {r['max'] - 1:.0f}: a lump, not a cost per event); "
+                       "it stays in the step"),
+    "level_past": lambda r: (f"priced at W: with its cycle's own level it came to {r['scale']:.2f} x W, past "
+                             f"{r['max']:.0f}x"),
+}
+
+
+def _level(level) -> str:
+    if not level:
+        return ""
+    f = level["factor"]
+    return (f", and x {f:.2f} for its cycle's own level (all {level['pairs']} of the cycle's pairs "
+            f"{'above' if f > 1 else 'below'} their position's W)")
+
+
+def priced(why) -> str:
+    """How a ProfilerStep#N was priced (its report's cold_step or
+    position_steps entry's `why`, profiler.pricing's record) in words; a
+    sentence (an older report's) as it is."""
+    if not isinstance(why, dict):
+        return why or ""
+    if why.get("reason") is not None:
+        return REASON[why["reason"]["code"]](why["reason"])
+    scale = why["scale"]
+    if why["code"] == "cold":
+        if why.get("extra_reason") is None:
+            return (f"its events priced at {scale:.2f} x W: the first active step of a cycle ran "
+                    f"{fmt_ns(why['extra_ns'])} over the cycle's others (median over {why['cycles']} cycles)"
+                    + _level(why.get("level")))
+        return (f"its events priced at {scale:.2f} x W{_level(why.get('level'))}; its extra "
+                f"{REASON[why['extra_reason']['code']](why['extra_reason'])}")
+    where = (f"at W ({_at_w(why['at_w'])})" if why.get("at_w") else
+             f"at the median of {why['pairs']} pairs at its position") + _level(why.get("level"))
+    return f"its events priced at {scale:.2f} x W (and W_py): its operator events {where}"

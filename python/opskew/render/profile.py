@@ -5,7 +5,7 @@ the report's figures are said in."""
 from __future__ import annotations
 
 from opskew.render.audit import lines as audit_lines
-from opskew.render.notes import all_words
+from opskew.render.notes import all_words, priced
 from opskew.render.units import fmt_ns
 from opskew.render.verdict import bytecode_sentence, marks_line, reconcile, skew_words
 from opskew.stats.pricing import COLD_STEP_MIN_CYCLES, level
@@ -90,7 +90,7 @@ def render(rep: dict, verbose: bool = True, seen: set | None = None) -> str:
             lines.append(w_line(rep, w))
     cold = rep.get("cold_step") or {}
     if (cold.get("extra_ns") or 0) > 0 and (cold.get("cycles") or 0) >= COLD_STEP_MIN_CYCLES:
-        _once(lines, seen, "cold_step", f"  {cold['name']} (the cycle's first active step, cold): {cold['why']}")
+        _once(lines, seen, "cold_step", f"  {cold['name']} (the cycle's first active step, cold): {priced(cold['why'])}")
     if not rep.get("w_py_ns") and rep.get("w_py_note"):
         _once(lines, seen, rep["w_py_note"], f"  note: {rep['w_py_note']}")
     classes = rep.get("cost_classes") or {}
