@@ -13,6 +13,7 @@ from conftest import run_opskew
 
 from opskew.render import tables
 from opskew.analyze import verdict
+from opskew.render import verdict as render_verdict
 from opskew.stats.costmodel import CostModel
 from test_correct_stream import calibration
 from test_verdict import injected_trace
@@ -123,7 +124,7 @@ def test_summary_correct_verdict_and_tracer_share_columns_and_more_line(tmp_path
 
     v = verdict.per_operator(str(trace), CostModel.default({"median": 300.0, "ci95": [290.0, 310.0]}, 0.0))
     out = io.StringIO()
-    verdict.render(v, out, top=2)
+    render_verdict.render(v, out, top=2)
     assert more in out.getvalue().splitlines()
     verdict_t = header_titles(out.getvalue())
 

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import NOISE_ATTEMPTS
 from opskew.analyze import verdict
+from opskew.render import verdict as render_verdict
 from opskew.stats.costmodel import CostModel
 
 
@@ -74,7 +75,7 @@ def test_busy_wait_around_one_operators_children_marks_parent_inflated_leaves_be
     assert s["added_ns"] == pytest.approx(300.0 * 1200)
     assert s["in_parents_ns"] == pytest.approx(300.0 * 800)
     assert s["between_top_level_ns"] == pytest.approx(300.0 * 400)
-    text = verdict.sentence(s)
+    text = render_verdict.sentence(s)
     assert "0% lies inside leaf operators" in text and "opskew::parent" in text
     assert "67% inside parents" in text and "33% between top-level events" in text
 
@@ -222,7 +223,7 @@ def test_a_correction_larger_than_what_remains_is_unknowable(tmp_path):
     worst = v["summary"]["most_inflated_parent"]
     assert worst["name"] == "opskew::parent" and worst["inflation"] is None
     json.dumps(v, allow_nan=False)
-    assert "inf%" not in verdict.sentence(v["summary"]) and "its corrected total is 0" in verdict.sentence(v["summary"])
+    assert "inf%" not in render_verdict.sentence(v["summary"]) and "its corrected total is 0" in render_verdict.sentence(v["summary"])
 
 
 def test_an_uncertain_w_calls_nothing_inflated_nor_believable_where_it_cannot_tell(tmp_path):
@@ -273,7 +274,7 @@ def test_render_prints_a_row_per_operator_and_the_sentence(tmp_path):
     injected_trace(trace, w_ns=300.0)
     v = verdict.per_operator(str(trace), CostModel.default({"median": 300.0, "ci95": [290.0, 310.0]}, 0.0))
     out = io.StringIO()
-    verdict.render(v, out, top=2)
+    render_verdict.render(v, out, top=2)
     text = out.getvalue()
     assert text.count("\n") == 2 + 2 + 1 + 1  # header, rule, 2 rows, "more", sentence
     assert "... 1 more (--top 0 shows all)" in text and "where the skew lands:" in text
@@ -309,7 +310,7 @@ def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tm
     for name in ("aten::add", "aten::mul"):
         assert ops[name]["corrected_self_ns"] == plain[name]["corrected_self_ns"]
     out = io.StringIO()
-    verdict.render(v, out, top=0)
+    render_verdict.render(v, out, top=0)
     assert "opskew::parent" in out.getvalue() and "* 1 name(s) whose self time runs Python code" in out.getvalue()
     # A factor whose CI does not lie above 1 (Python 3.12's instrumentation)
     # widens nothing.
@@ -322,7 +323,7 @@ def test_a_bytecode_slowdown_widens_only_the_rows_whose_self_time_runs_python(tm
     with pytest.raises(TypeError, match="bytecode must be"):
         verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=2.0)
     out = io.StringIO()
-    verdict.render(verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=flat), out, top=0)
+    render_verdict.render(verdict.per_operator(str(trace), CostModel.default(w, 0.0), bytecode=flat), out, top=0)
     assert "name(s) whose self time" not in out.getvalue()
 
 

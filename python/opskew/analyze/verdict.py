@@ -37,9 +37,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from opskew.analyze.tracefile import correct
 from opskew.host import usable_cpus
-# Also reachable here, as opskew.analyze.verdict.render and .sentence (their
-# home is opskew.render.verdict: they format the verdict for people).
-from opskew.render.verdict import render, sentence  # noqa: F401
 
 MARKS = ("believable", "inflated", "unresolved", "unknowable")
 
