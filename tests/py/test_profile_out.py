@@ -87,7 +87,7 @@ def test_from_out_takes_the_w_the_run_measured(runs, tmp_path):
     out = runs[0]
     rep = _report(out)
     cyc = rep["reports"][-1]
-    w = (cyc.get("corrected_w_ns") or cyc["w_ns"])["median"]
+    w = max((cyc.get("corrected_w_ns") or cyc["w_ns"])["median"], 0.0)  # below 0: taken at 0, as the run did
     raw = cyc["raw_trace"]
     env = {"OPSKEW_CACHE_DIR": str(tmp_path / "cache")}  # nothing stored
     p = run_opskew("correct", raw, "--from", str(out), "--json", "-", env=env)
@@ -104,7 +104,7 @@ def test_from_out_takes_the_w_the_run_measured(runs, tmp_path):
     shutil.copy(raw, other)
     s = run_opskew("summary", str(other), "--corrected", "--from", str(out), "--json", "-", env=env)
     d = json.loads(s.stdout)
-    assert d["w_ns"]["median"] == pytest.approx(rep["final"]["w_ns"]["median"])
+    assert d["w_ns"]["median"] == pytest.approx(max(rep["final"]["w_ns"]["median"], 0.0))
     assert "the run's final W" in d["source"]
     # Nothing stored and nothing given: the line names every way to give W.
     for cmd in (("correct", raw), ("summary", raw, "--corrected")):
@@ -162,3 +162,23 @@ def test_a_report_that_does_not_read_is_named(tmp_path):
     for args in (["summary", str(out)], ["compare", str(out), str(out)],
                  ["summary", "--corrected", str(out / "t.json"), "--from", str(out)]):
         one_line_error(run_opskew(*args), "an `opskew profile` report that does not read as JSON")
+
+
+def test_from_out_takes_a_w_below_zero_at_zero_as_the_run_did(runs, tmp_path):
+    """A run whose paired wait steps ran slower than its profiled steps
+    measures W below 0; its own correction took it at 0, and `correct --from`
+    takes it so too, with a note, instead of refusing (it failed a CI run)."""
+    out = tmp_path / "neg"
+    shutil.copytree(runs[0], out)
+    doc = _report(out)
+    cyc = doc["reports"][-1]
+    for w in (cyc.get("corrected_w_ns"), cyc.get("w_ns")):
+        if w:
+            w["median"], w["ci95"] = -123.0, [-600.0, 300.0]
+    (out / "report.json").write_text(json.dumps(doc))
+    env = {"OPSKEW_CACHE_DIR": str(tmp_path / "cache")}
+    p = run_opskew("correct", cyc["raw_trace"], "--from", str(out), "--json", "-", env=env)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["calibration"]["w_ns"] == 0.0
+    assert any("W = -123.0 ns" in n and "taken at 0" in n for n in got["notes"]), got["notes"]

@@ -126,9 +126,12 @@ def w_for_trace(out, trace) -> dict:
         raise UsageError(f"{report}: the run measured no W (no cycle completed with one, and no final W)")
     if not isinstance(w, dict):
         w = {"median": w, "ci95": None}
-    if w.get("median") is None or w["median"] < 0:
-        raise UsageError(f"{report}: the W the run measured for this trace is {w.get('median')} ns, not one a "
-                         "correction can take")
+    if w.get("median") is None:
+        raise UsageError(f"{report}: the run measured no W for this trace")
+    # A median below 0 (the machine ran the paired wait steps slower than the
+    # profiled ones): the run's own correction took it at 0, and so does
+    # this one, which then writes the run's own corrected trace again.
+    below = float(w["median"]) if w["median"] < 0 else None
     ci = w.get("ci95")
     if ci and None not in ci:  # a low end below 0 is taken at 0, as the run's own verdict takes it
         ci = [max(float(ci[0]), 0.0), max(float(ci[1]), 0.0)]
@@ -136,19 +139,24 @@ def w_for_trace(out, trace) -> dict:
     if wpy is not None and not isinstance(wpy, dict):
         wpy = {"median": wpy}
     delta = src.get("delta_ns") if src.get("delta_ns") is not None else (rep or {}).get("delta_ns")
-    return {"w_ns": {"median": float(w["median"]), "ci95": list(ci) if ci and None not in ci else None,
+    return {"w_ns": {"median": max(float(w["median"]), 0.0), "ci95": list(ci) if ci and None not in ci else None,
                      "ci_coverage": w.get("ci_coverage")},
             "delta_ns": float(delta or 0.0),
             "w_py_ns": ({"median": float(wpy["median"]),
                          "ci95": [max(float(x), 0.0) for x in wpy["ci95"]] if wpy.get("ci95") else None}
                         if wpy and wpy.get("median") is not None else None),
             "delta_py_ns": float((wpy or {}).get("delta_py_ns") or 0.0),
-            "own_deltas": len((rep or {}).get("op_deltas_ns") or {}),
+            "own_deltas": len((rep or {}).get("op_deltas_ns") or {}), "w_below_zero_ns": below,
             "source": f"opskew profile {os.path.dirname(os.path.abspath(report))}: {which}"}
 
 
 def own_delta_notes(m: dict) -> list:
     """What a correction with w_for_trace's `m` leaves out of the run's own."""
     n = m.get("own_deltas") or 0
-    return [f"the run measured {n} leaves' own delta (opskew's tracer on its wait steps); this correction takes "
-            "one delta for every operator: its corrected trace on disk has them"] if n else []
+    out = [f"the run measured {n} leaves' own delta (opskew's tracer on its wait steps); this correction takes "
+           "one delta for every operator: its corrected trace on disk has them"] if n else []
+    if m.get("w_below_zero_ns") is not None:
+        out.append(f"the run measured W = {m['w_below_zero_ns']:.1f} ns for this trace (its paired wait steps ran "
+                   "slower than the profiled ones: the machine's speed changed); taken at 0, as the run's own "
+                   "correction took it, so nothing is taken out between events")
+    return out
