@@ -1236,7 +1236,8 @@ def spin_run(tmp_path, extra_ns, base_ns, good):
     """A loop of opskew_test::spin (spin_op) and aten::add under
     opskew.profile with the leaf reference on (wait REF_WAIT, 3 cycles of 3
     active steps), run again (NOISE_ATTEMPTS) until good(spin's op_deltas
-    entry) holds: (the profile, its last report, that entry, the cycle)."""
+    entry, the report) holds: (the profile, its last report, that entry,
+    the cycle)."""
     import opskew.profiler as profiling
 
     spin = spin_op(extra_ns, base_ns)
@@ -1255,7 +1256,7 @@ def spin_run(tmp_path, extra_ns, base_ns, good):
             repeat * cycle + wait, body)
         r = p.reports[-1]
         own = (r.get("op_deltas_ns") or {}).get("opskew_test::spin") or {}
-        if own and good(own):
+        if own and good(own, r):
             break
     spin_op(0, 0)
     return p, r, own, cycle
@@ -1272,7 +1273,7 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     import opskew.profiler as profiling
 
     extra, base = 40_000, 3_000
-    p, r, own, cycle = spin_run(tmp_path, extra, base, lambda own: abs(own["median"] - extra) <= 0.1 * extra)
+    p, r, own, cycle = spin_run(tmp_path, extra, base, lambda own, _: abs(own["median"] - extra) <= 0.1 * extra)
     wait, active, repeat = profiling.REF_WAIT, 3, 3
     ld = r["leaf_delta"]
     # Tracer steps of the blocks after cycles 1, 2 and 3: 4 each.
@@ -1282,8 +1283,8 @@ def test_each_leaf_s_own_delta_recovers_a_cost_inside_its_events(tmp_path):
     assert r["w_ns"]["median"] < 0.75 * own["median"] and "opskew_test::spin" in ld["above_w"]
     row = {o["name"]: o for o in r["operators"]["ops"]}["opskew_test::spin"]
     per_call = row["corrected_total_ns"]["median"] / row["calls"]
-    # (each call written to the whole ns)
-    assert per_call == pytest.approx(row["reported_total_ns"] / row["calls"] - own["median"], abs=0.5)
+    # (each call's ts and dur written to the whole ns: up to 1 ns a call)
+    assert per_call == pytest.approx(row["reported_total_ns"] / row["calls"] - own["median"], abs=1.0)
     assert base * 0.9 <= per_call <= base + 0.5 * extra  # the kernel's call from Python costs some us too
     assert row["delta_ns"]["median"] == pytest.approx(own["median"])
     add = r["op_deltas_ns"]["aten::add"]
@@ -1319,7 +1320,8 @@ def test_a_leaf_faster_in_the_trace_than_under_the_tracer_is_said_and_its_interv
 
     less, base = 20_000, 30_000
     p, r, own, _ = spin_run(tmp_path, -less, base,
-                            lambda own: abs((own.get("below_ns") or {}).get("median", 0.0) - less) <= 0.1 * less)
+                            lambda own, r: abs((own.get("below_ns") or {}).get("median", 0.0) - less) <= 0.1 * less
+                            and r["leaf_delta"].get("below_tracer") == ["opskew_test::spin"])
     assert own["median"] == 0.0 and abs(own["below_ns"]["median"] - less) <= 0.1 * less, own
     assert own["below_ns"]["ci95"][0] > 0 and own["below_ns"]["tracer_ns"] >= base * 0.9
     assert r["leaf_delta"]["below_tracer"] == ["opskew_test::spin"]
