@@ -14,6 +14,7 @@ from opskew._engine import version as __version__  # noqa: E402  (meson.build is
 from opskew.api import Result, advise, check, compare, corrected_averages, matrix, summary, sweep  # noqa: F401
 from opskew.profiler.core import profile, step  # noqa: F401  (the package is opskew.profiler, not .profile)
 from opskew.tracer.session import trace  # noqa: F401  (the C operator tracer)
+import opskew.render.views  # noqa: F401,E402  (registers the views results and computation call: render consumes them)
 
 __all__ = ["Result", "advise", "check", "compare", "corrected_averages", "matrix", "profile", "step", "summary",
            "sweep", "trace"]

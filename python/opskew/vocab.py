@@ -21,6 +21,22 @@ OP_CATEGORIES = ("cpu_op", "user_annotation")
 PY_CATEGORIES = ("python_function",)
 
 
+# The range `opskew sweep` opens around each window's calls (record_function),
+# as a training step's operators run inside the step's annotation, so that the
+# trace's time of the same calls is read off one event.
+SWEEP_ANNOTATION = "opskew.sweep.calls"
+
+# Why a plot cannot be drawn: matplotlib is an optional extra (the words of
+# the usage error a --plot gets and of the sweep's skipped plot).
+NO_MATPLOTLIB = "needs matplotlib, an optional extra: pip install 'opskew[plot]'"
+
+
 def is_step(name: str) -> bool:
     """Whether `name` is a ProfilerStep#N range."""
     return STEP_NAME.match(name) is not None
+
+
+def schedule_args(sch: dict) -> str:
+    """A recommended schedule's arguments, as the text and the snippet write
+    them: "wait=2, warmup=1, active=5, repeat=1"."""
+    return ", ".join(f"{k}={sch[k]}" for k in ("wait", "warmup", "active", "repeat"))

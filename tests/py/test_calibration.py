@@ -231,15 +231,19 @@ def test_clear_removes_only_what_calibrate_wrote(cache, tmp_path):
 
 def test_a_calibration_under_95_percent_says_its_coverage():
     """Two rounds give a 50% interval: calibrate's warning says so, and never
-    calls it a 95% CI or blames a busy machine for it."""
+    calls it a 95% CI or blames a busy machine for it. The warning is a
+    note record (its figures), said by render.notes."""
     from opskew.experiments.calibrate import _noisy
+    from opskew.render.notes import words
 
-    few = _noisy({"w_ns": {"median": 220.0, "ci95": [171.0, 279.0], "ci_coverage": 0.5}})
+    rec = _noisy({"w_ns": {"median": 220.0, "ci95": [171.0, 279.0], "ci_coverage": 0.5}})
+    assert rec["code"] == "calibration_noisy" and rec["busy"] is False and rec["constants"][0]["coverage"] == 0.5
+    few = words(rec)
     assert "W's interval [171 ns, 279 ns] has only 50% coverage" in few
     assert "95% CI [" not in few and "busy" not in few
-    wide = _noisy({"w_ns": {"median": 220.0, "ci95": [50.0, 400.0], "ci_coverage": 0.965}})
+    wide = words(_noisy({"w_ns": {"median": 220.0, "ci95": [50.0, 400.0], "ci_coverage": 0.965}}))
     assert "W's 95% CI [50 ns, 400 ns] is wider than" in wide and "busy" in wide
-    assert _noisy({"w_ns": {"median": 220.0, "ci95": [210.0, 230.0], "ci_coverage": 0.965}}) == ""
+    assert _noisy({"w_ns": {"median": 220.0, "ci95": [210.0, 230.0], "ci_coverage": 0.965}}) is None
 
 
 def test_calibrate_json_report_is_not_taken_for_a_calibration():

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from conftest import NOISE_ATTEMPTS, run_opskew, seed_native_cache, until
+from opskew.render.notes import all_words as words
 
 HERE = os.path.dirname(__file__)
 CAL = ("--trials", "5", "--iters", "3", "--calls", "300", "--warmup", "0.1", "--config", "minimal",
@@ -155,7 +156,9 @@ def test_correct_torch_trace(cache, tmp_path):
     assert r["detected"]["config"] == "minimal"
     # A micro-workload calibration: the output says how far off real
     # workloads were, and where the in-run W is.
-    assert any("opskew profile -- python SCRIPT" in n and "torch.add micro-workload" in n for n in r["notes"])
+    assert any("opskew profile -- python SCRIPT" in n and "torch.add micro-workload" in n for n in words(r["notes"]))
+    # ... as a record (its words are render.notes')
+    assert [n["code"] for n in r["notes"]] == ["micro_workload_w"] and r["notes"][0]["shapes"] is False
     ops = {o["name"]: o for o in r["ops"]}
     it = ops["opskew::iteration"]
     assert it["calls"] == 5 and it["descendants"] > 100
@@ -199,7 +202,7 @@ def test_correct_with_stack_trace(cache, tmp_path):
     assert cal["w_py_ns"] >= 0 and 0 <= cal["delta_py_ns"] <= cal["w_py_ns"]
     assert r["stats"]["py_events"] > 0
     # The one note: a micro-workload W under-corrects real workloads.
-    assert len(r["notes"]) == 1 and "real workloads paid 1.1 to 1.7 times" in r["notes"][0]
+    assert len(r["notes"]) == 1 and "real workloads paid 1.1 to 1.7 times" in words(r["notes"])[0]
     ops = {o["name"]: o for o in r["ops"]}
     it = ops["opskew::iteration"]
     assert it["descendants"] > 100 and it["py_descendants"] > 50 and not it["python"]
@@ -400,8 +403,8 @@ def test_waiting_thread_sheds_the_workers_instrument_time(cache, tmp_path):
     # (each written to the whole ns)
     assert off["corrected_total_ns"] - on["corrected_total_ns"] == pytest.approx(4 * w, abs=1)
     assert r_on["stats"]["overlapping_threads"] == 2 and r_on["stats"]["passes"] == 3
-    assert any("cross-thread rule" in n for n in r_on["notes"])
-    assert not any("cross-thread rule" in n for n in r_off["notes"])
+    assert any("cross-thread rule" in n for n in words(r_on["notes"]))
+    assert not any("cross-thread rule" in n for n in words(r_off["notes"]))
     # Without GPU activity, auto leaves it off; the C API counts at W = 0 too
     # (opskew.profile counts a step's events that way).
     from opskew.analyze.tracefile import correct

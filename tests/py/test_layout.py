@@ -113,6 +113,33 @@ def test_no_library_module_imports_the_command_line():
     assert not bad, bad
 
 
+def test_every_view_named_below_render_is_registered_and_nothing_below_imports_render():
+    """Results and computation reach render's words through
+    opskew.results.views (docs/design.md, "The Python shell"): each name
+    they pass to lazy() is one opskew.render.views registers (a misspelt
+    name would fail only when its words are needed), and no module below
+    render imports it."""
+    from opskew.results import views
+
+    graph = _graph()
+    above = ("opskew.render", "opskew.cli", "opskew._entry", "opskew.integrations", "opskew.api", "opskew.__main__")
+    below = {m for m in graph.modules if m != "opskew" and not m.startswith(above)}
+    bad = sorted(f"{m} imports {n}" for m in below for n in graph.find_modules_directly_imported_by(m)
+                 if n == "opskew.render" or n.startswith("opskew.render."))
+    assert not bad, bad
+    named = set()
+    for path in _sources():
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy":
+                assert isinstance(node.args[0], ast.Constant), f"{_module(path)}:{node.lineno}: a view is named by a literal"
+                named.add(node.args[0].value)
+    assert named, "no module names a view: this test reads the wrong sources"
+    assert not named - set(views._VIEWS), sorted(named - set(views._VIEWS))
+    assert all(callable(v) for v in views._VIEWS.values())
+    with pytest.raises(LookupError, match="no view"):
+        views.lazy("no.such_view")()
+
+
 def test_every_program_is_under_entry():
     """A module that runs as a program (`if __name__ == "__main__"`) lives in
     opskew/_entry/, opskew/__main__.py aside."""

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from conftest import one_line_error, run_opskew
+from opskew.render.notes import all_words
 from test_profile_cli import SMALL, script
 
 pytest.importorskip("torch")
@@ -181,4 +182,4 @@ def test_from_out_takes_a_w_below_zero_at_zero_as_the_run_did(runs, tmp_path):
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
     assert got["calibration"]["w_ns"] == 0.0
-    assert any("W = -123.0 ns" in n and "taken at 0" in n for n in got["notes"]), got["notes"]
+    assert any("W = -123.0 ns" in n and "taken at 0" in n for n in all_words(got["notes"])), got["notes"]

@@ -14,8 +14,10 @@ from opskew.analyze.tracefile import DEFAULT_EXCLUDED, rereadable, scan, summari
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output
-from opskew.render.trace_notes import warnings_of
+from opskew.results.views import lazy
 from opskew.stats.estimators import estimate
+
+warnings_of = lazy("trace_notes.warnings_of")
 
 SCHEMA = "opskew.compare/1"
 

@@ -14,9 +14,12 @@ from opskew.calibration.store import CalibrationError, config_name, find, load, 
 from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
-from opskew.render.trace_notes import corrected_note
+from opskew.results.views import lazy
 from opskew.stats.costmodel import CostModel
+from opskew.stats.notes import note
 from opskew.vocab import PROFILER_OPTIONS
+
+corrected_note = lazy("trace_notes.corrected_note")
 
 SCHEMA = "opskew.correct/1"
 
@@ -164,18 +167,10 @@ def calibration_notes(cal: dict, found: dict) -> list:
     no W_py for a with_stack trace, a micro-workload's W."""
     notes = []
     if found["options"].get("with_stack") and not cal.get("w_py_ns"):
-        notes.append("the trace has Python-function events (with_stack) but the calibration has no W_py: "
-                     "their cost is not removed (recalibrate with this opskew, --config ...,with_stack)")
+        notes.append(note("calibration_without_python_cost"))
     opts = found["options"]
     if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
-        shapes = opts.get("record_shapes") or opts.get("with_flops")
-        notes.append("W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) "
-                     "real workloads paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to "
-                     "2.9 times with record_shapes+with_stack" + (" (record_shapes' cost grows with each "
-                                                                   "operator's inputs)" if shapes else "")
-                     + ", so their corrected times stay too high. For an in-run W with its interval, profile "
-                     "with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate "
-                     "on your workload (opskew calibrate FILE.py:FUNCTION) and pass --calibration")
+        notes.append(note("micro_workload_w", "advice", shapes=bool(opts.get("record_shapes") or opts.get("with_flops"))))
     return notes
 
 
@@ -244,9 +239,7 @@ def _compute(args, src: str) -> dict:
     ops.sort(key=key)
     s = r["stats"]
     if s.get("waited_ns"):
-        notes.append(f"{s['waited_ns'] / 1e3:.1f} us of other threads' instrument time came off the threads that "
-                     f"waited for them ({s['overlapping_threads']} threads overlap in time; the cross-thread "
-                     "rule, docs/correct.md; --waits off to leave each thread to its own events)")
+        notes.append(note("cross_thread_waits", waited_ns=s["waited_ns"], threads=s["overlapping_threads"]))
     res = {
         "schema": SCHEMA, "trace": args.trace, "detected": found,
         "calibration": {"w_ns": w, "delta_ns": delta, "w_py_ns": w_py, "delta_py_ns": delta_py,

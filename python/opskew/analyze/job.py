@@ -21,9 +21,12 @@ from opskew.analyze.tracefile import (DEFAULT_EXCLUDED, correct, corrected_candi
 from opskew.analyze.verdict import own_deltas, with_deltas
 from opskew.errors import UsageError, from_c_error
 from opskew.output import check_output
-from opskew.render.trace_notes import corrected_note
+from opskew.results.views import lazy
 from opskew.stats.costmodel import CostModel
+from opskew.stats.notes import note
 from opskew.stats.pricing import COLD_MAX_SCALE, cold_w_scale
+
+corrected_note = lazy("trace_notes.corrected_note")
 
 SCHEMA = "opskew.job_summary/1"
 
@@ -209,25 +212,19 @@ def compute(paths: list, *, costs=None, align: str = "auto", categories=None) ->
                                 "what was read before is used")
     unknown_w = sorted(r for r in given if r != "*" and r not in by_rank)
     if unknown_w:
-        notes.append(f"--w for rank(s) {unknown_w}, which have no traces here, was not used")
+        notes.append(note("w_for_absent_ranks", ranks=unknown_w))
     if len(counts) > 1:
-        notes.append("the ranks have different numbers of traces: segment i of each rank is matched with "
-                     "segment i of the others")
+        notes.append(note("trace_counts_differ"))
     if len(hosts) > 1 and not apply:
-        notes.append(f"{len(hosts)} hosts but --align off: times across ranks are on different clocks")
+        notes.append(note("hosts_unaligned", hosts=len(hosts)))
     if rank_costs and len(rank_costs) < len(by_rank):
-        notes.append("no cross-rank correction: W is known for ranks "
-                     f"{sorted(rank_costs)} only (give --w for the others)")
+        notes.append(note("no_cross_rank_correction", ranks=sorted(rank_costs)))
     if any(r in from_reports and from_reports[r][3] == "W" for r in rank_costs if cost_source[r] != "--w"):
-        notes.append("for some ranks only W by the clock is known (no W_own in their report): a rank that "
-                     "waited in collectives for slower ranks measured their cost as part of its own, so its "
-                     "own cost here is an upper bound (docs/multirank.md)")
+        notes.append(note("w_by_clock_upper_bound"))
     if result["family"] == "none":
-        notes.append("no collective family is present on every rank (gloo:*, nccl*, record_param_comms, "
-                     "c10d::*): no waits or clock offsets, and the correction is each rank's own cost only")
+        notes.append(note("no_collective_family"))
     elif result["unmatched"]:
-        notes.append(f"{result['unmatched']} collective(s) seen on some ranks only (or named differently) "
-                     "were left out")
+        notes.append(note("collectives_unmatched", collectives=result["unmatched"]))
     ranks = result["ranks"]
     for rk in ranks:
         rk["files"] = [i["path"] for i in by_rank[rk["rank"]]]

@@ -12,6 +12,7 @@ import os
 
 from opskew.errors import UsageError
 from opskew.results.profile import SORT_KEYS, run_summary
+from opskew.stats.notes import note
 
 PROFILE_SCHEMA = "opskew.profile/1"
 JOB_SCHEMA = "opskew.profile.job/1"
@@ -153,10 +154,7 @@ def w_for_trace(out, trace) -> dict:
 def own_delta_notes(m: dict) -> list:
     """What a correction with w_for_trace's `m` leaves out of the run's own."""
     n = m.get("own_deltas") or 0
-    out = [f"the run measured {n} leaves' own delta (opskew's tracer on its wait steps); this correction takes "
-           "one delta for every operator: its corrected trace on disk has them"] if n else []
+    out = [note("own_deltas_not_taken", leaves=n)] if n else []
     if m.get("w_below_zero_ns") is not None:
-        out.append(f"the run measured W = {m['w_below_zero_ns']:.1f} ns for this trace (its paired wait steps ran "
-                   "slower than the profiled ones: the machine's speed changed); taken at 0, as the run's own "
-                   "correction took it, so nothing is taken out between events")
+        out.append(note("w_below_zero_taken_at_0", w_ns=m["w_below_zero_ns"]))
     return out

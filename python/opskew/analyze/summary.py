@@ -12,7 +12,9 @@ from opskew.analyze.tracefile import DEFAULT_EXCLUDED, losses_of, summarize
 from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output
-from opskew.render.trace_notes import warnings_of
+from opskew.results.views import lazy
+
+warnings_of = lazy("trace_notes.warnings_of")
 
 SCHEMA = "opskew.summary/1"
 

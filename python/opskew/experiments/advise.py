@@ -20,9 +20,9 @@ from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_file
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
-from opskew.render.advise import schedule_args
 from opskew.stats.estimators import estimate, per_event_diff
 from opskew.stats.pricing import ADVISED_WHY
+from opskew.vocab import schedule_args
 
 
 SCHEMA = "opskew.advise/1"

@@ -19,10 +19,11 @@ from opskew.measure.rounds import make_window, progress_printer
 from opskew.measure.workload import SETUP_RULE, leaf_panel, load_target
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
-from opskew.render.units import fmt_ns
 from opskew.stats.estimators import operator_event_cost, per_event_diff
+from opskew.stats.notes import note
 from opskew.tracer import native
 from opskew.tracer.session import arrange
+
 
 
 def declare(p: Spec) -> None:
@@ -78,9 +79,13 @@ def _configs(specs):
 NOISY_HALF_WIDTH = 0.2
 
 
-def _noisy(cal: dict) -> str:
-    """Why the calibration is too uncertain to trust, or ""."""
-    out, busy = [], False
+def _noisy(cal: dict) -> dict | None:
+    """Why the calibration is too uncertain to trust, as a note
+    (stats.notes, code "calibration_noisy"; render.notes says it), or None:
+    each constant whose interval is no 95% CI (too few rounds) or wider
+    than NOISY_HALF_WIDTH of it each side, and whether the machine was busy
+    (the interval too wide) rather than the rounds too few."""
+    found, busy = [], False
     for key, label in (("w_ns", "W"), ("w_py_ns", "W_py")):
         c = cal.get(key)
         if not c:
@@ -90,18 +95,13 @@ def _noisy(cal: dict) -> str:
         cov = c.get("ci_coverage")
         if cov is not None and cov < 0.95:
             # Too few rounds: the interval is no 95% CI, wide or not.
-            out.append(f"{label}'s interval [{fmt_ns(lo)}, {fmt_ns(hi)}] has only {cov:.0%} coverage "
-                       f"(6 rounds give 95%: use --trials 6 or more)")
+            found.append({"constant": label, "ci95": [lo, hi], "median": m, "coverage": cov})
         elif m <= 0 or (hi - lo) / 2 > NOISY_HALF_WIDTH * m:
             busy = True
-            out.append(f"{label}'s 95% CI [{fmt_ns(lo)}, {fmt_ns(hi)}] is wider than +-{NOISY_HALF_WIDTH:.0%} "
-                       f"of {fmt_ns(m)}")
-    if not out:
-        return ""
-    if not busy:
-        return "; ".join(out) + ": corrections with it carry no stated 95% uncertainty"
-    return ("; ".join(out) + ": the machine was busy while it was measured; corrections with it are "
-            "uncertain by as much (rerun, with more --trials, on a quieter machine)")
+            found.append({"constant": label, "ci95": [lo, hi], "median": m, "coverage": cov})
+    if not found:
+        return None
+    return note("calibration_noisy", constants=found, busy=busy, half_width=NOISY_HALF_WIDTH)
 
 
 def _iters_for(iteration, window_s: float, device: str) -> int:
@@ -297,7 +297,7 @@ def compute(args) -> dict:
         if not cal["op_events_per_iter"]:
             # W per event of no event: the whole added time of the window
             # (milliseconds), which no rerun would make an event's cost.
-            cal["noisy"] = ""
+            cal["noisy"] = None
             cal["_path"] = None
             cal["rejected"] = ("the instrument recorded no operator events on this workload, so W per event is "
                                "undefined; calibrate a workload that runs torch operators on this thread")

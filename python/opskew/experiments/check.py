@@ -17,15 +17,16 @@ from opskew.experiments.common import (Computed, add_workload_arguments, conclud
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.bytecode import measured as measured_bytecode
 from opskew.measure.instruments import parse_instrument
-from opskew.vocab import PROFILER_OPTIONS
+from opskew.vocab import NO_MATPLOTLIB, PROFILER_OPTIONS
 from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output, write_failure, write_file
-from opskew.render.plots import NO_MATPLOTLIB
-from opskew.render.trace_notes import corrected_note
-from opskew.render.verdict import plot
+from opskew.results.views import lazy
 from opskew.stats.costmodel import CostModel
 from opskew.stats.estimators import analyze_check, busy_wait_spun, operator_event_cost, python_event_cost
+
+corrected_note = lazy("trace_notes.corrected_note")
+plot = lazy("verdict.plot")
 
 
 SCHEMA = "opskew.check/1"

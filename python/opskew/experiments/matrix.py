@@ -19,8 +19,7 @@ from opskew.vocab import PROFILER_OPTIONS
 from opskew.measure.rounds import conditions, progress_printer
 from opskew.options import Spec, declared
 from opskew.output import check_output
-from opskew.render.matrix import marginal_state
-from opskew.stats.estimators import estimate, gpu_side, per_event_diff
+from opskew.stats.estimators import estimate, gpu_side, marginal_state, per_event_diff
 
 
 SCHEMA = "opskew.matrix/1"

@@ -14,17 +14,18 @@ from opskew.errors import UsageError, WorkloadError
 from opskew.experiments.common import Computed, prepare, workload_files
 from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import OpskewTracer, TorchProfiler
-from opskew.vocab import PROFILER_OPTIONS
+from opskew.vocab import PROFILER_OPTIONS, SWEEP_ANNOTATION as ANNOTATION
 from opskew.measure.rounds import conditions, make_window, progress_printer, user_traceback
 from opskew.measure.workload import load_module
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
-from opskew.render.plots import plot_unavailable
-from opskew.render.sweep import ANNOTATION, plot
-from opskew.render.units import fmt_time
+from opskew.results.views import lazy
 from opskew.stats.estimators import estimate, per_event_diff
 from opskew.tracer import native
 from opskew.tracer.session import arrange
+
+plot_unavailable = lazy("plots.plot_unavailable")
+plot = lazy("sweep.plot")
 
 
 SCHEMA = "opskew.sweep/1"
@@ -312,7 +313,7 @@ def measure(args, device, ops, instruments, progress=True):
                 pt = {"size": size, **point_figures(rounds, instruments, calls)}
                 curve["points"].append(pt)
                 if show:
-                    show.update(k + 1, len(sizes), f"{size}: {fmt_time(pt['true_per_call_s'])}/call", unit="size")
+                    show.update(k + 1, len(sizes), str(size), unit="size", per_call_s=pt["true_per_call_s"])
                 if auto and pt["true_per_call_s"] >= args.max_ms * 1e-3:
                     break
     except KeyboardInterrupt:

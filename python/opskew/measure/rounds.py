@@ -22,7 +22,10 @@ from opskew import _engine
 from opskew.errors import UsageError, WorkloadError
 from opskew.host import cpu_model
 from opskew.measure.instruments import Instrument, Trial
-from opskew.render.progress import Progress, say_warnings
+from opskew.results.views import lazy
+
+Progress = lazy("progress.Progress")
+say_warnings = lazy("progress.say_warnings")
 
 # Kineto logs two lines per profiler start/stop on stderr; quiet unless asked.
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")

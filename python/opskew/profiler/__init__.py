@@ -8,7 +8,9 @@ from opskew.profiler.core import profile, rank_of, step
 from opskew.profiler.leafref import REF_FIRST, REF_STEPS, REF_WAIT
 from opskew.profiler.schedule import ADVISED_SCHEDULE, schedule_call
 from opskew.profiler.traces import TRACE_NAME, corrected_path
-from opskew.render.profile import render
+from opskew.results.views import lazy
+
+render = lazy("profile.render")
 
 __all__ = ["ADVISED_SCHEDULE", "REF_FIRST", "REF_STEPS", "REF_WAIT", "TRACE_NAME", "corrected_path", "profile",
            "rank_of", "render", "schedule_call", "step"]

@@ -39,8 +39,11 @@ from opskew.profiler.reports import corrected_averages, typed
 from opskew.profiler.schedule import (UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, scheduled, session_gone,
                                       transit)
 from opskew.profiler.traces import TraceFiles
-from opskew.render.profile import render, render_recorrected
+from opskew.results.views import lazy
 from opskew.results.profile import RunReport, as_printed
+
+render = lazy("profile.render")
+render_recorrected = lazy("profile.render_recorrected")
 
 # The `opskew profile` command's step driver in this process (set by its
 # bootstrap, _entry/profile_boot.py); None everywhere else.

@@ -15,10 +15,12 @@ import weakref
 from opskew.analyze.tracefile import corrected_path  # noqa: F401 - re-exported: the raw trace's corrected name
 from opskew.analyze.verdict import mark_counts, per_operator
 from opskew.output import write_file
-from opskew.render.trace_notes import corrected_note
+from opskew.results.views import lazy
 from opskew.stats.pricing import median
 from opskew.stats.rows import moved_most
 from opskew.vocab import STEP_NAME
+
+corrected_note = lazy("trace_notes.corrected_note")
 
 
 STRETCH_NOTE = 0.02  # the share of a step past which the report says its range is written stretched

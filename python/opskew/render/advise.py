@@ -6,12 +6,7 @@ import sys
 
 from opskew.render import answers
 from opskew.render.units import count_of, fmt_ns, fmt_time
-
-
-def schedule_args(sch: dict) -> str:
-    """A recommended schedule's arguments, as the text and the snippet write
-    them: "wait=2, warmup=1, active=5, repeat=1"."""
-    return ", ".join(f"{k}={sch[k]}" for k in ("wait", "warmup", "active", "repeat"))
+from opskew.vocab import schedule_args
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from opskew.render import answers
+from opskew.render.notes import words
 from opskew.render.units import count_of, fmt_ns
 
 
@@ -74,7 +75,7 @@ def print_calibrations(cals: list, out=None) -> None:
         out.write(f"  {k['instrument']:15s} {k['config']:28s} "
                   + (_constants(cal) if cal.get("op_events_per_iter", 1) else "no operator events: W undefined") + "\n")
         if cal.get("noisy"):
-            out.write(f"      WARNING: {cal['noisy']}\n")
+            out.write(f"      WARNING: {words(cal['noisy'])}\n")
         if cal.get("_path"):
             out.write(f"      stored: {cal['_path']}\n")
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from opskew.render import answers
+from opskew.render.notes import words
 from opskew.render.tables import op_table
 from opskew.render.trace_notes import warnings_of
 from opskew.render.units import count_of, fmt_time
@@ -31,7 +32,7 @@ def print_human(res: dict, out=None) -> None:
     out.write(f"  instrument: {res['detected']['instrument']} ({res['detected']['config']}); calibration "
               f"W {cal['w_ns']:.1f} ns, delta {cal['delta_ns']:.1f} ns{py} ({cal['source']})\n")
     for note in res["notes"]:
-        out.write(f"  note: {note}\n")
+        out.write(f"  note: {words(note)}\n")
     if s.get("passes", 1) > 1 and s.get("held_threads"):
         out.write(f"  note: {s['held_threads']} thread(s) were out of time order (with_stack's Python events, "
                   f"or children written before parents): the trace was read twice and their events held in "

@@ -4,6 +4,7 @@ opskew.job_summary/1) as text: `opskew summary DIR`'s output."""
 from __future__ import annotations
 
 
+from opskew.render.notes import words
 from opskew.render.tables import SUMMARY_COLUMNS, op_table, summary_rows
 from opskew.render.units import columns, fmt_ns
 from opskew.vocab import STEP_NAME
@@ -79,4 +80,4 @@ def render(doc: dict, out, top: int = 20, per_rank: bool = False) -> None:
         for r in ranks:
             table(r["ops"], f"rank {r['rank']}")
     for n in doc["notes"]:
-        out.write(f"note: {n}\n")
+        out.write(f"note: {words(n)}\n")

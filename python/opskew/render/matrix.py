@@ -6,6 +6,7 @@ import sys
 
 from opskew.render import answers
 from opskew.render.units import columns, count_of, fmt_ns
+from opskew.stats.estimators import marginal_state
 
 
 def _ci_text(d: dict | None) -> str:
@@ -15,21 +16,6 @@ def _ci_text(d: dict | None) -> str:
     if not ci:
         return fmt_ns(d["median"])
     return f"{fmt_ns(d['median'])} [{fmt_ns(ci[0])}, {fmt_ns(ci[1])}]"
-
-
-def marginal_state(d: dict | None) -> str | None:
-    """"above" or "below" when the marginal's 95% CI excludes 0, "not
-    distinguishable" when it includes 0 (or there is none), "too few rounds"
-    when the rounds cannot give a 95% interval (fewer than 6): a sign the
-    data do not support is not printed."""
-    if not d or d.get("median") is None:
-        return None
-    ci = d.get("ci95")
-    if ci and d.get("ci_reaches_95", True) is False:
-        return "too few rounds"
-    if not ci or ci[0] <= 0 <= ci[1]:
-        return "not distinguishable"
-    return "above" if ci[0] > 0 else "below"
 
 
 def _too_few(d: dict) -> str:

@@ -28,6 +28,22 @@ def _no_calibration(n: dict) -> str:
             f"{n['config']}` once on this machine measures it")
 
 
+def _calibration_noisy(n: dict) -> str:
+    said = []
+    for c in n["constants"]:
+        lo, hi = c["ci95"]
+        if c.get("coverage") is not None and c["coverage"] < 0.95:
+            said.append(f"{c['constant']}'s interval [{fmt_ns(lo)}, {fmt_ns(hi)}] has only {c['coverage']:.0%} "
+                        f"coverage (6 rounds give 95%: use --trials 6 or more)")
+        else:
+            said.append(f"{c['constant']}'s 95% CI [{fmt_ns(lo)}, {fmt_ns(hi)}] is wider than "
+                        f"+-{n['half_width']:.0%} of {fmt_ns(c['median'])}")
+    if not n["busy"]:
+        return "; ".join(said) + ": corrections with it carry no stated 95% uncertainty"
+    return ("; ".join(said) + ": the machine was busy while it was measured; corrections with it are "
+            "uncertain by as much (rerun, with more --trials, on a quieter machine)")
+
+
 TEXT = {
     "text": lambda n: n["text"],
     "unpaired": lambda n: (f"{n['steps']} active step(s) had no warm wait step left to pair with (each wait step "
@@ -63,6 +79,45 @@ TEXT = {
                                           "with them ran faster than the machine did during the active steps (its "
                                           "speed changed); rerun"),
     "no_calibration": _no_calibration,
+    "calibration_noisy": _calibration_noisy,
+    # a trace corrected with a calibration or a run's W (opskew correct, summary --corrected)
+    "calibration_without_python_cost": lambda n: ("the trace has Python-function events (with_stack) but the calibration "
+                                           "has no W_py: their cost is not removed (recalibrate with this opskew, "
+                                           "--config ...,with_stack)"),
+    "micro_workload_w": lambda n: (
+        "W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) real workloads "
+        "paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to 2.9 times with "
+        "record_shapes+with_stack" + (" (record_shapes' cost grows with each operator's inputs)" if n["shapes"] else "")
+        + ", so their corrected times stay too high. For an in-run W with its interval, profile with opskew.profile "
+        "or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate on your workload (opskew calibrate "
+        "FILE.py:FUNCTION) and pass --calibration"),
+    "cross_thread_waits": lambda n: (f"{n['waited_ns'] / 1e3:.1f} us of other threads' instrument time came off the "
+                                     f"threads that waited for them ({n['threads']} threads overlap in time; the "
+                                     "cross-thread rule, docs/correct.md; --waits off to leave each thread to its "
+                                     "own events)"),
+    "own_deltas_not_taken": lambda n: (f"the run measured {n['leaves']} leaves' own delta (opskew's tracer on its "
+                                       "wait steps); this correction takes one delta for every operator: its "
+                                       "corrected trace on disk has them"),
+    "w_below_zero_taken_at_0": lambda n: (f"the run measured W = {n['w_ns']:.1f} ns for this trace (its paired wait "
+                                          "steps ran slower than the profiled ones: the machine's speed changed); "
+                                          "taken at 0, as the run's own correction took it, so nothing is taken "
+                                          "out between events"),
+    # a job's traces (opskew summary/correct over ranks)
+    "w_for_absent_ranks": lambda n: f"--w for rank(s) {n['ranks']}, which have no traces here, was not used",
+    "trace_counts_differ": lambda n: ("the ranks have different numbers of traces: segment i of each rank is matched "
+                                      "with segment i of the others"),
+    "hosts_unaligned": lambda n: f"{n['hosts']} hosts but --align off: times across ranks are on different clocks",
+    "no_cross_rank_correction": lambda n: (f"no cross-rank correction: W is known for ranks {n['ranks']} only "
+                                           "(give --w for the others)"),
+    "w_by_clock_upper_bound": lambda n: ("for some ranks only W by the clock is known (no W_own in their report): a "
+                                         "rank that waited in collectives for slower ranks measured their cost as "
+                                         "part of its own, so its own cost here is an upper bound "
+                                         "(docs/multirank.md)"),
+    "no_collective_family": lambda n: ("no collective family is present on every rank (gloo:*, nccl*, "
+                                       "record_param_comms, c10d::*): no waits or clock offsets, and the correction "
+                                       "is each rank's own cost only"),
+    "collectives_unmatched": lambda n: (f"{n['collectives']} collective(s) seen on some ranks only (or named "
+                                        "differently) were left out"),
 }
 
 

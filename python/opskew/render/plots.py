@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 from opskew.output import write_file
+from opskew.vocab import NO_MATPLOTLIB
 
 
 def figure_bytes(fig, fmt: str, **kw) -> bytes:
@@ -40,7 +41,6 @@ def save(plt, fig, path: str) -> None:
 
 # What a plot request says without matplotlib (an optional extra), after
 # "--plot" or "plot skipped: it".
-NO_MATPLOTLIB = "needs matplotlib, an optional extra: pip install 'opskew[plot]'"
 
 
 def plot_unavailable() -> str | None:

@@ -14,6 +14,8 @@ import shutil
 import sys
 import time
 
+from opskew.render.units import fmt_time
+
 ENV = "OPSKEW_PROGRESS"
 LINES_EVERY_S = 30.0
 
@@ -75,13 +77,17 @@ class Progress:
             self.end()  # the last phase's line stays, as it ended
             self._live(text)
 
-    def update(self, done: int, total: int, detail: str = "", unit: str = "") -> None:
-        """`done` of the phase's `total` units (`unit`: "run", "size"); `detail`: what runs now."""
+    def update(self, done: int, total: int, detail: str = "", unit: str = "",
+               per_call_s: float | None = None) -> None:
+        """`done` of the phase's `total` units (`unit`: "run", "size"); `detail`: what runs now,
+        and `per_call_s` the time a call of it took (said after it, "/call")."""
         if self.mode == "off":
             return
         now = time.perf_counter()
         if self.mode == "lines" and not (0 < done < total and (self._said is None or now - self._said >= LINES_EVERY_S)):
             return  # nothing to write: no text made (opskew profile calls this at every step)
+        if per_call_s is not None:
+            detail = f"{detail}: {fmt_time(per_call_s)}/call"
         el = now - self._phase_t0
         left = f", ~{fmt_s(el / done * (total - done))} left" if 0 < done < total else ""
         text = (f"{self._phase}: {unit + ' ' if unit else ''}{done}/{total}" + (f" ({detail})" if detail else "")

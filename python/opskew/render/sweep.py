@@ -7,15 +7,12 @@ import zlib
 
 from opskew.output import write_file
 from opskew.render import answers
-from opskew.render.plots import NO_MATPLOTLIB, figure_bytes, plot_unavailable
+from opskew.render.plots import figure_bytes, plot_unavailable
+from opskew.vocab import NO_MATPLOTLIB, SWEEP_ANNOTATION as ANNOTATION
 from opskew.render.units import columns, count_of, fmt_time
 
 
 BUILTIN_OPS = ("add", "mul", "matmul")
-
-# The annotation each window's calls run inside (record_function), as a
-# training step's operators run inside the step's annotation.
-ANNOTATION = "opskew.sweep.calls"
 
 
 # One colour per instrument, the same in every plot of every run.

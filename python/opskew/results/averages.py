@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import json
 
-from opskew.render.averages import fmt_us, table
+from opskew.results.views import lazy
 from opskew.results.base import Result, flat
+
+fmt_us = lazy("averages.fmt_us")
+table = lazy("averages.table")
 
 SCHEMA = "opskew.averages/1"
 

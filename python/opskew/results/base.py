@@ -11,7 +11,9 @@ import json
 import os
 
 from opskew.errors import UsageError
-from opskew.render.html import html
+from opskew.results.views import lazy
+
+html = lazy("html.html")
 
 
 def flat(d: dict, prefix: str = "") -> dict:

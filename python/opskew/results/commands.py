@@ -5,20 +5,23 @@ and its text (the command line's, from opskew.render)."""
 
 from __future__ import annotations
 
-from opskew.render.calibrate import print_calibrations
-from opskew.render.check import print_human as check_text
-from opskew.render.correct import print_human as correct_text
-from opskew.render.compare import csv_rows
-from opskew.render.compare import print_human as compare_text
-from opskew.render.advise import print_human as advise_text
-from opskew.render.job import render as job_text
-from opskew.render.matrix import print_human as matrix_text
-from opskew.render.summary import print_profile_run, print_table
-from opskew.render.sweep import plot as sweep_plot
-from opskew.render.sweep import print_human as sweep_text
-from opskew.render.verdict import plot as verdict_plot
-from opskew.render.verdict import sentence
+from opskew.results.views import lazy
 from opskew.results.base import Result, field, flat, register
+
+print_calibrations = lazy("calibrate.print_calibrations")
+check_text = lazy("check.print_human")
+correct_text = lazy("correct.print_human")
+csv_rows = lazy("compare.csv_rows")
+compare_text = lazy("compare.print_human")
+advise_text = lazy("advise.print_human")
+job_text = lazy("job.render")
+matrix_text = lazy("matrix.print_human")
+print_profile_run = lazy("summary.print_profile_run")
+print_table = lazy("summary.print_table")
+sweep_plot = lazy("sweep.plot")
+sweep_text = lazy("sweep.print_human")
+verdict_plot = lazy("verdict.plot")
+sentence = lazy("verdict.sentence")
 
 
 @register

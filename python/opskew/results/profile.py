@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 
-from opskew.render.notes import all_words
-from opskew.render.profile import render
-from opskew.render.summary import print_profile_run, print_run_figures
-from opskew.render.profile_plot import plot as profile_plot
+from opskew.results.views import lazy
 from opskew.results.base import Result, field, flat, register
+
+all_words = lazy("notes.all_words")
+render = lazy("profile.render")
+print_profile_run = lazy("summary.print_profile_run")
+print_run_figures = lazy("summary.print_run_figures")
+profile_plot = lazy("profile_plot.plot")
 
 
 SUMMARY_SCHEMA = "opskew.profile_summary/1"

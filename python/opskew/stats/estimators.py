@@ -178,3 +178,16 @@ def analyze_check(base_windows: list, treated: list, *, iters: int, threshold: f
     return res
 
 
+def marginal_state(d: dict | None) -> str | None:
+    """"above" or "below" when the marginal's 95% CI excludes 0, "not
+    distinguishable" when it includes 0 (or there is none), "too few rounds"
+    when the rounds cannot give a 95% interval (fewer than 6): a sign the
+    data do not support is not printed."""
+    if not d or d.get("median") is None:
+        return None
+    ci = d.get("ci95")
+    if ci and d.get("ci_reaches_95", True) is False:
+        return "too few rounds"
+    if not ci or ci[0] <= 0 <= ci[1]:
+        return "not distinguishable"
+    return "above" if ci[0] > 0 else "below"

@@ -51,10 +51,12 @@ from typing import Iterator, NamedTuple, Optional
 from opskew import _engine
 from opskew.calibration.store import tracer_cost
 from opskew.errors import OpskewError, UsageError, from_c_error
-from opskew.render.tables import trace_summary
+from opskew.results.views import lazy
 from opskew.tracer import collectors as _boot
 from opskew.tracer import native
 from opskew.tracer.collectors import hook_new_threads  # noqa: F401 - re-exported: part of this module's surface
+
+trace_summary = lazy("tables.trace_summary")
 
 COLLECTOR_ENV = _boot.ENV["itt"]
 NVTX_ENV = _boot.ENV["nvtx"]

@@ -12,6 +12,7 @@ from opskew.cli.spec import add_spec
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
 from opskew.output import check_output, write_json
 from opskew.render.job import render as render_job
+from opskew.render.notes import words
 from opskew.render.progress import reading
 from opskew.render.summary import print_profile_run, print_table
 from opskew.render.tables import SUMMARY_COLUMNS, summary_rows, write_csv
@@ -128,7 +129,7 @@ def _corrected(args) -> int:
     if args.json:
         write_json(doc, args.json)
     for n in doc["notes"]:
-        print(f"opskew summary: note: {n}", file=sys.stderr)
+        print(f"opskew summary: note: {words(n)}", file=sys.stderr)
     if doc["truncated"]:
         print("opskew summary: warning: the trace ended early (a profiler killed mid-write?); what was read is "
               "corrected", file=sys.stderr)
