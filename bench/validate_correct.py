@@ -51,11 +51,16 @@ from opskew.stats.costmodel import CostModel  # noqa: E402
 # sys.path when it runs as a script, and `opskew calibrate THIS_FILE:run_state
 # --setup tiny_loop` finds the names here too.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from validate_profile import dispatch_heavy, mlp_train, tiny_loop  # noqa: E402
+from validate_profile import WORKLOADS as PROFILE_WORKLOADS  # noqa: E402
+from validate_profile import (conv_train, dispatch_heavy, lstm_lm, mha_block, mlp_train, seq2seq,  # noqa: E402,F401
+                              tfm_encoder, tiny_loop)
 
 WORKLOADS = {"tiny-op loop (200 x add, 1 element)": tiny_loop,
              "MLP training step (fwd+bwd+SGD)": mlp_train,
              "dispatch-heavy: 12 x (Linear+LayerNorm+GELU), 1x4 input": dispatch_heavy}
+# Held out (--workloads): models this project did not write, torch.nn's,
+# which the calibrations' defaults were never looked at against.
+HELD_OUT = ("tfm_encoder", "lstm_lm", "mha_block", "seq2seq", "conv_train")
 
 
 def run_state(it):
@@ -112,9 +117,19 @@ def main():
     ap.add_argument("--pairs", type=int, default=9, help="bare/profiled window pairs per row")
     ap.add_argument("--cal-trials", type=int, default=21, help="rounds of each `opskew calibrate` run")
     ap.add_argument("--json", help="write every row here (the temporary traces and cache are removed)")
+    ap.add_argument("--workloads", help="validate_profile.py's workloads by name, comma-separated, in place of the "
+                                        f"three (held-out torch.nn models: {', '.join(HELD_OUT)})")
     ap.add_argument("--cal-retries", type=int, default=2,
                     help="reruns of a calibration that came out noisy (CI wider than +-20%%)")
     args = ap.parse_args()
+    if args.workloads:
+        names = args.workloads.split(",")
+        unknown = [n for n in names if n not in HELD_OUT and n not in ("tiny_loop", "mlp_train", "dispatch_heavy")]
+        if unknown:
+            ap.error(f"--workloads: {', '.join(unknown)}: one of tiny_loop, mlp_train, dispatch_heavy, "
+                     + ", ".join(HELD_OUT))
+        WORKLOADS.clear()
+        WORKLOADS.update({f"{n}: {PROFILE_WORKLOADS[n][2]}": globals()[n] for n in names})
     torch.set_num_threads(1)
     configs = args.configs.split(",")
     cache = tempfile.mkdtemp(prefix="opskew-validate-")

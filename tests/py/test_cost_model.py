@@ -137,3 +137,34 @@ def test_which_classes_are_not_separable_comes_from_the_table():
     assert out["user_annotation"].endswith(next(r["why"] for r in CLASSES if r["name"] == "annotation"))
     measured = separability({"with_stack": True}, {"source": "measured"})
     assert measured["not_separable"] == ["user_annotation"] and "measured apart" in measured["python_function"]
+
+
+def test_documents_name_each_class_s_price_in_one_place():
+    """A document's named W and delta fields (a calibration, a report, a
+    job's rank, --json) are read and written through prices and fields
+    alone: one the inverse of the other, a class left out writes nothing,
+    and the verdict's result carries its model's prices under them."""
+    from opskew.stats.costmodel import FIELDS, fields, prices
+
+    cal = {"key": {}, "w_ns": {"median": 700.0, "ci95": [600.0, 800.0]}, "delta_ns": {"median": 50.0},
+           "w_py_ns": {"median": 300.0}, "delta_py_ns": {"median": 20.0}}
+    got = prices(cal)
+    assert list(got) == list(FIELDS) == ["operator", "python"]
+    assert got["operator"] == (cal["w_ns"], cal["delta_ns"]) and got["python"] == (cal["w_py_ns"], cal["delta_py_ns"])
+    assert fields(got) == {k: cal[k] for k in ("w_ns", "delta_ns", "w_py_ns", "delta_py_ns")}
+    assert fields({"operator": (1.0, 0.5)}) == {"w_ns": 1.0, "delta_ns": 0.5}
+    assert prices({})["python"] == (None, None)
+    with pytest.raises(KeyError):
+        fields({"memory": (1.0, 0.0)})  # a class no document names yet: FIELDS first
+
+
+def test_the_verdict_writes_its_model_s_prices_under_the_document_fields(trace):
+    from opskew.stats.costmodel import fields, prices
+
+    model = CostModel.default({"median": 700.0, "ci95": [600.0, 800.0]}, 50.0, {"median": 300.0, "ci95": [250.0, 350.0]},
+                              20.0)
+    v = verdict.per_operator(trace, model)
+    got = prices(v)
+    assert got["operator"][0]["median"] == 700.0 and got["operator"][1] == 50.0
+    assert got["python"][0]["median"] == 300.0 and got["python"][1] == 20.0
+    assert set(fields(got)) <= set(v)

@@ -15,7 +15,7 @@ from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
 from opskew.results.views import lazy
-from opskew.stats.costmodel import CostModel
+from opskew.stats.costmodel import CostModel, fields, prices
 from opskew.stats.notes import note
 from opskew.vocab import PROFILER_OPTIONS
 
@@ -96,10 +96,11 @@ def given_calibration(args, found: dict, trace: str):
     key = {"instrument": found["instrument"], "config": found["config"]}
     if out:
         m = w_for_trace(out, trace)
-        cal = {"key": key, "w_ns": m["w_ns"], "delta_ns": {"median": m["delta_ns"]}, "_path": m["source"],
+        (w, delta), (py_w, py_delta) = m["prices"]["operator"], m["prices"]["python"]
+        cal = {"key": key, **fields({"operator": (w, {"median": delta})}), "_path": m["source"],
                "_notes": own_delta_notes(m)}
-        if m["w_py_ns"]:
-            cal["w_py_ns"], cal["delta_py_ns"] = m["w_py_ns"], {"median": m["delta_py_ns"]}
+        if py_w:
+            cal.update(fields({"python": (py_w, {"median": py_delta})}))
         return cal
     if w_text:
         try:
@@ -108,10 +109,10 @@ def given_calibration(args, found: dict, trace: str):
             parts = []
         if len(parts) not in (1, 2) or any(x < 0 or x != x for x in parts):
             raise UsageError(f"--w: NS or NS,PY_NS (ns >= 0), not {w_text!r}")
-        cal = {"key": key, "w_ns": {"median": parts[0]}, "delta_ns": {"median": 0.0}, "_path": "--w"}
+        priced = {"operator": ({"median": parts[0]}, {"median": 0.0})}
         if len(parts) == 2:
-            cal["w_py_ns"] = {"median": parts[1]}
-        return cal
+            priced["python"] = ({"median": parts[1]}, None)
+        return {"key": key, **fields(priced), "_path": "--w"}
     return None
 
 
@@ -166,7 +167,7 @@ def calibration_notes(cal: dict, found: dict) -> list:
     """What a calibration leaves in a trace it corrects (`found`: detect()'s):
     no W_py for a with_stack trace, a micro-workload's W."""
     notes = []
-    if found["options"].get("with_stack") and not cal.get("w_py_ns"):
+    if found["options"].get("with_stack") and not prices(cal)["python"][0]:
         notes.append(note("calibration_without_python_cost"))
     opts = found["options"]
     if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
@@ -201,18 +202,19 @@ def compute(args) -> dict:
 def _compute(args, src: str) -> dict:
     found = detect(src)
     cal = given_calibration(args, found, args.trace) or choose_calibration(args, found)
-    w, delta = float(cal["w_ns"]["median"]), float(cal["delta_ns"]["median"])
+    (w, delta), (py_w, py_delta) = prices(cal).values()
+    w, delta = float(w["median"]), float(delta["median"])
     if w < 0:
         raise UsageError(f"the calibration has a negative W ({w:.1f} ns): recalibrate on a quieter machine")
     delta = min(max(delta, 0.0), w)
-    w_py = float((cal.get("w_py_ns") or {}).get("median", 0.0))
-    delta_py = min(max(float((cal.get("delta_py_ns") or {}).get("median", 0.0)), 0.0), max(w_py, 0.0))
-    if w_py < 0:
-        raise UsageError(f"the calibration has a negative W_py ({w_py:.1f} ns): recalibrate on a quieter machine")
+    py_w = float((py_w or {}).get("median", 0.0))
+    py_delta = min(max(float((py_delta or {}).get("median", 0.0)), 0.0), max(py_w, 0.0))
+    if py_w < 0:
+        raise UsageError(f"the calibration has a negative W_py ({py_w:.1f} ns): recalibrate on a quieter machine")
     notes = cal.get("_notes", []) if "_notes" in cal or cal.get("_path") == "--w" else calibration_notes(cal, found)
     try:
         source = cal.get("_path") or args.calibration or "the calibration cache"
-        model = CostModel.default(w, delta, w_py, delta_py)
+        model = CostModel.default(w, delta, py_w, py_delta)
         about = corrected_note(model, source=None if args.trace == "-" else args.trace,
                                by=f"opskew correct with the calibration of {found['config']} from {source}, "
                                   "measured on a micro-workload unless calibrated on this one"
@@ -242,7 +244,7 @@ def _compute(args, src: str) -> dict:
         notes.append(note("cross_thread_waits", waited_ns=s["waited_ns"], threads=s["overlapping_threads"]))
     res = {
         "schema": SCHEMA, "trace": args.trace, "detected": found,
-        "calibration": {"w_ns": w, "delta_ns": delta, "w_py_ns": w_py, "delta_py_ns": delta_py,
+        "calibration": {**fields({"operator": (w, delta), "python": (py_w, py_delta)}),
                         "source": cal.get("_path") or args.calibration or "cache", "key": cal["key"]},
         "notes": notes,
         "stats": s, "truncated": r["truncated"], "warning": r["warning"], "truncated_at": r["truncated_at"],

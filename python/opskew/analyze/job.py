@@ -22,7 +22,7 @@ from opskew.analyze.verdict import own_deltas, with_deltas
 from opskew.errors import UsageError, from_c_error
 from opskew.output import check_output
 from opskew.results.views import lazy
-from opskew.stats.costmodel import CostModel
+from opskew.stats.costmodel import FIELDS, CostModel, prices
 from opskew.stats.notes import note
 from opskew.stats.pricing import COLD_MAX_SCALE, cold_w_scale
 
@@ -126,7 +126,7 @@ def _reports_w(folders: set) -> dict:
             # it waited for others), else W by the clock (an upper bound).
             own = (last.get("w_own_ns") or {}).get("median")
             w = own if isinstance(own, (int, float)) else (last.get("w_ns") or {}).get("median")
-            wpy = (doc.get("report") or {}).get("w_py_ns")
+            wpy = prices(doc.get("report") or {})["python"][0]
             wpy = wpy.get("median") if isinstance(wpy, dict) else wpy
             if isinstance(w, (int, float)):
                 found[int(m.group(1))] = (max(float(w), 0.0), max(float(wpy or 0.0), 0.0), os.path.join(d, n),
@@ -348,7 +348,8 @@ def write_corrected(doc: dict, out_dir: str) -> list:
         if doc["aligned"] and rk is not doc["ranks"][0]:
             clock = (rk["clock_origin_ns"], rk["offset_ns"], rk["drift_ppm"] * 1e-6)
         meta = {"job": {"schema": SCHEMA, "rank": rk["rank"], "world_size": doc["world_size"],
-                        "w_ns": rk["w_ns"], "w_py_ns": rk["w_py_ns"], "w_source": rk["w_source"],
+                        **{FIELDS[c][0]: w for c, (w, _) in prices(rk).items()},  # each class's W
+                        "w_source": rk["w_source"],
                         "clock": {"offset_ns": rk["offset_ns"], "drift_ppm": rk["drift_ppm"],
                                   "residual_ns": rk["residual_ns"], "points": rk["clock_points"],
                                   "applied": bool(clock), "reference_rank": doc["ranks"][0]["rank"]},
@@ -364,7 +365,8 @@ def write_corrected(doc: dict, out_dir: str) -> list:
             rep = _cycle_report(src, found)
             d = rep.get("delta_ns") if rep else None
             delta = min(max(float(d), 0.0), rk["w_ns"]) if isinstance(d, (int, float)) else 0.0
-            model = CostModel.default(rk["w_ns"], delta, rk["w_py_ns"])
+            (w, _), (py_w, _) = prices(rk).values()
+            model = CostModel.default(w, delta, py_w)
             spans = job_spans(rep, model)
             m = dict(meta["job"], delta_ns=delta, spans=spans,
                      cycle_report=(f"cycle {rep.get('cycle')} of opskew profile's report" if rep else None))

@@ -12,6 +12,7 @@ import os
 
 from opskew.errors import UsageError
 from opskew.results.profile import SORT_KEYS, run_summary
+from opskew.stats.costmodel import prices
 from opskew.stats.notes import note
 
 PROFILE_SCHEMA = "opskew.profile/1"
@@ -100,13 +101,14 @@ def _same(a: str, b: str) -> bool:
 
 
 def w_for_trace(out, trace) -> dict:
-    """The W (its interval, delta, W_py and delta_py) that the `opskew
-    profile` run in `out` (its folder or report.json) measured for `trace`:
-    the W that wrote that cycle's corrected trace (the run's final W where
-    stop() corrected it again, else its cycle's own) where `trace` is one of
-    the run's raw traces (by path, else by name), else the run's final W.
-    {"w_ns": {median, ci95, ci_coverage}, "delta_ns", "w_py_ns" (dict or
-    None), "delta_py_ns", "source": which, in words}."""
+    """The prices (W with its interval and delta, per class) that the
+    `opskew profile` run in `out` (its folder or report.json) measured for
+    `trace`: the W that wrote that cycle's corrected trace (the run's final
+    W where stop() corrected it again, else its cycle's own) where `trace`
+    is one of the run's raw traces (by path, else by name), else the run's
+    final W. {"prices": {"operator": ({median, ci95, ci_coverage}, delta),
+    "python": ({median, ci95} or None, delta)}, "source": which, in words,
+    "own_deltas", "w_below_zero_ns"}."""
     doc, report = load_run(out)
     reps = doc.get("reports") or []
     rep = next((r for r in reps if _same(r.get("raw_trace"), trace)), None)
@@ -136,17 +138,19 @@ def w_for_trace(out, trace) -> dict:
     ci = w.get("ci95")
     if ci and None not in ci:  # a low end below 0 is taken at 0, as the run's own verdict takes it
         ci = [max(float(ci[0]), 0.0), max(float(ci[1]), 0.0)]
-    wpy = src.get("w_py_ns") or (rep or {}).get("w_py_ns") or (final or {}).get("w_py_ns")
+    wpy = next((p for p in (prices(d)["python"][0] for d in (src, rep or {}, final or {})) if p), None)
     if wpy is not None and not isinstance(wpy, dict):
         wpy = {"median": wpy}
-    delta = src.get("delta_ns") if src.get("delta_ns") is not None else (rep or {}).get("delta_ns")
-    return {"w_ns": {"median": max(float(w["median"]), 0.0), "ci95": list(ci) if ci and None not in ci else None,
-                     "ci_coverage": w.get("ci_coverage")},
-            "delta_ns": float(delta or 0.0),
-            "w_py_ns": ({"median": float(wpy["median"]),
-                         "ci95": [max(float(x), 0.0) for x in wpy["ci95"]] if wpy.get("ci95") else None}
-                        if wpy and wpy.get("median") is not None else None),
-            "delta_py_ns": float((wpy or {}).get("delta_py_ns") or 0.0),
+    delta = prices(src)["operator"][1]
+    delta = delta if delta is not None else prices(rep or {})["operator"][1]
+    return {"prices": {
+                "operator": ({"median": max(float(w["median"]), 0.0), "ci95": list(ci) if ci and None not in ci
+                              else None, "ci_coverage": w.get("ci_coverage")}, float(delta or 0.0)),
+                # (a report keeps the Python class's delta inside its W's dict)
+                "python": (({"median": float(wpy["median"]),
+                             "ci95": [max(float(x), 0.0) for x in wpy["ci95"]] if wpy.get("ci95") else None}
+                            if wpy and wpy.get("median") is not None else None),
+                           float(prices(wpy or {})["python"][1] or 0.0))},
             "own_deltas": len((rep or {}).get("op_deltas_ns") or {}), "w_below_zero_ns": below,
             "source": f"opskew profile {os.path.dirname(os.path.abspath(report))}: {which}"}
 

@@ -13,6 +13,7 @@ from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output
 from opskew.results.views import lazy
+from opskew.stats.costmodel import fields
 
 warnings_of = lazy("trace_notes.warnings_of")
 
@@ -187,7 +188,7 @@ def corrected(args, cats) -> dict:
             raise UsageError(f"{flag} is not taken with --corrected (the corrected rows are in --json)")
     if args.sort not in CORRECTED_SORT:
         raise UsageError(f"--sort {args.sort} with --corrected: one of {', '.join(CORRECTED_SORT)}")
-    w, w_py = averages.cli_w(getattr(args, "w", None))
+    w, py_w = averages.cli_w(getattr(args, "w", None))
     given = [f for f, v in (("--w", w), ("--calibration", args.calibration),
                             ("--from", getattr(args, "from_out", None))) if v is not None]
     if len(given) > 1:
@@ -195,12 +196,12 @@ def corrected(args, cats) -> dict:
     check_output(args.json, inputs=[("the input trace", args.trace), ("the calibration", args.calibration)])
     if getattr(args, "from_out", None):
         m = profile_out.w_for_trace(args.from_out, args.trace)
-        doc = averages.from_trace(args.trace, w_ns=m["w_ns"], delta_ns=m["delta_ns"], w_py_ns=m["w_py_ns"],
-                                  delta_py_ns=m["delta_py_ns"])
+        doc = averages.from_trace(args.trace, **fields(m["prices"]))
         doc["source"] = m["source"]
         doc["notes"] += profile_out.own_delta_notes(m)
     else:
-        doc = averages.from_trace(args.trace, calibration=args.calibration, w_ns=w, w_py_ns=w_py)
+        doc = averages.from_trace(args.trace, calibration=args.calibration, **fields({"operator": (w, None),
+                                                                                       "python": (py_w, None)}))
     doc["sort"] = CORRECTED_SORT[args.sort]
     if args.sort == "name":
         doc["rows"].sort(key=lambda r: r["key"])

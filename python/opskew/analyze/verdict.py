@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from opskew.analyze.tracefile import correct
 from opskew.host import usable_cpus
+from opskew.stats.costmodel import fields
 
 MARKS = ("believable", "inflated", "unresolved", "unknowable")
 
@@ -221,7 +222,7 @@ def per_operator(path: str, model, *, threshold: float = 0.05, out: str | None =
         row["mark"] = marks["total"]
         ops.append(row)
     ops.sort(key=lambda r: -r["reported_self_ns"])
-    w, w_py = op_cls.w, model.python.w if model.python is not None else {"median": 0.0, "ci95": [0.0, 0.0]}
+    w, py_w = op_cls.w, model.python.w if model.python is not None else {"median": 0.0, "ci95": [0.0, 0.0]}
     dm = at[model.classes.index(op_cls)]["delta_ns"]
     dpm = at[model.classes.index(model.python)]["delta_ns"] if model.python is not None else 0.0
     extra_model = {} if model.default_shape() else {"cost_model": model.to_dict()}
@@ -229,7 +230,7 @@ def per_operator(path: str, model, *, threshold: float = 0.05, out: str | None =
             "stats": med["stats"],
             "bytecode": bytecode, "bytecode_rows": sum(1 for r in ops if "bytecode_factor" in r),
             "threshold": threshold, "ci_coverage": w.get("ci_coverage", 0.95),
-            "w_ns": w, "delta_ns": dm, "w_py_ns": w_py, "delta_py_ns": dpm,
+            **fields({"operator": (w, dm), "python": (py_w, dpm)}),
             "delta_range_ns": [d_lo, d_hi] if delta_range is not None else None,
             "truncated": bool(med["truncated"]), **extra_model}
 

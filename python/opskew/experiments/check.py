@@ -22,7 +22,7 @@ from opskew.measure.rounds import conditions, make_window, progress_printer
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output, write_failure, write_file
 from opskew.results.views import lazy
-from opskew.stats.costmodel import CostModel
+from opskew.stats.costmodel import CostModel, fields, prices
 from opskew.stats.estimators import analyze_check, busy_wait_spun, operator_event_cost, python_event_cost
 
 corrected_note = lazy("trace_notes.corrected_note")
@@ -107,12 +107,12 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     per-operator verdict (opskew.verdict), and the corrected trace when asked."""
     import torch
 
-    w_py = {"median": 0.0, "ci95": [0.0, 0.0]}
+    py_w = {"median": 0.0, "ci95": [0.0, 0.0]}
     if instrument.options.get("with_stack"):
         r, _ = python_call_rounds(device, {"p": instrument.options}, calls=1000, trials=9, iters=10,
                                   warmup_s=0.1, progress=progress)
-        w_py = python_event_cost(r, "p")
-    wp = max(w_py["median"], 0.0)
+        py_w = python_event_cost(r, "p")
+    wp = max(py_w["median"], 0.0)
     w = operator_event_cost(rounds.windows("baseline"), rounds.trials["instrument"], wp)
     if w["median"] < 0 and args.corrected_trace:
         raise RuntimeFailure(f"W came out negative ({w['median']:.0f} ns): the machine is too noisy for an "
@@ -122,8 +122,9 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     # removes nothing, and W's upper end still bounds what it could be.
     config = config_name(instrument.options)
     cal, cal_note = find_for_threads("torch.profiler", config, torch.__version__, device, torch.get_num_threads())
-    delta = min(max(cal["delta_ns"]["median"], 0.0), w["median"]) if cal else 0.0
-    delta_py = min(max((cal.get("delta_py_ns") or {}).get("median", 0.0), 0.0), wp) if cal else 0.0
+    (_, cal_delta), (_, cal_py_delta) = prices(cal or {}).values()
+    delta = min(max(cal_delta["median"], 0.0), w["median"]) if cal else 0.0
+    py_delta = min(max((cal_py_delta or {}).get("median", 0.0), 0.0), wp) if cal else 0.0
     # with_stack: how much slower bytecode runs under the profile function
     # (opskew.bytecode), measured here before the profiler sets one.
     bytecode = None
@@ -140,7 +141,7 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
         prof.export_chrome_trace(raw)
         try:
             model = CostModel.default({k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta,
-                                      {k: w_py[k] for k in ("median", "ci95")}, delta_py)
+                                      {k: py_w[k] for k in ("median", "ci95")}, py_delta)
             v = per_operator(raw, model, threshold=args.threshold, out=args.corrected_trace, bytecode=bytecode,
                              delta_range=delta_range(cal), metadata={"about": corrected_note(
                                  model, by=f"opskew check's in-run W on {config}: {w.get('n', 'the')} interleaved "
@@ -158,9 +159,8 @@ def in_run_correction(args, rounds, instrument, window, device, progress) -> dic
     v["top"] = args.top
     st = v["stats"]
     return {
-        "w_ns": {k: w[k] for k in ("median", "ci95", "ci_coverage")},
-        "w_py_ns": {k: w_py[k] for k in ("median", "ci95")},
-        "delta_ns": delta, "delta_py_ns": delta_py,
+        **fields({"operator": ({k: w[k] for k in ("median", "ci95", "ci_coverage")}, delta),
+                  "python": ({k: py_w[k] for k in ("median", "ci95")}, py_delta)}),
         "delta_source": ((cal_note or cal["_path"]) if cal
                          else "none stored: 0 (leaf operators keep their delta, tens of ns)"),
         "trace": args.trace,

@@ -30,6 +30,25 @@ CLASSES = (
 
 ZERO = {"median": 0.0, "ci95": [0.0, 0.0]}
 
+# How opskew's documents name the default model's prices (a calibration,
+# report.json's reports, a job's ranks, correct's, check's and the verdict's
+# --json): per priced class, the fields of its W and of its delta. The
+# documents keep these names (their schemas, read by earlier versions too);
+# code reads and writes them through `prices` and `fields`, here alone.
+FIELDS = {"operator": ("w_ns", "delta_ns"), "python": ("w_py_ns", "delta_py_ns")}
+
+
+def prices(doc: dict) -> dict:
+    """{class: (its W, its delta)} as the document `doc` holds them (a
+    dict, a number, or None where absent), by FIELDS."""
+    return {name: (doc.get(w), doc.get(d)) for name, (w, d) in FIELDS.items()}
+
+
+def fields(priced: dict) -> dict:
+    """A document's named fields (FIELDS) of {class: (W, delta)}: the
+    inverse of `prices`; a class not in `priced` has no fields."""
+    return {k: v for name, pair in priced.items() for k, v in zip(FIELDS[name], pair)}
+
 
 def _w(w) -> dict:
     """{"median", "ci95"} from a W given as a dict (its interval, or the
