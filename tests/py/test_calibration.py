@@ -180,7 +180,7 @@ def test_only_bad_files_means_no_calibration_not_a_traceback(cache, tmp_path):
     _store(cache, "bad-0000000001.json", bad)
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps(TRACE))
-    p = run_opskew("correct", str(trace), env={"OPSKEW_CACHE_DIR": str(cache)}, timeout=60)
+    p = run_opskew("correct", str(trace), "--no-calibrate", env={"OPSKEW_CACHE_DIR": str(cache)}, timeout=60)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "delta_ns.median is negative" in p.stderr and "no stored calibration" in p.stderr
 

@@ -224,9 +224,37 @@ def test_correct_with_stack_trace(cache, tmp_path):
     assert p.returncode == 0 and "has no W_py" in p.stdout
 
 
+def test_with_nothing_stored_correct_measures_a_calibration_says_so_and_stores_it(tmp_path):
+    """Issue 42: `opskew correct TRACE` on a machine with an empty cache
+    measured nothing and refused. It now measures the trace's configuration
+    (opskew calibrate in a child), says so in one line of its own, stores
+    it, notes it in the output, and the next trace takes it at once;
+    --no-calibrate refuses as before."""
+    trace = make_trace(tmp_path / "t.json")
+    cache = tmp_path / "empty-cache"
+    env = {"OPSKEW_CACHE_DIR": str(cache)}
+    p = run_opskew("correct", str(trace), "--no-calibrate", env=env)
+    assert p.returncode == 2 and "no stored calibration for torch.profiler (minimal)" in p.stderr
+    assert not cache.exists() or not list(cache.rglob("*.json"))
+    js = tmp_path / "r.json"
+    p = run_opskew("correct", str(trace), "--json", str(js), env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    ours = [ln for ln in p.stderr.splitlines() if ln.startswith("opskew correct:")]
+    assert len(ours) == 1 and "measuring one now" in ours[0] and "--no-calibrate" in ours[0], p.stderr
+    stored = [f for f in (cache / "calibrations").iterdir() if f.name.startswith("torch.profiler-minimal-")]
+    assert len(stored) == 1
+    r = json.loads(js.read_text())
+    assert r["calibration"]["source"] == str(stored[0]) and r["calibration"]["w_ns"] > 0
+    assert r["notes"][0]["code"] == "calibration_measured_now" and r["notes"][0]["path"] == str(stored[0])
+    assert "measured now, in" in p.stdout and str(stored[0]) in p.stdout
+    # The next trace of this configuration takes it, with nothing measured.
+    p = run_opskew("correct", str(trace), env=env)
+    assert p.returncode == 0 and "measuring one now" not in p.stderr and "measured now" not in p.stdout
+
+
 def test_correct_refuses_mismatched_calibration(cache, tmp_path):
     trace = make_trace(tmp_path / "shapes.json", shapes=True)
-    p = run_opskew("correct", str(trace), env={"OPSKEW_CACHE_DIR": str(cache)})
+    p = run_opskew("correct", str(trace), "--no-calibrate", env={"OPSKEW_CACHE_DIR": str(cache)})
     assert p.returncode == 2 and "no stored calibration for torch.profiler (record_shapes)" in p.stderr
     cal = next(f for f in os.listdir(cache / "calibrations") if "minimal" in f)
     p = run_opskew("correct", str(trace), "--calibration", str(cache / "calibrations" / cal))
@@ -302,7 +330,7 @@ def test_calibrate_target_and_correct_with_it(tmp_path):
     assert set(cal["w_ns"]) >= {"median", "ci95"} and "noisy" in cal
     # A workload calibration is not picked from the cache for other traces...
     trace = make_trace(tmp_path / "mlp.json")
-    p = run_opskew("correct", str(trace), env=env)
+    p = run_opskew("correct", str(trace), "--no-calibrate", env=env)
     assert p.returncode == 2 and "no stored calibration" in p.stderr
     # ...only when named.
     out = tmp_path / "r.json"

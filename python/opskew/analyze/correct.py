@@ -40,6 +40,9 @@ def declare(p: Spec) -> None:
                    help="W per operator event in ns (and W_py per Python event), delta 0: a W you know")
     p.add_argument("-o", "--out", metavar="PATH", help="write the corrected trace to PATH")
     p.add_argument("--force", action="store_true", help="use a calibration whose conditions differ")
+    p.add_argument("--no-calibrate", action="store_true",
+                   help="with no calibration stored for a torch.profiler trace's configuration, refuse (by "
+                        "default one is measured now, on a micro-workload, said in one line and stored)")
     p.add_argument("--waits", choices=("auto", "on", "off"), default="auto",
                    help="the cross-thread rule: a thread's self time inside one of its events, while other "
                         "threads' events ran, was spent waiting for them (a CUDA backward runs on the autograd "
@@ -134,6 +137,16 @@ def choose_calibration(args, found: dict) -> dict:
         # whichever calibration is newest now (one W: docs/tracer.md).
         return _from_header(header, found, torch.__version__)
     cal = find(found["instrument"], found["config"], torch.__version__)
+    measure = getattr(args, "measure_calibration", None)
+    if cal is None and not header and measure is not None and found["instrument"] == "torch.profiler" \
+            and not getattr(args, "no_calibrate", False):
+        # Nothing stored for this configuration: measured now (the command
+        # line runs `opskew calibrate --config CONFIG` in a child process,
+        # which stores it), then taken from the cache as any stored one.
+        measured = measure(found["config"])
+        cal = find(found["instrument"], found["config"], torch.__version__)
+        if cal is not None:
+            cal["_measured_now"] = measured
     if cal is None and header:
         # One W for the tracer (docs/tracer.md): the W the trace was written
         # with, the same its summary used.
@@ -167,11 +180,15 @@ def calibration_notes(cal: dict, found: dict) -> list:
     """What a calibration leaves in a trace it corrects (`found`: detect()'s):
     no W_py for a with_stack trace, a micro-workload's W."""
     notes = []
+    if cal.get("_measured_now"):
+        notes.append(note("calibration_measured_now", seconds=cal["_measured_now"]["seconds"], path=cal.get("_path"),
+                          noisy=cal.get("noisy")))
     if found["options"].get("with_stack") and not prices(cal)["python"][0]:
         notes.append(note("calibration_without_python_cost"))
     opts = found["options"]
     if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
-        notes.append(note("micro_workload_w", "advice", shapes=bool(opts.get("record_shapes") or opts.get("with_flops"))))
+        shapes = bool(opts.get("record_shapes") or opts.get("with_flops"))
+        notes.append(note("micro_workload_w", "advice", shapes=shapes))
     return notes
 
 

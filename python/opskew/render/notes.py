@@ -81,9 +81,13 @@ TEXT = {
     "no_calibration": _no_calibration,
     "calibration_noisy": _calibration_noisy,
     # a trace corrected with a calibration or a run's W (opskew correct, summary --corrected)
-    "calibration_without_python_cost": lambda n: ("the trace has Python-function events (with_stack) but the calibration "
-                                           "has no W_py: their cost is not removed (recalibrate with this opskew, "
-                                           "--config ...,with_stack)"),
+    "calibration_measured_now": lambda n: (
+        f"none was stored for this configuration: measured now, in {n['seconds']:.0f} s on micro-workloads, and "
+        f"stored ({n['path']}), so the next trace of it takes it at once"
+        + (f"; {words(n['noisy'])}" if n.get("noisy") else "")),
+    "calibration_without_python_cost": lambda n: (
+        "the trace has Python-function events (with_stack) but the calibration has no W_py: their cost is not "
+        "removed (recalibrate with this opskew, --config ...,with_stack)"),
     "micro_workload_w": lambda n: (
         "W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) real workloads "
         "paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to 2.9 times with "
