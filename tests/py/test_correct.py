@@ -252,6 +252,25 @@ def test_with_nothing_stored_correct_measures_a_calibration_says_so_and_stores_i
     assert p.returncode == 0 and "measuring one now" not in p.stderr and "measured now" not in p.stdout
 
 
+def test_with_nothing_stored_summary_corrected_measures_one_too(tmp_path):
+    """`opskew summary --corrected` takes the calibration `opskew correct`
+    would: with nothing stored, it measures it the same way, says so in one
+    line of its own and in a note; --no-calibrate refuses, and is refused
+    without --corrected."""
+    trace = make_trace(tmp_path / "t.json")
+    env = {"OPSKEW_CACHE_DIR": str(tmp_path / "empty-cache")}
+    p = run_opskew("summary", str(trace), "--corrected", "--no-calibrate", env=env)
+    assert p.returncode == 2 and "no stored calibration for torch.profiler (minimal)" in p.stderr
+    p = run_opskew("summary", str(trace), "--no-calibrate", env=env)
+    assert p.returncode == 2 and "--no-calibrate is for --corrected" in p.stderr
+    p = run_opskew("summary", str(trace), "--corrected", env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    ours = [ln for ln in p.stderr.splitlines() if ln.startswith("opskew summary:")]
+    assert "measuring one now" in ours[0] and any("note: none was stored" in ln for ln in ours[1:]), p.stderr
+    assert sum("measuring one now" in ln for ln in ours) == 1
+    assert "Self CPU" in p.stdout and "Trust" in p.stdout  # torch's key_averages() table, corrected
+
+
 def test_correct_refuses_mismatched_calibration(cache, tmp_path):
     trace = make_trace(tmp_path / "shapes.json", shapes=True)
     p = run_opskew("correct", str(trace), "--no-calibrate", env={"OPSKEW_CACHE_DIR": str(cache)})

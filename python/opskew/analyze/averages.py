@@ -147,11 +147,12 @@ def given_w(w) -> dict:
 
 
 def from_trace(path: str, *, calibration=None, w_ns=None, delta_ns=None, w_py_ns=None, threshold: float = 0.05,
-               force: bool = False, waits: str = "auto", delta_py_ns=None) -> dict:
+               force: bool = False, waits: str = "auto", delta_py_ns=None, measure_calibration=None) -> dict:
     """The document of any trace: W given (`w_ns`, with `delta_ns` and
     `w_py_ns`, 0 where not given), else the calibration `opskew correct`
     would take (`calibration`: a file; else the cache's for this trace's
-    configuration)."""
+    configuration; with none stored, `measure_calibration(config)` measures
+    and stores one where given: the command line's)."""
     with rereadable(path) as src:
         found = detect(src)
         if w_ns is not None:
@@ -159,7 +160,8 @@ def from_trace(path: str, *, calibration=None, w_ns=None, delta_ns=None, w_py_ns
             delta, wpy, dpy = float(delta_ns or 0.0), given_w(w_py_ns or 0.0), float(delta_py_ns or 0.0)
             source = "W given"
         else:
-            cal = choose_calibration(SimpleNamespace(calibration=calibration, force=force), found)
+            cal = choose_calibration(SimpleNamespace(calibration=calibration, force=force,
+                                                     measure_calibration=measure_calibration), found)
             c = cal["w_ns"]
             w = {"median": float(c["median"]), "ci95": list(c.get("ci95") or [c["median"]] * 2),
                  "ci_coverage": c.get("ci_coverage", 0.95 if c.get("ci95") else None)}

@@ -52,6 +52,9 @@ def declare(p: Spec) -> None:
                      "--calibration, --w, or the stored calibration `opskew correct` would take")
     fix.add_argument("--calibration", metavar="FILE",
                      help="with --corrected: a calibration file (default: the cache's for the trace's configuration)")
+    fix.add_argument("--no-calibrate", action="store_true",
+                     help="with --corrected and nothing stored for a torch.profiler trace's configuration: refuse "
+                     "(by default one is measured now, on micro-workloads, said in one line and stored)")
     fix.add_argument("--from", dest="from_out", metavar="OUT",
                      help="with --corrected: the W (its interval, delta, W_py) that an `opskew profile -o OUT` run "
                      "measured for TRACE (OUT or OUT/report.json): the W that wrote that cycle's corrected trace "
@@ -142,9 +145,9 @@ def compute(args) -> dict:
         return _profile(args, run, cats)
     if getattr(args, "corrected", False):
         return corrected(args, cats)
-    for flag in ("calibration", "from_out"):
+    for flag in ("calibration", "from_out", "no_calibrate"):
         if getattr(args, flag, None):
-            raise UsageError(f"--{flag.replace('_out', '')} is for --corrected")
+            raise UsageError(f"--{flag.replace('_out', '').replace('_', '-')} is for --corrected")
     if is_job(args):
         if getattr(args, "csv", None):
             raise UsageError("--csv is for one trace; a job's tables are in --json")
@@ -201,7 +204,9 @@ def corrected(args, cats) -> dict:
         doc["notes"] += profile_out.own_delta_notes(m)
     else:
         doc = averages.from_trace(args.trace, calibration=args.calibration, **fields({"operator": (w, None),
-                                                                                       "python": (py_w, None)}))
+                                                                                       "python": (py_w, None)}),
+                                  measure_calibration=None if getattr(args, "no_calibrate", False)
+                                  else getattr(args, "measure_calibration", None))
     doc["sort"] = CORRECTED_SORT[args.sort]
     if args.sort == "name":
         doc["rows"].sort(key=lambda r: r["key"])

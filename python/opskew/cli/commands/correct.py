@@ -50,14 +50,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_spec(p, L.SPEC)
 
 
-def measure_calibration(config: str) -> dict:
+def measure_calibration(config: str, label: str = "opskew correct") -> dict:
     """Measures and stores the calibration of torch.profiler's `config` on
     this machine: `opskew calibrate --config CONFIG` in a child process (the
     tracer, which gives delta, must be set up before torch loads), said in
     one line, its errors on stderr, its table left out. Returns what the
     correction's note says of it: the seconds it took."""
     flag = config.replace("+", ",")
-    print(f"opskew correct: no calibration of torch.profiler ({config}) is stored for this torch on this machine: "
+    print(f"{label}: no calibration of torch.profiler ({config}) is stored for this torch on this machine: "
           f"measuring one now (opskew calibrate --config {flag}, about 20 s; --no-calibrate refuses instead)",
           file=sys.stderr, flush=True)
     t0 = time.perf_counter()

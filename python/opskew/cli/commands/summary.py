@@ -4,6 +4,7 @@ SPEC, the table from opskew.render.summary (a job's from opskew.render.job)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from opskew.analyze import job
@@ -11,6 +12,7 @@ from opskew.analyze import summary as L
 from opskew.cli.spec import add_spec
 from opskew.errors import EXIT_OK, EXIT_TRUNCATED, UsageError
 from opskew.output import check_output, write_json
+from opskew.cli.commands.correct import measure_calibration
 from opskew.render.job import render as render_job
 from opskew.render.notes import words
 from opskew.render.progress import reading
@@ -123,6 +125,7 @@ def run(args) -> int:
 
 def _corrected(args) -> int:
     """--corrected: torch's key_averages() table, corrected (opskew.results.averages)."""
+    args.measure_calibration = functools.partial(measure_calibration, label="opskew summary")
     doc = L.compute(args)
     if args.json != "-":
         sys.stdout.write(CorrectedAverages(doc).table(sort_by=doc["sort"], row_limit=args.top or None))
