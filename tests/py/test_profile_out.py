@@ -107,8 +107,9 @@ def test_from_out_takes_the_w_the_run_measured(runs, tmp_path):
     d = json.loads(s.stdout)
     assert d["w_ns"]["median"] == pytest.approx(max(rep["final"]["w_ns"]["median"], 0.0))
     assert "the run's final W" in d["source"]
-    # Nothing stored and nothing given: the line names every way to give W.
-    for cmd in (("correct", raw), ("summary", raw, "--corrected")):
+    # Nothing stored, nothing given and none to measure (--no-calibrate): the
+    # line names every way to give W.
+    for cmd in (("correct", raw, "--no-calibrate"), ("summary", raw, "--corrected", "--no-calibrate")):
         line = one_line_error(run_opskew(*cmd, env=env), "no stored calibration")
         assert "--w" in line and "--from OUT" in line and "opskew calibrate" in line
 
