@@ -295,3 +295,33 @@ def test_the_leaf_panel_s_operators_are_leaves_under_every_configuration(tmp_pat
         assert {o["name"] for o in ops} == {"aten::neg", "aten::add", "aten::addcmul", "aten::cat", "aten::view",
                                              "aten::clamp_min", "aten::copy_", "aten::empty"}, opts
         assert all(o["descendants"] == 0 and o["calls"] == 2 for o in ops), (opts, ops)
+
+
+def test_a_stored_calibration_flagged_noisy_is_said_where_it_corrects(cache, tmp_path):
+    """Validation found stored calibrations that calibrate had flagged noisy
+    over-correcting traces a minute later, and `opskew correct` said nothing
+    of the flag. It says it now, from the stored record (an earlier
+    version's sentence too), and says nothing of a quiet one."""
+    from opskew.experiments.calibrate import _noisy
+
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps(TRACE))
+    out = tmp_path / "r.json"
+    for name, noisy, said in (
+            ("a-quiet-0000000001.json", None, None),
+            ("b-noisy-0000000002.json", _noisy({"w_ns": {"median": 300.0, "ci95": [100.0, 700.0],
+                                                         "ci_coverage": 0.965}}), "wider than +-20% of 300 ns"),
+            ("c-older-0000000003.json", "W's 95% CI [1 ns, 9 ns] is wide (an earlier version's words)",
+             "an earlier version's words")):
+        for f in (cache / "calibrations").glob("*.json"):
+            f.unlink()
+        _store(cache, name, dict(good_cal(), noisy=noisy))
+        p = run_opskew("correct", str(trace), "--json", str(out), env={"OPSKEW_CACHE_DIR": str(cache)}, timeout=60)
+        assert p.returncode == 0, p.stderr
+        codes = [n["code"] for n in json.loads(out.read_text())["notes"]]
+        if said is None:
+            assert "stored_calibration_noisy" not in codes and "flagged when it was measured" not in p.stdout
+        else:
+            assert "stored_calibration_noisy" in codes
+            line = next(ln for ln in p.stdout.splitlines() if "flagged when it was measured" in ln)
+            assert name in line and said in line

@@ -178,11 +178,16 @@ def _from_header(header: dict, found: dict, torch_version: str) -> dict:
 
 def calibration_notes(cal: dict, found: dict) -> list:
     """What a calibration leaves in a trace it corrects (`found`: detect()'s):
-    no W_py for a with_stack trace, a micro-workload's W."""
+    measured now, flagged noisy when measured, no W_py for a with_stack
+    trace, a micro-workload's W."""
     notes = []
     if cal.get("_measured_now"):
         notes.append(note("calibration_measured_now", seconds=cal["_measured_now"]["seconds"], path=cal.get("_path"),
                           noisy=cal.get("noisy")))
+    elif cal.get("noisy"):
+        # A stored calibration its own measurement flagged (calibrate's
+        # "noisy"): said where it is used, not only where it was made.
+        notes.append(note("stored_calibration_noisy", path=cal.get("_path"), noisy=cal["noisy"]))
     if found["options"].get("with_stack") and not prices(cal)["python"][0]:
         notes.append(note("calibration_without_python_cost"))
     opts = found["options"]

@@ -274,7 +274,7 @@ class CycleAnalysis:
                 wv = {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
                       "ci_coverage": c.get("ci_coverage", 0.95)}
                 rep["fallback"] = (f"W from a {source}: its CI is that of its own calibration run, not of "
-                                   "this workload; a stored W can be off by 10 to 50% on a drifting machine "
+                                   "this workload; a stored W can be off by a factor of 0.5 to 2 on a drifting machine "
                                    "(docs/correct-validation.md)")
             elif w is not None:
                 source = "in-run, too few pairs"

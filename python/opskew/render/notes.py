@@ -85,12 +85,14 @@ TEXT = {
         f"none was stored for this configuration: measured now, in {n['seconds']:.0f} s on micro-workloads, and "
         f"stored ({n['path']}), so the next trace of it takes it at once"
         + (f"; {words(n['noisy'])}" if n.get("noisy") else "")),
+    "stored_calibration_noisy": lambda n: (f"the calibration ({n['path']}) was flagged when it was measured: "
+                                           f"{words(n['noisy'])}"),
     "calibration_without_python_cost": lambda n: (
         "the trace has Python-function events (with_stack) but the calibration has no W_py: their cost is not "
         "removed (recalibrate with this opskew, --config ...,with_stack)"),
     "micro_workload_w": lambda n: (
         "W comes from the torch.add micro-workload; in the validation (docs/correct-validation.md) real workloads "
-        "paid 1.1 to 1.7 times that W per event with the minimal profiler and 2.4 to 2.9 times with "
+        "paid 0.9 to 3.0 times that W per event with the minimal profiler and 1.0 to 2.7 times with "
         "record_shapes+with_stack" + (" (record_shapes' cost grows with each operator's inputs)" if n["shapes"] else "")
         + ", so their corrected times stay too high. For an in-run W with its interval, profile with opskew.profile "
         "or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate on your workload (opskew calibrate "
