@@ -42,7 +42,8 @@ _CLI_ONLY = {"json": "use .to_dict() (or opskew.output.write_json) for the JSON"
              "csv": "use .rows() or .to_pandas()",
              "target": "pass fn", "setup": "pass setup",
              "corrected_dir": "use opskew.analyze.job.write_corrected(result.to_dict(), DIR)",
-             "per_rank": "each rank's table is in .to_dict()['ranks']"}
+             "per_rank": "each rank's table is in .to_dict()['ranks']",
+             "no_calibrate": "the API never measures a calibration: with none stored it refuses, as with this flag"}
 
 _COMMANDS = {"check": (check_cmd, CheckResult), "matrix": (matrix_cmd, MatrixResult),
              "advise": (advise_cmd, AdviseResult), "sweep": (sweep_cmd, SweepResult)}
