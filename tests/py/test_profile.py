@@ -559,7 +559,7 @@ def test_corrected_trace_and_report(tmp_path):
         assert row["added_ns"]["scaled"] == pytest.approx(extra, rel=1e-6)
     else:  # left in the step, and said why
         assert cold["w_scale"] == 1.0 and row["added_ns"]["scaled"] == 0
-        assert cold["why"].startswith("priced at W")
+        assert priced(cold["why"]).startswith("priced at W")  # (a record: render.notes says it)
     # The other active steps: each at the W of the run's pairs at its
     # position in the cycle, over W (3 cycles: 3 pairs a position).
     names = sorted(spans, key=lambda n: int(n.split("#")[1]))
