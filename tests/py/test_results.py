@@ -64,3 +64,25 @@ def test_what_is_not_a_result_is_refused(tmp_path):
     r = Result.from_dict({"schema": "opskew.summary/1", "ops": [], "status": "ok"})
     with pytest.raises(AttributeError, match="read-only"):
         r.status = "x"
+
+
+def test_a_correct_result_shows_its_table_and_notes_in_a_notebook(tmp_path):
+    """`_repr_html_` of opskew correct's result fell through to sweep's
+    table and raised KeyError 'op'. It shows correct's own table, its
+    calibration and its notes in words (they are records)."""
+    import json
+
+    from opskew import results
+
+    doc = {"schema": "opskew.correct/1", "trace": "t.json", "detected": {}, "out": None, "omitted": 0,
+           "calibration": {"w_ns": 700.0, "delta_ns": 0.0, "w_py_ns": 0.0, "delta_py_ns": 0.0, "source": "--w",
+                           "key": {}},
+           "notes": [{"code": "cross_thread_waits", "severity": "caveat", "waited_ns": 2000.0, "threads": 2}],
+           "stats": {}, "truncated": False, "warning": None, "truncated_at": None, "instrument_share": 0.25,
+           "ops": [{"name": "aten::add", "calls": 2, "reported_total_ns": 4000.0, "corrected_total_ns": 3000.0,
+                    "reported_self_ns": 4000.0, "corrected_self_ns": 3000.0, "clamped": 0}]}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    html = results.load(p)._repr_html_()
+    assert "aten::add" in html and "corrected total" in html and "700 ns" in html and "25.0%" in html
+    assert "2.0 us of other threads&#x27; instrument time" in html

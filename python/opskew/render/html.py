@@ -7,6 +7,8 @@ import json
 from html import escape
 
 from opskew.render.compare import table_cells
+from opskew.render.correct import CORRECT_COLUMNS, correct_rows
+from opskew.render.notes import words
 from opskew.render.tables import SUMMARY_COLUMNS, cell, column, summary_rows
 from opskew.render.units import fmt_ns, fmt_time
 from opskew.render.verdict import (MARK_COLOURS, VERDICT_COLUMNS, marks_line, reconcile, sentence, skew_words,
@@ -65,6 +67,12 @@ def headline(kind: str, d: dict) -> list:
         rows += [("compared", f"{d.get('kind', '')} ({d.get('metric', '')})"),
                  *((i["label"], f"{i['path']} ({i['schema']}, {i['status']})") for i in d.get("inputs", [])),
                  ("significant", d.get("significance", ""))]
+    elif kind == "correct":
+        cal = d.get("calibration") or {}
+        rows += [("trace", d.get("trace", "")),
+                 ("calibration", f"W {fmt_ns(cal.get('w_ns'))} per operator event ({cal.get('source', '')})"),
+                 ("instrument share", f"{100 * d.get('instrument_share', 0.0):.1f}% of the top-level time"),
+                 *(("note", words(n)) for n in d.get("notes") or ())]
     elif kind == "advise" and d.get("recommended"):
         rows += [("status", d.get("status", "")), ("recommended", d["recommended"]["label"])]
     else:
@@ -159,6 +167,14 @@ def table_rows(kind: str, d: dict, *, top: int = 30, rows=None):
         return cols, [[tname(c["label"]), td(ci(c["in_window_per_event_ns"])),
                        td(f"{c['events_per_iter']:.6g}"), tname("*" if k == rec else "")]
                       for k, c in d.get("candidates", {}).items()]
+    if kind == "correct":  # correct's text table, its columns and units
+        ops = d.get("ops") or []
+        ops = ops[:top] if top else ops
+        kinds = [column(c).kind for c in CORRECT_COLUMNS]
+        return cols_of(CORRECT_COLUMNS), [[tname(r[0])] + [td(cell(x, k)) for x, k in zip(r[1:], kinds[1:])]
+                                          for r in correct_rows(ops)]
+    if kind != "sweep":
+        return [], []  # (a kind with no table of its own: its headline, or its text)
     cols = ("op", "size", "instrument", "true / call", "added / call", "reported / call", "skew")
     body = []
     for r in rows or ():
