@@ -150,18 +150,29 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 SPIN, OPS = int(sys.argv[1]), 20
 a, b = torch.ones(8), torch.ones(8)
+spun = []  # rank 1's profiled steps up to the collective: wall and CPU time
 for i in range(40):
+    profiled = torch.autograd.profiler._is_profiler_enabled
+    w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
     for _ in range(OPS):
         # Rank 1 does SPIN ns of work (CPU time, as a profiler's cost is)
         # before every operator while the profiler records: a known cost.
-        if rank == 1 and SPIN and torch.autograd.profiler._is_profiler_enabled:
+        if rank == 1 and SPIN and profiled:
             end = time.thread_time_ns() + SPIN
             while time.thread_time_ns() < end:
                 pass
         torch.add(a, b)
+    if profiled:
+        spun.append(f"{time.perf_counter_ns() - w0} {time.thread_time_ns() - c0}")
     t = torch.ones(4)
     dist.all_reduce(t)
     opskew.step()
+if rank == 1 and SPIN:
+    # On a machine shared with other processes rank 1 reaches the
+    # collective later on the wall than its CPU time says.
+    with open(sys.argv[2], "w") as f:
+        for line in spun:
+            print(line, file=f)
 dist.destroy_process_group()
 """
 
@@ -175,16 +186,22 @@ def _torchrun():
 
 def _job(tmp_path, name, spin):
     """`opskew profile -- torchrun` of the 2-rank script, then `opskew
-    summary` of its folder (each rank's W_own from its report)."""
+    summary` of its folder (each rank's W_own from its report). With
+    spin, the summary carries "spun": the wall and CPU time rank 1's
+    work took."""
     out = tmp_path / name
+    spun = tmp_path / f"{name}.spun"
     p = run_opskew("profile", "-o", str(out), "--skip-first", "2", "--wait", "8", "--warmup", "1", "--active", "6",
                    "--repeat", "2", "--", _torchrun(), "--nproc-per-node", "2", "--standalone",
-                   str(tmp_path / "job.py"), str(spin), cwd=str(tmp_path), timeout=300,
+                   str(tmp_path / "job.py"), str(spin), str(spun), cwd=str(tmp_path), timeout=300,
                    env={"TMPDIR": str(tmp_path)})
     assert p.returncode == 0, p.stderr[-3000:]
     s = run_opskew("summary", str(out), "--json", "-")
     assert s.returncode == 0, s.stderr
-    return json.loads(s.stdout)
+    d = json.loads(s.stdout)
+    if spin:
+        d["spun"] = [[int(x) for x in line.split()] for line in spun.read_text().splitlines()]
+    return d
 
 
 def _absorbed(collectives, r):
@@ -208,7 +225,11 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
     wait in the collectives (measured: against the same job without the
     work) to rank 1's cost within 20% of that cost. The extra wait itself
     can be below OPS x SPIN: where rank 0 was the later one without the
-    work, part of rank 1's cost hides in rank 1's own wait."""
+    work, part of rank 1's cost hides in rank 1's own wait. The costs are
+    CPU time and the waits wall time: on a machine busy with other
+    processes rank 1 takes longer on the wall than on its CPU clock (CI
+    measured rank 0's extra wait 1.3 to 1.4 times the attribution), so the
+    extra wait may exceed the attribution by the ratio the job measures."""
     spin, ops = 100_000, 20
     injected = spin * ops
     (tmp_path / "job.py").write_text(JOB)
@@ -224,9 +245,13 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
         own1 = statistics.median(c["own_ns"][1] for c in d["collectives"])
         extra_wait0 = statistics.median(c["wait_ns"][0] for c in d["collectives"]) - statistics.median(base_waits)
         absorbed0 = statistics.median(_absorbed(d["collectives"], 0))
+        # Rank 1's steps up to the collective: wall time over CPU time.
+        stretch = sum(w for w, _ in d["spun"]) / sum(c for _, c in d["spun"])
         print(f"attempt {attempt}: W_own {r0['w_ns']:.0f} {r1['w_ns']:.0f}; own1 {own1:.0f} absorbed0 "
-              f"{absorbed0:.0f} extra wait0 {extra_wait0:.0f} per step; injected {injected}")
-        if abs(own1 - injected) <= 0.2 * injected and abs(absorbed0 - extra_wait0) <= 0.2 * injected \
+              f"{absorbed0:.0f} extra wait0 {extra_wait0:.0f} per step; injected {injected}; "
+              f"the work's wall/CPU {stretch:.2f}")
+        if abs(own1 - injected) <= 0.2 * injected \
+                and absorbed0 - 0.2 * injected <= extra_wait0 <= absorbed0 * stretch + 0.2 * injected \
                 and 0.5 * injected <= absorbed0 <= 1.2 * injected \
                 and abs(statistics.median(_absorbed(d["collectives"], 1))) <= 0.2 * injected \
                 and r0["corrected_step_median_ns"] < r0["step_median_ns"] - 0.5 * injected:
@@ -235,7 +260,10 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
     assert all(r["w_source"].startswith("W_own of") for r in d["ranks"])
     assert d["matched"] >= 12 and d["stragglers"][0]["rank"] == 1
     assert abs(own1 - injected) <= 0.2 * injected, (own1, injected)
-    assert abs(absorbed0 - extra_wait0) <= 0.2 * injected, (absorbed0, extra_wait0)
+    # Costs are CPU time; rank 0 waits wall time, which on a machine shared
+    # with other processes is longer, by at most the ratio rank 1 measured.
+    assert absorbed0 - 0.2 * injected <= extra_wait0 <= absorbed0 * stretch + 0.2 * injected, \
+        (absorbed0, stretch, extra_wait0)
     # Most of rank 1's cost reached rank 0 (the rest hid in rank 1's own
     # waits, in steps where rank 0 would have been the later one).
     assert 0.5 * injected <= absorbed0 <= 1.2 * injected, (absorbed0, injected)
