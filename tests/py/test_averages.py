@@ -150,9 +150,11 @@ def test_no_table_before_a_trace_or_without_w(tmp_path, monkeypatch):
     p = opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], report_file=None)
     with pytest.raises(ValueError, match="no trace yet"):
         p.corrected_averages()
-    # A single cycle with too few pairs and no stored calibration: no corrected table.
+    # A single cycle with too few pairs, no stored calibration and the
+    # in-process model off: no corrected table.
     sched = torch.profiler.schedule(wait=3, warmup=1, active=2, repeat=1)
-    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched, report_file=None) as p:
+    with opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched, report_file=None,
+                        cost_model="off") as p:
         train_steps(8, p)
     with pytest.raises(ValueError, match="cycle 1 has no corrected per-operator table"):
         p.corrected_averages()

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import opskew  # noqa: E402
 
 CPU = [torch.profiler.ProfilerActivity.CPU]
-OWN = ("report_file", "corrected_dir", "threshold", "measure_w_py", "leaf_reference", "verbose")
+OWN = ("report_file", "corrected_dir", "threshold", "measure_w_py", "leaf_reference", "verbose", "cost_model")
 A, B = torch.ones(8), torch.ones(8)
 
 

@@ -80,15 +80,35 @@ def test_opskew_profiler_corrects_a_fit_with_its_own_schedule_and_summarizes_bot
     assert {e.key for e in prof.corrected_averages()} >= {"ProfilerStep*", "aten::addmm"}
 
 
-def test_lightnings_default_shape_gets_no_w_and_the_summary_says_why(tmp_path):
-    prof = OpskewProfiler(dirpath=str(tmp_path), filename="perf", report_file=None,
+def test_lightnings_default_shape_is_corrected_by_the_in_process_model(tmp_path, monkeypatch):
+    """Lightning's default schedule (wait=1, warmup=1, active=3) pairs too
+    few steps for an in-run W: with nothing stored, the in-process model
+    gives W (docs/profile.md), the trace is corrected and the summary's
+    corrected table names the model. Where this busy machine made the
+    model too noisy to use, the fit is run again (NOISE_ATTEMPTS); with the
+    model off, the summary says there is no W."""
+    from conftest import NOISE_ATTEMPTS
+
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "empty-cache"))
+    for attempt in range(NOISE_ATTEMPTS):
+        out = tmp_path / f"a{attempt}"
+        prof = OpskewProfiler(dirpath=str(out), filename="perf", report_file=None,
+                              schedule=torch.profiler.schedule(wait=1, warmup=1, active=3))
+        p = fit(prof, 20)
+        if p.report["w_source"] == "in-process model":
+            break
+    assert p.step_counts()["active"] == 3 and p.report["w_source"] == "in-process model", p.report["fallback"]
+    assert os.path.isfile(p.report["corrected_trace"])
+    text = read(out / "fit-perf.txt")
+    assert "records, corrected by opskew with W" in text and "(in-process model)" in text
+    assert "as reported by torch.profiler" in text
+    prof = OpskewProfiler(dirpath=str(tmp_path / "off"), filename="perf", report_file=None, cost_model="off",
                           schedule=torch.profiler.schedule(wait=1, warmup=1, active=3))
     p = fit(prof, 20)
-    assert p.step_counts()["active"] == 3 and p.report["corrected_trace"] is None
-    text = read(tmp_path / "fit-perf.txt")
+    assert p.report["corrected_trace"] is None
+    text = read(tmp_path / "off" / "fit-perf.txt")
     assert "opskew: no corrected table (no W for cycle 1)" in text
-    assert "records the first cycle of each stage only" in text
-    assert "as reported by torch.profiler" in text and not os.path.exists(tmp_path / "corrected")
+    assert "as reported by torch.profiler" in text and not os.path.exists(tmp_path / "off" / "corrected")
 
 
 def test_a_fit_shorter_than_the_schedules_first_cycle_ends_with_a_summary_that_says_so(tmp_path):

@@ -649,7 +649,8 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         h = exporter(str(tmp_path), suffix=f".{name.replace(' ', '-')}.json")
         out = io.StringIO()
         p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU],  # noqa: B023
-                                            on_trace_ready=h, report_file=out, **kw), steps, body)  # noqa: B023
+                                            on_trace_ready=h, report_file=out, cost_model="off", **kw),  # noqa: B023
+                     steps, body)
         r = p.report
         assert advice in r["advice"], (name, r["advice"])
         assert advice in out.getvalue()
@@ -660,13 +661,13 @@ def test_too_few_wait_steps_says_what_to_change(tmp_path, monkeypatch):
         assert "verdict: not made" in out.getvalue()
 
 
-def test_without_a_schedule_it_falls_back_to_a_stored_calibration(tmp_path, monkeypatch):
+def test_without_a_schedule_or_the_model_it_falls_back_to_a_stored_calibration(tmp_path, monkeypatch):
     monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "cache"))
     store_calibration("minimal", (3000.0, [2500.0, 3500.0]), (100.0, [80.0, 120.0]))
     h = exporter(str(tmp_path))
     out = io.StringIO()
     p = run_loop(lambda: opskew.profile(activities=[torch.profiler.ProfilerActivity.CPU], on_trace_ready=h,
-                                        report_file=out), 3, make_body())
+                                        report_file=out, cost_model="off"), 3, make_body())
     r = p.report
     assert r["advice"].startswith("no schedule: ") and ADVICE in r["advice"]
     assert r["w_source"].startswith("stored calibration")

@@ -24,7 +24,7 @@ from opskew.results.profile import CYCLE_FIELDS, RUN_FIELDS, CycleReport, as_pri
 
 # Fields written after the cycle's trace (its own time, and what stop()
 # or an export did later): the trace's metadata does not have them.
-AFTER_THE_TRACE = {"opskew_ns", "w_py_measure_ns", "marks", "overwritten_by_cycle", "recorrect_error"}
+AFTER_THE_TRACE = {"opskew_ns", "w_py_measure_ns", "model_ns", "marks", "overwritten_by_cycle", "recorrect_error"}
 
 
 def blocks(text: str) -> dict:

@@ -37,7 +37,7 @@ class OpskewProfiler(PyTorchProfiler):
     group_by_input_shapes, emit_nvtx, export_to_chrome, row_limit,
     sort_by_key, record_module_names, table_kwargs, and torch.profiler's
     keywords) and opskew.profile's own (report_file, corrected_dir,
-    threshold, measure_w_py, leaf_reference).
+    threshold, measure_w_py, leaf_reference, cost_model).
 
     Without a `schedule`, it profiles with opskew's:
     schedule(skip_first=10, wait=21, warmup=1, active=7, repeat=3), whose

@@ -135,6 +135,13 @@ class profile(DropIn):
                     use a stored calibration's; and how much slower Python
                     bytecode runs under the profile function (opskew.bytecode,
                     about 10 ms, once), else widen nothing for it;
+      cost_model    when the in-process model of the profiler's cost is
+                    measured (profiler.model): "auto" (default) at a capture
+                    with no in-run W (a single window, start()/stop(), a
+                    short schedule), about 150 ms once per configuration,
+                    then a check within 5% of each capture's stop and
+                    export; "always" at every capture, shown beside the
+                    in-run W; "off" never (a stored calibration or nothing);
       leaf_reference
                     record REF_STEPS wait steps after each trace with opskew's
                     own tracer (about 0.2 ms of opskew's time each) and give
@@ -145,12 +152,15 @@ class profile(DropIn):
 
     @torch_signature
     def __init__(self, *args, report_file=_STDERR, corrected_dir=None, threshold=0.05, measure_w_py=True,
-                 leaf_reference=True, verbose=False, **kwargs):
+                 leaf_reference=True, verbose=False, cost_model="auto", **kwargs):
         import torch
 
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
                 or not math.isfinite(threshold) or threshold < 0:
             raise ValueError(f"threshold: a finite number >= 0 (0.05 is 5%), not {threshold!r}")
+
+        if cost_model not in ("auto", "always", "off"):
+            raise ValueError(f"cost_model: 'auto', 'always' or 'off', not {cost_model!r}")
 
         self._torch = torch
         self._user_ready = kwargs.pop("on_trace_ready", None)
@@ -191,7 +201,7 @@ class profile(DropIn):
         self._clock = StepClock(time.thread_time_ns if self.rank is not None and not self._cuda else None)
         self.name = "opskew-profile" + (f"-rank{self.rank}" if self.rank is not None else "")
         self._files = TraceFiles(self.name, corrected_dir)
-        self._figures = Figures(torch, options, self._cuda, measure_w_py)
+        self._figures = Figures(torch, options, self._cuda, measure_w_py, cost_model)
         # The leaf reference (leafref.REF_*): opskew's tracer on some wait steps.
         self._ref = LeafReference(leaf_reference, self._cuda)
         # The correction's cross-thread rule: asked for with CUDA activity (a
@@ -466,7 +476,7 @@ class profile(DropIn):
         self._cycle += 1
         raw = files.raw()
         files.drop_kept()
-        own0 = self._figures.own_ns
+        own0, model0 = self._figures.own_ns, self._figures.model_ns
         this_cycle = c.take_active(self._cycle)
         if self._ref.pending:
             self._ref.collect()
@@ -484,6 +494,7 @@ class profile(DropIn):
         # per-operator verdict and the corrected trace. Not in any step.
         rep["opskew_ns"] = time.perf_counter_ns() - t0 - user_ns
         rep["w_py_measure_ns"] = self._figures.own_ns - own0
+        rep["model_ns"] = self._figures.model_ns - model0  # the in-process model's, measured or checked
         rep = self._add_report(rep, own=True)
         self._out.report(rep)
         c.ready_ns = time.perf_counter_ns() - t0

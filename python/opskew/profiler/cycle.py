@@ -54,8 +54,11 @@ def count(trace: str, waits: int) -> dict:
     leaves = {o["name"]: (o["calls"], o["reported_total_ns"], o["py_descendants"]) for o in res["ops"]
               if o["descendants"] == 0 and not o["python"] and o["calls"] >= REF_MIN_CALLS
               and o.get("category") in OP_CATEGORIES and not STEP_NAME.match(o["name"])}
+    # A training capture (the autograd engine's events): the in-process
+    # model times its training step, else its inference one (profiler.model).
+    backward = any(o["name"].startswith("autograd::engine::evaluate_function") for o in res["ops"])
     return {"per_step": per_step, "op_events": st["corrected_events"] - st["py_events"],
-            "py_events": st["py_events"], "leaves": leaves}
+            "py_events": st["py_events"], "leaves": leaves, "backward": backward}
 
 
 _ABSENT = object()
@@ -178,7 +181,7 @@ class CycleAnalysis:
         if straddle:
             notes.append(note("straddle", held=held, op_events=counts["op_events"]))
         rep = self._skeleton(counts, this_cycle, counted_per_step, cycle, raw, step_ranges, detail)
-        wv = self._w(rep, w, detail)
+        wv = self._w(rep, w, detail, stop_ns + user_ns, counts["backward"])
         self._notes(rep, w, notes, step_ranges)
         self._figures(rep, this_cycle, stop_ns, user_ns, wv, w, detail)
         if self.figures.cuda:
@@ -255,36 +258,59 @@ class CycleAnalysis:
         rep["w_by_cycle"] = [c for c in detail.get("w_by_cycle") or [] if c["first_step"] == first]
         return rep
 
-    def _w(self, rep: dict, w, detail: dict):
-        """The W the cycle's trace is corrected with: this run's where its CI
-        reaches 95%, else a stored calibration's, else none; the report's
-        advice and fallback say why."""
+    def _w(self, rep: dict, w, detail: dict, stop_ns: int, training: bool = True):
+        """The W the cycle's trace is corrected with, by the evidence rule
+        (docs/profile.md, "Which W a trace gets"): this run's pairs where
+        their CI reaches 95%, else the in-process model (profiler.model;
+        `stop_ns`, the capture's stop and export, budgets its check), else a
+        stored calibration's, else none (`training`: the capture has
+        backward events, which step the model times). The report names the source
+        (w_source), says why in advice and fallback, and shows the model
+        beside the W used where both exist (w_model_ns)."""
         has_wait = any(s["phase"] == "wait" for s in self.clock.steps)
         source = "in-run"
         wv = None
         if w is not None and w["ci_reaches_95"]:
             wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
                   "ci_method": w["ci_method"]}
-        else:
-            rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
-            cal = self.figures.stored()
+            if self.figures.cost_model == "always":
+                rep["w_model_ns"] = self.figures.model(stop_ns, training)
+            rep["w_source"] = source
+            return wv
+        rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
+        m = self.figures.model(stop_ns, training) if self.figures.cost_model != "off" else None
+        rep["w_model_ns"] = m
+        cal = self.figures.stored()
+        few = "" if w is None else f" ({detail['pairs']} pair(s), too few for a 95% CI)"
+        unusable = f"; {self.figures.model_error}" if m is None and self.figures.model_error else ""
+        if m is not None:
+            source = "in-process model"
+            wv = {"median": m["median"], "ci95": list(m["ci95"]), "ci_coverage": m["ci_coverage"],
+                  "ci_method": "the model's rounds, widened by its miss"}
+            rep["fallback"] = (f"no step of this run was paired with an unprofiled one{few}: W is the "
+                               f"in-process model's, {m['rounds']} rounds of a small {m['step']} step bare and under "
+                               "this configuration in this process; its interval is widened to how far the model "
+                               f"misses a workload's own W (x{m['miss'][0]:g} to x{m['miss'][1]:g}, "
+                               "docs/profile.md), and the verdict is not made")
             if cal is not None:
-                source = f"stored calibration {cal.get('_path', '')}"
-                c = cal["w_ns"]
-                wv = {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
-                      "ci_coverage": c.get("ci_coverage", 0.95)}
-                rep["fallback"] = (f"W from a {source}: its CI is that of its own calibration run, not of "
-                                   "this workload; a stored W can be off by a factor of 0.5 to 2 on a drifting machine "
-                                   "(docs/correct-validation.md)")
-            elif w is not None:
-                source = "in-run, too few pairs"
-                rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
-                                   "95% CI; the verdict is not made and the trace is not corrected; "
-                                   f"{ADVICE} (or store a W with `opskew calibrate`)")
-            else:
-                rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
-                                   "unknown, the verdict is not made and the trace is not corrected; "
-                                   f"{ADVICE} (or store a W with `opskew calibrate`)")
+                rep["w_stored_ns"] = dict(cal["w_ns"], source=f"stored calibration {cal.get('_path', '')}")
+        elif cal is not None:
+            source = f"stored calibration {cal.get('_path', '')}"
+            c = cal["w_ns"]
+            wv = {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
+                  "ci_coverage": c.get("ci_coverage", 0.95)}
+            rep["fallback"] = (f"W from a {source}: its CI is that of its own calibration run, not of "
+                               "this workload; a stored W can be off by a factor of 0.5 to 2 on a drifting machine "
+                               f"(docs/correct-validation.md){unusable}")
+        elif w is not None:
+            source = "in-run, too few pairs"
+            rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
+                               "95% CI; the verdict is not made and the trace is not corrected; "
+                               f"{ADVICE} (or store a W with `opskew calibrate`){unusable}")
+        else:
+            rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
+                               "unknown, the verdict is not made and the trace is not corrected; "
+                               f"{ADVICE} (or store a W with `opskew calibrate`){unusable}")
         rep["w_source"] = source
         return wv
 
@@ -338,6 +364,18 @@ class CycleAnalysis:
                                            "on_trace_ready": user_ns / act_ns}
             if inst > act_ns:
                 rep["notes"] = merged(rep["notes"], [note("instrument_above_active")])
+        if wv is not None and rep.get("w_source") != "in-run" and act and rep.get("corrected_step_ns") is None \
+                and all(s["step"] in events for s in act):
+            # No pairs: the true step is each active body less its events'
+            # cost at W (and at W's interval ends); where the trace marks its
+            # steps, the corrected trace's figure replaces it (trace_steps).
+            def true_step(m):
+                return median([s["ns"] - m.step_cost(*events[s["step"]]) for s in act])
+
+            ends = [self.model({"median": x, "ci95": [x, x]}) for x in reversed(wv["ci95"])]
+            rep["corrected_step_ns"] = true_step(self.model(wv))
+            rep["corrected_step_w_ci_ns"] = [true_step(m) for m in ends]
+            rep["active_step_ns"] = median([s["ns"] for s in act])
         significant = bool(wv is not None and w is not None and w["ci_reaches_95"] and w["ci95"][0] > 0)
         infl = detail.get("inflation")
         rep["verdict"] = {

@@ -13,6 +13,7 @@ from opskew.calibration.runner import python_call_rounds, python_event_constants
 from opskew.calibration.store import config_name, delta_range, find_for_threads
 from opskew.errors import OpskewError
 from opskew.measure import bytecode as bytecode_slowdown  # its measured(), looked up when called
+from opskew.profiler.model import model_w
 from opskew.stats.notes import note, text
 from opskew.stats.pricing import MIN_PAIRS
 
@@ -20,8 +21,10 @@ class Figures:
     """W_py, the bytecode slowdown, the stored calibration and delta of one
     profiler's configuration (`options`: its record_shapes, ... flags)."""
 
-    def __init__(self, torch, options: dict, cuda: bool, measure_py: bool):
+    def __init__(self, torch, options: dict, cuda: bool, measure_py: bool, cost_model: str = "auto"):
         self.torch = torch
+        self.cost_model = cost_model  # "auto", "always" or "off": when the in-process model is measured
+        self.model_ns = 0  # opskew's own time measuring and checking the model
         self.options = options
         self.cuda = cuda
         self.measure_py = measure_py
@@ -30,6 +33,7 @@ class Figures:
         self.stored_cal = None  # (the stored calibration or None,) once looked up: stored
         self.stored_note = None  # what stored() found, where it is not this run's thread count
         self.w_py_error = None
+        self.model_error = None
         self.own_ns = 0  # opskew's own time measuring W_py and the bytecode slowdown
 
     def w_py(self):
@@ -57,6 +61,24 @@ class Figures:
             finally:
                 self.own_ns += time.perf_counter_ns() - t0
         return self.bytecode_value[0]
+
+    def model(self, stop_ns: int, training: bool = True):
+        """The in-process model's W per operator event at this capture
+        (profiler.model.model_w: measured once per process and
+        configuration, checked at each capture; on its training step where
+        the capture has backward events, else its inference one), or None where it could not
+        be measured; its time counts in model_ns."""
+        w_py = self.w_py()
+        t0 = time.perf_counter_ns()
+        self.model_error = None
+        try:
+            return model_w(self.torch, self.options, self.cuda, max(w_py["median"], 0.0) if w_py else 0.0, stop_ns,
+                           training)
+        except (OpskewError, RuntimeError) as exc:
+            self.model_error = f"{type(exc).__name__}: {exc}"
+            return None
+        finally:
+            self.model_ns += time.perf_counter_ns() - t0
 
     def stored_w_py(self):
         cal = self.stored()

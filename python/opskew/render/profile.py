@@ -24,8 +24,10 @@ def step_line(rep: dict, corrected_ns: float, band) -> str:
     `corrected_ns` with its band at W's CI ends, against `rep`'s profiled
     and wait steps."""
     band = f" [{fmt_ns(band[0])}, {fmt_ns(band[1])} at W's 95% CI]" if band else ""
-    return (f"true step {fmt_ns(corrected_ns)}{band}, profiled {fmt_ns(rep['active_step_ns'])}, "
-            f"unprofiled wait steps {fmt_ns(rep['baseline_step_ns'])} (medians)")
+    seen = [f"{what} {fmt_ns(rep[k])}" for what, k in (("profiled", "active_step_ns"),
+                                                       ("unprofiled wait steps", "baseline_step_ns"))
+            if rep.get(k) is not None]
+    return f"true step {fmt_ns(corrected_ns)}{band}" + "".join(", " + x for x in seen) + " (medians)"
 
 
 def _answer(rep: dict) -> str:
@@ -34,6 +36,9 @@ def _answer(rep: dict) -> str:
         return step_line(rep, rep["corrected_step_ns"], rep.get("corrected_step_w_ci_ns"))
     if rep.get("error"):
         return "no answer: opskew's analysis of this trace failed (below)"
+    if rep.get("corrected_trace") and rep.get("corrected_step_ns") is None:
+        return ("corrected, no true step (no step() marked a step); the operators below and the corrected "
+                "trace are the answer")
     seen = [f"{what} {fmt_ns(rep[k])}" for what, k in (("profiled", "active_step_ns"),
                                                        ("unprofiled wait steps", "baseline_step_ns"))
             if rep.get(k) is not None]

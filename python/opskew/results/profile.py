@@ -116,6 +116,8 @@ CYCLE_FIELDS = {
     "pairs_near_trace": "pairs whose wait step ran soon after a trace", "wait_drift": "the wait steps' drift",
     "w_ns": "W per operator event: median, ci95, coverage, method", "w_own_ns": "W from this cycle's pairs alone",
     "w_source": "where W came from", "advice": "what to change for a W", "fallback": "what W fell back to",
+    "w_model_ns": "the in-process model's W, its measurement, budget and check",
+    "w_stored_ns": "a stored calibration's W, beside the model's",
     "w_by_position": "W by position in the cycle", "w_by_cycle": "this cycle's own level",
     "cold_first_active_extra_ns": "the cold first step's extra", "cold_first_active_cycles": "cycles it is from",
     "warmup_extra_per_step_ns": "warmup steps' extra", "post_trace_wait_extra_ns": "wait steps' extra after a trace",
@@ -136,6 +138,7 @@ CYCLE_FIELDS = {
     # costs outside the steps
     "stop_ns": "torch's stop and post-processing", "on_trace_ready_ns": "the user's handler",
     "opskew_ns": "opskew's own time in the step() call", "w_py_measure_ns": "of which measuring W_py",
+    "model_ns": "of which measuring or checking the in-process model",
     "share_of_active_time": "those against the active steps' time",
     # after the cycle printed
     "as_printed": "the fields a revision changed, as the cycle printed them",

@@ -1,0 +1,236 @@
+"""The captures people make without opskew's schedule (docs/profile.md, "W
+with no pairs: the in-process model"): torch's recipe (a `with` block
+around a few steps), start()/stop() with unprofiled steps between, and
+Lightning's default schedule. With an empty cache each gets W from the
+in-process model, a corrected trace, the source named and an interval.
+Real torch, real profiler sessions; behaviour, not speed."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import opskew  # noqa: E402
+from conftest import NOISE_ATTEMPTS  # noqa: E402
+from opskew.analyze import tracefile  # noqa: E402
+from opskew.profiler import model as cost_model  # noqa: E402
+
+CPU = [torch.profiler.ProfilerActivity.CPU] if hasattr(torch, "profiler") else None
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """An empty calibration cache, and no model measured yet in this process."""
+    monkeypatch.setenv("OPSKEW_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(cost_model, "_MODELS", {})
+    return tmp_path
+
+
+def _train():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    x = torch.randn(4, 16)
+
+    def step():
+        opt.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+    for _ in range(5):
+        step()
+    return step
+
+
+def _usable(make):
+    """Runs `make()` (a capture, returning its profiler) until the model
+    was not rejected as too noisy (a busy machine; conftest.until's
+    retries): the last profiler."""
+    for _ in range(NOISE_ATTEMPTS):
+        p = make()
+        if p.report.get("w_source") == "in-process model":
+            return p
+    return p
+
+
+def _header(path):
+    return tracefile.scan(path, header_only=True)["objects"]["opskew"]
+
+
+def _nesting(path):
+    """Each complete event of a trace as (thread, name, its parent's name),
+    sorted: the trace's nesting, whatever the order of its records."""
+    import json
+    from decimal import Decimal
+
+    with open(path) as f:
+        doc = json.load(f, parse_float=Decimal)
+    out = []
+    threads = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X":
+            threads.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append(e)
+    for key, evs in threads.items():
+        stack = []
+        for e in sorted(evs, key=lambda e: (e["ts"], -e["dur"])):
+            while stack and not e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            out.append((key, str(e.get("name")), str(stack[-1].get("name")) if stack else ""))
+            stack.append(e)
+    return sorted(out)
+
+
+def test_torchs_recipe_with_an_empty_cache_is_corrected_by_the_model(fresh):
+    """`with opskew.profile(activities=[CPU], record_shapes=True)` around 8
+    steps, each in a record_function, no schedule, nothing stored: W from
+    the in-process model (measured once, within its first budget), with
+    its interval widened by the model's miss, a corrected trace that holds
+    the raw trace's events in the raw trace's order, and the source in the
+    report, the printed text and the trace's metadata. A second capture in
+    the same process checks the model rather than measuring it again."""
+    step = _train()
+
+    def capture(name):
+        def make():
+            out = io.StringIO()
+            with opskew.profile(activities=CPU, record_shapes=True, corrected_dir=str(fresh / name),
+                                report_file=out) as prof:
+                for _ in range(8):
+                    with torch.profiler.record_function("train_step"):
+                        step()
+            prof.printed = out.getvalue()
+            return prof
+        return make
+
+    p = _usable(capture("one"))
+    r = p.report
+    assert r["w_source"] == "in-process model", r.get("fallback")
+    m = r["w_model_ns"]
+    assert m["budget"] == "first" and m["rounds"] >= cost_model.MIN_ROUNDS and m["check"] is None
+    assert m["step"] == "training"  # the capture has backward events
+    lo, hi = r["w_ns"]["ci95"]
+    mlo, mhi = m["measured_ci95"]
+    assert 0 < lo <= mlo < r["w_ns"]["median"] < mhi <= hi  # the measurement's interval, widened
+    assert r["model_ns"] >= m["measured_ns"] > 0
+    assert "in-process model" in r["fallback"] and "verdict is not made" in r["fallback"]
+    assert "(in-process model)" in p.printed and "corrected, no true step" in p.printed
+    assert os.path.isfile(r["corrected_trace"])
+    assert _header(r["corrected_trace"])["run"]["w_source"] == "in-process model"
+    assert _nesting(r["corrected_trace"]) == _nesting(r["raw_trace"])
+    assert r["operators"]["marks"]  # each operator marked by that interval
+    # The same configuration again in this process: checked, not measured.
+    p2 = _usable(capture("two"))
+    m2 = p2.report["w_model_ns"]
+    if p2.report["w_source"] == "in-process model" and m2["budget"] == "first":
+        check = m2["check"]
+        assert check is not None and check["budget_ns"] == pytest.approx(
+            cost_model.CHECK_SHARE * (p2.report["stop_ns"] + p2.report["on_trace_ready_ns"]), rel=1e-6)
+        assert check["rounds"] >= 0 and (check["rounds"] == 0 or "moved" in check)
+
+
+def test_start_stop_with_unprofiled_steps_between_corrects_every_capture(fresh):
+    """The serving and training shape: one profiler, start() ... stop()
+    three times with unprofiled steps between, step() called in the
+    captures: every capture has a corrected trace from the model, and a
+    true step from its bodies less W x events within W's band."""
+    step = _train()
+
+    def make():
+        prof = opskew.profile(activities=CPU, corrected_dir=str(fresh / f"ss{len(os.listdir(fresh))}"),
+                              report_file=None)
+        for _ in range(3):
+            prof.start()
+            for _ in range(6):
+                step()
+                prof.step()
+            prof.stop()
+            for _ in range(10):
+                step()
+        return prof
+
+    p = _usable(make)
+    assert len(p.reports) == 3
+    for r in p.reports:
+        if r["w_source"] != "in-process model":
+            continue  # a capture whose check moved and whose new measurement was too noisy says so
+        assert os.path.isfile(r["corrected_trace"]) and os.path.isfile(r["raw_trace"])
+        assert _nesting(r["corrected_trace"]) == _nesting(r["raw_trace"])
+        lo, hi = r["corrected_step_w_ci_ns"]
+        assert lo <= r["corrected_step_ns"] <= hi and r["corrected_step_ns"] < r["active_step_ns"]
+
+
+def test_torchs_documented_schedule_with_nothing_after_it_corrects_both_traces(fresh):
+    """schedule(wait=1, warmup=1, active=3, repeat=2) and the loop ends with
+    it: no settled wait step and no bare step after, so no in-run W; both
+    traces are corrected by the model, the second after a check of it."""
+    step = _train()
+
+    def make():
+        sched = torch.profiler.schedule(wait=1, warmup=1, active=3, repeat=2)
+        with opskew.profile(activities=CPU, schedule=sched, report_file=None,
+                            corrected_dir=str(fresh / f"doc{len(os.listdir(fresh))}")) as prof:
+            for _ in range(10):
+                step()
+                prof.step()
+        return prof
+
+    p = _usable(make)
+    assert [r["cycle"] for r in p.reports] == [1, 2]
+    for r in p.reports:
+        if r["w_source"] != "in-process model":
+            continue
+        assert os.path.isfile(r["corrected_trace"])
+        assert _nesting(r["corrected_trace"]) == _nesting(r["raw_trace"])
+        assert r["w_ns"]["ci95"][0] < r["w_ns"]["median"] < r["w_ns"]["ci95"][1]
+    if p.reports[0]["w_source"] == "in-process model" and p.reports[1]["w_model_ns"]:
+        assert p.reports[1]["w_model_ns"]["check"] is not None  # measured once, then checked
+
+
+def test_an_inference_capture_is_priced_by_the_models_inference_step(fresh):
+    """Forward only under no_grad (no backward events in the trace): the
+    model times its step under no_grad too, whose operators record no
+    autograd node."""
+    m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    x = torch.randn(4, 16)
+
+    def make():
+        with opskew.profile(activities=CPU, corrected_dir=str(fresh / f"inf{len(os.listdir(fresh))}"),
+                            report_file=None) as prof:
+            for _ in range(8):
+                with torch.no_grad():
+                    m(x)
+        return prof
+
+    r = _usable(make).report
+    assert r["w_source"] == "in-process model", r["fallback"]
+    assert r["w_model_ns"]["step"] == "inference" and "small inference step" in r["fallback"]
+    assert os.path.isfile(r["corrected_trace"])
+
+
+def test_cost_model_off_keeps_the_old_answer_and_a_bad_value_is_refused(fresh):
+    step = _train()
+    with opskew.profile(activities=CPU, cost_model="off", report_file=None) as prof:
+        for _ in range(3):
+            step()
+    r = prof.report
+    assert r["w_source"] == "in-run" and r["w_ns"] is None and r["corrected_trace"] is None
+    assert "W is unknown" in r["fallback"] and r["w_model_ns"] is None and r["model_ns"] == 0
+    with pytest.raises(ValueError, match="cost_model: 'auto', 'always' or 'off'"):
+        opskew.profile(activities=CPU, cost_model="sometimes")
+
+
+def test_a_noisy_model_is_not_used_and_the_fallback_says_why(fresh, monkeypatch):
+    """A measurement whose interval is wider than MAX_SPREAD of its median
+    (here: any, at 0) is refused: no W, and the fallback says the model was
+    too noisy, with its figures."""
+    monkeypatch.setattr(cost_model, "MAX_SPREAD", 0.0)
+    step = _train()
+    with opskew.profile(activities=CPU, report_file=None) as prof:
+        for _ in range(3):
+            step()
+    r = prof.report
+    assert r["w_ns"] is None and r["corrected_trace"] is None
+    assert "the in-process model was too noisy to use" in r["fallback"] and "95% CI" in r["fallback"]
