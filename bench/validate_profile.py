@@ -109,7 +109,7 @@ import time
 CONFIGS = {"minimal": {}, "record_shapes+with_stack": {"record_shapes": True, "with_stack": True},
            "record_shapes+profile_memory": {"record_shapes": True, "profile_memory": True}}
 # The models nobody in this project wrote (torch's own nn modules).
-THIRD_PARTY = ("tfm_encoder", "lstm_lm", "mha_block", "seq2seq")
+THIRD_PARTY = ("tfm_encoder", "lstm_lm", "mha_block", "seq2seq", "tfm_infer", "mha_infer")
 
 
 # ----------------------------------------------------------------- workloads
@@ -357,6 +357,31 @@ def seq2seq():
 
 
 # name -> (maker, intra-op threads, what drives W)
+def tfm_infer():
+    """torch.nn.TransformerEncoder (2 layers, d_model 32, 4 heads) forward
+    only, under no_grad, on 8 sequences of 16: inference."""
+    import torch
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, batch_first=True),
+                                  num_layers=2).eval()
+    return _inference(torch, model, torch.randn(8, 16, 32))
+
+
+def mha_infer():
+    """torch.nn.MultiheadAttention (32 wide, 4 heads) forward only, under
+    no_grad, on 8 x 16: inference."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    x = torch.randn(8, 16, 32)
+
+    def step():
+        with torch.no_grad():
+            model(x, x, x, need_weights=False)
+    return step
+
+
 def cuda_train():
     """An MLP training step on CUDA (3 x Linear 256 wide, batch 64, Adam),
     synchronized at its end: a step's time is the device's completion, as
@@ -403,6 +428,8 @@ WORKLOADS = {
     "lstm_lm": (lstm_lm, 1, "torch.nn Embedding + 2-layer LSTM + head, AdamW: third-party model"),
     "mha_block": (mha_block, 1, "torch.nn.MultiheadAttention block with LayerNorm, AdamW: third-party model"),
     "seq2seq": (seq2seq, 1, "torch.nn.Transformer encoder-decoder, AdamW: third-party model"),
+    "tfm_infer": (tfm_infer, 1, "torch.nn.TransformerEncoder forward under no_grad: third-party model, inference"),
+    "mha_infer": (mha_infer, 1, "torch.nn.MultiheadAttention forward under no_grad: third-party model, inference"),
     "cuda_train": (cuda_train, 1, "MLP fwd+bwd+Adam on CUDA, synchronized per step: launch-bound"),
     "cuda_launch": (cuda_launch, 1, "200 x add of 4 elements on CUDA, synchronized per step: launches only"),
 }
@@ -539,7 +566,6 @@ def child_bare(a):
 def _steps_of(path):
     """ProfilerStep#N -> duration (ns) in the trace at `path`, by opskew's C reader."""
     from opskew.analyze.tracefile import summarize
-    from opskew.stats.costmodel import CostModel
 
     s = summarize(path, categories=["user_annotation"])
     return {int(o["name"].split("#")[1]): o["total_ns"] for o in s["ops"]
@@ -580,6 +606,7 @@ def child_profile(a):
         acts.append(torch.profiler.ProfilerActivity.CUDA)
     with opskew.profile(activities=acts, schedule=sched,
                         corrected_dir=out_dir, report_file=None, leaf_reference=not a.no_leaf_reference,
+                        cost_model=a.cost_model,
                         **CONFIGS[a.config]) as prof:
         def before(i):
             if i >= n_steps:
@@ -652,6 +679,11 @@ def child_profile(a):
     return {"warmup_steps": warm, "loop_s": loop_s, "steps": n_steps, "cycles": cycles, "tracer": tracer,
             "corrected_cycles": sum(1 for c in cycles if "corrected_steps_ns" in c),
             "w_ns": last.get("w_ns"), "w_source": last.get("w_source"), "pairs": last.get("pairs"),
+            # The in-process model beside the in-run W (--cost-model always):
+            # its median at each capture, the miss docs/profile.md states.
+            "w_model_ns": [(r.get("w_model_ns") or {}).get("median") for r in prof.reports
+                           if r.get("w_model_ns")],
+            "model_ns": [r.get("model_ns") for r in prof.reports],
             "w_py_ns": last.get("w_py_ns"), "delta_ns": last.get("delta_ns"),
             "events_per_active_step": last.get("events_per_active_step"),
             "notes": last.get("notes"), "fallback": last.get("fallback"),
@@ -727,7 +759,7 @@ def _child_cmd(kind, workload, args, tmp, config=None, extra=()):
            "--child-out", out, "--tmp", tmp, "--warmup-s", str(args.warmup_s), "--bare-s", str(args.bare_s),
            "--min-bare-steps", str(args.min_bare_steps), "--wait", str(args.wait), "--active", str(args.active),
            "--repeat", str(args.repeat), "--tracer-steps", str(args.tracer_steps),
-           *(["--no-leaf-reference"] if args.no_leaf_reference else []), *extra]
+           *(["--no-leaf-reference"] if args.no_leaf_reference else []), "--cost-model", args.cost_model, *extra]
     if config:
         cmd += ["--config", config]
     return cmd, out
@@ -897,6 +929,7 @@ def make_row(wname, cname, rounds, cals, tolerance):
               "corrected_cycles", "steps"):
         row[k] = last.get(k)
     row["w_ns_rounds"] = [(rd.get("w_ns") or {}).get("median") for rd in ok]
+    row["w_model_ns_rounds"] = [_median(rd["w_model_ns"]) for rd in ok if rd.get("w_model_ns")]
     for k in ("raw_step", "corrected_step", "corrected_step_warm", "in_loop_wait_step", "in_loop_active_step",
               "annotation_overhang", "report_corrected_step", "pairs_corrected_step"):
         row[k + "_ns"] = _median([rd[k + "_ns"] for rd in ok if rd.get(k + "_ns") is not None])
@@ -1010,6 +1043,9 @@ def parse(argv=None):
     ap.add_argument("--warmup-s", type=float, default=0.4,
                     help="seconds of warm-up steps before timing, in every child (default 0.4)")
     ap.add_argument("--tracer-steps", type=int, default=20, help="steps under opskew's tracer (default 20)")
+    ap.add_argument("--cost-model", choices=("auto", "always", "off"), default="auto",
+                    help="opskew.profile's cost_model: always measures the in-process model at every capture, "
+                         "beside the in-run W (the model's miss; default auto)")
     ap.add_argument("--no-leaf-reference", action="store_true",
                     help="opskew.profile(leaf_reference=False): one delta for every operator (an A/B of the leaf "
                          "reference)")
