@@ -204,7 +204,13 @@ def self_correcting(options: dict, device: str) -> dict:
             "command": (f"opskew profile -o OUT{flags}" + (" --device cuda" if device == "cuda" else "")
                         + " -- python train.py"),
             "why": ("each trace corrected from this run's own wait steps: W per event measured on your "
-                    f"workload; opskew's advised schedule: {ADVISED_WHY} (docs/profile.md)")}
+                    f"workload; opskew's advised schedule: {ADVISED_WHY} (docs/profile.md)"),
+            # What each capture shape gets (docs/profile.md, "Which W a trace gets").
+            "captures": ("this schedule: W from the run's own pairs (in-run, the narrowest interval); a schedule "
+                         "with few wait steps and bare steps after it: W from two samples of the run's own steps; "
+                         "a single `with` window, start()/stop() or a short schedule (Lightning's default): W from "
+                         "the in-process model (about 150 ms once per process, an interval widened by how far it "
+                         "misses workloads' own W); every one gets a corrected trace")}
 
 
 def snippet(result: dict, args) -> str:

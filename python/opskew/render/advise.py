@@ -92,6 +92,8 @@ def print_human(result, out=None):
         if sc:
             out.write(f"  corrected traces: the same options under {sc['python']}, or no code change: "
                       f"{sc['command']}; {sc['why']}\n")
+            if sc.get("captures"):
+                out.write(f"  what each capture gets: {sc['captures']}\n")
     sc = result.get("scope")
     if sc:
         out.write(f"\n  scope {sc['path']}: whole step adds {fmt_time(sc['whole_added_per_iter_s'])}/iteration "
