@@ -133,9 +133,11 @@ def test_torchs_recipe_with_an_empty_cache_is_corrected_by_the_model(fresh):
 
 def test_start_stop_with_unprofiled_steps_between_corrects_every_capture(fresh):
     """The serving and training shape: one profiler, start() ... stop()
-    three times with unprofiled steps between, step() called in the
-    captures: every capture has a corrected trace from the model, and a
-    true step from its bodies less W x events within W's band."""
+    three times around 6 optimizer steps, 10 unprofiled steps between, no
+    step() calls. The first capture has no bare step before it: the model's
+    W. The later ones pair their steps against the bare steps between
+    captures (two samples, the optimizer's steps): the run's own W, before
+    the model's, with a true step within W's band."""
     step = _train()
 
     def make():
@@ -145,21 +147,60 @@ def test_start_stop_with_unprofiled_steps_between_corrects_every_capture(fresh):
             prof.start()
             for _ in range(6):
                 step()
-                prof.step()
             prof.stop()
             for _ in range(10):
                 step()
         return prof
 
-    p = _usable(make)
+    for _ in range(NOISE_ATTEMPTS):
+        p = make()
+        if [r["w_source"] for r in p.reports[1:]] == ["in-run, bare steps between captures"] * 2:
+            break
     assert len(p.reports) == 3
-    for r in p.reports:
-        if r["w_source"] != "in-process model":
-            continue  # a capture whose check moved and whose new measurement was too noisy says so
-        assert os.path.isfile(r["corrected_trace"]) and os.path.isfile(r["raw_trace"])
+    assert p.reports[0]["w_source"] in ("in-process model", "in-run")  # "in-run" and no W: the model was too noisy
+    for r in p.reports[1:]:
+        assert r["w_source"] == "in-run, bare steps between captures", r.get("fallback")
+        ts = r["two_sample"]
+        assert ts["profiled_steps"] == 5 and ts["bare_steps"] >= 7 and ts["events_per_step"] > 0
+        assert r["w_ns"]["ci95"][0] > 0 and "two samples" in r["w_ns"]["ci_method"]
+        assert os.path.isfile(r["corrected_trace"])
         assert _nesting(r["corrected_trace"]) == _nesting(r["raw_trace"])
         lo, hi = r["corrected_step_w_ci_ns"]
         assert lo <= r["corrected_step_ns"] <= hi and r["corrected_step_ns"] < r["active_step_ns"]
+        assert _header(r["corrected_trace"])["run"]["w_source"] == "in-run, bare steps between captures"
+
+
+def test_the_optimizers_steps_are_bare_or_profiled_and_a_schedule_s_are_neither(fresh):
+    """Traffic's bookkeeping on real optimizer steps: the first step of a
+    capture and the first SETTLE after its stop() are neither; another
+    optimizer stepping in the same step is not a step; the steps of a
+    scheduled session are the schedule's."""
+    from opskew.profiler.traffic import SETTLE
+
+    step = _train()
+    other = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    prof = opskew.profile(activities=CPU, report_file=None, cost_model="off")
+    t = prof._traffic
+    for _ in range(4):
+        step()
+        other.step()
+    assert len(t.bare) == 3  # 4 steps, 3 intervals; the other optimizer's steps are not steps
+    prof.start()
+    for _ in range(5):
+        step()
+    prof.stop()
+    assert t.marks[1] == 5 and len(t.profiled[1]) == 4  # the first, from start(), is not a whole step
+    for _ in range(SETTLE + 3):
+        step()
+    assert len(t.bare) == 3 + 2  # the first after stop() and SETTLE more left out
+    sched = opskew.profile(activities=CPU, report_file=None, cost_model="off",
+                           schedule=torch.profiler.schedule(wait=1, warmup=1, active=2))
+    sched.start()
+    for _ in range(4):
+        step()
+        sched.step()
+    sched.stop()
+    assert not sched._traffic.profiled and sched._traffic.marks == {}
 
 
 def test_torchs_documented_schedule_with_nothing_after_it_corrects_both_traces(fresh):

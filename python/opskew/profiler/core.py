@@ -39,6 +39,7 @@ from opskew.profiler.reports import corrected_averages, typed
 from opskew.profiler.schedule import (UNSET, exit_rest, owns_ranges, phase_of, plain_wait_steps, scheduled, session_gone,
                                       transit)
 from opskew.profiler.traces import TraceFiles
+from opskew.profiler.traffic import Traffic
 from opskew.results.views import lazy
 from opskew.results.profile import RunReport, as_printed
 
@@ -209,9 +210,16 @@ class profile(DropIn):
         # costs one read fewer than found), else where a trace holds GPU
         # activity.
         self._waits = 1 if self._cuda else -1
+        # The optimizer's steps, bare between captures and profiled inside
+        # them (profiler.traffic): a start()/stop() loop's own W. Not under
+        # `opskew profile`, whose driver marks the steps itself.
+        self._traffic = Traffic()
+        if driver is not None or not self._traffic.install():
+            self._traffic = None
         self._analysis = CycleAnalysis(self._clock, self._ref, self._figures, self._files, options=options,
                                        threshold=threshold, scheduled=partial(scheduled, self.prof, torch),
-                                       waits=self._waits, rank=self.rank, world_size=self.world_size)
+                                       waits=self._waits, rank=self.rank, world_size=self.world_size,
+                                       traffic=self._traffic)
         self._shed_upto = 0  # reports before this index hold no per-operator table (shed_old_operators)
         self._forwarding = True  # torch's attributes assigned from here on go to self.prof (profiler.dropin)
 
@@ -327,6 +335,10 @@ class profile(DropIn):
             return  # as torch's start() on a running profiler: nothing new begins
         self._step_ranges()
         self._thread = threading.get_ident()
+        if self._traffic is not None:
+            # A capture of its own where no schedule runs (its steps are all
+            # profiled); under a schedule, the session's steps are neither.
+            self._traffic.started(self._cycle + 1 if not scheduled(self.prof, self._torch) else -1)
         own = transit(self.prof, self.prof.start)
         self._running = True
         self._stopped = False
@@ -411,6 +423,8 @@ class profile(DropIn):
         c = self._clock
         t0 = c.call_t0
         self.prof.stop()
+        if self._traffic is not None:
+            self._traffic.stopped()
         c.calls.append({"after_step": c.step, "ns": time.perf_counter_ns() - t0,
                         "on_trace_ready_ns": c.ready_ns, "stop": True})
         try:

@@ -131,6 +131,7 @@ class CycleAnalysis:
     waits: int
     rank: int | None
     world_size: int
+    traffic: object = None  # the optimizer's steps between and inside captures (profiler.traffic), or None
     wv: dict | None = dataclasses.field(default=None, init=False)
     final: dict | None = dataclasses.field(default=None, init=False)
     pair_steps: list = dataclasses.field(default_factory=list, init=False)
@@ -261,7 +262,8 @@ class CycleAnalysis:
     def _w(self, rep: dict, w, detail: dict, stop_ns: int, training: bool = True):
         """The W the cycle's trace is corrected with, by the evidence rule
         (docs/profile.md, "Which W a trace gets"): this run's pairs where
-        their CI reaches 95%, else the in-process model (profiler.model;
+        their CI reaches 95%, else this capture's steps against the bare
+        steps between captures (profiler.traffic), else the in-process model (profiler.model;
         `stop_ns`, the capture's stop and export, budgets its check), else a
         stored calibration's, else none (`training`: the capture has
         backward events, which step the model times). The report names the source
@@ -278,11 +280,29 @@ class CycleAnalysis:
             rep["w_source"] = source
             return wv
         rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
+        w_py = self.figures.w_py()
+        t = self.traffic.w(rep["cycle"], rep["events"]["op_events"], rep["events"]["py_events"],
+                           max(w_py["median"], 0.0) if w_py else 0.0) if self.traffic is not None else None
+        if t is not None:
+            # The run's own bare steps between captures, against this
+            # capture's (two samples): before the model.
+            rep["two_sample"] = t.pop("two_sample")
+            # Its true step, where no step() marked one (the trace's, where
+            # one did: trace_steps).
+            for k, v in t.pop("steps").items():
+                if rep.get(k) is None:
+                    rep[k] = v
+            rep["w_source"] = "in-run, bare steps between captures"
+            if self.figures.cost_model == "always":
+                rep["w_model_ns"] = self.figures.model(stop_ns, training)
+            return t
         m = self.figures.model(stop_ns, training) if self.figures.cost_model != "off" else None
         rep["w_model_ns"] = m
         cal = self.figures.stored()
         few = "" if w is None else f" ({detail['pairs']} pair(s), too few for a 95% CI)"
         unusable = f"; {self.figures.model_error}" if m is None and self.figures.model_error else ""
+        if self.traffic is not None and self.traffic.refused:
+            unusable += f"; {self.traffic.refused}"
         if m is not None:
             source = "in-process model"
             wv = {"median": m["median"], "ci95": list(m["ci95"]), "ci_coverage": m["ci_coverage"],
@@ -291,7 +311,7 @@ class CycleAnalysis:
                                f"in-process model's, {m['rounds']} rounds of a small {m['step']} step bare and under "
                                "this configuration in this process; its interval is widened to how far the model "
                                f"misses a workload's own W (x{m['miss'][0]:g} to x{m['miss'][1]:g}, "
-                               "docs/profile.md), and the verdict is not made")
+                               f"docs/profile.md), and the verdict is not made{unusable}")
             if cal is not None:
                 rep["w_stored_ns"] = dict(cal["w_ns"], source=f"stored calibration {cal.get('_path', '')}")
         elif cal is not None:
