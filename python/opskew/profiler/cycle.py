@@ -281,26 +281,30 @@ class CycleAnalysis:
             return wv
         rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
         w_py = self.figures.w_py()
-        t = self.traffic.w(rep["cycle"], rep["events"]["op_events"], rep["events"]["py_events"],
-                           max(w_py["median"], 0.0) if w_py else 0.0) if self.traffic is not None else None
-        if t is not None:
-            # The run's own bare steps between captures, against this
-            # capture's (two samples): before the model.
-            rep["two_sample"] = t.pop("two_sample")
-            # Its true step, where no step() marked one (the trace's, where
-            # one did: trace_steps).
-            for k, v in t.pop("steps").items():
-                if rep.get(k) is None:
-                    rep[k] = v
-            rep["w_source"] = "in-run, bare steps between captures"
-            if self.figures.cost_model == "always":
-                rep["w_model_ns"] = self.figures.model(stop_ns, training)
-            return t
+        wp = max(w_py["median"], 0.0) if w_py else 0.0
+        ev = (rep["cycle"], rep["events"]["op_events"], rep["events"]["py_events"], wp)
+        t = self.traffic.w(*ev) if self.traffic is not None else None
         m = self.figures.model(stop_ns, training) if self.figures.cost_model != "off" else None
         rep["w_model_ns"] = m
+        if t is not None:
+            # The run's own bare steps between captures, against this
+            # capture's (two samples): before the model, unless its interval
+            # is the wider (a few bare steps, taken at other times than the
+            # capture's, on a machine whose speed moves). Both are in the
+            # report.
+            if m is None or t["ci95"][1] - t["ci95"][0] <= m["ci95"][1] - m["ci95"][0]:
+                rep["two_sample"] = t.pop("two_sample")
+                rep["w_source"] = "in-run, bare steps between captures"
+                self._traffic_step(rep, ev, t)
+                return t
+            rep["w_bare_steps_ns"] = {k: t[k] for k in ("median", "ci95", "ci_coverage", "ci_method")}
         cal = self.figures.stored()
         few = "" if w is None else f" ({detail['pairs']} pair(s), too few for a 95% CI)"
         unusable = f"; {self.figures.model_error}" if m is None and self.figures.model_error else ""
+        if rep.get("w_bare_steps_ns"):
+            b = rep["w_bare_steps_ns"]
+            unusable += (f"; the bare steps between captures gave W {b['median']:.0f} ns [{b['ci95'][0]:.0f}, "
+                         f"{b['ci95'][1]:.0f}], a wider interval than the model's (w_bare_steps_ns)")
         if self.traffic is not None and self.traffic.refused:
             unusable += f"; {self.traffic.refused}"
         if m is not None:
@@ -332,7 +336,18 @@ class CycleAnalysis:
                                "unknown, the verdict is not made and the trace is not corrected; "
                                f"{ADVICE} (or store a W with `opskew calibrate`){unusable}")
         rep["w_source"] = source
+        if wv is not None and self.traffic is not None:
+            self._traffic_step(rep, ev, wv)
         return wv
+
+    def _traffic_step(self, rep: dict, ev: tuple, wv: dict):
+        """The capture's true step by the optimizer's steps (Traffic.
+        true_step) where no step() marked one (the trace's, where one did:
+        trace_steps)."""
+        steps = self.traffic.true_step(*ev, wv)
+        for k, v in (steps or {}).items():
+            if rep.get(k) is None:
+                rep[k] = v
 
     def _audit(self, rep: dict, trace: str):
         """The clean-window audit of a CUDA cycle's trace (docs/cuda.md): in

@@ -134,17 +134,28 @@ class Traffic:
                             f"{r['shift'] / ops:.0f} ns, 95% CI [{lo / ops:.0f}, {hi / ops:.0f}] ns: too noisy "
                             f"to use (it must lie above 0 and span at most {MAX_SPREAD:.0%} of its median)")
             return None
-        mid = sorted(prof)[len(prof) // 2] if len(prof) % 2 else sum(sorted(prof)[len(prof) // 2 - 1:][:2]) / 2
-
-        def true_step(w):  # the median profiled step less its events at W (and W_py)
-            return mid - max(w, 0.0) * ops - w_py_ns * py
-
         return {"median": r["shift"] / ops, "ci95": [r["ci"][0] / ops, r["ci"][1] / ops],
                 "ci_coverage": r["ci_coverage"],
                 "ci_method": (f"two samples: {r['n']} profiled steps of this capture against {r['m']} bare steps "
                               "between captures (the optimizer's steps), the Hodges-Lehmann shift per operator "
                               "event with the Mann-Whitney interval"),
                 "two_sample": {"profiled_steps": r["n"], "bare_steps": r["m"], "p": r["p"],
-                               "events_per_step": ops},
-                "steps": {"active_step_ns": mid, "corrected_step_ns": true_step(r["shift"] / ops),
-                          "corrected_step_w_ci_ns": [true_step(r["ci"][1] / ops), true_step(r["ci"][0] / ops)]}}
+                               "events_per_step": ops}}
+
+    def true_step(self, capture: int, op_events: float, py_events: float, w_py_ns: float, w: dict) -> dict | None:
+        """The capture's true step by the optimizer's steps: its median
+        profiled step less a step's events at W `w` (median, and at its
+        interval's ends) and W_py; None without profiled steps."""
+        prof = sorted(self.profiled.get(capture) or [])
+        marks = self.marks.get(capture) or 0
+        if not prof or not marks:
+            return None
+        n = len(prof)
+        mid = prof[n // 2] if n % 2 else (prof[n // 2 - 1] + prof[n // 2]) / 2
+        ops, py = op_events / marks, py_events / marks
+
+        def at(x):
+            return mid - max(x, 0.0) * ops - w_py_ns * py
+
+        return {"active_step_ns": mid, "corrected_step_ns": at(w["median"]),
+                "corrected_step_w_ci_ns": [at(w["ci95"][1]), at(w["ci95"][0])]}

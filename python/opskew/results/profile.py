@@ -118,6 +118,7 @@ CYCLE_FIELDS = {
     "w_source": "where W came from", "advice": "what to change for a W", "fallback": "what W fell back to",
     "w_model_ns": "the in-process model's W, its measurement, budget and check",
     "w_stored_ns": "a stored calibration's W, beside the model's",
+    "w_bare_steps_ns": "the bare steps between captures' W, where the model's interval was the narrower",
     "w_by_position": "W by position in the cycle", "w_by_cycle": "this cycle's own level",
     "cold_first_active_extra_ns": "the cold first step's extra", "cold_first_active_cycles": "cycles it is from",
     "warmup_extra_per_step_ns": "warmup steps' extra", "post_trace_wait_extra_ns": "wait steps' extra after a trace",
