@@ -136,13 +136,9 @@ class profile(DropIn):
                     use a stored calibration's; and how much slower Python
                     bytecode runs under the profile function (opskew.bytecode,
                     about 10 ms, once), else widen nothing for it;
-      cost_model    when the in-process model of the profiler's cost is
-                    measured (profiler.model): "auto" (default) at a capture
-                    with no in-run W (a single window, start()/stop(), a
-                    short schedule), about 150 ms once per configuration,
-                    then a check within 5% of each capture's stop and
-                    export; "always" at every capture, shown beside the
-                    in-run W; "off" never (a stored calibration or nothing);
+      cost_model    "auto" (default): the in-process model of W (about
+                    150 ms once) where the run's pairs give none; "always":
+                    beside the in-run W too; "off": never (profiler.model);
       leaf_reference
                     record REF_STEPS wait steps after each trace with opskew's
                     own tracer (about 0.2 ms of opskew's time each) and give
@@ -159,9 +155,6 @@ class profile(DropIn):
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
                 or not math.isfinite(threshold) or threshold < 0:
             raise ValueError(f"threshold: a finite number >= 0 (0.05 is 5%), not {threshold!r}")
-
-        if cost_model not in ("auto", "always", "off"):
-            raise ValueError(f"cost_model: 'auto', 'always' or 'off', not {cost_model!r}")
 
         self._torch = torch
         self._user_ready = kwargs.pop("on_trace_ready", None)
@@ -210,12 +203,8 @@ class profile(DropIn):
         # costs one read fewer than found), else where a trace holds GPU
         # activity.
         self._waits = 1 if self._cuda else -1
-        # The optimizer's steps, bare between captures and profiled inside
-        # them (profiler.traffic): a start()/stop() loop's own W. Not under
-        # `opskew profile`, whose driver marks the steps itself.
-        self._traffic = Traffic()
-        if driver is not None or not self._traffic.install():
-            self._traffic = None
+        # The optimizer's steps (profiler.traffic): a start()/stop() loop's own W.
+        self._traffic = Traffic.installed() if driver is None else None
         self._analysis = CycleAnalysis(self._clock, self._ref, self._figures, self._files, options=options,
                                        threshold=threshold, scheduled=partial(scheduled, self.prof, torch),
                                        waits=self._waits, rank=self.rank, world_size=self.world_size,
@@ -335,9 +324,7 @@ class profile(DropIn):
             return  # as torch's start() on a running profiler: nothing new begins
         self._step_ranges()
         self._thread = threading.get_ident()
-        if self._traffic is not None:
-            # A capture of its own where no schedule runs (its steps are all
-            # profiled); under a schedule, the session's steps are neither.
+        if self._traffic is not None:  # a capture of its own, unless a schedule runs (-1: neither)
             self._traffic.started(self._cycle + 1 if not scheduled(self.prof, self._torch) else -1)
         own = transit(self.prof, self.prof.start)
         self._running = True

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from opskew.analyze.audit import audit, summary as audit_summary
 from opskew.analyze.tracefile import correct
 from opskew.errors import OpskewError
+from opskew.profiler.evidence import choose_w
 from opskew.profiler.leafref import REF_MIN_CALLS
 from opskew.profiler.pricing import step_spans
 from opskew.profiler.traces import corrected_path, metadata, per_operator_to, take
@@ -261,93 +262,13 @@ class CycleAnalysis:
 
     def _w(self, rep: dict, w, detail: dict, stop_ns: int, training: bool = True):
         """The W the cycle's trace is corrected with, by the evidence rule
-        (docs/profile.md, "Which W a trace gets"): this run's pairs where
-        their CI reaches 95%, else this capture's steps against the bare
-        steps between captures (profiler.traffic), else the in-process model (profiler.model;
-        `stop_ns`, the capture's stop and export, budgets its check), else a
-        stored calibration's, else none (`training`: the capture has
-        backward events, which step the model times). The report names the source
-        (w_source), says why in advice and fallback, and shows the model
-        beside the W used where both exist (w_model_ns)."""
-        has_wait = any(s["phase"] == "wait" for s in self.clock.steps)
-        source = "in-run"
-        wv = None
-        if w is not None and w["ci_reaches_95"]:
-            wv = {"median": w["median"], "ci95": w["ci95"], "ci_coverage": w["ci_coverage"],
-                  "ci_method": w["ci_method"]}
-            if self.figures.cost_model == "always":
-                rep["w_model_ns"] = self.figures.model(stop_ns, training)
-            rep["w_source"] = source
-            return wv
-        rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
-        w_py = self.figures.w_py()
-        wp = max(w_py["median"], 0.0) if w_py else 0.0
-        ev = (rep["cycle"], rep["events"]["op_events"], rep["events"]["py_events"], wp)
-        t = self.traffic.w(*ev) if self.traffic is not None else None
-        m = self.figures.model(stop_ns, training) if self.figures.cost_model != "off" else None
-        rep["w_model_ns"] = m
-        if t is not None:
-            # The run's own bare steps between captures, against this
-            # capture's (two samples): before the model, unless its interval
-            # is the wider (a few bare steps, taken at other times than the
-            # capture's, on a machine whose speed moves). Both are in the
-            # report.
-            if m is None or t["ci95"][1] - t["ci95"][0] <= m["ci95"][1] - m["ci95"][0]:
-                rep["two_sample"] = t.pop("two_sample")
-                rep["w_source"] = "in-run, bare steps between captures"
-                self._traffic_step(rep, ev, t)
-                return t
-            rep["w_bare_steps_ns"] = {k: t[k] for k in ("median", "ci95", "ci_coverage", "ci_method")}
-        cal = self.figures.stored()
-        few = "" if w is None else f" ({detail['pairs']} pair(s), too few for a 95% CI)"
-        unusable = f"; {self.figures.model_error}" if m is None and self.figures.model_error else ""
-        if rep.get("w_bare_steps_ns"):
-            b = rep["w_bare_steps_ns"]
-            unusable += (f"; the bare steps between captures gave W {b['median']:.0f} ns [{b['ci95'][0]:.0f}, "
-                         f"{b['ci95'][1]:.0f}], a wider interval than the model's (w_bare_steps_ns)")
-        if self.traffic is not None and self.traffic.refused:
-            unusable += f"; {self.traffic.refused}"
-        if m is not None:
-            source = "in-process model"
-            wv = {"median": m["median"], "ci95": list(m["ci95"]), "ci_coverage": m["ci_coverage"],
-                  "ci_method": "the model's rounds, widened by its miss"}
-            rep["fallback"] = (f"no step of this run was paired with an unprofiled one{few}: W is the "
-                               f"in-process model's, {m['rounds']} rounds of a small {m['step']} step bare and under "
-                               "this configuration in this process; its interval is widened to how far the model "
-                               f"misses a workload's own W (x{m['miss'][0]:g} to x{m['miss'][1]:g}, "
-                               f"docs/profile.md), and the verdict is not made{unusable}")
-            if cal is not None:
-                rep["w_stored_ns"] = dict(cal["w_ns"], source=f"stored calibration {cal.get('_path', '')}")
-        elif cal is not None:
-            source = f"stored calibration {cal.get('_path', '')}"
-            c = cal["w_ns"]
-            wv = {"median": c["median"], "ci95": list(c.get("ci95") or [c["median"], c["median"]]),
-                  "ci_coverage": c.get("ci_coverage", 0.95)}
-            rep["fallback"] = (f"W from a {source}: its CI is that of its own calibration run, not of "
-                               "this workload; a stored W can be off by a factor of 0.5 to 2 on a drifting machine "
-                               f"(docs/correct-validation.md){unusable}")
-        elif w is not None:
-            source = "in-run, too few pairs"
-            rep["fallback"] = ("no stored calibration: W is this run's median with too few pairs for a "
-                               "95% CI; the verdict is not made and the trace is not corrected; "
-                               f"{ADVICE} (or store a W with `opskew calibrate`){unusable}")
-        else:
-            rep["fallback"] = ("no stored calibration and no active step paired with a wait step: W is "
-                               "unknown, the verdict is not made and the trace is not corrected; "
-                               f"{ADVICE} (or store a W with `opskew calibrate`){unusable}")
-        rep["w_source"] = source
-        if wv is not None and self.traffic is not None:
-            self._traffic_step(rep, ev, wv)
-        return wv
-
-    def _traffic_step(self, rep: dict, ev: tuple, wv: dict):
-        """The capture's true step by the optimizer's steps (Traffic.
-        true_step) where no step() marked one (the trace's, where one did:
-        trace_steps)."""
-        steps = self.traffic.true_step(*ev, wv)
-        for k, v in (steps or {}).items():
-            if rep.get(k) is None:
-                rep[k] = v
+        (profiler.evidence.choose_w; docs/profile.md, "Which W a trace
+        gets"), and where the run's pairs give none, the advice: what to
+        change for them."""
+        if w is None or not w["ci_reaches_95"]:
+            has_wait = any(s["phase"] == "wait" for s in self.clock.steps)
+            rep["advice"] = self._advice(detail["pairs"], has_wait, detail.get("single_active_cycles", 0))
+        return choose_w(rep, w, detail, self.figures, self.traffic, stop_ns, training)
 
     def _audit(self, rep: dict, trace: str):
         """The clean-window audit of a CUDA cycle's trace (docs/cuda.md): in

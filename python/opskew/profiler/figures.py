@@ -22,6 +22,8 @@ class Figures:
     profiler's configuration (`options`: its record_shapes, ... flags)."""
 
     def __init__(self, torch, options: dict, cuda: bool, measure_py: bool, cost_model: str = "auto"):
+        if cost_model not in ("auto", "always", "off"):
+            raise ValueError(f"cost_model: 'auto', 'always' or 'off', not {cost_model!r}")
         self.torch = torch
         self.cost_model = cost_model  # "auto", "always" or "off": when the in-process model is measured
         self.model_ns = 0  # opskew's own time measuring and checking the model

@@ -50,6 +50,14 @@ class Traffic:
         self.handle = None
         self.refused = None  # why the last w() gave none though both samples were there
 
+    @classmethod
+    def installed(cls):
+        """A Traffic with its hook registered, or None where torch has none
+        (opskew.profile makes none under `opskew profile`, whose driver
+        marks the steps itself)."""
+        t = cls()
+        return t if t.install() else None
+
     def install(self) -> bool:
         """Registers the optimizer post-hook, which removes itself once
         this Traffic is gone; False where torch has none (before 2.0)."""
