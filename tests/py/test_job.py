@@ -230,7 +230,7 @@ def test_injected_delay_on_one_rank_is_attributed_to_it(tmp_path):
     processes rank 1 takes longer on the wall than on its CPU clock (CI
     measured rank 0's extra wait 1.3 to 1.4 times the attribution), so the
     extra wait may exceed the attribution by the ratio the job measures."""
-    spin, ops = 100_000, 20
+    spin, ops = 200_000, 20  # 4 ms a step: larger than a busy 2-core machine moves one rank against the other
     injected = spin * ops
     (tmp_path / "job.py").write_text(JOB)
     base_waits = []  # rank 0's waits without the work, pooled over the attempts
