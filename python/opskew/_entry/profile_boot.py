@@ -66,6 +66,9 @@ class Driver:
     def __init__(self, spec, torch, profile_cls):
         self.spec = spec
         self.torch = torch
+        # Set before the profiler is made: it then registers no optimizer
+        # hook of its own (profiler.traffic), as this driver marks the steps.
+        profiler_core.driver = self
         sch = spec["schedule"]
         acts = [torch.profiler.ProfilerActivity.CPU]
         if spec["device"] == "cuda":
