@@ -32,6 +32,7 @@ import time
 from opskew.analyze.tracefile import correct
 from opskew.errors import OpskewError
 from opskew.stats.costmodel import CostModel
+from opskew.stats.pricing import median
 from opskew.stats.shift import shift_estimate
 
 FIRST_BUDGET_NS = 150_000_000  # the first measurement in a process, at most
@@ -90,8 +91,7 @@ def _window(step, n: int) -> float:
     for _ in range(n):
         step()
         ts.append(clock())
-    d = sorted(b - a for a, b in zip(ts, ts[1:]))
-    return (d[(n - 1) // 2] + d[n // 2]) / 2
+    return median([b - a for a, b in zip(ts, ts[1:])])
 
 
 def _events(path: str) -> tuple:

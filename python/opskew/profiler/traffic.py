@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 
+from opskew.stats.pricing import median
 from opskew.stats.shift import MAX_M, MAX_N, shift_estimate
 
 SETTLE = 2  # bare steps after a capture's stop() left out
@@ -154,12 +155,11 @@ class Traffic:
         """The capture's true step by the optimizer's steps: its median
         profiled step less a step's events at W `w` (median, and at its
         interval's ends) and W_py; None without profiled steps."""
-        prof = sorted(self.profiled.get(capture) or [])
+        prof = self.profiled.get(capture) or []
         marks = self.marks.get(capture) or 0
         if not prof or not marks:
             return None
-        n = len(prof)
-        mid = prof[n // 2] if n % 2 else (prof[n // 2 - 1] + prof[n // 2]) / 2
+        mid = median(prof)
         ops, py = op_events / marks, py_events / marks
 
         def at(x):
