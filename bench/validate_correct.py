@@ -2,9 +2,11 @@
 
 For each workload, right before it is measured (the machine's speed drifts
 over minutes on a shared VM, and W with it), two `opskew calibrate` runs in
-child processes, into a temporary cache: on the micro-workloads (W, delta and,
-with with_stack, W_py and delta_py) and on the workload itself (TARGET: W on
-its own operator mix). Then, per torch.profiler configuration, in this process:
+child processes, into a temporary cache: the default one (W on opskew's
+built-in training and inference steps, delta on the leaf panel and, with
+with_stack, W_py and delta_py on empty Python calls; each trace priced by the
+step it matches, as `opskew correct` prices it) and on the workload itself
+(TARGET: W on its own operator mix). Then, per torch.profiler configuration, in this process:
   1. the uninstrumented wall time per iteration (one window per pair), of
      the same annotated iterations as (2);
   2. a torch.profiler trace with each iteration wrapped in
@@ -41,7 +43,8 @@ arrange()
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 import torch  # noqa: E402
 
-from opskew.analyze.tracefile import correct  # noqa: E402  (failures raised as opskew errors)
+from opskew.analyze.tracefile import correct, scan  # noqa: E402  (failures raised as opskew errors)
+from opskew.calibration.store import for_trace  # noqa: E402
 
 from opskew.stats.costmodel import CostModel  # noqa: E402
 
@@ -192,8 +195,8 @@ def run(args, configs, calibrate, rows, tmp, cache):
         for cname in configs:
             opts = {} if cname == "minimal" else {o: True for o in cname.split("+")}
             cal, wcal = cals[cname], wcals[cname]
-            w, d = cal["w_ns"]["median"], min(max(cal["delta_ns"]["median"], 0), cal["w_ns"]["median"])
             wp, dp = py_constants(cal)
+            w = d = None  # the default calibration as `opskew correct` prices this trace, from its first export
             ww = wcal["w_ns"]["median"]
             # Paired: a bare window, a profiled one and one under opskew's
             # tracer, `--pairs` times; the machine's drift reaches all alike,
@@ -208,6 +211,12 @@ def run(args, configs, calibrate, rows, tmp, cache):
                     prof_wall = loop_s(step, args.iters)
                 path = os.path.join(tmp, "torch.json")
                 prof.export_chrome_trace(path)
+                if w is None:
+                    # Training or inference step, by the trace's backward
+                    # nodes (calibration.store.for_trace, as opskew correct).
+                    priced = for_trace(cal, bool(scan(path)["marks"].get("backward")))
+                    w, d = priced["w_ns"]["median"], min(max(priced["delta_ns"]["median"], 0), priced["w_ns"]["median"])
+                    step_kind = priced.get("_step", "micro")
                 res = correct(path, CostModel.default(w, d, wp, dp))
                 itop = next(o for o in res["ops"] if o["name"] == "opskew::iteration")
                 res_w = correct(path, CostModel.default(ww, min(d, max(ww, 0)), wp, dp))
@@ -244,7 +253,7 @@ def run(args, configs, calibrate, rows, tmp, cache):
             common = sorted(set(leaf) & set(ref_leaf))
             agree = [n for n in common if abs(leaf[n] - ref_leaf[n]) <= max(0.15 * ref_leaf[n], 100)]
             worst = max(common, key=lambda n: abs(leaf[n] - ref_leaf[n]), default=None)
-            rows.append({"workload": wname, "config": cname, "W_ns": w, "delta_ns": d, "W_py_ns": wp,
+            rows.append({"workload": wname, "config": cname, "W_ns": w, "W_step": step_kind, "delta_ns": d, "W_py_ns": wp,
                          "delta_py_ns": dp, "wall_s": wall,
                          "pairs": args.pairs,
                          "reported_s": med(rep_r) * wall, "corrected_s": med(cor_r) * wall,
@@ -265,7 +274,7 @@ def run(args, configs, calibrate, rows, tmp, cache):
     print(f"\ntorch {torch.__version__}, CPU, 1 thread; {args.iters} iterations per trace; "
           f"{args.pairs} bare/profiled window pairs per row, medians of per-pair ratios; "
           "wall = the bare windows' median\n")
-    print("| workload | config | wall us/iter | reported (err) | W / W_py ns (micro) | corrected (err) | "
+    print("| workload | config | wall us/iter | reported (err) | W / W_py ns (default calibration: step) | corrected (err) | "
           "W ns (workload) | corrected (err) | leaf ops within 15% or 100 ns of opskew | worst leaf (corrected vs opskew) "
           "| W ns (in-run) | corrected (err) | diagnostic: W ns paid in the window (err if corrected with it) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -273,6 +282,7 @@ def run(args, configs, calibrate, rows, tmp, cache):
         wl = r["worst_leaf"]
         print(f"| {r['workload']} | {r['config']} | {r['wall_s'] * 1e6:.1f} | "
               f"{r['reported_s'] * 1e6:.1f} ({100 * r['reported_err']:+.1f}%) | {r['W_ns']:.0f}"
+              + f" ({r['W_step']})"
               + (f" / {r['W_py_ns']:.0f}" if r["W_py_ns"] else "") + " | "
               f"{r['corrected_s'] * 1e6:.1f} ({100 * r['corrected_err']:+.1f}%) | {r['W_workload_ns']:.0f} | "
               f"{r['corrected_workload_s'] * 1e6:.1f} ({100 * r['corrected_workload_err']:+.1f}%) | "

@@ -177,6 +177,11 @@ typedef struct {
   uint64_t memory;           /* name is "[memory]": profile_memory */
   uint64_t module_hierarchy; /* args has "Module Hierarchy": with_modules */
   uint64_t flops;            /* args has "flops": with_flops */
+  /* Not an option: name starts "autograd::engine::evaluate_function", a
+   * backward node the autograd engine ran (a training step's capture,
+   * whose operators record autograd nodes; `opskew correct` prices them
+   * on the training step, others on the inference step). */
+  uint64_t backward;
 } osk_reader_marks_t;
 
 /* Counters of one read, for warnings and for the benchmark. The reader owns

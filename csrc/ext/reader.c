@@ -212,11 +212,11 @@ fail:
 
 /* Counts of the torch.profiler option marks (osk_reader_marks_t), by option. */
 static PyObject *marks_dict(const osk_reader_marks_t *m) {
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "record_shapes", (unsigned long long)m->input_dims,
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "record_shapes", (unsigned long long)m->input_dims,
                        "with_stack", (unsigned long long)m->python_function, "profile_memory",
                        (unsigned long long)m->memory, "with_modules",
                        (unsigned long long)m->module_hierarchy, "with_flops",
-                       (unsigned long long)m->flops);
+                       (unsigned long long)m->flops, "backward", (unsigned long long)m->backward);
 }
 
 /* The reader's counters into d (which the caller owns): counts, and flags
@@ -549,6 +549,7 @@ static void rstats_add(osk_reader_stats_t *acc, const osk_reader_stats_t *s) {
   acc->marks.memory += s->marks.memory;
   acc->marks.module_hierarchy += s->marks.module_hierarchy;
   acc->marks.flops += s->marks.flops;
+  acc->marks.backward += s->marks.backward;
 }
 
 static osk_reader_stats_t rank_rstats(const osk_job_t *j, size_t i) {
@@ -807,7 +808,8 @@ PyDoc_STRVAR(reader_scan_doc,
              "about itself: 'metadata' (top-level scalars), 'objects' (top-level objects and arrays\n"
              "such as opskew's 'opskew' header, decoded; see osk_reader_object_get for\n"
              "the bound), 'marks' (events per torch.profiler option sign:\n"
-             "record_shapes, with_stack, profile_memory, with_modules, with_flops),\n"
+             "record_shapes, with_stack, profile_memory, with_modules, with_flops;\n"
+             "and backward: autograd::engine::evaluate_function nodes),\n"
              "the reader's 'stats', 'status' and 'error' as summarize() has them.\n"
              "With header_only=True the read stops where 'traceEvents' begins: only\n"
              "the members before it (opskew's writers put 'opskew' there) are seen,\n"

@@ -1312,6 +1312,9 @@ static void add_object(osk_reader_t *r, const char *text, size_t n) {
   r->n_objects++;
 }
 
+/* The names of the backward nodes the autograd engine runs start so. */
+static const char BACKWARD_NODE[] = "autograd::engine::evaluate_function";
+
 /* Counts the option marks of one delivered event. */
 static void count_marks(osk_reader_t *r, const osk_reader_event_t *ev) {
   osk_reader_marks_t *m = &r->stats.marks;
@@ -1322,6 +1325,8 @@ static void count_marks(osk_reader_t *r, const osk_reader_event_t *ev) {
   }
   if (key_is(ev->cat, "python_function", 15)) m->python_function++;
   if (key_is(ev->name, "[memory]", 8)) m->memory++;
+  if (ev->name.len >= sizeof BACKWARD_NODE - 1 && memcmp(ev->name.ptr, BACKWARD_NODE, sizeof BACKWARD_NODE - 1) == 0)
+    m->backward++;
 }
 
 /* The walk's state after a member or element of the container it is in:

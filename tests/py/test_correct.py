@@ -154,13 +154,18 @@ def test_correct_torch_trace(cache, tmp_path):
     trace = make_trace(tmp_path / "mlp.json")
     r, out = correct_ok(trace, cache, tmp_path)
     assert r["detected"]["config"] == "minimal"
-    # A micro-workload calibration: the output says how far off real
-    # workloads were, and where the in-run W is.
-    assert any("opskew profile -- python SCRIPT" in n and "torch.add micro-workload" in n for n in words(r["notes"]))
+    # The default calibration prices a trace with backward nodes (the MLP's
+    # training step) on its built-in training step: the output says so, how
+    # far off real workloads were, and where the in-run W is.
+    assert any("opskew profile -- python SCRIPT" in n and "built-in training step" in n for n in words(r["notes"]))
     # ... as a record (its words are render.notes')
     # (the fixture's short calibration, 5 trials, carries calibrate's flag: said too)
     mine = [n for n in r["notes"] if n["code"] != "stored_calibration_noisy"]
-    assert [n["code"] for n in mine] == ["micro_workload_w"] and mine[0]["shapes"] is False
+    assert [n["code"] for n in mine] == ["step_workload_w"] and mine[0]["step"] == "training"
+    stored = json.loads(next((cache / "calibrations").glob("torch.profiler-minimal-*")).read_text())
+    assert r["calibration"]["w_ns"] == pytest.approx(stored["w_by_step"]["training"]["median"])
+    assert stored["w_ns"]["median"] == stored["w_by_step"]["training"]["median"]
+    assert stored["key"]["workload"] == "builtin:step"
     ops = {o["name"]: o for o in r["ops"]}
     it = ops["opskew::iteration"]
     assert it["calls"] == 5 and it["descendants"] > 100
@@ -205,7 +210,7 @@ def test_correct_with_stack_trace(cache, tmp_path):
     assert r["stats"]["py_events"] > 0
     # The one note: a micro-workload W under-corrects real workloads.
     mine = [n for n in r["notes"] if n["code"] != "stored_calibration_noisy"]
-    assert len(mine) == 1 and "real workloads paid 0.9 to 3.0 times" in words(mine)[0]
+    assert len(mine) == 1 and "steps paid 0.6 to 1.5 times" in words(mine)[0]
     ops = {o["name"]: o for o in r["ops"]}
     it = ops["opskew::iteration"]
     assert it["descendants"] > 100 and it["py_descendants"] > 50 and not it["python"]

@@ -10,7 +10,7 @@ import os
 from opskew.analyze.profile_out import own_delta_notes, w_for_trace
 from opskew.analyze.tracefile import correct, rereadable, scan
 from opskew.calibration.store import SCHEMA as CALIBRATION_SCHEMA
-from opskew.calibration.store import CalibrationError, config_name, find, load, make_key, validate
+from opskew.calibration.store import DEFAULT, CalibrationError, config_name, find, for_trace, load, make_key, validate
 from opskew.errors import UsageError
 from opskew.options import Spec, declared
 from opskew.output import check_output, write_failure
@@ -86,7 +86,8 @@ def detect(path: str) -> dict:
         opts = {k: found["marks"][k] > 0 for k in _OPTIONS}
         if opts["with_flops"]:
             opts["record_shapes"] = False  # with_flops implies shapes
-    return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts}
+    return {"instrument": "torch.profiler", "config": config_name(opts), "options": opts,
+            "backward": found["marks"].get("backward", 0)}
 
 
 def given_calibration(args, found: dict, trace: str):
@@ -120,6 +121,19 @@ def given_calibration(args, found: dict, trace: str):
 
 
 def choose_calibration(args, found: dict) -> dict:
+    """The calibration that prices the trace (chosen by _calibration), as it
+    prices this trace: a default calibration's W from the built-in step
+    that matches it, training where it ran backward nodes, else inference
+    (calibration.store.for_trace)."""
+    cal = _calibration(args, found)
+    try:
+        return for_trace(cal, bool(found.get("backward")))
+    except ValueError as exc:
+        raise CalibrationError(f"the calibration {cal.get('_path') or ''} cannot price this trace ({exc}); "
+                               "run `opskew calibrate` again") from None
+
+
+def _calibration(args, found: dict) -> dict:
     import torch  # deferred: opskew correct reads traces; torch only for its version's calibration
 
     if args.calibration:
@@ -191,7 +205,11 @@ def calibration_notes(cal: dict, found: dict) -> list:
     if found["options"].get("with_stack") and not prices(cal)["python"][0]:
         notes.append(note("calibration_without_python_cost"))
     opts = found["options"]
-    if cal["key"].get("workload", "builtin:add") == "builtin:add" and found["instrument"] == "torch.profiler":
+    if found["instrument"] != "torch.profiler":
+        pass
+    elif cal.get("_step"):
+        notes.append(note("step_workload_w", "advice", step=cal["_step"], w_ns=cal["w_ns"]["median"]))
+    elif cal["key"].get("workload", DEFAULT) == DEFAULT:
         shapes = bool(opts.get("record_shapes") or opts.get("with_flops"))
         notes.append(note("micro_workload_w", "advice", shapes=shapes))
     return notes

@@ -17,6 +17,12 @@ from opskew.host import cache_dir, machine
 from opskew.output import write_file
 
 SCHEMA = "opskew.calibration/1"
+# The workloads of the default calibrations (key.workload), found without
+# being named: torch.add's micro-workload (before W moved to the built-in
+# steps) and the built-in steps' (measure.workload.STEPS). Any other is a
+# TARGET's, used only when named (--calibration).
+DEFAULT = "builtin:add"
+DEFAULTS = (DEFAULT, "builtin:step")
 
 
 def config_name(options: dict) -> str:
@@ -43,10 +49,29 @@ def make_key(instrument: str, config: str, torch_version: str, device: str, thre
 def key_id(key: dict) -> str:
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     safe = f"{key['instrument']}-{key['config']}-{key['device']}-t{key['threads']}-torch{key['torch']}"
-    if key.get("workload", "builtin:add") != "builtin:add":
+    if key.get("workload", DEFAULT) != DEFAULT:
         safe += "-" + os.path.basename(key["workload"].replace(":", "-"))
     # ASCII only: clear() recognises exactly these names (_OURS).
     return "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_.+" else "_" for ch in safe) + "-" + digest
+
+
+def for_trace(cal: dict, backward: bool) -> dict:
+    """The calibration as it prices one trace: where it holds W per built-in
+    step ("w_by_step", opskew calibrate's default), the training step's for
+    a trace with backward nodes (`backward`), else the inference step's,
+    delta held to [0, that W]; "_step" names it. Any other calibration as it
+    is. ValueError where the step's W is no usable constant."""
+    steps = cal.get("w_by_step")
+    kind = "training" if backward else "inference"
+    if not isinstance(steps, dict) or not isinstance(steps.get(kind), dict):
+        return cal
+    w = steps[kind]
+    out = dict(cal, w_ns={k: w.get(k) for k in ("median", "ci95", "ci_coverage")}, _step=kind)
+    m = w.get("median")
+    d = cal.get("delta_ns")
+    if isinstance(d, dict) and isinstance(m, (int, float)) and isinstance(d.get("median"), (int, float)):
+        out["delta_ns"] = dict(d, median=min(d["median"], max(m, 0.0)))
+    return validate(out)
 
 
 def store(cal: dict) -> str:
@@ -278,7 +303,7 @@ def find(instrument: str, config: str, torch_version: str, device: str | None = 
         k = cal["key"]
         if (k["machine"], k["torch"], k["instrument"], k["config"]) != (me, torch_version, instrument, config):
             continue
-        if k.get("workload", "builtin:add") != "builtin:add":
+        if k.get("workload", DEFAULT) not in DEFAULTS:
             continue  # workload-specific calibrations are used only when named
         if device and k["device"] != device:
             continue

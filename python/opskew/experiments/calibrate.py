@@ -16,7 +16,7 @@ from opskew.measure import rounds as measure_rounds
 from opskew.measure.instruments import BusyWait, OpskewTracer, TorchProfiler
 from opskew.vocab import PROFILER_OPTIONS
 from opskew.measure.rounds import make_window, progress_printer
-from opskew.measure.workload import SETUP_RULE, leaf_panel, load_target
+from opskew.measure.workload import BUILTIN, SETUP_RULE, STEPS, builtin_step, leaf_panel, load_target
 from opskew.options import Spec, declared, finite_float
 from opskew.output import check_output
 from opskew.stats.estimators import operator_event_cost, per_event_diff
@@ -79,6 +79,15 @@ def _configs(specs):
 NOISY_HALF_WIDTH = 0.2
 
 
+def _constant(w: dict) -> dict:
+    return {k: w[k] for k in ("median", "ci95", "ci_coverage")}
+
+
+# A window of the built-in steps lasts at least this long: about 500
+# training steps, whose export the rounds count events in.
+STEP_WINDOW_S = 0.02
+
+
 def _noisy(cal: dict) -> dict | None:
     """Why the calibration is too uncertain to trust, as a note
     (stats.notes, code "calibration_noisy"; render.notes says it), or None:
@@ -86,8 +95,9 @@ def _noisy(cal: dict) -> dict | None:
     than NOISY_HALF_WIDTH of it each side, and whether the machine was busy
     (the interval too wide) rather than the rounds too few."""
     found, busy = [], False
-    for key, label in (("w_ns", "W"), ("w_py_ns", "W_py")):
-        c = cal.get(key)
+    steps = cal.get("w_by_step") or {}
+    for label, c in (("W", cal.get("w_ns")), ("W (inference step)", steps.get("inference")),
+                     ("W_py", cal.get("w_py_ns"))):
         if not c:
             continue
         lo, hi = c["ci95"]
@@ -187,6 +197,19 @@ def compute(args) -> dict:
             iters=args.iters, warmup_s=args.warmup, progress=progress_printer("opskew calibrate (Python calls)"))
     user = u_rounds = None
     u_iters = args.iters
+    # No TARGET: W of each torch.profiler configuration on the built-in
+    # steps (measure.workload.ModelStep, the one opskew.profile's model
+    # prices), a training step and an inference one, in rounds of their own;
+    # torch.add's W stays beside them (a calibration's "w_by_step").
+    step_rounds = {}
+    if not args.target and configs:
+        for kind in STEPS:
+            st = builtin_step(device, kind)
+            s_iters = max(args.iters, _iters_for(st.iteration, STEP_WINDOW_S, device))
+            s_arms = {"baseline": None, **{n: profiler(o) for n, o in configs.items()}}
+            step_rounds[kind] = (st, s_iters, complete(measure_rounds.run_rounds(
+                st.iteration, s_arms, trials=args.trials, iters=s_iters, device=device, warmup_s=args.warmup / 3,
+                progress=progress_printer(f"opskew calibrate ({kind} step)")), st.description))
     if args.target:
         user = load_workload(args, device)
         u_iters = max(args.iters, _iters_for(user.iteration, args.window_ms / 1e3, device))
@@ -254,6 +277,15 @@ def compute(args) -> dict:
             extra = {"w_py_ns": {k: wp[k] for k in ("median", "ci95", "ci_coverage")}, "delta_py_ns": dp,
                      "python_workload": py_description}
         w = operator_event_cost(src.windows("baseline"), src.trials[name], w_py)
+        by_step = {}
+        if name in configs and step_rounds:
+            by_step["micro"] = dict(_constant(w), workload=wl.description)
+            for kind, (st, s_iters, sr) in step_rounds.items():
+                sw = operator_event_cost(sr.windows("baseline"), sr.trials[name], w_py)
+                by_step[kind] = dict(_constant(sw), workload=st.description, iters=s_iters, rounds=sr.n,
+                                     op_events_per_iter=_engine.quantile([t.op_events for t in sr.trials[name]],
+                                                                         0.5) / s_iters)
+            w = by_step["training"]
         if name in tracers:
             key = make_key("opskew", "itt" if name == "opskew" else "native", torch.__version__, device,
                            args.threads)
@@ -288,11 +320,17 @@ def compute(args) -> dict:
                                          "clamped to [0, W]")
             else:
                 delta = {"median": 0.0, "method": "no tracer to compare with: delta assumed 0"}
-        key["workload"] = user.name if user else "builtin:add"
+        key["workload"] = user.name if user else (STEPS["training"] if by_step else BUILTIN)
         events = [t.op_events for t in src.trials[name]]
-        cal = dict(common, key=key, w_ns={k: w[k] for k in ("median", "ci95", "ci_coverage")},
-                   delta_ns=delta, op_events_per_iter=_engine.quantile(events, 0.5) / common["iters"],
-                   **extra)
+        cal = dict(common, key=key, w_ns=_constant(w), delta_ns=delta,
+                   op_events_per_iter=_engine.quantile(events, 0.5) / common["iters"], **extra)
+        if by_step:
+            # W per step kind: `opskew correct` takes the training step's for
+            # a trace with backward nodes, the inference step's for one
+            # without (calibration.store.for_trace).
+            cal["w_by_step"] = by_step
+            cal["op_events_per_iter"] = by_step["training"]["op_events_per_iter"]
+            cal["workload"] = by_step["training"]["workload"]
         cal["noisy"] = _noisy(cal)
         if not cal["op_events_per_iter"]:
             # W per event of no event: the whole added time of the window

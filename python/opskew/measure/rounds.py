@@ -34,6 +34,10 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 @dataclass
 class Window:
     wall_s: float               # the whole window, synchronized on CUDA
+    # CPU only: the window as if every iteration took the median iteration's
+    # time; a time slice another process takes lands in one iteration of it,
+    # not in the estimate (stats.estimators.operator_event_cost)
+    steady_s: float | None = None
     gpu_s: float | None = None  # CUDA only: GPU time between the window's CUDA events
     issue_s: float | None = None  # CUDA only: CPU time to issue the work (before the final sync)
 
@@ -100,11 +104,15 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
 
         return window
 
+    quantile = _engine.quantile
+
     def window():
-        t0 = perf()
+        ts = [perf()]
+        stamp = ts.append
         for _ in range(iters):
             iteration()
-        return Window(perf() - t0)
+            stamp(perf())
+        return Window(ts[-1] - ts[0], steady_s=quantile([b - a for a, b in zip(ts, ts[1:])], 0.5) * iters)
 
     return window
 

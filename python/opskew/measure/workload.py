@@ -1,4 +1,5 @@
-"""Workloads: the built-in one (torch.add on small tensors in a loop), and TARGETs given by the user.
+"""Workloads: the built-in ones (torch.add on small tensors in a loop; a
+small model step, training or inference), and TARGETs given by the user.
 
 A TARGET names a callable that runs ONE iteration of the user's workload:
 
@@ -56,6 +57,53 @@ def _builtin_add(device: str, calls: int, numel: int) -> Workload:
         f"float32 element(s) on {device}",
         params={"op": "add", "calls_per_iter": calls, "numel": numel},
     )
+
+
+# The built-in steps (opskew calibrate's default W workload; a calibration
+# made on them has key.workload "builtin:step", calibration.store.DEFAULTS).
+STEPS = {"training": "builtin:step", "inference": "builtin:step-inference"}
+
+
+class ModelStep:
+    """A small step of a model on CPU or CUDA tensors, the one opskew's cost
+    model prices the profiler on (opskew calibrate's default W workload and
+    opskew.profile's in-process model, docs/profile.md): F.linear (8 -> 8)
+    on 4 rows, relu, sum; `training`: with grad, backward, and the
+    parameters updated in place (operator, autograd and backward events),
+    else under no_grad (an inference step: its operators record no
+    autograd node and pay less per event)."""
+
+    def __init__(self, torch, training: bool, device: str = "cpu"):
+        g = torch.Generator().manual_seed(0)
+        self.torch = torch
+        self.training = training
+        self.x = torch.randn(4, 8, generator=g).to(device)
+        self.w = torch.randn(8, 8, generator=g).to(device).requires_grad_(training)
+        self.b = torch.zeros(8, device=device).requires_grad_(training)
+        self.linear = torch.nn.functional.linear
+
+    def __call__(self):
+        w, b = self.w, self.b
+        if not self.training:
+            with self.torch.no_grad():
+                self.linear(self.x, w, b).relu().sum()
+            return
+        w.grad = b.grad = None
+        self.linear(self.x, w, b).relu().sum().backward()
+        with self.torch.no_grad():
+            w.add_(w.grad, alpha=-1e-3)
+            b.add_(b.grad, alpha=-1e-3)
+
+
+def builtin_step(device: str, kind: str) -> Workload:
+    """ModelStep as a workload: `kind` "training" or "inference"."""
+    import torch
+
+    step = ModelStep(torch, kind == "training", device)
+    what = ("F.linear (8 -> 8) on 4 rows, relu, sum, backward and an in-place update" if kind == "training"
+            else "F.linear (8 -> 8) on 4 rows, relu, sum under no_grad")
+    return Workload(name=STEPS[kind], iteration=step, description=f"a {kind} step: {what}, on {device}",
+                    params={"step": kind})
 
 
 PANEL = "builtin:leaf-panel"

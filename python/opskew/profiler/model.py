@@ -31,6 +31,7 @@ import time
 
 from opskew.analyze.tracefile import correct
 from opskew.errors import OpskewError
+from opskew.measure.workload import ModelStep
 from opskew.stats.costmodel import CostModel
 from opskew.stats.pricing import median
 from opskew.stats.shift import shift_estimate
@@ -52,35 +53,6 @@ MAX_SPREAD = 1.0
 
 # Per process: (configuration, threads, CUDA activity, training) -> the model.
 _MODELS: dict = {}
-
-
-class _Step:
-    """The model's step on CPU tensors: F.linear (8 -> 8) on 4 rows, relu,
-    sum; `training`: with grad, backward, and the parameters updated in
-    place (a capture with backward events), else under no_grad (an
-    inference capture: its operators record no autograd node, and pay less
-    per event, bench/validate_profile.py --cost-model always)."""
-
-    def __init__(self, torch, training: bool):
-        g = torch.Generator().manual_seed(0)
-        self.torch = torch
-        self.training = training
-        self.x = torch.randn(4, 8, generator=g)
-        self.w = torch.randn(8, 8, generator=g).requires_grad_(training)
-        self.b = torch.zeros(8).requires_grad_(training)
-        self.linear = torch.nn.functional.linear
-
-    def __call__(self):
-        w, b = self.w, self.b
-        if not self.training:
-            with self.torch.no_grad():
-                self.linear(self.x, w, b).relu().sum()
-            return
-        w.grad = b.grad = None
-        self.linear(self.x, w, b).relu().sum().backward()
-        with self.torch.no_grad():
-            w.add_(w.grad, alpha=-1e-3)
-            b.add_(b.grad, alpha=-1e-3)
 
 
 def _window(step, n: int) -> float:
@@ -110,7 +82,7 @@ class _Rounds:
         if cuda:
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         self.acts = acts
-        self.step = _Step(torch, training)
+        self.step = ModelStep(torch, training)
         self.events = None  # (operator, Python) events per profiled window
 
     def one(self) -> tuple:

@@ -21,7 +21,12 @@ def _constants(cal: dict) -> str:
     if wp:
         text += (f"  W_py {fmt_ns(wp['median'])} [{fmt_ns(wp['ci95'][0])}, {fmt_ns(wp['ci95'][1])}]  "
                  f"delta_py {fmt_ns(cal['delta_py_ns']['median'])}")
-    if "workload" in cal.get("key", {}) and cal["key"]["workload"] != "builtin:add":
+    steps = cal.get("w_by_step")
+    if isinstance(steps, dict) and all(isinstance(steps.get(k), dict) for k in ("inference", "micro")):
+        text += (f"  (training step; inference step {fmt_ns(steps['inference']['median'])} "
+                 f"[{fmt_ns(steps['inference']['ci95'][0])}, {fmt_ns(steps['inference']['ci95'][1])}], "
+                 f"torch.add {fmt_ns(steps['micro']['median'])})")
+    elif "workload" in cal.get("key", {}) and cal["key"]["workload"] != "builtin:add":
         text += f"  (on {cal['key']['workload']})"
     return text
 
@@ -59,6 +64,13 @@ def print_human(run: dict, out=None) -> None:
               f"{count_of(run['threads'], 'thread')}; {run['rounds']} rounds x {run['iters']} iterations\n"
               "  W: in-window on this workload, stored for this machine, torch and instrument (the W opskew correct "
               "and opskew.profile's fallback take: docs/which-w.md)\n")
+    steps = next((c["w_by_step"] for c in run["calibrations"] if c.get("w_by_step")), None)
+    if steps:
+        out.write("  torch.profiler's W: on opskew's built-in steps instead, "
+                  + "; ".join(f"{k} {steps[k]['workload'].split(': ', 1)[-1]}, {steps[k]['rounds']} rounds x "
+                              f"{steps[k]['iters']} steps" for k in ("training", "inference"))
+                  + " (opskew correct prices a trace with backward nodes on the training step, others on the "
+                  "inference step; torch.add's W is kept beside them)\n")
     if validation:
         out.write(f"  validation: injected {run['inject']} ns, recovered {fmt_ns(validation['recovered_ns'])} "
                   f"[{fmt_ns(validation['ci95'][0])}, {fmt_ns(validation['ci95'][1])}]: "

@@ -97,6 +97,13 @@ TEXT = {
         + ", so their corrected times stay too high. For an in-run W with its interval, profile with opskew.profile "
         "or `opskew profile -- python SCRIPT` (docs/profile.md), or calibrate on your workload (opskew calibrate "
         "FILE.py:FUNCTION) and pass --calibration"),
+    "step_workload_w": lambda n: (
+        f"W ({n['w_ns']:.0f} ns per event) comes from opskew's built-in {n['step']} step "
+        + ("(the trace ran backward nodes)" if n["step"] == "training" else "(the trace ran no backward node)")
+        + ", not from this workload; a workload's own steps paid "
+        + ("0.6 to 1.5" if n["step"] == "training" else "0.9 to 2.6")
+        + " times such a W per event (docs/profile.md, \"How far the model misses\"). For an in-run W with its "
+        "interval, profile with opskew.profile or `opskew profile -- python SCRIPT` (docs/profile.md)"),
     "cross_thread_waits": lambda n: (f"{n['waited_ns'] / 1e3:.1f} us of other threads' instrument time came off the "
                                      f"threads that waited for them ({n['threads']} threads overlap in time; the "
                                      "cross-thread rule, docs/correct.md; --waits off to leave each thread to its "

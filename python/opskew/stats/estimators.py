@@ -39,20 +39,34 @@ def per_event_diff(base_s: list, treated_s: list, events: list) -> dict:
             "wilcoxon_p": r["wilcoxon_p"]}
 
 
+def _steady(windows: list) -> list:
+    """Each window's time as if every iteration took its median iteration's
+    (measure.rounds.Window.steady_s): on a machine shared with other
+    processes, a time slice lands in one iteration and moves the window's
+    wall by its length, at random in either arm, where it moves the median
+    iteration not at all. The whole walls where any window has no such
+    figure (CUDA's synchronized windows)."""
+    if all(getattr(w, "steady_s", None) is not None for w in windows):
+        return [w.steady_s for w in windows]
+    return [w.wall_s for w in windows]
+
+
 def python_event_cost(rounds, name: str) -> dict:
-    """W_py: the median added wall per Python-function event of arm `name`
+    """W_py: the median added time per Python-function event of arm `name`
     against the bare arm "baseline" (rounds of `python_call_rounds`)."""
     tr = rounds.trials[name][:rounds.n]
-    return per_event_diff([w.wall_s for w in rounds.windows("baseline")][:rounds.n],
-                          [t.window.wall_s for t in tr], [max(t.python_events, 1) for t in tr])
+    base = rounds.windows("baseline")[:rounds.n]
+    walls = _steady(base + [t.window for t in tr])
+    return per_event_diff(walls[:len(base)], walls[len(base):], [max(t.python_events, 1) for t in tr])
 
 
 def operator_event_cost(base_windows: list, treated: list, w_py_ns: float = 0.0) -> dict:
-    """W per operator event: the added wall per round, less W_py per Python
-    event of that round, over its operator events."""
+    """W per operator event: the added time per round (each window at its
+    median iteration, _steady), less W_py per Python event of that round,
+    over its operator events."""
     n = min(len(base_windows), len(treated))
-    return per_event_diff([w.wall_s for w in base_windows[:n]],
-                          [t.window.wall_s - w_py_ns * 1e-9 * t.python_events for t in treated[:n]],
+    walls = _steady(list(base_windows[:n]) + [t.window for t in treated[:n]])
+    return per_event_diff(walls[:n], [w - w_py_ns * 1e-9 * t.python_events for w, t in zip(walls[n:], treated[:n])],
                           [max(t.op_events or 0, 1) for t in treated[:n]])
 
 
