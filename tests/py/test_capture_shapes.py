@@ -219,6 +219,85 @@ def test_the_optimizers_steps_are_bare_or_profiled_and_a_schedule_s_are_neither(
     assert not sched._traffic.profiled and sched._traffic.marks == {}
 
 
+def _infer():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    x = torch.randn(4, 16)
+
+    def step():
+        with torch.no_grad():
+            m(x)
+    return m, step
+
+
+def test_start_stop_inference_pairs_the_outermost_modules_forwards(fresh):
+    """A serving loop: forward only, no optimizer, no step() calls; start()
+    ... stop() three times around 6 requests, 10 unprofiled ones between.
+    The outermost module's forward marks the steps (found by torch.nn's
+    global hooks, then timed on the root alone): the later captures pair
+    their forwards against the bare ones between captures, or keep them
+    beside the model's W; a true forward within W's band either way."""
+    import gc
+
+    from torch.nn.modules import module as nn_module
+
+    gc.collect()
+    global_hooks = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
+    m, step = _infer()
+
+    def make():
+        prof = opskew.profile(activities=CPU, corrected_dir=str(fresh / f"inf{len(os.listdir(fresh))}"),
+                              report_file=None)
+        for _ in range(3):
+            prof.start()
+            for _ in range(6):
+                step()
+            prof.stop()
+            for _ in range(10):
+                step()
+        return prof
+
+    for _ in range(NOISE_ATTEMPTS):
+        p = make()
+        if all(r["w_source"] == "in-run, bare steps between captures" for r in p.reports[1:]):
+            break
+    t = p._traffic
+    assert t.source == "forward" and t.root() is m and t.opt is None
+    # The global hooks are gone once the root is found: only the root's pair
+    # is left (those of the profilers made before this one went with them).
+    gc.collect()
+    assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == global_hooks
+    assert len(m._forward_pre_hooks) == 1 and len(m._forward_hooks) == 1
+    # The first capture's first forward found the root (not timed); each
+    # capture's first timed one is left out.
+    assert t.marks == {1: 5, 2: 6, 3: 6} and [len(t.profiled[k]) for k in (1, 2, 3)] == [4, 5, 5]
+    assert len(p.reports) == 3
+    for r in p.reports[1:]:
+        assert r["w_model_ns"]["step"] == "inference"
+        if r["w_source"] == "in-run, bare steps between captures":
+            ts = r["two_sample"]
+            assert ts["steps"] == "forward" and ts["profiled_steps"] == 5 and ts["bare_steps"] >= 7
+            assert "the outermost module's forward, Sequential" in r["w_ns"]["ci_method"]
+        else:
+            assert r["w_source"] == "in-process model", r.get("fallback")
+            assert "w_bare_steps_ns" in r or "bare steps between captures gave W" in r["fallback"]
+        assert os.path.isfile(r["corrected_trace"])
+        assert _nesting(r["corrected_trace"]) == _nesting(r["raw_trace"])
+        lo, hi = r["corrected_step_w_ci_ns"]
+        assert lo <= r["corrected_step_ns"] <= hi and r["corrected_step_ns"] < r["active_step_ns"]
+
+
+def test_a_training_loops_forwards_give_way_to_its_optimizer(fresh):
+    """Before its first optimizer step a training loop's forwards look like
+    inference steps: the optimizer's first step discards them, removes the
+    root's hooks, and its own steps mark the loop from then on."""
+    prof = opskew.profile(activities=CPU, report_file=None, cost_model="off")
+    _train()  # 5 steps: a forward (the root found), then the optimizer
+    t = prof._traffic
+    assert t.source == "optimizer" and t._fwd == [] and len(t.bare) == 4
+    assert not t.profiled and t.marks == {}
+
+
 def test_torchs_documented_schedule_with_nothing_after_it_corrects_both_traces(fresh):
     """schedule(wait=1, warmup=1, active=3, repeat=2) and the loop ends with
     it: no settled wait step and no bare step after, so no in-run W; both
@@ -265,8 +344,13 @@ def test_an_inference_capture_is_priced_by_the_models_inference_step(fresh):
 
     p = _usable(make)
     r = p.report
-    # No optimizer step and no step(): nothing marks a step, and the answer says so.
-    assert p.printed.startswith("opskew.profile cycle 1: corrected, no true step (no step() marked a step)")
+    # No optimizer step and no step(): the outermost module's forward calls
+    # are the steps, and the answer says so.
+    first = p.printed.splitlines()[0]
+    assert first.startswith("opskew.profile cycle 1: true step ") and "profiled " in first, first
+    assert first.endswith("(medians; a step: the calls of the outermost module's forward, Sequential)"), first
+    assert r["step_marked_by"] == "the calls of the outermost module's forward, Sequential"
+    assert r["corrected_step_w_ci_ns"][0] <= r["corrected_step_ns"] < r["active_step_ns"]
     assert r["w_source"] == "in-process model", r["fallback"]
     assert r["w_model_ns"]["step"] == "inference" and "small inference step" in r["fallback"]
     assert os.path.isfile(r["corrected_trace"])

@@ -254,6 +254,8 @@ def test_with_nothing_stored_correct_measures_a_calibration_says_so_and_stores_i
     r = json.loads(js.read_text())
     assert r["calibration"]["source"] == str(stored[0]) and r["calibration"]["w_ns"] > 0
     assert r["notes"][0]["code"] == "calibration_measured_now" and r["notes"][0]["path"] == str(stored[0])
+    # The MLP trace ran backward nodes: priced on the built-in training step.
+    assert any(n["code"] == "step_workload_w" and n["step"] == "training" for n in r["notes"])
     assert "measured now, in" in p.stdout and str(stored[0]) in p.stdout
     # The next trace of this configuration takes it, with nothing measured.
     p = run_opskew("correct", str(trace), env=env)

@@ -219,7 +219,12 @@ def test_detect_torch_profiler_options(tmp_path, gz):
 
     none = {"record_shapes": False, "with_stack": False, "profile_memory": False, "with_modules": False,
             "with_flops": False}
-    assert found([_event()]) == {"instrument": "torch.profiler", "config": "minimal", "options": none}
+    assert found([_event()]) == {"instrument": "torch.profiler", "config": "minimal", "options": none, "backward": 0}
+    # Backward nodes are counted (the step a default calibration prices it on),
+    # by the name's prefix only: not an option.
+    r = found([_event("autograd::engine::evaluate_function: AddmmBackward0"),
+               _event("autograd::engine::evaluate_function: TBackward0"), _event("autograd::engine::evaluat")])
+    assert r["backward"] == 2 and r["config"] == "minimal"
     r = found([_event(args={"Input Dims": [[1]]}), _event("f.py(1): f", cat="python_function")])
     assert r["config"] == "record_shapes+with_stack"
     assert r["options"] == {**none, "record_shapes": True, "with_stack": True}

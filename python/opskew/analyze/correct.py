@@ -42,7 +42,7 @@ def declare(p: Spec) -> None:
     p.add_argument("--force", action="store_true", help="use a calibration whose conditions differ")
     p.add_argument("--no-calibrate", action="store_true",
                    help="with no calibration stored for a torch.profiler trace's configuration, refuse (by "
-                        "default one is measured now, on a micro-workload, said in one line and stored)")
+                        "default one is measured now, on opskew's built-in steps, said in one line and stored)")
     p.add_argument("--waits", choices=("auto", "on", "off"), default="auto",
                    help="the cross-thread rule: a thread's self time inside one of its events, while other "
                         "threads' events ran, was spent waiting for them (a CUDA backward runs on the autograd "

@@ -54,7 +54,7 @@ def declare(p: Spec) -> None:
                      help="with --corrected: a calibration file (default: the cache's for the trace's configuration)")
     fix.add_argument("--no-calibrate", action="store_true",
                      help="with --corrected and nothing stored for a torch.profiler trace's configuration: refuse "
-                     "(by default one is measured now, on micro-workloads, said in one line and stored)")
+                     "(by default one is measured now, on opskew's built-in steps, said in one line and stored)")
     fix.add_argument("--from", dest="from_out", metavar="OUT",
                      help="with --corrected: the W (its interval, delta, W_py) that an `opskew profile -o OUT` run "
                      "measured for TRACE (OUT or OUT/report.json): the W that wrote that cycle's corrected trace "

@@ -10,6 +10,7 @@ events."""
 
 from __future__ import annotations
 
+from opskew.calibration.store import for_trace
 from opskew.stats.pricing import ADVICE
 
 
@@ -43,16 +44,22 @@ def choose_w(rep: dict, w, detail: dict, figures, traffic, stop_ns: int, trainin
             _traffic_step(rep, traffic, ev, t)
             return t
         rep["w_bare_steps_ns"] = {k: t[k] for k in ("median", "ci95", "ci_coverage", "ci_method")}
-    wv, rep["w_source"], rep["fallback"] = _fallback(rep, w, detail, figures, traffic, m)
+    wv, rep["w_source"], rep["fallback"] = _fallback(rep, w, detail, figures, traffic, m, training)
     if wv is not None and traffic is not None:
         _traffic_step(rep, traffic, ev, wv)
     return wv
 
 
-def _fallback(rep: dict, w, detail: dict, figures, traffic, m) -> tuple:
+def _fallback(rep: dict, w, detail: dict, figures, traffic, m, training: bool) -> tuple:
     """(W, its source, the fallback's sentence) where the run's own steps
-    give none: the model `m`, else a stored calibration, else none."""
+    give none: the model `m`, else a stored calibration (its built-in
+    step's W that matches the capture, `training`), else none."""
     cal = figures.stored()
+    if cal is not None:
+        try:
+            cal = for_trace(cal, training)
+        except ValueError:
+            pass  # its step's W unusable: the calibration's own W
     few = "" if w is None else f" ({detail['pairs']} pair(s), too few for a 95% CI)"
     unusable = f"; {figures.model_error}" if m is None and figures.model_error else ""
     if rep.get("w_bare_steps_ns"):
@@ -87,8 +94,13 @@ def _fallback(rep: dict, w, detail: dict, figures, traffic, m) -> tuple:
 
 
 def _traffic_step(rep: dict, traffic, ev: tuple, wv: dict):
-    """The capture's true step by the optimizer's steps (Traffic.true_step)
-    where no step() marked one (the trace's, where one did: trace_steps)."""
+    """The capture's true step by the optimizer's steps or the root
+    module's forward calls (Traffic.true_step) where no step() marked one
+    (the trace's, where one did: trace_steps); step_marked_by says which."""
+    taken = False
     for k, v in (traffic.true_step(*ev, wv) or {}).items():
         if rep.get(k) is None:
             rep[k] = v
+            taken = True
+    if taken:
+        rep["step_marked_by"] = traffic.marked_by()

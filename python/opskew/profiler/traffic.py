@@ -8,11 +8,22 @@ capture, against the bare ones before it, give W as two samples: the
 Hodges-Lehmann shift of the profiled steps over the bare, per operator
 event of a profiled step, with the Mann-Whitney interval (stats.shift).
 
+A loop with no optimizer (inference, serving) marks its steps by the
+outermost module's forward: until an optimizer steps, torch.nn's global
+forward hooks watch the module calls of the making thread until one call at
+depth 0 has module calls inside it; that module is the root, the global
+hooks are removed (they take every module call off torch's fast path) and
+a hook pair on the root alone times each of its forward calls. An
+inference step is one such call, from its pre-hook to its post-hook (a
+server's idle time between requests is no part of it), never the first of a
+capture. The first optimizer
+step ends this: its steps replace the forwards'.
+
 Kept per profiler: the last MAX_BARE bare steps and MAX_PROFILED profiled
-ones. A step is one optimizer step to the next; never the first of a
-capture (it holds the profiler's start), nor the first SETTLE after a
-capture's stop (its post-processing and export leave them slow). Loops
-here are over steps, never over events."""
+ones. An optimizer step is one optimizer step to the next; never the first
+of a capture (it holds the profiler's start); no step is taken among the
+first SETTLE after a capture's stop (its post-processing and export leave
+them slow). Loops here are over steps, never over events."""
 
 from __future__ import annotations
 
@@ -50,6 +61,9 @@ class Traffic:
         self.thread = threading.get_ident()
         self.handle = None
         self.refused = None  # why the last w() gave none though both samples were there
+        self.source = None  # what marks the steps: "optimizer", "forward" (the root module's calls) or None
+        self.root = None  # weakref to the root module, once found
+        self._fwd = []  # handles of the forward hooks (global while looking for the root, then the root's)
 
     @classmethod
     def installed(cls):
@@ -60,13 +74,15 @@ class Traffic:
         return t if t.install() else None
 
     def install(self) -> bool:
-        """Registers the optimizer post-hook, which removes itself once
-        this Traffic is gone; False where torch has none (before 2.0)."""
+        """Registers the optimizer post-hook and the forward hooks that look
+        for the root module, which remove themselves once this Traffic is
+        gone; False where torch has neither (before 2.0)."""
+        forward = self._look_for_root()
         try:
             # torch.optim's __init__ deletes its submodules' names
             reg = importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook
         except (ImportError, AttributeError):
-            return False
+            return forward
         me = weakref.ref(self)
         box = {}
 
@@ -81,6 +97,103 @@ class Traffic:
         weakref.finalize(self, box["handle"].remove)
         return True
 
+    def _look_for_root(self) -> bool:
+        """torch.nn's global forward hooks, on the making thread: the first
+        module call at depth 0 with a module call inside it is the root
+        (then timed by _time_root). False where torch has none."""
+        try:
+            mod = importlib.import_module("torch.nn.modules.module")
+            pre_reg, post_reg = mod.register_module_forward_pre_hook, mod.register_module_forward_hook
+        except (ImportError, AttributeError):
+            return False
+        me = weakref.ref(self)
+        state = {"depth": 0, "top": None, "nested": False}
+        compiling = _compiling()
+
+        def pre(module, args):
+            if compiling():
+                return  # traced by torch.compile: nothing of it runs in the compiled code
+            t = me()
+            if t is None or threading.get_ident() != t.thread:
+                return
+            d = state["depth"]
+            state["depth"] = d + 1
+            if d == 0:
+                state["top"], state["nested"] = module, False
+            else:
+                state["nested"] = True
+
+        def post(module, args, out):
+            if compiling():
+                return
+            t = me()
+            if t is None or threading.get_ident() != t.thread or state["depth"] == 0:
+                return
+            state["depth"] -= 1
+            if state["depth"] == 0 and module is state["top"]:
+                state["top"] = None
+                if state["nested"] and t.source != "optimizer":
+                    t._time_root(module)
+
+        self._fwd = [pre_reg(pre), _post_hook(post_reg, post)]
+        weakref.finalize(self, _remove_all, self._fwd)
+        return True
+
+    def _time_root(self, module) -> None:
+        """The root found: the global hooks removed, and a pre/post pair on
+        `module` alone times each of its forward calls (forward_step)."""
+        _remove_all(self._fwd)
+        self.root = weakref.ref(module)
+        me = weakref.ref(self)
+        box = {"t0": None}
+        compiling = _compiling()
+
+        def pre(m, args):
+            if compiling():
+                return
+            t = me()
+            if t is not None and threading.get_ident() == t.thread:
+                box["t0"] = (time.perf_counter_ns(), t.capture)
+
+        def post(m, args, out):
+            if compiling():
+                return
+            t = me()
+            began, box["t0"] = box["t0"], None
+            if t is not None and began is not None and threading.get_ident() == t.thread:
+                t.forward_step(time.perf_counter_ns() - began[0], began[1])
+
+        self._fwd = [module.register_forward_pre_hook(pre), _post_hook(module.register_forward_hook, post)]
+        weakref.finalize(self, _remove_all, self._fwd)
+
+    def forward_step(self, ns: int, capture) -> None:
+        """One call of the root module's forward took `ns`, begun in
+        `capture` (None between captures): a bare or profiled inference
+        step, or neither (begun in another capture than it ended in, a
+        settling one, a scheduled session's, or an optimizer marks steps)."""
+        if self.source == "optimizer":
+            _remove_all(self._fwd)
+            return
+        self.source = "forward"
+        k = self.capture
+        if k == -1 or k != capture:
+            return
+        if k is not None:
+            self.marks[k] = self.marks.get(k, 0) + 1
+            steps = self.profiled.setdefault(k, [])
+            # Not the first of a capture: the profiler's first events on
+            # this thread pay its buffers' setup, as the optimizer's first
+            # step after start() holds the start itself.
+            if self.marks[k] > 1 and len(steps) < MAX_PROFILED:
+                steps.append(ns)
+            return
+        if self.since_stop < SETTLE:
+            self.since_stop += 1
+            return
+        self.bare.append(ns)
+        if len(self.bare) > MAX_BARE:
+            del self.bare[0]
+
     def stepped(self, opt) -> None:
         """One optimizer step ended (the hook): the step since the last is
         bare or profiled, or neither (a capture's first, a settling one)."""
@@ -88,6 +201,12 @@ class Traffic:
             return
         if self.opt is None:
             self.opt = weakref.ref(opt)
+            if self.source == "forward":
+                # The forwards were a training loop's: its optimizer's steps
+                # replace them from here on.
+                self.bare, self.profiled, self.marks = [], {}, {}
+            self.source = "optimizer"
+            _remove_all(self._fwd)
         elif self.opt() is not opt:
             return  # another optimizer of the same step
         now = time.perf_counter_ns()
@@ -146,10 +265,17 @@ class Traffic:
         return {"median": r["shift"] / ops, "ci95": [r["ci"][0] / ops, r["ci"][1] / ops],
                 "ci_coverage": r["ci_coverage"],
                 "ci_method": (f"two samples: {r['n']} profiled steps of this capture against {r['m']} bare steps "
-                              "between captures (the optimizer's steps), the Hodges-Lehmann shift per operator "
+                              f"between captures ({self.marked_by()}), the Hodges-Lehmann shift per operator "
                               "event with the Mann-Whitney interval"),
                 "two_sample": {"profiled_steps": r["n"], "bare_steps": r["m"], "p": r["p"],
-                               "events_per_step": ops}}
+                               "events_per_step": ops, "steps": self.source}}
+
+    def marked_by(self) -> str:
+        """What marks the steps, in words."""
+        if self.source == "forward":
+            root = self.root() if self.root is not None else None
+            return f"the calls of the outermost module's forward, {type(root).__name__ if root is not None else '?'}"
+        return "the optimizer's steps"
 
     def true_step(self, capture: int, op_events: float, py_events: float, w_py_ns: float, w: dict) -> dict | None:
         """The capture's true step by the optimizer's steps: its median
@@ -167,3 +293,29 @@ class Traffic:
 
         return {"active_step_ns": mid, "corrected_step_ns": at(w["median"]),
                 "corrected_step_w_ci_ns": [at(w["ci95"][1]), at(w["ci95"][0])]}
+
+
+def _post_hook(register, hook):
+    """A forward post-hook that runs even where forward raises (torch's
+    always_call, 2.1 on), so the depth it keeps stays right; without it on
+    older torch."""
+    try:
+        return register(hook, always_call=True)
+    except TypeError:
+        return register(hook)
+
+
+def _compiling():
+    """torch's "is torch.compile tracing this" (2.3 on; torch._dynamo's
+    before), or a function that says no."""
+    for name in ("torch.compiler", "torch._dynamo"):
+        try:
+            return importlib.import_module(name).is_compiling
+        except (ImportError, AttributeError):
+            continue
+    return lambda: False
+
+
+def _remove_all(handles: list) -> None:
+    while handles:
+        handles.pop().remove()

@@ -82,7 +82,7 @@ TEXT = {
     "calibration_noisy": _calibration_noisy,
     # a trace corrected with a calibration or a run's W (opskew correct, summary --corrected)
     "calibration_measured_now": lambda n: (
-        f"none was stored for this configuration: measured now, in {n['seconds']:.0f} s on micro-workloads, and "
+        f"none was stored for this configuration: measured now, in {n['seconds']:.0f} s on opskew's built-in steps, and "
         f"stored ({n['path']}), so the next trace of it takes it at once"
         + (f"; {words(n['noisy'])}" if n.get("noisy") else "")),
     "stored_calibration_noisy": lambda n: (f"the calibration ({n['path']}) was flagged when it was measured: "

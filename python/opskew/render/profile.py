@@ -27,7 +27,8 @@ def step_line(rep: dict, corrected_ns: float, band) -> str:
     seen = [f"{what} {fmt_ns(rep[k])}" for what, k in (("profiled", "active_step_ns"),
                                                        ("unprofiled wait steps", "baseline_step_ns"))
             if rep.get(k) is not None]
-    return f"true step {fmt_ns(corrected_ns)}{band}" + "".join(", " + x for x in seen) + " (medians)"
+    by = f"; a step: {rep['step_marked_by']}" if rep.get("step_marked_by") else ""
+    return f"true step {fmt_ns(corrected_ns)}{band}" + "".join(", " + x for x in seen) + f" (medians{by})"
 
 
 def _answer(rep: dict) -> str:

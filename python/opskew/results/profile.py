@@ -119,6 +119,7 @@ CYCLE_FIELDS = {
     "w_model_ns": "the in-process model's W, its measurement, budget and check",
     "w_stored_ns": "a stored calibration's W, beside the model's",
     "w_bare_steps_ns": "the bare steps between captures' W, where the model's interval was the narrower",
+    "step_marked_by": "what marked the steps of a capture no step() marked: the optimizer's or the root module's",
     "w_by_position": "W by position in the cycle", "w_by_cycle": "this cycle's own level",
     "cold_first_active_extra_ns": "the cold first step's extra", "cold_first_active_cycles": "cycles it is from",
     "warmup_extra_per_step_ns": "warmup steps' extra", "post_trace_wait_extra_ns": "wait steps' extra after a trace",

@@ -40,9 +40,12 @@ configuration the trace shows (opskew's tracer, or torch.profiler with the
 options whose traces it detects: shapes, stacks, memory, modules, flops). A
 calibration whose instrument or configuration differs from the trace's is
 refused unless --force. With none stored for a torch.profiler trace's
-configuration, one is measured now (`opskew calibrate --config CONFIG`, on
-micro-workloads, about 20 s), said in one line, stored for the next trace and
-noted in the output; --no-calibrate refuses instead.
+configuration, one is measured now (`opskew calibrate --config CONFIG`, about
+20 s), said in one line, stored for the next trace and noted in the output;
+--no-calibrate refuses instead. A default calibration prices W on opskew's
+built-in model steps: a trace with backward nodes on the training step, any
+other on the inference step (the note says which, and how far workloads'
+own steps were from it).
 """
 
 
@@ -58,7 +61,8 @@ def measure_calibration(config: str, label: str = "opskew correct") -> dict:
     correction's note says of it: the seconds it took."""
     flag = config.replace("+", ",")
     print(f"{label}: no calibration of torch.profiler ({config}) is stored for this torch on this machine: "
-          f"measuring one now (opskew calibrate --config {flag}, about 20 s; --no-calibrate refuses instead)",
+          f"measuring one now (opskew calibrate --config {flag}: W on its built-in training and inference steps, "
+          "about 20 s; --no-calibrate refuses instead)",
           file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="opskew-correct-") as d:
