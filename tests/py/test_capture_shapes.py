@@ -56,6 +56,26 @@ def _usable(make):
     return p
 
 
+def _start_stop(fresh, name, step, wanted):
+    """One profiler, start() ... stop() three times around 6 calls of
+    `step`, 10 unprofiled ones between, no step() calls; made again (a
+    busy machine; conftest's retries) until every later capture's W came
+    from a source in `wanted`: the last profiler."""
+    for _ in range(NOISE_ATTEMPTS):
+        prof = opskew.profile(activities=CPU, corrected_dir=str(fresh / f"{name}{len(os.listdir(fresh))}"),
+                              report_file=None)
+        for _ in range(3):
+            prof.start()
+            for _ in range(6):
+                step()
+            prof.stop()
+            for _ in range(10):
+                step()
+        if all(r["w_source"] in wanted for r in prof.reports[1:]):
+            break
+    return prof
+
+
 def _header(path):
     return tracefile.scan(path, header_only=True)["objects"]["opskew"]
 
@@ -144,22 +164,7 @@ def test_start_stop_with_unprofiled_steps_between_corrects_every_capture(fresh):
     a true step within W's band either way."""
     step = _train()
 
-    def make():
-        prof = opskew.profile(activities=CPU, corrected_dir=str(fresh / f"ss{len(os.listdir(fresh))}"),
-                              report_file=None)
-        for _ in range(3):
-            prof.start()
-            for _ in range(6):
-                step()
-            prof.stop()
-            for _ in range(10):
-                step()
-        return prof
-
-    for _ in range(NOISE_ATTEMPTS):
-        p = make()
-        if all(r["w_source"] in ("in-run, bare steps between captures", "in-process model") for r in p.reports[1:]):
-            break
+    p = _start_stop(fresh, "ss", step, ("in-run, bare steps between captures", "in-process model"))
     assert len(p.reports) == 3
     assert p.reports[0]["w_source"] in ("in-process model", "in-run")  # "in-run" and no W: the model was too noisy
     assert "two_sample" not in p.reports[0] and "w_bare_steps_ns" not in p.reports[0]  # no bare step before it
@@ -245,22 +250,7 @@ def test_start_stop_inference_pairs_the_outermost_modules_forwards(fresh):
     global_hooks = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
     m, step = _infer()
 
-    def make():
-        prof = opskew.profile(activities=CPU, corrected_dir=str(fresh / f"inf{len(os.listdir(fresh))}"),
-                              report_file=None)
-        for _ in range(3):
-            prof.start()
-            for _ in range(6):
-                step()
-            prof.stop()
-            for _ in range(10):
-                step()
-        return prof
-
-    for _ in range(NOISE_ATTEMPTS):
-        p = make()
-        if all(r["w_source"] == "in-run, bare steps between captures" for r in p.reports[1:]):
-            break
+    p = _start_stop(fresh, "inf", step, ("in-run, bare steps between captures",))
     t = p._traffic
     assert t.source == "forward" and t.root() is m and t.opt is None
     # The global hooks are gone once the root is found: only the root's pair
