@@ -50,6 +50,9 @@ def test_snippet_for_user_training_step_runs_and_traces(opskew, tmp_path):
 
     sc = rec["self_correcting"]
     assert sc["schedule"]["wait"] == REF_WAIT and sc["schedule"]["active"] >= 2
+    # What each capture shape gets, as opskew.profile's evidence rule gives it.
+    for shape in ("start()/stop() with unprofiled steps", "outermost module's forward", "in-process model"):
+        assert shape in sc["captures"]
     flag = "--" + next(iter(rec["options"])).replace("_", "-")
     assert sc["command"].startswith("opskew profile -o OUT") and flag in sc["command"]
     assert sc["command"].endswith(" -- python train.py") and "--device" not in sc["command"]

@@ -207,8 +207,10 @@ def self_correcting(options: dict, device: str) -> dict:
                     f"workload; opskew's advised schedule: {ADVISED_WHY} (docs/profile.md)"),
             # What each capture shape gets (docs/profile.md, "Which W a trace gets").
             "captures": ("this schedule: W from the run's own pairs (in-run, the narrowest interval); a schedule "
-                         "with few wait steps and bare steps after it: W from two samples of the run's own steps; "
-                         "a single `with` window, start()/stop() or a short schedule (Lightning's default): W from "
+                         "with few wait steps and bare steps after it, or start()/stop() with unprofiled steps "
+                         "between captures (marked by the optimizer's step, or the outermost module's forward): W "
+                         "from two samples of the run's own steps, where its interval is no wider than the model's; "
+                         "a single `with` window, a first capture or a short schedule (Lightning's default): W from "
                          "the in-process model (about 150 ms once per process, an interval widened by how far it "
                          "misses workloads' own W); every one gets a corrected trace")}
 
