@@ -41,8 +41,10 @@ static uint64_t members_digest(const osk_reader_t *r) {
   }
   if (osk_reader_object_get(r, n, NULL, NULL) != OSK_ERANGE) abort();
   const osk_reader_marks_t *m = &osk_reader_stats(r)->marks;
-  uint64_t marked = m->input_dims + m->python_function + m->memory + m->module_hierarchy + m->flops;
-  if (m->input_dims > osk_reader_stats(r)->events || m->memory > osk_reader_stats(r)->events) abort();
+  uint64_t marked = m->input_dims + m->python_function + m->memory + m->module_hierarchy + m->flops + m->backward;
+  if (m->input_dims > osk_reader_stats(r)->events || m->memory > osk_reader_stats(r)->events ||
+      m->backward > osk_reader_stats(r)->events)
+    abort();
   return h * 7 + marked + 3 * m->input_dims + 5 * m->python_function + 11 * m->flops;
 }
 

@@ -191,7 +191,9 @@ def seed_native_cache(cache_dir):
 
     from opskew.tracer import native
 
-    if native.shim(torch)[0] is not None:
+    # Loaded once per process, perhaps from another test's own cache: copied
+    # where the run's cache holds it, else the test builds its own.
+    if native.shim(torch)[0] is not None and os.path.isdir(native.cache_root()):
         shutil.copytree(native.cache_root(), os.path.join(str(cache_dir), "native"), dirs_exist_ok=True)
 
 

@@ -258,9 +258,9 @@ def test_start_stop_inference_pairs_the_outermost_modules_forwards(fresh):
     gc.collect()
     assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == global_hooks
     assert len(m._forward_pre_hooks) == 1 and len(m._forward_hooks) == 1
-    # The first capture's first forward found the root (not timed); each
-    # capture's first timed one is left out.
-    assert t.marks == {1: 5, 2: 6, 3: 6} and [len(t.profiled[k]) for k in (1, 2, 3)] == [4, 5, 5]
+    # The first capture's first forward found the root, the second began
+    # timing it (neither timed); each capture's first timed one is left out.
+    assert t.marks == {1: 4, 2: 6, 3: 6} and [len(t.profiled[k]) for k in (1, 2, 3)] == [3, 5, 5]
     assert len(p.reports) == 3
     for r in p.reports[1:]:
         assert r["w_model_ns"]["step"] == "inference"
@@ -275,6 +275,42 @@ def test_start_stop_inference_pairs_the_outermost_modules_forwards(fresh):
         assert _nesting(r["corrected_trace"]) == _nesting(r["raw_trace"])
         lo, hi = r["corrected_step_w_ci_ns"]
         assert lo <= r["corrected_step_ns"] <= hi and r["corrected_step_ns"] < r["active_step_ns"]
+
+
+def test_the_root_search_keeps_a_users_error_and_ends_at_the_first_stop(fresh):
+    """A forward that raises keeps its own error (two profilers' hooks
+    watching it), is no root, and the search that found none ends at the
+    first stop(): no global hook stays on the process's module calls."""
+    import gc
+
+    from torch.nn.modules import module as nn_module
+
+    class Boom(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            self.inner(x)
+            raise ValueError("the user's own error")
+
+    gc.collect()
+    before = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
+    a = opskew.profile(activities=CPU, report_file=None, cost_model="off")
+    b = opskew.profile(activities=CPU, report_file=None, cost_model="off")
+    boom = Boom()
+    for _ in range(3):
+        with pytest.raises(ValueError, match="the user's own error"):
+            boom(torch.randn(2, 4))
+    assert all(x._traffic.root is None and x._traffic._fwd for x in (a, b))  # still looking
+    a.start()
+    a.stop()
+    assert a._traffic.search_over and not b._traffic.search_over
+    torch.nn.Identity()(torch.zeros(1))  # the next module call removes a's hooks
+    assert a._traffic._fwd == [] and len(b._traffic._fwd) == 2
+    del a, b
+    gc.collect()
+    assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == before
 
 
 def test_a_training_loops_forwards_give_way_to_its_optimizer(fresh):

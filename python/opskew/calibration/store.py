@@ -70,7 +70,16 @@ def for_trace(cal: dict, backward: bool) -> dict:
     m = w.get("median")
     d = cal.get("delta_ns")
     if isinstance(d, dict) and isinstance(m, (int, float)) and isinstance(d.get("median"), (int, float)):
-        out["delta_ns"] = dict(d, median=min(d["median"], max(m, 0.0)))
+        top = max(m, 0.0)
+        held = dict(d, median=min(d["median"], top))
+        # The leaf panel's spread (the verdict's interval for delta) held too.
+        rng = d.get("range")
+        if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, (int, float)) for x in rng):
+            held["range"] = [min(rng[0], top), min(rng[1], top)]
+        ops = d.get("by_operator")
+        if isinstance(ops, dict):
+            held["by_operator"] = {k: min(v, top) if isinstance(v, (int, float)) else v for k, v in ops.items()}
+        out["delta_ns"] = held
     return validate(out)
 
 

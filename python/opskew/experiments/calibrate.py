@@ -9,7 +9,7 @@ import time
 
 from opskew import _engine
 from opskew.calibration.runner import python_call_rounds, python_event_constants
-from opskew.calibration.store import SCHEMA, make_key, store, validate
+from opskew.calibration.store import SCHEMA, for_trace, make_key, store, validate
 from opskew.errors import UsageError
 from opskew.experiments.common import load_workload, prepare, workload_files
 from opskew.measure import rounds as measure_rounds
@@ -342,6 +342,15 @@ def compute(args) -> dict:
             cal["rerun_helps"] = False
             results.append(cal)
             continue
+        for kind in ("inference",) if by_step else ():
+            # The training step's W is w_ns, validated below; the inference
+            # step's is checked as a trace would take it, and left out
+            # (correct then takes w_ns) where it is no usable constant.
+            try:
+                for_trace(cal, backward=False)
+            except ValueError as exc:
+                cal["w_by_step_rejected"] = {kind: str(exc)}
+                del by_step[kind]
         try:
             validate(cal)
         except ValueError as exc:

@@ -34,9 +34,10 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 @dataclass
 class Window:
     wall_s: float               # the whole window, synchronized on CUDA
-    # CPU only: the window as if every iteration took the median iteration's
-    # time; a time slice another process takes lands in one iteration of it,
-    # not in the estimate (stats.estimators.operator_event_cost)
+    # CPU only: the window with each iteration longer than OUTLIER times the
+    # median counted as the median (steady()): a time slice another process
+    # takes lands in one iteration, not in the estimate
+    # (stats.estimators.operator_event_cost)
     steady_s: float | None = None
     gpu_s: float | None = None  # CUDA only: GPU time between the window's CUDA events
     issue_s: float | None = None  # CUDA only: CPU time to issue the work (before the final sync)
@@ -78,6 +79,20 @@ def resolve_device(device: str) -> str:
     return device
 
 
+OUTLIER = 3.0  # an iteration longer than this many times the window's median is another process's time slice
+
+
+def steady(iters_s: list) -> float:
+    """A window's time with each iteration longer than OUTLIER times its
+    median counted as the median (Window.steady_s): another process's time
+    slice (milliseconds) lands in one iteration, which this takes out,
+    where the profiler's own occasional costs (a buffer block every
+    thousand events, microseconds) stay in."""
+    m = _engine.quantile(iters_s, 0.5)
+    cap = OUTLIER * m
+    return sum(m if t > cap else t for t in iters_s)
+
+
 def make_window(iteration: Callable[[], object], iters: int, device: str) -> Callable[[], Window]:
     """A timed window of `iters` iterations. On CUDA it synchronizes before and
     after so that queued GPU work is inside the interval, and times the GPU side
@@ -100,11 +115,9 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
             t_issue = perf()
             sync()
             t1 = perf()
-            return Window(t1 - t0, start.elapsed_time(end) * 1e-3, t_issue - t0)
+            return Window(t1 - t0, gpu_s=start.elapsed_time(end) * 1e-3, issue_s=t_issue - t0)
 
         return window
-
-    quantile = _engine.quantile
 
     def window():
         ts = [perf()]
@@ -112,7 +125,7 @@ def make_window(iteration: Callable[[], object], iters: int, device: str) -> Cal
         for _ in range(iters):
             iteration()
             stamp(perf())
-        return Window(ts[-1] - ts[0], steady_s=quantile([b - a for a, b in zip(ts, ts[1:])], 0.5) * iters)
+        return Window(ts[-1] - ts[0], steady_s=steady([b - a for a, b in zip(ts, ts[1:])]))
 
     return window
 

@@ -41,6 +41,7 @@ MIN_PROFILED = 3
 MAX_BARE = MAX_M
 MAX_PROFILED = MAX_N
 MAX_SPREAD = 1.0  # as the in-process model's (profiler.model.MAX_SPREAD)
+MAX_SEARCH = 10_000  # module calls watched for the root at most
 
 
 class Traffic:
@@ -64,6 +65,8 @@ class Traffic:
         self.source = None  # what marks the steps: "optimizer", "forward" (the root module's calls) or None
         self.root = None  # weakref to the root module, once found
         self._fwd = []  # handles of the forward hooks (global while looking for the root, then the root's)
+        self.search_over = False  # the root's search ended (the first stop(), or MAX_SEARCH calls)
+        self.mixed = set()  # captures during which the optimizer replaced the forwards: no W of theirs
 
     @classmethod
     def installed(cls):
@@ -99,15 +102,21 @@ class Traffic:
 
     def _look_for_root(self) -> bool:
         """torch.nn's global forward hooks, on the making thread: the first
-        module call at depth 0 with a module call inside it is the root
-        (then timed by _time_root). False where torch has none."""
+        module call at depth 0 with a module call inside it, that returned,
+        is the root (then timed by _time_root). Hooks are never removed
+        inside a post-hook (on a forward that raised, torch walks its live
+        hook dicts): the next pre-hook removes them. The search ends, its
+        hooks removed, at the first stop() (search_ends) or after
+        MAX_SEARCH module calls. False where torch has none."""
         try:
             mod = importlib.import_module("torch.nn.modules.module")
             pre_reg, post_reg = mod.register_module_forward_pre_hook, mod.register_module_forward_hook
         except (ImportError, AttributeError):
             return False
         me = weakref.ref(self)
-        state = {"depth": 0, "top": None, "nested": False}
+        # top: weakref to the depth-0 module being called (never the model
+        # itself: an interrupted call must not keep it alive).
+        state = {"depth": 0, "top": None, "nested": False, "calls": 0, "found": None}
         compiling = _compiling()
 
         def pre(module, args):
@@ -116,10 +125,22 @@ class Traffic:
             t = me()
             if t is None or threading.get_ident() != t.thread:
                 return
+            if state["found"] is not None or t.search_over:
+                found, state["found"] = state["found"], None
+                root = found() if found is not None else None
+                if root is not None and not t.search_over and t.source != "optimizer":
+                    t._time_root(root)  # removes these hooks: safe in a pre-hook (torch walks a copy)
+                else:
+                    _remove_all(t._fwd)
+                return
+            state["calls"] += 1
+            if state["calls"] > MAX_SEARCH:
+                t.search_over = True
+                return
             d = state["depth"]
             state["depth"] = d + 1
             if d == 0:
-                state["top"], state["nested"] = module, False
+                state["top"], state["nested"] = weakref.ref(module), False
             else:
                 state["nested"] = True
 
@@ -130,10 +151,11 @@ class Traffic:
             if t is None or threading.get_ident() != t.thread or state["depth"] == 0:
                 return
             state["depth"] -= 1
-            if state["depth"] == 0 and module is state["top"]:
+            top = state["top"]
+            if state["depth"] == 0 and top is not None and top() is module:
                 state["top"] = None
-                if state["nested"] and t.source != "optimizer":
-                    t._time_root(module)
+                if state["nested"] and t.source != "optimizer" and _returned(out):
+                    state["found"] = top  # taken at the next pre-hook
 
         self._fwd = [pre_reg(pre), _post_hook(post_reg, post)]
         weakref.finalize(self, _remove_all, self._fwd)
@@ -141,11 +163,12 @@ class Traffic:
 
     def _time_root(self, module) -> None:
         """The root found: the global hooks removed, and a pre/post pair on
-        `module` alone times each of its forward calls (forward_step)."""
+        `module` alone times each of its forward calls that return
+        (forward_step)."""
         _remove_all(self._fwd)
         self.root = weakref.ref(module)
         me = weakref.ref(self)
-        box = {"t0": None}
+        local = threading.local()  # the start of the call in flight, per thread
         compiling = _compiling()
 
         def pre(m, args):
@@ -153,17 +176,21 @@ class Traffic:
                 return
             t = me()
             if t is not None and threading.get_ident() == t.thread:
-                box["t0"] = (time.perf_counter_ns(), t.capture)
+                local.t0 = (time.perf_counter_ns(), t.capture)
 
         def post(m, args, out):
             if compiling():
                 return
             t = me()
-            began, box["t0"] = box["t0"], None
-            if t is not None and began is not None and threading.get_ident() == t.thread:
+            if t is None or threading.get_ident() != t.thread:
+                return
+            began, local.t0 = getattr(local, "t0", None), None
+            if began is not None:
                 t.forward_step(time.perf_counter_ns() - began[0], began[1])
 
-        self._fwd = [module.register_forward_pre_hook(pre), _post_hook(module.register_forward_hook, post)]
+        # No always_call: a forward that raised is no step, and its start
+        # is overwritten by the next call's.
+        self._fwd = [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
         weakref.finalize(self, _remove_all, self._fwd)
 
     def forward_step(self, ns: int, capture) -> None:
@@ -172,8 +199,7 @@ class Traffic:
         step, or neither (begun in another capture than it ended in, a
         settling one, a scheduled session's, or an optimizer marks steps)."""
         if self.source == "optimizer":
-            _remove_all(self._fwd)
-            return
+            return  # its hooks went at the optimizer's first step
         self.source = "forward"
         k = self.capture
         if k == -1 or k != capture:
@@ -203,10 +229,13 @@ class Traffic:
             self.opt = weakref.ref(opt)
             if self.source == "forward":
                 # The forwards were a training loop's: its optimizer's steps
-                # replace them from here on.
+                # replace them from here on. A capture running now holds
+                # events of forwards its marks no longer count: no W of it.
                 self.bare, self.profiled, self.marks = [], {}, {}
+                if self.capture is not None:
+                    self.mixed.add(self.capture)
             self.source = "optimizer"
-            _remove_all(self._fwd)
+            _remove_all(self._fwd)  # in the optimizer's hook, not a module's
         elif self.opt() is not opt:
             return  # another optimizer of the same step
         now = time.perf_counter_ns()
@@ -236,6 +265,12 @@ class Traffic:
         self.last = None
 
     def stopped(self) -> None:
+        if self.root is None:
+            # A whole capture without the root found (a compiled model, a
+            # module called from another thread, no module at all): the
+            # search ends, so the global hooks do not stay on every module
+            # call of the process (removed at the next module call).
+            self.search_over = True
         self.capture = None
         self.last = None
         self.since_stop = 0
@@ -245,7 +280,7 @@ class Traffic:
         far, where each side has enough (MIN_PROFILED, MIN_BARE) and the
         interval reaches 95%: a dict as the in-run W's, with `two_sample`'s
         figures; else None."""
-        prof = self.profiled.get(capture) or []
+        prof = [] if capture in self.mixed else self.profiled.get(capture) or []
         marks = self.marks.get(capture) or 0
         if len(prof) < MIN_PROFILED or len(self.bare) < MIN_BARE or not marks or op_events <= 0:
             return None
@@ -281,7 +316,7 @@ class Traffic:
         """The capture's true step by the optimizer's steps: its median
         profiled step less a step's events at W `w` (median, and at its
         interval's ends) and W_py; None without profiled steps."""
-        prof = self.profiled.get(capture) or []
+        prof = [] if capture in self.mixed else self.profiled.get(capture) or []
         marks = self.marks.get(capture) or 0
         if not prof or not marks:
             return None
@@ -293,6 +328,13 @@ class Traffic:
 
         return {"active_step_ns": mid, "corrected_step_ns": at(w["median"]),
                 "corrected_step_w_ci_ns": [at(w["ci95"][1]), at(w["ci95"][0])]}
+
+
+def _returned(out) -> bool:
+    """Whether a forward post-hook runs after a return (always_call hooks
+    also run after a raise; torch passes no output then, in the versions
+    that have them)."""
+    return out is not None
 
 
 def _post_hook(register, hook):

@@ -40,12 +40,12 @@ def per_event_diff(base_s: list, treated_s: list, events: list) -> dict:
 
 
 def _steady(windows: list) -> list:
-    """Each window's time as if every iteration took its median iteration's
-    (measure.rounds.Window.steady_s): on a machine shared with other
-    processes, a time slice lands in one iteration and moves the window's
-    wall by its length, at random in either arm, where it moves the median
-    iteration not at all. The whole walls where any window has no such
-    figure (CUDA's synchronized windows)."""
+    """Each window's time with its outlying iterations (longer than 3 times
+    its median) counted as the median (measure.rounds.Window.steady_s): on
+    a machine shared with other processes, a time slice lands in one
+    iteration and moves the window's wall by its length, at random in
+    either arm. The whole walls where any window has no such figure (CUDA's
+    synchronized windows)."""
     if all(getattr(w, "steady_s", None) is not None for w in windows):
         return [w.steady_s for w in windows]
     return [w.wall_s for w in windows]
@@ -61,9 +61,9 @@ def python_event_cost(rounds, name: str) -> dict:
 
 
 def operator_event_cost(base_windows: list, treated: list, w_py_ns: float = 0.0) -> dict:
-    """W per operator event: the added time per round (each window at its
-    median iteration, _steady), less W_py per Python event of that round,
-    over its operator events."""
+    """W per operator event: the added time per round (each window without
+    its outlying iterations, _steady), less W_py per Python event of that
+    round, over its operator events."""
     n = min(len(base_windows), len(treated))
     walls = _steady(list(base_windows[:n]) + [t.window for t in treated[:n]])
     return per_event_diff(walls[:n], [w - w_py_ns * 1e-9 * t.python_events for w, t in zip(walls[n:], treated[:n])],
